@@ -1,0 +1,26 @@
+"""clustertune: fine-tune and train Hugging Face transformers on the hardware you have.
+
+The Python API mirrors the command line::
+
+    import clustertune as ct
+    recipe = ct.load_recipe("quickstart", ["train.max_steps=50"])   # file, shipped name or dict
+    run = ct.run(recipe)                                             # trains; returns the Run
+    ct.get_run(run.id).state                                         # RunState.COMPLETED
+    ct.run(resume=run_id)                                            # continue a stopped run
+"""
+
+from clustertune.errors import UserError
+from clustertune.recipe import Recipe, load_recipe, shipped_recipes
+from clustertune.runs import Run, RunState, get_run, list_runs
+
+__version__ = "0.1.0"
+
+
+def run(*args, **kwargs):  # noqa: ANN002, ANN003 - signature documented on clustertune.api.run
+    """Run a recipe or resume a run; see :func:`clustertune.api.run`."""
+    from clustertune.api import run as _run
+
+    return _run(*args, **kwargs)
+
+
+__all__ = ["Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]

@@ -1,0 +1,163 @@
+"""The Python API the CLI calls: load a recipe, run it (or resume a run), look runs up.
+
+>>> import clustertune as ct
+>>> recipe = ct.load_recipe("quickstart", ["train.max_steps=20"])
+>>> run = ct.run(recipe)
+>>> run.state, run.paths.model
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clustertune.data.prepare import check_labels
+from clustertune.data.sources import RawData, load_raw
+from clustertune.errors import RunError, UserError
+from clustertune.models.build import check_sequence_fits, resolve_config
+from clustertune.models.tokenizer import load_tokenizer
+from clustertune.recipe.load import dump_recipe, load_recipe
+from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
+from clustertune.runs.run import Run
+from clustertune.runs.state import RESUMABLE, RunState
+from clustertune.runs.store import get_run, runs_root
+from clustertune.train import checkpoint as ckpt
+from clustertune.train.entry import mixed_precision
+from clustertune.train.metrics import check_trackers
+
+log = logging.getLogger("clustertune")
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is now (rich's live display swaps it while a bar is shown)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+@dataclass
+class Checked:
+    """What preflight learnt: the raw data (loaded once) and the model config it checked."""
+
+    raw: RawData
+    config: Any
+
+
+def preflight(recipe: Recipe) -> Checked:
+    """Checks that need data or a model config, done before any run directory exists."""
+    check_trackers(list(recipe.tracking.trackers))
+    mixed_precision(recipe)
+    raw = load_raw(recipe.data, recipe.train.seed)
+    check_labels(recipe, raw.train, "train")
+    check_labels(recipe, raw.validation, "validation")
+    m = recipe.model
+    tok_source = m.tokenizer or m.name_or_path
+    if tok_source and tok_source != TOKENIZER_TRAIN:
+        load_tokenizer(tok_source)
+    config = resolve_config(recipe, None)
+    check_sequence_fits(recipe, config)
+    return Checked(raw=raw, config=config)
+
+
+def _attach_log(run: Run) -> list[logging.Handler]:
+    log.setLevel(logging.DEBUG)
+    fh = logging.FileHandler(run.paths.log, encoding="utf-8")
+    fh.setLevel(logging.DEBUG)
+    fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    sh = _StderrHandler()
+    sh.setLevel(logging.INFO)
+    sh.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(fh)
+    log.addHandler(sh)
+    log.propagate = False
+    return [fh, sh]
+
+
+def _resume_target(run: Run) -> Path | None:
+    """Latest complete checkpoint of ``run``, verified; None when it has none."""
+    if run.state is RunState.COMPLETED:
+        raise RunError(f"run {run.id} already COMPLETED; start a new run instead of --resume")
+    if run.state is RunState.RUNNING:
+        att = run.attempts[-1] if run.attempts else {}
+        raise RunError(f"run {run.id} is still RUNNING (pid {att.get('pid')} on {att.get('host')}); it cannot be resumed twice")
+    if run.state not in RESUMABLE and run.state is not RunState.CREATED:
+        raise RunError(f"run {run.id} is {run.state.value}; only failed, cancelled or preempted runs resume")
+    found = ckpt.list_checkpoints(run.paths)
+    if not found:
+        return None
+    ckpt.verify_checkpoint(found[-1])  # a corrupt one stops here, before anything changes
+    return found[-1]
+
+
+def run(
+    source: Recipe | str | os.PathLike[str] | dict[str, Any] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+    command: list[str] | None = None,
+) -> Run:
+    """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id.
+
+    Returns the finished :class:`Run`. User errors raise :class:`UserError` subclasses before
+    anything is written when they can be found up front; a failure during training leaves the
+    run FAILED with the reason (and traceback) in run.json.
+    """
+    from clustertune.train.entry import execute
+
+    resume_from: Path | None = None
+    if resume is not None:
+        if source is not None or overrides:
+            raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
+        existing = get_run(resume, runs_root_dir)
+        resume_from = _resume_target(existing)
+        recipe = load_recipe(existing.paths.recipe)
+    elif isinstance(source, Recipe):
+        recipe = source if not overrides else load_recipe(source.to_plain(), overrides)
+    elif source is None:
+        raise UserError("give a recipe (a YAML file or a shipped name; `clustertune recipes` lists them)")
+    else:
+        recipe = load_recipe(source, overrides)
+
+    checked = preflight(recipe)
+    if resume is not None:
+        the_run = existing
+    else:
+        root = runs_root(runs_root_dir or recipe.tracking.runs_root)
+        the_run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
+    handlers = _attach_log(the_run)
+    try:
+        the_run.start_attempt(resumed_from=resume_from.name if resume_from else None)
+        if resume is not None and resume_from is None:
+            log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
+        log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
+        execute(recipe, checked.raw, the_run.paths, resume_from, show_progress)
+        the_run.transition(RunState.COMPLETED)
+        log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
+    except KeyboardInterrupt:
+        the_run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+        raise
+    except UserError as exc:
+        the_run.transition(RunState.FAILED, reason=str(exc))
+        log.error("run %s failed: %s", the_run.id, exc)
+        raise
+    except BaseException as exc:
+        the_run.transition(RunState.FAILED, reason=f"{type(exc).__name__}: {exc}", traceback_text=traceback.format_exc())
+        log.error("run %s failed: %s: %s", the_run.id, type(exc).__name__, exc)
+        raise
+    finally:
+        for h in handlers:
+            log.removeHandler(h)
+            h.close()
+    return the_run

@@ -1,0 +1,1 @@
+"""The ``clustertune`` command line: thin wrappers around the library."""

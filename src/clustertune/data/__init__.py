@@ -1,0 +1,1 @@
+"""Data: sources (builtin corpus, local files, save_to_disk, hub), preparation, loading."""

@@ -1,0 +1,129 @@
+"""Turn raw examples into training arrays.
+
+- causal LM (``run_clm.py`` semantics): tokenize every text, concatenate the whole split once,
+  cut into ``block_size`` blocks, drop the one global remainder; labels are the inputs (the
+  model shifts them). The result does not depend on batch or worker counts.
+- classification: truncate and pad every example to ``max_length``; integer labels checked
+  against ``num_labels``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clustertune.errors import DataError
+from clustertune.recipe.schema import Recipe
+
+_BATCH = 1000
+
+
+@dataclass
+class Arrays:
+    """One split as dense arrays; ``attention_mask``/``labels`` only for classification."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray | None = None
+    labels: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def tokens(self) -> int:
+        if self.attention_mask is not None:
+            return int(self.attention_mask.sum())
+        return int(self.input_ids.size)
+
+
+def _id_dtype(vocab: int) -> Any:
+    return np.uint16 if vocab <= np.iinfo(np.uint16).max + 1 else np.int32
+
+
+def encode_texts(texts: list[str], tokenizer: Any) -> list[list[int]]:
+    """Token ids per text, in batches (the fast tokenizer parallelises inside a batch)."""
+    out: list[list[int]] = []
+    for i in range(0, len(texts), _BATCH):
+        enc = tokenizer(texts[i : i + _BATCH], verbose=False)
+        out.extend(enc["input_ids"])
+    return out
+
+
+def group_blocks(ids_per_text: list[list[int]], block_size: int, vocab: int) -> np.ndarray:
+    """Concatenate all ids and cut into full blocks; the remainder (< block_size) is dropped."""
+    total = sum(len(x) for x in ids_per_text)
+    flat = np.empty(total, dtype=_id_dtype(vocab))
+    pos = 0
+    for x in ids_per_text:
+        flat[pos : pos + len(x)] = x
+        pos += len(x)
+    n_blocks = total // block_size
+    return flat[: n_blocks * block_size].reshape(n_blocks, block_size)
+
+
+def causal_lm_arrays(texts: list[str], tokenizer: Any, block_size: int, limit: int | None, split: str) -> Arrays:
+    blocks = group_blocks(encode_texts(texts, tokenizer), block_size, len(tokenizer))
+    if limit is not None:
+        blocks = blocks[:limit]
+    if len(blocks) == 0:
+        raise DataError(
+            f"data: the {split} text has fewer tokens than one block of {block_size}; "
+            "lower data.block_size or give more text"
+        )
+    return Arrays(input_ids=blocks)
+
+
+def classification_arrays(
+    texts: list[str], labels: list[Any], tokenizer: Any, max_length: int, limit: int | None, split: str
+) -> Arrays:
+    """Padded/truncated ids, attention mask and labels (labels already checked by check_labels)."""
+    if limit is not None:
+        texts, labels = texts[:limit], labels[:limit]
+    if not texts:
+        raise DataError(f"data: the {split} split has no examples")
+    ids = np.zeros((len(texts), max_length), dtype=_id_dtype(len(tokenizer)))
+    mask = np.zeros((len(texts), max_length), dtype=np.uint8)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids[:] = pad
+    for start in range(0, len(texts), _BATCH):
+        enc = tokenizer(texts[start : start + _BATCH], truncation=True, max_length=max_length, verbose=False)
+        for j, row in enumerate(enc["input_ids"]):
+            ids[start + j, : len(row)] = row
+            mask[start + j, : len(row)] = 1
+    return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64))
+
+
+def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str) -> Arrays:
+    d = recipe.data
+    texts = [t if isinstance(t, str) else "" if t is None else str(t) for t in ds[d.text_column]]
+    limit = d.max_train_samples if split == "train" else d.max_eval_samples
+    if recipe.task == "causal_lm":
+        return causal_lm_arrays(texts, tokenizer, d.block_size, limit, split)
+    check_labels(recipe, ds, split)
+    return classification_arrays(
+        texts, list(ds[d.label_column]), tokenizer, d.max_length, limit, split
+    )
+
+
+def check_labels(recipe: Recipe, ds: Any, split: str) -> None:
+    """Label column present and in range (cheap; runs before the run directory exists)."""
+    d = recipe.data
+    if recipe.task != "sequence_classification":
+        return
+    if d.label_column not in ds.column_names:
+        raise DataError(
+            f"data.label_column: column {d.label_column!r} not in the {split} data; "
+            f"its columns are {', '.join(ds.column_names)}"
+        )
+    limit = d.max_train_samples if split == "train" else d.max_eval_samples
+    labels = list(ds[d.label_column])[:limit] if limit else list(ds[d.label_column])
+    n = recipe.model.num_labels or 2
+    bad = [(i, v) for i, v in enumerate(labels) if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n]
+    if bad:
+        i, v = bad[0]
+        raise DataError(
+            f"data.label_column: {split} row {i} has label {v!r}, outside 0..{n - 1} "
+            f"({len(bad)} bad row(s) in all); labels must be integers below model.num_labels={n}"
+        )

@@ -1,0 +1,69 @@
+"""Typed errors for everything a user can get wrong.
+
+Every user-facing failure is a :class:`UserError`: the CLI prints its message (no traceback
+unless ``--debug``) and exits with code 2. Anything else escaping is a bug in clustertune.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class UserError(Exception):
+    """A problem with the user's input: recipe, paths, data, run ids. Exit code 2."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a recipe: where (file, key path, line) and what, with a fix."""
+
+    key: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    hint: str | None = None
+
+    def render(self) -> str:
+        where = self.file or "<recipe>"
+        if self.line is not None:
+            where += f":{self.line}"
+        text = f"{where}: {self.key or '<top level>'}: {self.message}"
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class RecipeError(UserError):
+    """One or more problems in a recipe, reported all at once."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        n = len(self.problems)
+        head = f"recipe has {n} problem{'s' if n != 1 else ''}:"
+        super().__init__("\n".join([head] + ["  - " + p.render() for p in self.problems]))
+
+
+class RecipeNotFound(UserError):
+    """A recipe name or path that is neither a file nor a shipped recipe."""
+
+
+class DataError(UserError):
+    """Missing data files, columns, bad labels, unreachable datasets."""
+
+
+class ModelError(UserError):
+    """A model or tokenizer that cannot be found or does not fit the recipe."""
+
+
+class RunError(UserError):
+    """Unknown run ids, runs that cannot be resumed."""
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is incomplete or corrupt; names the file."""
+
+
+class TrackingError(UserError):
+    """A tracker that was asked for but is not installed."""

@@ -1,0 +1,147 @@
+"""Models: pretrained (hub name or local directory) or built fresh from a config + overrides."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import ModelError
+from clustertune.models.tokenizer import hub_unreachable_message
+from clustertune.recipe.schema import Recipe
+
+POSITION_ATTRS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
+
+
+def _is_pathish(s: str) -> bool:
+    return s.startswith(("/", "./", "../", "~")) or s.endswith(".json")
+
+
+def _config_from_source(src: str) -> Any:
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    p = Path(src).expanduser()
+    if p.is_file():
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"model.config: {src!r} is not a readable JSON config: {exc}") from exc
+        model_type = data.pop("model_type", None)
+        if model_type not in CONFIG_MAPPING:
+            raise ModelError(f"model.config: {src!r} has no known 'model_type' (got {model_type!r})")
+        return AutoConfig.for_model(model_type, **data)
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelError(f"model.config: directory {src!r} has no config.json")
+        return AutoConfig.from_pretrained(str(p))
+    if _is_pathish(src):
+        raise ModelError(f"model.config: {src!r} does not exist")
+    if src in CONFIG_MAPPING:
+        return AutoConfig.for_model(src)
+    close = difflib.get_close_matches(src, list(CONFIG_MAPPING.keys()), n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ModelError(f"model.config: {src!r} is neither a model type known to transformers nor an existing path{hint}")
+
+
+def _pretrained_config(name: str) -> Any:
+    from transformers import AutoConfig
+
+    p = Path(name).expanduser()
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise ModelError(f"model.name_or_path: {name!r} has no config.json; is it a save_pretrained directory?")
+        return AutoConfig.from_pretrained(str(p))
+    if _is_pathish(name):
+        raise ModelError(f"model.name_or_path: directory {name!r} does not exist")
+    try:
+        return AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise ModelError(hub_unreachable_message("model.name_or_path", name, exc)) from exc
+
+
+def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
+    known = set(config.to_dict()) | set(getattr(config, "attribute_map", {}))
+    bad = [k for k in overrides if k not in known]
+    if bad:
+        msgs = []
+        for k in bad:
+            close = difflib.get_close_matches(k, sorted(known), n=1)
+            msgs.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ModelError(
+            f"model.config_overrides: {config.model_type} configs have no attribute {', '.join(msgs)}"
+        )
+    for k, v in overrides.items():
+        setattr(config, k, v)
+
+
+def model_positions(config: Any) -> int | None:
+    """The longest sequence the model's position embeddings take, when it has a limit."""
+    for attr in POSITION_ATTRS:
+        v = getattr(config, attr, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def resolve_config(recipe: Recipe, tokenizer: Any | None = None) -> Any:
+    """The model config the run will use, with overrides applied (no weights loaded)."""
+    m = recipe.model
+    fresh = m.config is not None
+    config = _config_from_source(m.config) if fresh else _pretrained_config(m.name_or_path or "")
+    if fresh and tokenizer is not None:
+        # A fresh model gets the tokenizer's vocabulary and special ids unless overridden.
+        config.vocab_size = len(tokenizer)
+        for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            tid = getattr(tokenizer, attr, None)
+            if tid is not None:
+                setattr(config, attr, tid)
+    if recipe.task == "sequence_classification":
+        config.num_labels = m.num_labels
+        if tokenizer is not None and getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = tokenizer.pad_token_id
+    apply_config_overrides(config, m.config_overrides)
+    return config
+
+
+def check_sequence_fits(recipe: Recipe, config: Any) -> None:
+    """block_size / max_length must fit the model's position embeddings."""
+    limit = model_positions(config)
+    if limit is None:
+        return
+    key, want = (
+        ("data.block_size", recipe.data.block_size)
+        if recipe.task == "causal_lm"
+        else ("data.max_length", recipe.data.max_length)
+    )
+    if want > limit:
+        raise ModelError(
+            f"{key}: {want} is larger than the model's {limit} positions; set {key}<={limit}"
+            + (" or raise it with model.config_overrides" if recipe.model.config else "")
+        )
+
+
+def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
+    """Instantiate the model: fresh from ``config`` or pretrained weights with it."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
+    m = recipe.model
+    kwargs: dict[str, Any] = {}
+    if m.attn_implementation:
+        kwargs["attn_implementation"] = m.attn_implementation
+    try:
+        if m.config is not None:
+            model = auto.from_config(config, **kwargs)
+        else:
+            path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path
+            model = auto.from_pretrained(path, config=config, low_cpu_mem_usage=m.low_cpu_mem_usage, **kwargs)
+    except ValueError as exc:
+        raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
+    except OSError as exc:
+        raise ModelError(f"model.name_or_path: cannot load weights from {m.name_or_path!r}: {exc}") from exc
+    emb = model.get_input_embeddings()
+    if emb is not None and len(tokenizer) > emb.num_embeddings:
+        model.resize_token_embeddings(len(tokenizer))
+    return model

@@ -1,0 +1,92 @@
+"""Tokenizers: a hub name, a local directory, or a byte-level BPE trained on the spot."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import ModelError
+
+EOS = "<|endoftext|>"
+PAD = "<pad>"
+CLS = "<cls>"
+SEP = "<sep>"
+MASK = "<mask>"
+SPECIAL_TOKENS = [EOS, PAD, CLS, SEP, MASK]
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, *, classification: bool, model_max_length: int) -> Any:
+    """Train a byte-level BPE (GPT-2 style) on ``texts`` and wrap it for transformers.
+
+    For classification the tokenizer frames each example as ``<cls> text <sep>``, like BERT's,
+    so encoder models pool a token that sees the whole sentence.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    if classification:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{CLS} $A {SEP}",
+            pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+            special_tokens=[(CLS, tok.token_to_id(CLS)), (SEP, tok.token_to_id(SEP))],
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOS,
+        eos_token=EOS,
+        unk_token=EOS,
+        pad_token=PAD,
+        cls_token=CLS,
+        sep_token=SEP,
+        mask_token=MASK,
+        model_max_length=model_max_length,
+    )
+
+
+def load_tokenizer(name_or_path: str, key: str = "model.tokenizer") -> Any:
+    """A pretrained tokenizer from a local directory or the hub, with clear offline errors."""
+    from transformers import AutoTokenizer
+
+    p = Path(name_or_path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise ModelError(f"{key}: {name_or_path!r} is a file; give the directory that holds tokenizer files")
+        try:
+            return AutoTokenizer.from_pretrained(str(p))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{key}: cannot load a tokenizer from {str(p)!r}: {exc}") from exc
+    if name_or_path.startswith(("/", "./", "../", "~")):
+        raise ModelError(f"{key}: directory {name_or_path!r} does not exist")
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as exc:
+        raise ModelError(hub_unreachable_message(key, name_or_path, exc)) from exc
+
+
+def hub_unreachable_message(key: str, name: str, exc: BaseException) -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    why = (
+        "HF_HUB_OFFLINE=1 is set and it is not in the local Hugging Face cache"
+        if offline
+        else "it is not a local directory and could not be fetched from the Hugging Face Hub"
+    )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"{key}: cannot load {name!r}: {why} ({first}). This machine may not reach the hub: on a machine "
+        f"with internet save it with `save_pretrained(DIR)` (or `hf download {name} --local-dir DIR`), "
+        f"copy DIR here and set {key}=DIR"
+    )

@@ -1,0 +1,227 @@
+"""Load a recipe: YAML file or shipped name, plus ``key=value`` overrides, into a frozen Recipe.
+
+All problems are collected and raised together as one :class:`RecipeError` naming the file,
+the key path, the line where the file has one, and a did-you-mean for misspelt keys.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from clustertune.errors import Problem, RecipeError, RecipeNotFound
+from clustertune.recipe.schema import Recipe
+
+# PyYAML follows YAML 1.1, where "3e-4" is a string. Users write it as a float, so accept
+# exponent forms without a dot as floats too.
+_FLOAT_RE = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_Loader.yaml_implicit_resolvers = copy.deepcopy(yaml.SafeLoader.yaml_implicit_resolvers)
+for _ch in list("-+0123456789."):
+    _Loader.yaml_implicit_resolvers[_ch] = [
+        (tag, rx) for tag, rx in _Loader.yaml_implicit_resolvers.get(_ch, []) if tag != "tag:yaml.org,2002:float"
+    ]
+    _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, [_ch])
+
+
+def recipes_dir() -> Path:
+    """Directory of the shipped recipes (source checkout or installed wheel)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here.parent.parent / "recipes", here / "_recipes"):
+        if candidate.is_dir():
+            return candidate
+    return here.parent.parent / "recipes"
+
+
+def shipped_recipes() -> dict[str, Path]:
+    """Shipped recipe names -> files."""
+    d = recipes_dir()
+    return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+
+
+def resolve_recipe_path(name_or_path: str | os.PathLike[str]) -> Path:
+    """A file path as given, else a shipped recipe of that name; else RecipeNotFound."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p
+    shipped = shipped_recipes()
+    key = str(name_or_path)
+    if key in shipped:
+        return shipped[key]
+    if key.endswith((".yaml", ".yml")) and key[:-5].rstrip(".") in shipped:
+        return shipped[key.rsplit(".", 1)[0]]
+    names = ", ".join(shipped) or "(none found)"
+    close = difflib.get_close_matches(key, list(shipped), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    if p.exists():
+        raise RecipeNotFound(f"recipe {key!r} is a directory, not a YAML file. Shipped recipes: {names}.")
+    raise RecipeNotFound(f"no recipe file or shipped recipe named {key!r}.{hint} Shipped recipes: {names}.")
+
+
+def _line_map(text: str) -> dict[tuple[str, ...], int]:
+    """Key path -> 1-based line of that key in the YAML text (best effort)."""
+    lines: dict[tuple[str, ...], int] = {}
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = path + (str(k.value),)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+
+    walk(root, ())
+    return lines
+
+
+def parse_scalar(text: str) -> Any:
+    """An override value: YAML scalar/flow syntax (``3e-4``, ``true``, ``[a, b]``, ``null``)."""
+    try:
+        return yaml.load(text, Loader=_Loader) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], problems: list[Problem]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a nested dict (a copy); bad ones become Problems."""
+    out = copy.deepcopy(data)
+    for ov in overrides:
+        if "=" not in ov:
+            problems.append(
+                Problem(key=ov, message="override must look like key=value", file="<command line>",
+                        hint="e.g. train.lr=3e-4")
+            )
+            continue
+        key, _, raw = ov.partition("=")
+        parts = key.strip().split(".")
+        if not all(parts):
+            problems.append(Problem(key=key, message="empty part in dotted key", file="<command line>"))
+            continue
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                problems.append(
+                    Problem(key=".".join(parts[: i + 1]), file="<command line>",
+                            message=f"is a value ({nxt!r}), so {key} cannot be set below it")
+                )
+                break
+            node = nxt
+        else:
+            node[parts[-1]] = parse_scalar(raw)
+    return out
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the schema model found by following ``loc`` from Recipe."""
+    model: Any = Recipe
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        ann = field.annotation
+        if get_origin(ann) is not None:
+            ann = next((a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        model = ann
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _problems_from_validation(err: ValidationError, file: str, lines: dict[tuple[str, ...], int]) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = tuple(str(p) for p in e["loc"])
+        key = ".".join(loc)
+        line = lines.get(loc)
+        if e["type"] == "extra_forbidden":
+            known = _fields_at(loc[:-1])
+            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+            hint = f"did you mean '{'.'.join(loc[:-1] + (close[0],))}'?" if close else (
+                f"known keys here: {', '.join(known)}" if known else None)
+            problems.append(Problem(key=key, message="unknown key", file=file, line=line, hint=hint))
+        elif e["type"] == "value_error" and not loc:
+            # Cross-field checks from Recipe._cross_field: "key: message; key: message".
+            text = str(e["msg"]).removeprefix("Value error, ")
+            for item in text.split("; "):
+                k, _, msg = item.partition(": ")
+                problems.append(Problem(key=k, message=msg, file=file, line=lines.get(tuple(k.split(".")))))
+        else:
+            got = e.get("input")
+            msg = e["msg"]
+            if not isinstance(got, dict) and got is not None:
+                msg += f", got {got!r}"
+            problems.append(Problem(key=key, message=msg, file=file, line=line))
+    return problems
+
+
+def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list[str] | None = None) -> Recipe:
+    """Load and validate a recipe.
+
+    ``source`` is a YAML path, the name of a shipped recipe (``quickstart``), or a dict.
+    ``overrides`` are ``dotted.key=value`` strings applied on top. Raises RecipeError with
+    every problem found, or RecipeNotFound.
+    """
+    overrides = list(overrides or [])
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(source, dict):
+        file, data = "<dict>", copy.deepcopy(source)
+    else:
+        path = resolve_recipe_path(source)
+        file = str(path)
+        text = path.read_text(encoding="utf-8")
+        try:
+            data = yaml.load(text, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise RecipeError([Problem(key="", file=file, line=mark.line + 1 if mark else None,
+                                       message=f"malformed YAML at {where}: {problem}")]) from exc
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise RecipeError([Problem(key="", file=file, message=f"a recipe is a mapping of sections, got {type(data).__name__}")])
+        lines = _line_map(text)
+        data.setdefault("name", path.stem)
+    problems: list[Problem] = []
+    data = apply_overrides(data, overrides, problems)
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as err:
+        problems.extend(_problems_from_validation(err, file, lines))
+        raise RecipeError(problems) from None
+    if problems:
+        raise RecipeError(problems)
+    return recipe
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    """The resolved recipe as YAML text (sections in schema order)."""
+    return yaml.safe_dump(recipe.to_plain(), sort_keys=False, default_flow_style=False)

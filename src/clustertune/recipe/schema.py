@@ -1,0 +1,246 @@
+"""The recipe schema: one typed model per section, a docstring per field.
+
+The docstrings are the documentation: ``clustertune validate --explain`` and the docs read
+them from here (``use_attribute_docstrings``). Unknown keys are errors (``extra="forbid"``).
+Checks that need no network live here; checks that need a model config or a dataset
+(block size vs positions, column names) run at the start of ``clustertune run``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Task = Literal["causal_lm", "sequence_classification"]
+TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification")
+TOKENIZER_TRAIN = "train"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ModelSection(Section):
+    name_or_path: str | None = None
+    """Pretrained weights: a Hugging Face Hub name (``gpt2``, ``bert-base-cased``) or a local
+    directory written by ``save_pretrained``. Exactly one of ``name_or_path`` and ``config``."""
+
+    config: str | None = None
+    """Build a fresh, randomly initialised model: a model type (``gpt2``, ``bert``, ``llama``),
+    or a path to a ``config.json`` or a directory holding one."""
+
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    """Config attributes to change before the model is built, e.g. ``{n_layer: 2, n_embd: 64}``."""
+
+    tokenizer: str | None = None
+    """Tokenizer: a hub name, a local directory, or ``train`` to train a byte-level BPE on the
+    training text. Defaults to ``name_or_path``; required with ``config``."""
+
+    tokenizer_vocab_size: int = Field(default=4096, ge=256, le=1_000_000)
+    """Vocabulary size when ``tokenizer: train``."""
+
+    num_labels: int | None = Field(default=None, ge=2)
+    """Number of classes for ``sequence_classification``."""
+
+    low_cpu_mem_usage: bool = True
+    """Load pretrained weights without first materialising a randomly initialised copy
+    (transformers 5 always does this; the switch matters for transformers 4)."""
+
+    attn_implementation: str | None = None
+    """Attention kernel passed to transformers (``sdpa``, ``eager``, ``flash_attention_2``)."""
+
+
+class DataSection(Section):
+    dataset: str | None = None
+    """Where the examples come from: ``builtin:pydoc`` (Python's reference documentation, offline,
+    causal LM), ``builtin:pydoc-kinds`` (labelled paragraphs of it, offline, 3 classes), a hub
+    dataset name (``wikitext``), or a directory written by ``datasets.save_to_disk``.
+    Exactly one of ``dataset`` and ``train_files``."""
+
+    dataset_config: str | None = None
+    """Hub dataset configuration, e.g. ``wikitext-2-raw-v1``."""
+
+    train_files: list[str] = Field(default_factory=list)
+    """Local training files: .txt (one example per line), .json/.jsonl, .csv or .parquet."""
+
+    validation_files: list[str] = Field(default_factory=list)
+    """Local validation files, same formats as ``train_files``."""
+
+    train_split: str = "train"
+    """Split used for training when ``dataset`` has splits."""
+
+    validation_split: str = "validation"
+    """Split used for evaluation when ``dataset`` has it; otherwise one is carved from train."""
+
+    validation_fraction: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """Fraction of the training examples held out (with ``train.seed``) when no validation
+    split or files exist."""
+
+    text_column: str = "text"
+    """Column holding the text."""
+
+    label_column: str = "label"
+    """Column holding integer class labels (``sequence_classification``)."""
+
+    block_size: int = Field(default=128, ge=2)
+    """Causal LM: tokens per training block. The whole text is concatenated once and cut into
+    blocks; the remainder is dropped. Must not exceed the model's positions."""
+
+    max_length: int = Field(default=128, ge=2)
+    """Classification: examples are truncated and padded to this many tokens."""
+
+    max_train_samples: int | None = Field(default=None, ge=1)
+    """Keep only the first N training samples (blocks for causal LM, examples for classification)."""
+
+    max_eval_samples: int | None = Field(default=None, ge=1)
+    """Keep only the first N evaluation samples."""
+
+
+class TrainSection(Section):
+    batch_size: int = Field(default=8, ge=1)
+    """Micro-batch size per device (per process)."""
+
+    eval_batch_size: int | None = Field(default=None, ge=1)
+    """Evaluation batch size per device; defaults to ``batch_size``."""
+
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    """Micro-batches accumulated per optimizer step."""
+
+    lr: float = Field(default=5e-5, gt=0.0)
+    """Peak learning rate of AdamW."""
+
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    """AdamW weight decay; never applied to biases and normalisation weights."""
+
+    adam_beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
+    """AdamW beta1."""
+
+    adam_beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
+    """AdamW beta2."""
+
+    adam_eps: float = Field(default=1e-8, gt=0.0)
+    """AdamW epsilon."""
+
+    max_grad_norm: float | None = Field(default=1.0, gt=0.0)
+    """Clip the global gradient norm to this value; null turns clipping off."""
+
+    lr_scheduler: Literal["linear", "cosine", "constant"] = "linear"
+    """Decay after warmup."""
+
+    warmup_steps: int = Field(default=0, ge=0)
+    """Linear warmup steps (wins over ``warmup_ratio`` when both are set)."""
+
+    warmup_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Warmup as a fraction of the total steps."""
+
+    max_steps: int | None = Field(default=None, ge=1)
+    """Optimizer steps to train; wins over ``epochs``."""
+
+    epochs: float = Field(default=3.0, gt=0.0)
+    """Passes over the training data when ``max_steps`` is not set."""
+
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    """Mixed precision: ``auto`` is bf16 on GPUs that have it, fp16 on older GPUs, fp32 on CPU."""
+
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+
+    eval_every: int | None = Field(default=None, ge=1)
+    """Evaluate every N optimizer steps (and always at the end)."""
+
+    eval_at_start: bool = False
+    """Evaluate once before the first step (step 0)."""
+
+    log_every: int = Field(default=10, ge=1)
+    """Read the loss back from the device and log every N steps (the only sync in the loop)."""
+
+    save_every: int | None = Field(default=None, ge=1)
+    """Write a checkpoint every N optimizer steps."""
+
+    keep_last: int = Field(default=2, ge=1)
+    """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
+
+    seed: int = 42
+    """Seed for initialisation, data order, dropout and the validation carve-out."""
+
+    shuffle: bool = True
+    """Shuffle the training samples each epoch (deterministically from ``seed`` and epoch)."""
+
+    cpu_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads (CPU training); unset keeps torch's default."""
+
+    peak_flops: float | None = Field(default=None, gt=0.0)
+    """Peak FLOP/s of one device, for MFU; known GPUs are looked up when unset."""
+
+
+class LaunchSection(Section):
+    backend: Literal["local"] = "local"
+    """Where the job runs. ``local``: this machine, one process."""
+
+
+class TrackingSection(Section):
+    runs_root: str | None = None
+    """Directory holding run directories; defaults to ``$CLUSTERTUNE_RUNS`` or ``./runs``."""
+
+    trackers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=list)
+    """Extra trackers through Accelerate; ``metrics.jsonl`` is always written. W&B runs in
+    offline mode unless ``WANDB_MODE`` says otherwise (sync later with ``wandb sync``)."""
+
+    project: str = "clustertune"
+    """Project name passed to the trackers."""
+
+
+class Recipe(Section):
+    name: str = "recipe"
+    """Short name; used in run ids."""
+
+    description: str = ""
+    """One line saying what the recipe does."""
+
+    task: Task = "causal_lm"
+    """``causal_lm`` (next-token prediction, perplexity) or ``sequence_classification``
+    (text -> one of ``model.num_labels`` classes, accuracy)."""
+
+    model: ModelSection = Field(default_factory=ModelSection)
+    """What to train."""
+
+    data: DataSection = Field(default_factory=DataSection)
+    """What to train on."""
+
+    train: TrainSection = Field(default_factory=TrainSection)
+    """How to train."""
+
+    launch: LaunchSection = Field(default_factory=LaunchSection)
+    """Where to run."""
+
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
+    """Where runs and metrics go."""
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Recipe:
+        problems: list[tuple[str, str]] = []
+        m, d = self.model, self.data
+        if (m.name_or_path is None) == (m.config is None):
+            problems.append(
+                ("model", "set exactly one of model.name_or_path (pretrained) and model.config (build fresh)")
+            )
+        if m.config is not None and m.tokenizer is None:
+            problems.append(
+                ("model.tokenizer", "required with model.config: a hub name, a local directory, or 'train'")
+            )
+        if (d.dataset is None) == (not d.train_files):
+            problems.append(("data", "set exactly one of data.dataset and data.train_files"))
+        if d.validation_files and not d.train_files:
+            problems.append(("data.validation_files", "only valid together with data.train_files"))
+        if self.task == "sequence_classification" and m.num_labels is None:
+            problems.append(("model.num_labels", "required for task sequence_classification"))
+        if problems:
+            # Raised as ValueError so pydantic reports it beside the field errors; the loader
+            # turns the "key: message" text back into a Problem with that key.
+            raise ValueError("; ".join(f"{k}: {msg}" for k, msg in problems))
+        return self
+
+    def to_plain(self) -> dict[str, Any]:
+        """The fully resolved recipe as plain data (what runs/<id>/recipe.yaml holds)."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""Training: node-side entry, the loop, checkpoints, metrics, throughput."""

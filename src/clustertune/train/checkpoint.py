@@ -1,0 +1,144 @@
+"""Self-describing, atomic checkpoints.
+
+A checkpoint is a directory ``checkpoints/step-XXXXXXXX/`` holding the weights (safetensors),
+optimizer, scheduler and RNG states, the data position, the resolved recipe and a
+``state.json`` listing every file with its size and sha256. It is written under a temporary
+name and renamed into place, so a directory with that name is complete; loading checks every
+file against ``state.json`` and names the one that does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from clustertune.errors import CheckpointError
+from clustertune.runs.paths import RunPaths
+
+FORMAT = 1
+STATE = "state.json"
+WEIGHTS = "model.safetensors"
+OPTIMIZER = "optimizer.pt"
+SCHEDULER = "scheduler.pt"
+RNG = "rng.pt"
+RECIPE = "recipe.yaml"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    paths: RunPaths,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: Any,
+    scheduler: Any,
+    meta: dict[str, Any],
+    recipe_yaml: str,
+    keep_last: int,
+) -> Path:
+    """Write a complete checkpoint for ``step`` and prune older ones (main process only)."""
+    from safetensors.torch import save_model
+
+    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+    final = paths.checkpoint(step)
+    tmp = paths.checkpoints / f".tmp-{final.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save_model(model, str(tmp / WEIGHTS))
+    torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
+    torch.save(scheduler.state_dict(), tmp / SCHEDULER)
+    torch.save(rng_state(), tmp / RNG)
+    (tmp / RECIPE).write_text(recipe_yaml, encoding="utf-8")
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+    state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
+    (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    for p in tmp.iterdir():  # data on disk before the rename makes the directory visible
+        with p.open("rb") as fh:
+            os.fsync(fh.fileno())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    prune(paths, keep_last)
+    return final
+
+
+def list_checkpoints(paths: RunPaths) -> list[Path]:
+    """Complete checkpoints (renamed into place), oldest first. Temp dirs are never listed."""
+    if not paths.checkpoints.is_dir():
+        return []
+    return sorted(p for p in paths.checkpoints.iterdir() if p.is_dir() and p.name.startswith("step-"))
+
+
+def prune(paths: RunPaths, keep_last: int) -> None:
+    for old in list_checkpoints(paths)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    for tmp in paths.checkpoints.glob(".tmp-*"):
+        if not tmp.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
+    """state.json of ``ckpt`` after checking every file it lists; CheckpointError names the bad file."""
+    state_file = ckpt / STATE
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {ckpt} is incomplete: {state_file} is missing") from None
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint file {state_file} is corrupt (not JSON: {exc})") from exc
+    for name, want in state.get("files", {}).items():
+        f = ckpt / name
+        if not f.is_file():
+            raise CheckpointError(f"checkpoint file {f} is missing")
+        if f.stat().st_size != want["bytes"] or _sha256(f) != want["sha256"]:
+            raise CheckpointError(
+                f"checkpoint file {f} is corrupt (size or sha256 differs from {state_file}); "
+                f"delete {ckpt} to resume from an earlier checkpoint"
+            )
+    return state
+
+
+def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Restore model, optimizer, scheduler and RNG from a verified checkpoint; returns its state."""
+    from safetensors.torch import load_model
+
+    state = verify_checkpoint(ckpt)
+    try:
+        load_model(model, str(ckpt / WEIGHTS))
+        optimizer.load_state_dict(torch.load(ckpt / OPTIMIZER, map_location="cpu", weights_only=False))
+        scheduler.load_state_dict(torch.load(ckpt / SCHEDULER, weights_only=False))
+        set_rng_state(torch.load(ckpt / RNG, weights_only=False))
+    except (RuntimeError, ValueError, KeyError, OSError) as exc:
+        raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
+    return state

@@ -1,0 +1,63 @@
+"""Throughput figures: tokens/s and model FLOPs utilisation (MFU).
+
+FLOPs per token follow nanoGPT's estimate: 6N for the dense layers (forward + backward) plus
+12·L·H·Q·T for attention, with N the parameters minus position embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# Dense bf16/fp16 tensor-core peaks (FLOP/s) by a substring of the device name.
+PEAK_FLOPS: dict[str, float] = {
+    "H200": 989e12,
+    "H100": 989e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "A10G": 70e12,
+    "RTX 4090": 165e12,
+    "V100": 125e12,
+}
+
+
+def device_peak_flops(override: float | None = None) -> float | None:
+    """Peak FLOP/s of this process's device: the override, a known GPU, or None (CPU, unknown)."""
+    if override:
+        return override
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    for key, peak in PEAK_FLOPS.items():
+        if key in name:
+            return peak
+    return None
+
+
+def _cfg(config: Any, *names: str) -> int | None:
+    for n in names:
+        v = getattr(config, n, None)
+        if isinstance(v, int):
+            return v
+    return None
+
+
+def flops_per_token(model: Any, seq_len: int) -> float:
+    """6N + 12·L·H·Q·T for one token of a training step (forward and backward)."""
+    config = model.config
+    n_params = sum(p.numel() for p in model.parameters())
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Embedding) and any(k in name.split(".")[-1] for k in ("wpe", "position")):
+            n_params -= mod.weight.numel()
+    layers = _cfg(config, "n_layer", "num_hidden_layers") or 0
+    heads = _cfg(config, "n_head", "num_attention_heads") or 1
+    hidden = _cfg(config, "n_embd", "hidden_size", "d_model") or 0
+    head_dim = _cfg(config, "head_dim") or (hidden // heads if heads else 0)
+    return 6.0 * n_params + 12.0 * layers * heads * head_dim * seq_len
+
+
+def mfu(tokens_per_s_per_device: float, flops_tok: float, peak: float | None) -> float | None:
+    if not peak:
+        return None
+    return tokens_per_s_per_device * flops_tok / peak
