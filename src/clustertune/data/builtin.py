@@ -48,9 +48,19 @@ def _is_code_paragraph(para: str) -> bool:
     lines = [ln for ln in para.split("\n") if ln.strip()]
     if "::=" in para:  # grammar rules are neither prose nor code
         return False
-    return all(ln.startswith("   ") for ln in lines) and any(
+    if not all(ln.startswith("   ") for ln in lines):
+        return False
+    # Indented blocks are also used for descriptions under signatures: those read as words.
+    wordy = sum(_reads_as_words(ln.strip()) for ln in lines)
+    return wordy <= 0.3 * len(lines) and any(
         ln.strip().startswith(_CODE_START) or "(" in ln or "=" in ln for ln in lines
     )
+
+
+def _reads_as_words(text: str) -> bool:
+    words = text.split()
+    letters = sum(c.isalpha() or c.isspace() for c in text)
+    return len(words) >= 4 and letters >= 0.85 * len(text)
 
 
 def pydoc_kinds(seed: int = 0) -> list[dict[str, object]]:
@@ -62,9 +72,14 @@ def pydoc_kinds(seed: int = 0) -> list[dict[str, object]]:
         bucket = code if _is_code_paragraph(para) else prose
         for ln in para.split("\n"):
             text = ln.strip()
-            # Headings' underlines and one-word lines carry no signal either way.
-            if len(text) >= 8 and not set(text) <= set("*=-~^"):
-                bucket.append(text)
+            # Headings' underlines and one-word lines carry no signal either way, and prose
+            # paragraphs also hold signatures such as "class dict(**kwargs)": prose lines
+            # must read as words, and code lines must not.
+            if len(text) < 8 or set(text) <= set("*=-~^"):
+                continue
+            if (bucket is prose) != _reads_as_words(text):
+                continue
+            bucket.append(text)
     rng = random.Random(seed)
     n = min(len(prose), len(code))
     rows = [{"text": t, "label": 0} for t in rng.sample(prose, n)] + [{"text": t, "label": 1} for t in rng.sample(code, n)]

@@ -154,30 +154,36 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     return []
 
 
-def _problems_from_validation(err: ValidationError, file: str, lines: dict[tuple[str, ...], int]) -> list[Problem]:
+def _problems_from_validation(
+    err: ValidationError, file: str, lines: dict[tuple[str, ...], int], overridden: dict[tuple[str, ...], str]
+) -> list[Problem]:
     problems = []
     for e in err.errors():
         loc = tuple(str(p) for p in e["loc"])
         key = ".".join(loc)
         line = lines.get(loc)
+        src = next((ov for k, ov in overridden.items() if loc[: len(k)] == k), None)
+        where = file
+        if src is not None:  # the bad value came from the command line, not the file
+            where, line = f"<override {src}>", None
         if e["type"] == "extra_forbidden":
             known = _fields_at(loc[:-1])
             close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
             hint = f"did you mean '{'.'.join(loc[:-1] + (close[0],))}'?" if close else (
                 f"known keys here: {', '.join(known)}" if known else None)
-            problems.append(Problem(key=key, message="unknown key", file=file, line=line, hint=hint))
+            problems.append(Problem(key=key, message="unknown key", file=where, line=line, hint=hint))
         elif e["type"] == "value_error" and not loc:
             # Cross-field checks from Recipe._cross_field: "key: message; key: message".
             text = str(e["msg"]).removeprefix("Value error, ")
             for item in text.split("; "):
                 k, _, msg = item.partition(": ")
-                problems.append(Problem(key=k, message=msg, file=file, line=lines.get(tuple(k.split(".")))))
+                problems.append(Problem(key=k, message=msg, file=where, line=lines.get(tuple(k.split(".")))))
         else:
             got = e.get("input")
             msg = e["msg"]
             if not isinstance(got, dict) and got is not None:
                 msg += f", got {got!r}"
-            problems.append(Problem(key=key, message=msg, file=file, line=line))
+            problems.append(Problem(key=key, message=msg, file=where, line=line))
     return problems
 
 
@@ -215,7 +221,8 @@ def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as err:
-        problems.extend(_problems_from_validation(err, file, lines))
+        overridden = {tuple(o.partition("=")[0].strip().split(".")): o for o in overrides if "=" in o}
+        problems.extend(_problems_from_validation(err, file, lines, overridden))
         raise RecipeError(problems) from None
     if problems:
         raise RecipeError(problems)

@@ -1,0 +1,59 @@
+"""``clustertune``: the entry point. Parses, calls the library, prints; user errors exit 2."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+import click
+import typer
+
+from clustertune.cli import run_cmds, runs_cmds
+from clustertune.errors import UserError
+
+app = typer.Typer(
+    name="clustertune",
+    help="Fine-tune and train Hugging Face transformers on a laptop, a GPU box, SSH servers or SLURM.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for user errors too.")) -> None:
+    """One YAML recipe, every target."""
+
+
+run_cmds.register(app)
+runs_cmds.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    logging.getLogger("clustertune").setLevel(logging.DEBUG if debug else logging.INFO)
+    try:
+        app(args=args, prog_name="clustertune", standalone_mode=False)
+    except UserError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""``runs`` (list, show) and ``logs``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from clustertune.runs import report
+from clustertune.runs.store import get_run, list_runs
+
+RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
+
+
+def register(app: typer.Typer) -> None:
+    runs_app = typer.Typer(help="List runs; `runs show ID` for one.", invoke_without_command=True, no_args_is_help=False)
+
+    @runs_app.callback()
+    def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot) -> None:
+        """List runs: id, task, state, steps, best eval figure, age."""
+        if ctx.invoked_subcommand is not None:
+            return
+        found = list_runs(runs_root)
+        if not found:
+            print("no runs yet")
+            return
+        table = Table("id", "task", "state", "steps", "best eval", "age", box=None)
+        for r in found:
+            row = report.run_row(r)
+            table.add_row(row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"])
+        Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+
+    @runs_app.command("show")
+    def runs_show(
+        run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        plot: bool = typer.Option(False, "--plot", help="Write a PNG of the training and evaluation curves."),
+        runs_root: Optional[Path] = RunsRoot,
+    ) -> None:
+        """Summary of one run: state, attempts, evaluations, where things are."""
+        r = get_run(run_id, runs_root)
+        print(report.show_text(r))
+        if plot:
+            print(f"plot      {report.plot(r)}")
+
+    app.add_typer(runs_app, name="runs")
+
+    @app.command()
+    def logs(
+        run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+        runs_root: Optional[Path] = RunsRoot,
+    ) -> None:
+        """Print a run's log."""
+        r = get_run(run_id, runs_root)
+        if follow:
+            for line in report.follow(r):
+                print(line, flush=True)
+            return
+        if r.paths.log.is_file():
+            print(r.paths.log.read_text(encoding="utf-8", errors="replace"), end="")

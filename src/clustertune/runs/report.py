@@ -1,0 +1,130 @@
+"""Summaries of runs for people: list rows, the show text, curves as a PNG, log following."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.runs.run import Run
+from clustertune.train.metrics import read_metrics
+
+
+def age(iso: str | None) -> str:
+    if not iso:
+        return "?"
+    secs = (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{int(secs // size)}{unit}"
+    return f"{int(secs)}s"
+
+
+def best_eval(rows: list[dict[str, Any]]) -> tuple[str, float] | None:
+    """Best evaluation figure: highest accuracy, else lowest perplexity, else lowest loss."""
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    for key, pick in (("eval_accuracy", max), ("eval_perplexity", min), ("eval_loss", min)):
+        vals = [r[key] for r in evals if isinstance(r.get(key), (int, float))]
+        if vals:
+            return key.removeprefix("eval_"), pick(vals)
+    return None
+
+
+def run_row(run: Run) -> dict[str, str]:
+    rows = read_metrics(run.paths.metrics)
+    steps = max((int(r["step"]) for r in rows if r.get("kind") == "train"), default=0)
+    best = best_eval(rows)
+    return {
+        "id": run.id,
+        "task": str(run.info.get("task", "?")),
+        "state": run.state.value,
+        "steps": str(steps),
+        "best": f"{best[0]} {best[1]:.4g}" if best else "-",
+        "age": age(run.info.get("created_at")),
+    }
+
+
+def show_text(run: Run) -> str:
+    info = run.info
+    rows = read_metrics(run.paths.metrics)
+    lines = [
+        f"run       {run.id}",
+        f"recipe    {info.get('name')} ({info.get('task')})",
+        f"state     {run.state.value}" + (f": {info['reason']}" if info.get("reason") else ""),
+        f"created   {info.get('created_at')} on {info.get('host')}",
+        f"dir       {run.paths.root}",
+    ]
+    for att in run.attempts:
+        lines.append(
+            f"attempt {att['n']}  {att.get('state')}  {att.get('started_at')} -> {att.get('ended_at') or '...'}"
+            f"  pid {att.get('pid')}" + (f"  resumed from {att['resumed_from']}" if att.get("resumed_from") else "")
+        )
+    train = [r for r in rows if r.get("kind") == "train"]
+    if train:
+        last = train[-1]
+        lines.append(f"last step {last['step']}  loss {last['loss']:.4f}  tokens/s {last.get('tokens_per_s') or 0:,.0f}")
+    for r in (r for r in rows if r.get("kind") == "eval"):
+        figs = "  ".join(f"{k.removeprefix('eval_')} {v:.4f}" for k, v in r.items() if k.startswith("eval_") and isinstance(v, float))
+        lines.append(f"eval @ {r['step']:<6} {figs}")
+    if run.paths.model.is_dir():
+        lines.append(f"model     {run.paths.model}")
+    lines.append(f"metrics   {run.paths.metrics}")
+    return "\n".join(lines)
+
+
+def plot(run: Run, out: Path | None = None) -> Path:
+    """PNG of the training loss and the evaluation curves."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise UserError("--plot needs matplotlib: pip install 'clustertune[plot]'") from exc
+    rows = read_metrics(run.paths.metrics)
+    train = [r for r in rows if r.get("kind") == "train"]
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    if not train and not evals:
+        raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
+    extra = next((k for k in ("eval_accuracy", "eval_perplexity") if any(k in r for r in evals)), None)
+    fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
+    ax = axes[0][0]
+    ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    ax.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="eval loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.legend()
+    ax.set_title(run.id, fontsize=9)
+    if extra:
+        ax2 = axes[0][1]
+        ax2.plot([r["step"] for r in evals], [r[extra] for r in evals], "o-", color="tab:green")
+        ax2.set_xlabel("step")
+        ax2.set_ylabel(extra.removeprefix("eval_"))
+        if extra == "eval_perplexity":
+            ax2.set_yscale("log")
+    fig.tight_layout()
+    target = out or run.paths.plot
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+    return target
+
+
+def follow(run: Run, poll: float = 0.5) -> Iterator[str]:
+    """Lines of the run's log; keeps reading until the run reaches a final state."""
+    path = run.paths.log
+    pos = 0
+    while True:
+        if path.is_file():
+            with path.open("r", encoding="utf-8", errors="replace") as fh:
+                fh.seek(pos)
+                chunk = fh.read()
+                pos = fh.tell()
+            yield from chunk.splitlines()
+        if run.reload().reconcile().state.terminal:
+            if path.is_file() and path.stat().st_size > pos:
+                continue
+            return
+        time.sleep(poll)
