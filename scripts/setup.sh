@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Create ./.venv and install clustertune into it (editable).
+#   bash scripts/setup.sh          # the package
+#   bash scripts/setup.sh test     # the package and the test dependencies
+# Where no torch is importable in the venv, torch is installed first, pinned
+# ($CLUSTERTUNE_TORCH, default torch==2.13.0; set CLUSTERTUNE_TORCH_INDEX to an index URL
+# such as PyTorch's CPU or CUDA wheel index to choose the build), so the unpinned torch
+# requirement of transformers/accelerate never pulls a multi-GB build by accident.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+extra=${1:-}
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+
+if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+  spec=${CLUSTERTUNE_TORCH:-torch==2.13.0}
+  echo "setup: installing $spec" >&2
+  if [ -n "${CLUSTERTUNE_TORCH_INDEX:-}" ]; then
+    pip install "$spec" --index-url "$CLUSTERTUNE_TORCH_INDEX"
+  else
+    pip install "$spec"
+  fi
+fi
+
+target="."
+[ "$extra" = "test" ] && target=".[test]"
+# Skip the resolver when this exact tree is already installed with these extras.
+stamp=".venv/.clustertune-$extra-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import clustertune" >/dev/null 2>&1; then
+  echo "setup: installing clustertune${extra:+ [$extra]}" >&2
+  pip install -e "$target"
+  .venv/bin/python -c "import clustertune, torch, transformers, accelerate" >/dev/null
+  touch "$stamp"
+fi

@@ -1,0 +1,69 @@
+"""Checkpoints: atomic, self-describing, verified, pruned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from clustertune.errors import CheckpointError
+from clustertune.runs.paths import RunPaths
+from clustertune.train import checkpoint as ckpt
+
+
+def setup(tmp_path: Path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    sched.step()
+    return RunPaths(tmp_path / "run"), model, opt, sched
+
+
+def test_save_load_restores_everything(tmp_path: Path) -> None:
+    paths, model, opt, sched = setup(tmp_path)
+    meta = {"position": {"epoch": 0, "offset": 8, "samples_seen": 8}}
+    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, meta, "name: x\n", keep_last=2)
+    state = json.loads((d / "state.json").read_text())
+    assert state["step"] == 5 and set(state["files"]) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.pt", "recipe.yaml"}
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)  # move the RNG; loading must put it back
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    fopt = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    fsched = torch.optim.lr_scheduler.LambdaLR(fopt, lambda s: 1.0 / (s + 1))
+    got = ckpt.load_checkpoint(d, fresh, fopt, fsched)
+    assert got["position"]["offset"] == 8
+    for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
+        assert torch.equal(a, b)
+    assert fopt.state_dict()["state"][0]["step"] == opt.state_dict()["state"][0]["step"]
+    assert fsched.last_epoch == 1
+    assert torch.equal(torch.rand(3), expected_next)
+
+
+def test_corrupt_or_missing_file_is_named(tmp_path: Path) -> None:
+    paths, model, opt, sched = setup(tmp_path)
+    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "", keep_last=2)
+    w = d / "optimizer.pt"
+    w.write_bytes(w.read_bytes()[:-3] + b"xyz")
+    with pytest.raises(CheckpointError, match=r"checkpoint file .*step-00000005/optimizer.pt is corrupt"):
+        ckpt.verify_checkpoint(d)
+    w.unlink()
+    with pytest.raises(CheckpointError, match="optimizer.pt is missing"):
+        ckpt.verify_checkpoint(d)
+    (d / "state.json").write_text("{trunc")
+    with pytest.raises(CheckpointError, match="state.json is corrupt"):
+        ckpt.verify_checkpoint(d)
+
+
+def test_temp_dirs_are_never_listed_and_old_ones_pruned(tmp_path: Path) -> None:
+    paths, model, opt, sched = setup(tmp_path)
+    for step in (1, 2, 3):
+        ckpt.save_checkpoint(paths, step, model, opt, sched, {}, "", keep_last=2)
+    (paths.checkpoints / ".tmp-step-00000004-999").mkdir()  # a crash mid-write
+    assert [p.name for p in ckpt.list_checkpoints(paths)] == ["step-00000002", "step-00000003"]
+    ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "", keep_last=2)
+    assert not (paths.checkpoints / ".tmp-step-00000004-999").exists()

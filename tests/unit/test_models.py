@@ -1,0 +1,90 @@
+"""Tokenizers and models: trained on the spot, local directories, configs with overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustertune.errors import ModelError
+from clustertune.models import build_model, check_sequence_fits, load_tokenizer, resolve_config, train_bpe
+from clustertune.recipe import load_recipe
+from tests.conftest import TINY_CAUSAL, TINY_CLS, with_
+
+TEXTS = ["def f(x):\n    return x + 1", "The quick brown fox jumps over the lazy dog."] * 50
+
+
+def test_trained_tokenizer_round_trips_and_is_deterministic(tmp_path: Path) -> None:
+    tok = train_bpe(TEXTS, 300, classification=False, model_max_length=64)
+    again = train_bpe(TEXTS, 300, classification=False, model_max_length=64)
+    assert tok.backend_tokenizer.to_str() == again.backend_tokenizer.to_str()
+    ids = tok("The quick brown fox")["input_ids"]
+    assert tok.decode(ids) == "The quick brown fox"
+    tok.save_pretrained(str(tmp_path / "tok"))
+    loaded = load_tokenizer(str(tmp_path / "tok"))
+    assert loaded("The quick brown fox")["input_ids"] == ids
+    assert loaded.eos_token == "<|endoftext|>" and loaded.pad_token == "<pad>"
+
+
+def test_fresh_config_takes_tokenizer_vocab_and_overrides() -> None:
+    tok = train_bpe(TEXTS, 300, classification=False, model_max_length=64)
+    r = load_recipe(TINY_CAUSAL)
+    cfg = resolve_config(r, tok)
+    assert (cfg.vocab_size, cfg.n_layer, cfg.n_embd) == (len(tok), 2, 64)
+    assert cfg.eos_token_id == tok.eos_token_id
+    model = build_model(r, cfg, tok)
+    assert model.get_input_embeddings().num_embeddings == len(tok)
+
+
+def test_unknown_override_attribute_is_an_error() -> None:
+    r = load_recipe(TINY_CAUSAL, ["model.config_overrides.n_layers=3"])
+    with pytest.raises(ModelError, match=r"gpt2 configs have no attribute 'n_layers' \(did you mean 'n_layer'\?\)"):
+        resolve_config(r)
+
+
+def test_block_size_larger_than_positions() -> None:
+    r = load_recipe(TINY_CAUSAL, ["data.block_size=128"])
+    with pytest.raises(ModelError, match=r"data.block_size: 128 is larger than the model's 64 positions; set data.block_size<=64"):
+        check_sequence_fits(r, resolve_config(r))
+    c = load_recipe(TINY_CLS, ["data.max_length=65"])
+    with pytest.raises(ModelError, match="data.max_length: 65 is larger than the model's 64 positions"):
+        check_sequence_fits(c, resolve_config(c))
+
+
+def test_model_sources_errors(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="model.config: 'gtp2' is neither a model type .* did you mean 'gpt2'"):
+        resolve_config(load_recipe(TINY_CAUSAL, ["model.config=gtp2"]))
+    missing = load_recipe(with_(TINY_CAUSAL, model={"config": None, "name_or_path": str(tmp_path / "nope")}))
+    with pytest.raises(ModelError, match=r"model.name_or_path: directory '.*nope' does not exist"):
+        resolve_config(missing)
+    (tmp_path / "empty").mkdir()
+    empty = load_recipe(with_(TINY_CAUSAL, model={"config": None, "name_or_path": str(tmp_path / "empty")}))
+    with pytest.raises(ModelError, match="has no config.json"):
+        resolve_config(empty)
+
+
+def test_hub_name_offline_says_what_to_do() -> None:
+    r = load_recipe("gpt2-wikitext2")
+    with pytest.raises(ModelError) as ei:
+        resolve_config(r)
+    msg = str(ei.value)
+    assert "model.name_or_path: cannot load 'gpt2'" in msg and "HF_HUB_OFFLINE=1" in msg
+    assert "save_pretrained(DIR)" in msg and "model.name_or_path=DIR" in msg
+    with pytest.raises(ModelError, match="model.tokenizer: cannot load 'bert-base-cased'"):
+        load_tokenizer("bert-base-cased")
+
+
+def test_pretrained_local_directory_loads_with_low_cpu_mem_usage(tmp_path: Path) -> None:
+    tok = train_bpe(TEXTS, 300, classification=False, model_max_length=64)
+    r = load_recipe(TINY_CAUSAL)
+    model = build_model(r, resolve_config(r, tok), tok)
+    model.save_pretrained(str(tmp_path / "m"))
+    tok.save_pretrained(str(tmp_path / "m"))
+    pre = load_recipe(with_(TINY_CAUSAL, model={"config": None, "tokenizer": None, "name_or_path": str(tmp_path / "m"),
+                                                "low_cpu_mem_usage": True}))
+    cfg = resolve_config(pre, load_tokenizer(str(tmp_path / "m")))
+    loaded = build_model(pre, cfg, tok)
+    import torch
+
+    for (n, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), n
