@@ -82,3 +82,8 @@ def tree_snapshot(root: Path) -> dict[str, bytes]:
     if not root.exists():
         return {}
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# Real services (SLURM, sshd) are started once per test session by modules in tests/services/;
+# each module listed here provides its session fixtures.
+pytest_plugins: list[str] = []

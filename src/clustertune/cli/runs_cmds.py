@@ -52,13 +52,40 @@ def register(app: typer.Typer) -> None:
     def logs(
         run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+        node: Optional[int] = typer.Option(None, "--node", help="Only this node's log (multi-node runs)."),
         runs_root: Optional[Path] = RunsRoot,
     ) -> None:
         """Print a run's log."""
+        from clustertune.launch import job_for
+
         r = get_run(run_id, runs_root)
         if follow:
             for line in report.follow(r):
                 print(line, flush=True)
             return
-        if r.paths.log.is_file():
-            print(r.paths.log.read_text(encoding="utf-8", errors="replace"), end="")
+        print(job_for(r).logs(node), end="")
+
+    @app.command()
+    def status(
+        run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        runs_root: Optional[Path] = RunsRoot,
+    ) -> None:
+        """A run's state, asked of its backend (local process, SLURM, SSH cluster)."""
+        from clustertune.launch import job_for
+
+        r = get_run(run_id, runs_root)
+        state = job_for(r).state()
+        print(f"{r.id} {state.value}" + (f": {r.info['reason']}" if r.info.get("reason") else ""))
+
+    @app.command()
+    def cancel(
+        run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        runs_root: Optional[Path] = RunsRoot,
+    ) -> None:
+        """Stop a run wherever it runs; it ends CANCELLED."""
+        from clustertune.launch import job_for
+
+        r = get_run(run_id, runs_root)
+        job = job_for(r)
+        job.cancel()
+        print(f"{r.id} {job.state().value}")

@@ -95,7 +95,8 @@ class Run:
     # -- persistence -------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str, command: list[str]) -> Run:
+    def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str, command: list[str],
+               backend: str = "local") -> Run:
         runs_root.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             root = runs_root / new_run_id(name)
@@ -120,7 +121,7 @@ class Run:
             "cwd": os.getcwd(),
             "git_commit": _git_commit(Path.cwd()),
             "versions": _versions(),
-            "backend": "local",
+            "backend": backend,
             "attempts": [],
         })
         run.save()
@@ -159,28 +160,30 @@ class Run:
             self.info.pop("reason", None)
         self.save()
 
-    def start_attempt(self, resumed_from: str | None = None) -> dict[str, Any]:
-        """Open a new attempt (this process) and move to RUNNING."""
+    def start_attempt(self, resumed_from: str | None = None, job_id: str | None = None,
+                      state: RunState = RunState.RUNNING) -> dict[str, Any]:
+        """Open a new attempt and move to ``state`` (RUNNING here, PENDING when a scheduler
+        queued it). ``job_id`` is the backend's handle (default: this process's pid)."""
         att = {
             "n": len(self.attempts) + 1,
-            "backend": "local",
-            "job_id": str(os.getpid()),
+            "backend": self.info.get("backend", "local"),
+            "job_id": job_id or str(os.getpid()),
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started_at": now_iso(),
             "ended_at": None,
-            "state": RunState.RUNNING.value,
+            "state": state.value,
             "argv": list(sys.argv),
         }
         if resumed_from:
             att["resumed_from"] = resumed_from
         self.attempts.append(att)
-        self.transition(RunState.RUNNING)
+        self.transition(state)
         return att
 
     def reconcile(self) -> Run:
         """A RUNNING local run whose process is gone was killed: record it as FAILED."""
-        if self.state is RunState.RUNNING and self.attempts:
+        if self.state is RunState.RUNNING and self.attempts and self.info.get("backend", "local") == "local":
             att = self.attempts[-1]
             if att.get("host") == socket.gethostname() and att.get("pid") and not pid_alive(int(att["pid"])):
                 self.transition(RunState.FAILED, reason="the training process ended without reporting (killed?)")
