@@ -2,13 +2,19 @@
 
 - causal LM (``run_clm.py`` semantics): tokenize every text, concatenate the whole split once,
   cut into ``block_size`` blocks, drop the one global remainder; labels are the inputs (the
-  model shifts them). The result does not depend on batch or worker counts.
+  model shifts them). The result does not depend on batch or worker counts: it equals
+  ``run_clm.py``'s with the whole split as one map batch (``num_proc=1, batch_size=None``).
 - classification: truncate and pad every example to ``max_length``; integer labels checked
   against ``num_labels``.
 """
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing as mp
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +45,66 @@ class Arrays:
 
 
 def _id_dtype(vocab: int) -> Any:
+    """The smallest integer type that holds every id: 2 bytes up to 65,536 tokens, else 4."""
     return np.uint16 if vocab <= np.iinfo(np.uint16).max + 1 else np.int32
+
+
+_WORK: tuple[Any, list[str], Any] | None = None  # (backend, texts, dtype), inherited by forked workers
+
+
+def _encode_range(bounds: tuple[int, int]) -> np.ndarray:
+    backend, texts, dtype = _WORK  # type: ignore[misc]
+    encs = backend.encode_batch_fast(texts[bounds[0] : bounds[1]], add_special_tokens=True)
+    total = sum(len(e.ids) for e in encs)
+    return np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), dtype=dtype, count=total)
+
+
+@contextmanager
+def _tokenizers_single_threaded() -> Iterator[None]:
+    """Each worker is one thread: parallelism comes from worker processes, not rayon (which is
+    slower here and warns when forked)."""
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = old
+
+
+def encode_flat(texts: list[str], tokenizer: Any, workers: int = 1) -> np.ndarray:
+    """All texts' token ids concatenated in order, as one array of the smallest id dtype.
+
+    Exactly the ids of ``tokenizer(texts)["input_ids"]`` (special tokens included, no
+    truncation or padding), computed by the Rust tokenizer directly in ``workers`` processes.
+    """
+    global _WORK
+    from tokenizers import Tokenizer
+
+    dtype = _id_dtype(len(tokenizer))
+    if not getattr(tokenizer, "is_fast", False):  # slow tokenizers: the transformers call
+        ids = encode_texts(texts, tokenizer)
+        return np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=sum(len(x) for x in ids))
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+    n = len(texts)
+    workers = max(1, min(workers, n // 64 or 1))
+    chunks = workers * 4 if workers > 1 else 1
+    bounds = [(i * n // chunks, (i + 1) * n // chunks) for i in range(chunks)]
+    _WORK = (backend, texts, dtype)
+    try:
+        with _tokenizers_single_threaded():
+            if workers == 1 or "fork" not in mp.get_all_start_methods():
+                parts = [_encode_range(b) for b in bounds]
+            else:
+                with mp.get_context("fork").Pool(workers) as pool:
+                    parts = pool.map(_encode_range, bounds)
+    finally:
+        _WORK = None
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def encode_texts(texts: list[str], tokenizer: Any) -> list[list[int]]:
@@ -63,8 +128,11 @@ def group_blocks(ids_per_text: list[list[int]], block_size: int, vocab: int) -> 
     return flat[: n_blocks * block_size].reshape(n_blocks, block_size)
 
 
-def causal_lm_arrays(texts: list[str], tokenizer: Any, block_size: int, limit: int | None, split: str) -> Arrays:
-    blocks = group_blocks(encode_texts(texts, tokenizer), block_size, len(tokenizer))
+def causal_lm_arrays(texts: list[str], tokenizer: Any, block_size: int, limit: int | None, split: str,
+                     workers: int = 1) -> Arrays:
+    flat = encode_flat(texts, tokenizer, workers)
+    n_blocks = len(flat) // block_size
+    blocks = flat[: n_blocks * block_size].reshape(n_blocks, block_size)
     if limit is not None:
         blocks = blocks[:limit]
     if len(blocks) == 0:
@@ -95,12 +163,12 @@ def classification_arrays(
     return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64))
 
 
-def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str) -> Arrays:
+def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: int = 1) -> Arrays:
     d = recipe.data
     texts = [t if isinstance(t, str) else "" if t is None else str(t) for t in ds[d.text_column]]
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
     if recipe.task == "causal_lm":
-        return causal_lm_arrays(texts, tokenizer, d.block_size, limit, split)
+        return causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
     check_labels(recipe, ds, split)
     return classification_arrays(
         texts, list(ds[d.label_column]), tokenizer, d.max_length, limit, split
