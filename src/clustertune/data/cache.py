@@ -50,7 +50,7 @@ log = logging.getLogger("clustertune")
 
 CACHE_ENV = "CLUSTERTUNE_CACHE"
 # Fault injection for tests: SIGKILL the preparing process after its shards are written and
-# before the manifest ("after-shards"), or sleep N seconds while holding the lock ("sleep:N").
+# before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
 
 
@@ -180,8 +180,11 @@ def _fault(stage: str) -> None:
     spec = os.environ.get(FAULT_ENV, "")
     if spec == stage == "after-shards":
         os.kill(os.getpid(), signal.SIGKILL)
-    if stage == "locked" and spec.startswith("sleep:"):
-        time.sleep(float(spec.split(":", 1)[1]))
+    if stage == "locked" and spec.startswith("hold:"):
+        release = Path(spec.split(":", 1)[1])
+        deadline = time.monotonic() + 120
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def _clean_stale(root: Path, fp: str) -> None:
@@ -189,6 +192,24 @@ def _clean_stale(root: Path, fp: str) -> None:
     for p in list(root.glob(f".tmp-{fp}-*")) + list(root.glob(f".old-{fp}-*")):
         log.info("removing %s, left by an interrupted prepare", p)
         shutil.rmtree(p, ignore_errors=True)
+
+
+def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokenizer, _LazyRaw]:
+    memo = HashMemo(root)
+    corpus = corpus_identity(recipe, memo)
+    raw = _LazyRaw(recipe)
+    tok = _resolve_tokenizer(recipe, root, corpus, raw)
+    inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
+    return fingerprint(inputs), inputs, tok, raw
+
+
+def fingerprint_of(recipe: Recipe, cache_dir: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any]]:
+    """The recipe's data fingerprint and its inputs, without preparing (a tokenizer trained on
+    the spot is trained, and cached, when it is not cached yet)."""
+    root = cache_root(recipe, cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    fp, inputs, _, _ = _identify(recipe, root)
+    return fp, inputs
 
 
 def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
@@ -200,12 +221,7 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DataError(f"data.cache_dir: cannot create the cache directory {root}: {exc.strerror or exc}") from exc
-    memo = HashMemo(root)
-    corpus = corpus_identity(recipe, memo)
-    raw = _LazyRaw(recipe)
-    tok = _resolve_tokenizer(recipe, root, corpus, raw)
-    inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
-    fp = fingerprint(inputs)
+    fp, inputs, tok, raw = _identify(recipe, root)
     final = root / fp
 
     def found(man: Manifest, hit: bool) -> PreparedDataset:
@@ -248,18 +264,23 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     check_labels(recipe, data.train, "train")
     check_labels(recipe, data.validation, "validation")
     tk = tok.load()
+    t_tok = t_write = 0.0
     files: dict[str, dict[str, Any]] = {}
     splits: dict[str, Any] = {}
     for name, ds in (("train", data.train), ("validation", data.validation)):
+        t1 = time.perf_counter()
         arr = prepare_split(recipe, ds, tk, name, workers)
+        t2 = time.perf_counter()
         arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files)}
         if arr.attention_mask is not None:
             arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files)
             arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files)
+        t_tok, t_write = t_tok + t2 - t1, t_write + time.perf_counter() - t2
         splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays}
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))
     add_files(out, Path(TOKENIZER_DIR), files)
+    timing = {"total": time.perf_counter() - t0, "tokenize": t_tok, "write": t_write}
     manifest = {
         "format": MANIFEST_FORMAT,
         "fingerprint": fp,
@@ -267,7 +288,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "created_by": {"host": socket.gethostname(), "pid": os.getpid(), "workers": workers,
                        "tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
-        "seconds": round(time.perf_counter() - t0, 3),
+        "seconds": {k: round(v, 3) for k, v in timing.items()},
         "vocab_size": len(tk),
         "dtype": splits["train"]["arrays"]["input_ids"]["dtype"],
         "tokenizer": {"dir": TOKENIZER_DIR, "sha256": tok.sha256},
