@@ -11,6 +11,7 @@ crash at any moment leaves nothing that looks complete and the next prepare rebu
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -24,6 +25,7 @@ from typing import Any
 
 from clustertune.data.fingerprint import (
     HashMemo,
+    digest,
     corpus_identity,
     fingerprint,
     fingerprint_inputs,
@@ -140,15 +142,20 @@ class _Tokenizer:
 
     def load(self) -> Any:
         if self.obj is None:
-            from transformers import AutoTokenizer
+            from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
-            from clustertune.models.tokenizer import fix_pad_token
-
-            self.obj = fix_pad_token(AutoTokenizer.from_pretrained(str(self.dir)))
+            self.obj = fix_pad_token(load_tokenizer(str(self.dir)))
         return self.obj
 
 
-def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: _LazyRaw) -> _Tokenizer:
+# Files that can hold a tokenizer's content (weights never do): what a local tokenizer
+# directory's memoised identity is computed from.
+_TOKENIZER_SUFFIXES = {".json", ".txt", ".model", ".jinja", ".tiktoken", ".vocab", ".spm"}
+
+
+def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: _LazyRaw, memo: HashMemo) -> _Tokenizer:
+    """The tokenizer and its content hash. A local directory's hash is memoised by its files'
+    hashes (themselves memoised by stat), so a cache hit need not load transformers."""
     from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
 
     m, d = recipe.model, recipe.data
@@ -160,6 +167,25 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
             model_max_length=max(d.block_size, d.max_length),
         )
         return _Tokenizer(sha, tdir)
+    local = Path(source).expanduser()
+    if local.is_dir():
+        files = sorted(f for f in local.iterdir() if f.is_file() and f.suffix in _TOKENIZER_SUFFIXES)
+        key = digest([[f.name, memo.sha256(f)] for f in files], 32)
+        entry = root / ".memo" / f"tokenizer-{key}.json"
+        try:
+            return _Tokenizer(str(json.loads(entry.read_text(encoding="utf-8"))["sha256"]), local)
+        except (OSError, ValueError, KeyError):
+            pass
+        tok = _Tokenizer("", local)
+        tok.sha256 = tokenizer_content_hash(tok.load())
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"dir": str(local.resolve()), "sha256": tok.sha256}), encoding="utf-8")
+            os.replace(tmp, entry)
+        except OSError:
+            pass
+        return tok
     tok = fix_pad_token(load_tokenizer(source))
     return _Tokenizer(tokenizer_content_hash(tok), None, tok)
 
@@ -198,7 +224,7 @@ def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokeniz
     memo = HashMemo(root)
     corpus = corpus_identity(recipe, memo)
     raw = _LazyRaw(recipe)
-    tok = _resolve_tokenizer(recipe, root, corpus, raw)
+    tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
     return fingerprint(inputs), inputs, tok, raw
 
