@@ -38,6 +38,12 @@ from pathlib import Path
 import numpy as np
 
 
+def cpu_seconds() -> float:
+    """User + system CPU of this process and its reaped children (the peer's map workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def write_corpus(path: Path, repeat: int) -> tuple[list[str], int]:
     from clustertune.data.builtin import pydoc_paragraphs
 
@@ -118,15 +124,20 @@ def main() -> None:
         workers = resolve_workers(None, recipe_for(corpus, val, tok_dir, work / "c", args.block))
 
         best_peer, best_ct = float("inf"), float("inf")
+        cpu_peer, cpu_ct = float("inf"), float("inf")
         peer_tokens = ct_tokens = 0
         for rnd in range(args.rounds):
+            c0 = cpu_seconds()
             secs, peer_tokens, _ = peer(texts, tok_dir, args.block, cores, 1000)
+            cpu_peer = min(cpu_peer, cpu_seconds() - c0)
             best_peer = min(best_peer, secs)
             cache = work / f"cache-{rnd}"
             r = recipe_for(corpus, val, tok_dir, cache, args.block)
+            c0 = cpu_seconds()
             t0 = time.perf_counter()
             p = prepare(r, workers=workers)
             secs_ct = time.perf_counter() - t0
+            cpu_ct = min(cpu_ct, cpu_seconds() - c0)
             best_ct = min(best_ct, secs_ct)
             ct_tokens = p.counts("train")["tokens"]
             ct_all = sum(p.counts(s)["tokens"] for s in ("train", "validation"))
@@ -138,6 +149,9 @@ def main() -> None:
         print(f"\npeer:        {peer_tps:>12,.0f} tokens/s  ({peer_tokens:,} tokens in {best_peer:.2f}s)")
         print(f"clustertune: {ct_tps:>12,.0f} tokens/s  ({ct_all:,} tokens in {best_ct:.2f}s, file reading included)")
         print(f"ratio:       {ct_tps / peer_tps:.2f}x  (goal: at least 3x)")
+        print(f"CPU time:    peer {cpu_peer:.2f}s, clustertune {cpu_ct:.2f}s: {peer_tokens / cpu_peer:,.0f} vs "
+              f"{ct_all / cpu_ct:,.0f} tokens per CPU-second, {(ct_all / cpu_ct) / (peer_tokens / cpu_peer):.2f}x "
+              "(the peer's count includes its num_proc children; steadier than wall time on a busy machine)")
 
         # Identity against the comparable peer setting.
         _, _, exact = peer(texts, tok_dir, args.block, 1, None)

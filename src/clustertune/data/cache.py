@@ -43,7 +43,7 @@ from clustertune.data.manifest import (
     write_array,
     write_manifest,
 )
-from clustertune.data.prepare import check_labels, prepare_split
+from clustertune.data.prepare import check_labels, column, prepare_split
 from clustertune.data.sources import RawData, load_raw
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
@@ -131,7 +131,7 @@ class _LazyRaw:
         return self._raw
 
     def train_texts(self) -> list[str]:
-        return [x for x in self.get().train[self.recipe.data.text_column] if isinstance(x, str)]
+        return [x for x in column(self.get().train, self.recipe.data.text_column) if isinstance(x, str)]
 
 
 @dataclass

@@ -49,6 +49,14 @@ def _read_file(path: Path, key: str) -> Any:
         if suffix in TEXT_SUFFIXES:
             lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
             return Dataset.from_dict({"text": lines})
+        if suffix == ".jsonl":
+            import pyarrow as pa
+            import pyarrow.json as pj
+
+            try:  # Arrow's reader: several times faster than pandas on large files
+                return Dataset(pj.read_json(path))
+            except pa.ArrowInvalid:
+                pass  # mixed types and other oddities: pandas copes
         if suffix in JSON_SUFFIXES:
             text = path.read_text(encoding="utf-8")
             lines = suffix == ".jsonl" or not text.lstrip().startswith("[")
