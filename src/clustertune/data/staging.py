@@ -18,7 +18,9 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,16 +110,39 @@ def resolve_stage_root(spec: str, job: str | None = None) -> Path:
 
 
 def _copy_hashing(src: Path, dst: Path) -> str:
-    """Copy ``src`` to ``dst`` in one pass, returning the sha256 of the bytes written."""
+    """Copy ``src`` to ``dst`` in one pass, returning the sha256 of the bytes written.
+
+    Hashing runs on a second thread (hashlib releases the GIL), overlapping the reads and
+    writes: chunk k is hashed while it is written and chunk k+1 is read (two buffers).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     h = hashlib.sha256()
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
-        while n := fi.readinto(buf):
-            h.update(view[:n])
-            fo.write(view[:n])
+    bufs = [bytearray(_CHUNK), bytearray(_CHUNK)]
+    views = [memoryview(b) for b in bufs]
+    with ThreadPoolExecutor(1, thread_name_prefix="clustertune-sha256") as hasher, \
+            open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
+        pending = None
+        i = 0
+        while True:
+            n = fi.readinto(bufs[i])  # this buffer's previous chunk was hashed and written already
+            if pending is not None:
+                pending.result()
+            if not n:
+                break
+            chunk = views[i][:n]
+            pending = hasher.submit(h.update, chunk)
+            fo.write(chunk)
+            i ^= 1
         os.fsync(fo.fileno())
     return h.hexdigest()
+
+
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
 
 def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
@@ -147,7 +172,9 @@ def stage(source: Path, dest_root: Path) -> StageResult:
     t0 = time.perf_counter()
     with file_lock(dest_root / f".{fp}.lock", f"the staging of {fp} to {dest_root}"):
         dest.mkdir(exist_ok=True)
-        todo = {n: w for n, w in man.files.items() if not _valid_copy(dest / n, w)}
+        with ThreadPoolExecutor(min(_workers(), max(1, len(man.files)))) as pool:
+            valid = list(pool.map(lambda item: _valid_copy(dest / item[0], item[1]), man.files.items()))
+        todo = {n: w for (n, w), ok in zip(man.files.items(), valid) if not ok}
         need = sum(int(w["bytes"]) for w in todo.values())
         free = shutil.disk_usage(dest_root).free
         if need > free:
@@ -157,12 +184,13 @@ def stage(source: Path, dest_root: Path) -> StageResult:
                 "free space there or point data.stage_to elsewhere"
             )
         (dest / MANIFEST).unlink(missing_ok=True)  # incomplete until the manifest is back
-        for name, want in todo.items():
+        def copy_one(name: str) -> None:
+            want = todo[name]
             src, dst = source / name, dest / name
             if not src.is_file():
                 raise DataError(f"prepared data {source}: file {src} is missing; {force_hint(fp)}")
             dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
                 got = _copy_hashing(src, tmp)
                 if tmp.stat().st_size != int(want["bytes"]) or got != want["sha256"]:
@@ -173,6 +201,12 @@ def stage(source: Path, dest_root: Path) -> StageResult:
                 os.replace(tmp, dst)
             finally:
                 tmp.unlink(missing_ok=True)
+
+        # Largest first, several files at once: each copy also hashes on a thread of its own.
+        order = sorted(todo, key=lambda n: -int(todo[n]["bytes"]))
+        with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
+            for fut in [pool.submit(copy_one, n) for n in order]:
+                fut.result()
         mtmp = dest / f".{MANIFEST}.{os.getpid()}.tmp"
         shutil.copyfile(source / MANIFEST, mtmp)
         os.replace(mtmp, dest / MANIFEST)
