@@ -166,3 +166,25 @@ def register(app: typer.Typer) -> None:
         print(f"staged {p.fingerprint} to {res.dir}")
         print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
               f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
+
+    @app.command()
+    def fetch(
+        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+        store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),
+        no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not prepare the data afterwards."),
+    ) -> None:
+        """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
+        STORE and write a recipe that uses those copies (for nodes without internet)."""
+        from clustertune.data.fetch import fetch as do_fetch
+        from clustertune.recipe.load import load_recipe
+
+        r = load_recipe(recipe, overrides or [])
+        res = do_fetch(r, store, out, prepare_data=not no_prepare)
+        for key, name, dest in res.fetched:
+            print(f"{key}: {name} -> {dest}")
+        if not res.fetched:
+            print("nothing to fetch: the recipe uses no hub model, tokenizer or dataset")
+        print(f"recipe: {res.recipe_path}")
+        print(f"  run it offline: HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 clustertune run {res.recipe_path}")

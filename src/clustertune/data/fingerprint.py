@@ -107,11 +107,16 @@ def local_snapshot_commit(repo_type: str, name: str, revision: str | None) -> st
     rev = revision or "main"
     if re.fullmatch(r"[0-9a-f]{40}", rev):
         return rev
-    ref = _hub_cache() / f"{repo_type}s--{name.replace('/', '--')}" / "refs" / rev
+    repo = _hub_cache() / f"{repo_type}s--{name.replace('/', '--')}"
     try:
-        return ref.read_text(encoding="utf-8").strip() or None
+        return (repo / "refs" / rev).read_text(encoding="utf-8").strip() or None
     except OSError:
-        return None
+        pass
+    # datasets downloads into snapshots/<commit> without writing refs/: one snapshot is unambiguous.
+    snaps = [p.name for p in (repo / "snapshots").iterdir()] if (repo / "snapshots").is_dir() else []
+    if revision is None and len(snaps) == 1:
+        return snaps[0]
+    return None
 
 
 def hub_dataset_commit(name: str, revision: str | None) -> str:
