@@ -61,10 +61,11 @@ def preflight(recipe: Recipe) -> Checked:
     check_labels(recipe, raw.train, "train")
     check_labels(recipe, raw.validation, "validation")
     m = recipe.model
+    config = resolve_config(recipe, None)
     tok_source = m.tokenizer or m.name_or_path
     if tok_source and tok_source != TOKENIZER_TRAIN:
-        load_tokenizer(tok_source)
-    config = resolve_config(recipe, None)
+        # Without model.tokenizer the tokenizer comes from name_or_path: name the key the user set.
+        load_tokenizer(tok_source, key="model.tokenizer" if m.tokenizer else "model.name_or_path")
     check_sequence_fits(recipe, config)
     return Checked(raw=raw, config=config)
 
