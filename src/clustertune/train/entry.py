@@ -92,7 +92,11 @@ def reset_accelerate_state() -> None:
 def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> LoopResult:
     """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model."""
     from transformers import set_seed
+    from transformers.utils import logging as hf_logging
 
+    # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
+    # SLURM log file) those are noise. Our own progress reporting covers the run.
+    hf_logging.disable_progress_bar()
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
