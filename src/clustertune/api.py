@@ -70,6 +70,11 @@ def preflight(recipe: Recipe) -> Checked:
     return Checked(raw=raw, config=config)
 
 
+def devices_of(recipe: Recipe) -> int:
+    """How many devices (training processes) a run of ``recipe`` spans."""
+    return 1  # the local backend runs one process
+
+
 def _attach_log(run: Run) -> list[logging.Handler]:
     log.setLevel(logging.DEBUG)
     fh = logging.FileHandler(run.paths.log, encoding="utf-8")
