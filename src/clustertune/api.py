@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.cache import PreparedDataset, prepare
+from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.errors import RunError, UserError
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe, load_recipe
@@ -58,9 +58,8 @@ def preflight(recipe: Recipe) -> Checked:
     mixed_precision(recipe)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
-    prepared = prepare(recipe)
-    log.info("data: %s %s (%s) in %.2fs", prepared.fingerprint, "cache hit" if prepared.hit else "prepared",
-             prepared.dir, prepared.seconds)
+    with log_to_stderr():
+        prepared = prepare(recipe)
     return Checked(prepared=prepared, config=config)
 
 
@@ -76,6 +75,11 @@ def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
                 f"run {run.id} trained on prepared data {before}, but its recipe's data now gives "
                 f"{prepared.fingerprint} (the source files or the tokenizer changed); start a new run instead of --resume"
             )
+
+
+def devices_of(recipe: Recipe) -> int:
+    """How many devices (training processes) a run of ``recipe`` spans."""
+    return 1  # the local backend runs one process
 
 
 def _attach_log(run: Run) -> list[logging.Handler]:
@@ -153,6 +157,9 @@ def run(
         if resume is not None and resume_from is None:
             log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
         log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
+        p = checked.prepared
+        log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
+                 p.seconds, p.dir, p.total_bytes / 1e6)
         write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
         execute(recipe, the_run.paths, resume_from, show_progress)
         the_run.transition(RunState.COMPLETED)

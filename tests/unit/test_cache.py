@@ -16,7 +16,7 @@ import pytest
 
 from clustertune.data import builtin, cache, fingerprint
 from clustertune.data.cache import fingerprint_of, prepare
-from clustertune.data.manifest import MANIFEST, load_manifest
+from clustertune.data.manifest import load_manifest
 from clustertune.data.prepare import encode_texts, group_blocks
 from clustertune.errors import DataError
 from clustertune.recipe import load_recipe

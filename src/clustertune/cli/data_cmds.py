@@ -61,9 +61,12 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.cache import prepare as do_prepare
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
         t0 = time.perf_counter()
-        p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
+        with log_to_stderr():
+            p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
         secs = time.perf_counter() - t0
         tr, va = p.counts("train"), p.counts("validation")
         print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
@@ -160,9 +163,12 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.staging import stage as do_stage
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
-        p = do_prepare(r, cache_dir=cache_dir)
-        res = do_stage(p.dir, resolve_stage_root(dest))
+        with log_to_stderr():
+            p = do_prepare(r, cache_dir=cache_dir)
+            res = do_stage(p.dir, resolve_stage_root(dest))
         print(f"staged {p.fingerprint} to {res.dir}")
         print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
               f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
@@ -180,8 +186,11 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.fetch import fetch as do_fetch
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
-        res = do_fetch(r, store, out, prepare_data=not no_prepare)
+        with log_to_stderr():
+            res = do_fetch(r, store, out, prepare_data=not no_prepare)
         for key, name, dest in res.fetched:
             print(f"{key}: {name} -> {dest}")
         if not res.fetched:

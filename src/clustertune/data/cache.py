@@ -17,7 +17,10 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +57,28 @@ CACHE_ENV = "CLUSTERTUNE_CACHE"
 # Fault injection for tests: SIGKILL the preparing process after its shards are written and
 # before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """Show clustertune's INFO lines on stderr for the block (waiting for a lock, training a
+    tokenizer, preparing) where nothing else shows them yet (before a run has its log)."""
+    lg = logging.getLogger("clustertune")
+    if lg.handlers:
+        yield
+        return
+    h = logging.StreamHandler(sys.stderr)
+    h.setLevel(logging.INFO)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    old_level = lg.level
+    if lg.level == logging.NOTSET or lg.level > logging.INFO:
+        lg.setLevel(logging.INFO)
+    lg.addHandler(h)
+    try:
+        yield
+    finally:
+        lg.removeHandler(h)
+        lg.setLevel(old_level)
 
 
 def cache_root(recipe: Recipe | None = None, override: str | os.PathLike[str] | None = None) -> Path:
@@ -139,12 +164,13 @@ class _Tokenizer:
     sha256: str
     dir: Path | None = None
     obj: Any = None
+    key: str = "model.tokenizer"
 
     def load(self) -> Any:
         if self.obj is None:
             from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
-            self.obj = fix_pad_token(load_tokenizer(str(self.dir)))
+            self.obj = fix_pad_token(load_tokenizer(str(self.dir), key=self.key))
         return self.obj
 
 
@@ -176,7 +202,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
             return _Tokenizer(str(json.loads(entry.read_text(encoding="utf-8"))["sha256"]), local)
         except (OSError, ValueError, KeyError):
             pass
-        tok = _Tokenizer("", local)
+        tok = _Tokenizer("", local, key="model.tokenizer" if m.tokenizer else "model.name_or_path")
         tok.sha256 = tokenizer_content_hash(tok.load())
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +212,8 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
         except OSError:
             pass
         return tok
-    tok = fix_pad_token(load_tokenizer(source))
+    # Without model.tokenizer the tokenizer comes from name_or_path: name the key the user set.
+    tok = fix_pad_token(load_tokenizer(source, key="model.tokenizer" if m.tokenizer else "model.name_or_path"))
     return _Tokenizer(tokenizer_content_hash(tok), None, tok)
 
 

@@ -85,7 +85,11 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     node) and memory-mapped. ``local_rank`` defaults to ``$LOCAL_RANK`` (0 in-process).
     """
     from transformers import set_seed
+    from transformers.utils import logging as hf_logging
 
+    # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
+    # SLURM log file) those are noise. Our own progress reporting covers the run.
+    hf_logging.disable_progress_bar()
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)

@@ -147,7 +147,7 @@ def train_loop(
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
         return res
 
-    progress = Progress(steps, step, enabled=main and show_progress)
+    progress = Progress(steps, step, enabled=main, show=show_progress)
     last_eval: dict[str, float] = {}
     try:
         if step == 0 and t.eval_at_start:

@@ -23,11 +23,19 @@ def fmt_metrics(values: dict[str, Any]) -> str:
 
 
 class Progress:
-    """``update()`` at log intervals; the bar (tty) or a log line (not a tty) shows the figures."""
+    """``update()`` at log intervals; the bar (tty) or a log line (not a tty) shows the figures.
 
-    def __init__(self, total: int, start: int, enabled: bool, tty: bool | None = None):
+    ``enabled``: this process reports at all (the main process). ``show``: on the terminal too;
+    without it the lines still go to the run's log file (DEBUG level), so `clustertune logs`
+    always has them.
+    """
+
+    def __init__(self, total: int, start: int, enabled: bool, tty: bool | None = None, show: bool = True):
         self.total, self.enabled = total, enabled
         self.tty = sys.stderr.isatty() if tty is None else tty
+        self._level = logging.INFO if show else logging.DEBUG
+        if not show:
+            self.tty = False
         self._bar: Any = None
         self._task: Any = None
         self._t0 = time.perf_counter()
@@ -55,7 +63,7 @@ class Progress:
             done = step - self._start
             elapsed = time.perf_counter() - self._t0
             eta = elapsed / done * (self.total - step) if done > 0 else float("nan")
-            log.info("step %d/%d  %s  eta %.0fs", step, self.total, text, eta)
+            log.log(self._level, "step %d/%d  %s  eta %.0fs", step, self.total, text, eta)
 
     def note(self, message: str) -> None:
         if self.enabled:
@@ -63,7 +71,7 @@ class Progress:
                 self._bar.console.print(message)
                 log.debug(message)
             else:
-                log.info(message)
+                log.log(self._level, message)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -1,0 +1,142 @@
+"""``clustertune doctor``: what this machine offers a run, and how to fix what is missing.
+
+Each check returns a :class:`Check` (name, what was found, ok or not, the fix). Nothing here
+changes the machine; the hub check makes one short HTTPS request unless offline mode is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shutil
+import socket
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: str
+    ok: bool = True
+    fix: str = ""
+
+
+PACKAGES = ("torch", "transformers", "accelerate", "datasets", "tokenizers", "safetensors", "deepspeed", "trl")
+OPTIONAL = {"deepspeed": "pip install 'clustertune[deepspeed]' (DS_BUILD_OPS=0 builds ops on first use)",
+            "trl": "pip install trl"}
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def versions() -> list[Check]:
+    out = [Check("python", platform.python_version())]
+    for pkg in PACKAGES:
+        v = _version(pkg)
+        if v is None:
+            required = pkg in ("torch", "transformers", "accelerate")
+            out.append(Check(pkg, "not installed" if required else "not installed (optional)", not required,
+                             OPTIONAL.get(pkg, f"pip install {pkg}")))
+        else:
+            out.append(Check(pkg, v))
+    return out
+
+
+def devices() -> list[Check]:
+    import torch
+
+    from clustertune.train.throughput import device_peak_flops
+
+    out = [Check("torch build", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})")]
+    if not torch.cuda.is_available():
+        out.append(Check("GPUs", "none visible: training runs on the CPU (fp32)"))
+        return out
+    out.append(Check("NCCL", ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"))
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        with torch.cuda.device(i):
+            peak = device_peak_flops()
+        out.append(Check(
+            f"GPU {i}", f"{props.name}, {props.total_memory / 1e9:.0f} GB, "
+            + (f"peak {peak / 1e12:.0f} TFLOP/s bf16" if peak else "peak FLOP/s unknown"),
+            ok=peak is not None, fix="set train.peak_flops in the recipe so MFU can be shown",
+        ))
+    return out
+
+
+def deepspeed_ops() -> list[Check]:
+    if importlib.util.find_spec("deepspeed") is None:
+        return [Check("deepspeed ops", "deepspeed not installed", True, "")]
+    ninja = shutil.which("ninja") is not None or importlib.util.find_spec("ninja") is not None
+    compiler = shutil.which("c++") or shutil.which("g++")
+    ok = ninja and compiler is not None
+    return [Check("deepspeed ops", "JIT build possible (ninja and a C++ compiler found)" if ok else
+                  f"cannot JIT-build (ninja {'found' if ninja else 'missing'}, C++ compiler "
+                  f"{'found' if compiler else 'missing'})", ok,
+                  "pip install ninja; apt-get install g++ (CPU Adam for optimizer offload builds on first use)")]
+
+
+def tools() -> list[Check]:
+    out = []
+    for tool, fix in (
+        ("sbatch", "SLURM client tools: apt-get install slurm-client (needed for launch.backend=slurm)"),
+        ("squeue", "apt-get install slurm-client"),
+        ("scontrol", "apt-get install slurm-client"),
+        ("ssh", "apt-get install openssh-client (needed for SSH clusters)"),
+        ("rsync", "apt-get install rsync (needed to sync code and runs to SSH hosts)"),
+    ):
+        path = shutil.which(tool)
+        out.append(Check(tool, path or "not found", path is not None, fix))
+    return out
+
+
+def hub() -> list[Check]:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+    if offline:
+        return [Check("hub", "offline mode (HF_HUB_OFFLINE=1): only local paths and the local cache are used")]
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = endpoint.split("://", 1)[-1].split("/", 1)[0]
+    name, _, port = host.partition(":")
+    try:
+        with socket.create_connection((name, int(port or (443 if endpoint.startswith("https") else 80))), timeout=3):
+            pass
+        return [Check("hub", f"{endpoint} reachable")]
+    except OSError as exc:
+        return [Check("hub", f"{endpoint} not reachable ({exc.__class__.__name__})", False,
+                      "set HF_HUB_OFFLINE=1 and point recipes at local copies (save_pretrained / save_to_disk "
+                      "on a machine with internet)")]
+
+
+def caches() -> list[Check]:
+    from clustertune.runs.store import runs_root
+
+    hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    places = [("HF cache", hf_home), ("runs", runs_root())]
+    out = []
+    for label, path in places:
+        probe = path
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        free = shutil.disk_usage(probe).free
+        ok = free >= 5 * 1024**3
+        out.append(Check(label, f"{path} ({free / 1024**3:.1f} GiB free)", ok,
+                         f"free space under {probe} or point it elsewhere (HF_HOME, CLUSTERTUNE_RUNS)"))
+    return out
+
+
+def checks() -> list[tuple[str, list[Check]]]:
+    return [
+        ("versions", versions()),
+        ("devices", devices()),
+        ("deepspeed", deepspeed_ops()),
+        ("cluster tools", tools()),
+        ("hugging face hub", hub()),
+        ("storage", caches()),
+    ]

@@ -1,0 +1,77 @@
+"""Streaming: the same blocks as prepared data, sharded by block index, resumable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from clustertune.data import builtin
+from clustertune.data.cache import prepare
+from clustertune.data.stream import BlockStream, StreamingDataset, StreamState, texts_of_files
+from clustertune.recipe import load_recipe
+from tests.conftest import TINY_CAUSAL, with_
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("stream")
+    paras = builtin.pydoc_paragraphs()
+    train = tmp / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": p}) + "\n" for p in paras[:700]))
+    val = tmp / "val.txt"
+    val.write_text("\n".join(p.replace("\n", " ") for p in paras[700:760]) + "\n")
+    r = load_recipe(with_(TINY_CAUSAL, model={"tokenizer_vocab_size": 300},
+                          data={"dataset": None, "train_files": [str(train)], "validation_files": [str(val)],
+                                "block_size": 32}))
+    p = prepare(r, cache_dir=tmp / "cache")
+    stream = BlockStream(texts_of_files([str(train)]), p.tokenizer(), 32, chunk_texts=97)
+    return {"prepared": np.asarray(p.open_split("train").input_ids), "stream": stream}
+
+
+def test_streamed_blocks_equal_prepared_blocks(setup: dict[str, Any]) -> None:
+    got = [(g, b) for g, b, _ in setup["stream"].blocks()]
+    assert [g for g, _ in got] == list(range(len(got)))
+    assert np.array_equal(np.stack([b for _, b in got]), setup["prepared"])
+
+
+def test_sharded_over_ranks_and_workers_by_block_index(setup: dict[str, Any]) -> None:
+    stream, n = setup["stream"], len(setup["prepared"])
+    seen: dict[int, tuple[int, int]] = {}
+    for rank in range(2):
+        for worker in range(3):
+            for g, block, _ in stream.shard(rank, 2, worker, 3, batch=4):
+                assert g not in seen and g % 2 == rank and ((g // 2) // 4) % 3 == worker
+                assert np.array_equal(block, setup["prepared"][g])
+                seen[g] = (rank, worker)
+    assert sorted(seen) == list(range(n))  # every block exactly once
+
+
+def test_resume_from_a_state_or_a_block_index(setup: dict[str, Any]) -> None:
+    stream, ref = setup["stream"], setup["prepared"]
+    it = stream.blocks()
+    for g, _, state in it:
+        if g == 150:
+            break
+    saved = StreamState.from_dict(json.loads(json.dumps(state.to_dict())))  # as a checkpoint keeps it
+    assert len(saved.carry) < 32
+    rest = [(g, b) for g, b, _ in stream.blocks(saved)]
+    assert rest[0][0] == 151 and np.array_equal(np.stack([b for _, b in rest]), ref[151:])
+    replay = [g for g, _, _ in stream.blocks(start_block=151)]
+    assert replay == list(range(151, len(ref)))
+    # At another world size: rank 1 of 3 continues with its blocks after the saved position.
+    mine = [g for g, _, _ in stream.shard(1, 3, state=saved)]
+    assert mine == [g for g in range(151, len(ref)) if g % 3 == 1]
+
+
+def test_dataloader_workers_give_the_rank_its_blocks_in_order(setup: dict[str, Any]) -> None:
+    import torch
+
+    ds = StreamingDataset(setup["stream"], rank=0, world=2, batch=4)
+    dl = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2)
+    got = torch.cat([b for b in dl]).numpy()
+    mine = setup["prepared"][0::2]
+    full = len(mine) // 4 * 4  # workers hold whole micro-batches; a short last one comes from one
+    assert np.array_equal(got[:full], mine[:full])
