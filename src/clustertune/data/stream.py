@@ -115,10 +115,10 @@ def texts_of_files(files: list[str], text_column: str = "text") -> Callable[[], 
             suffix = p.suffix.lower()
             if suffix in (".txt", ".text"):
                 with p.open(encoding="utf-8") as fh:
-                    for line in fh:
-                        line = line.rstrip("\n").rstrip("\r")
-                        if line.strip():
-                            yield line
+                    for line in fh:  # the same rows as prepare's read_text().splitlines()
+                        for part in line.splitlines():
+                            if part.strip():
+                                yield part
             elif suffix == ".jsonl":
                 with p.open(encoding="utf-8") as fh:
                     for line in fh:
