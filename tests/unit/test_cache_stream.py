@@ -75,3 +75,20 @@ def test_dataloader_workers_give_the_rank_its_blocks_in_order(setup: dict[str, A
     mine = setup["prepared"][0::2]
     full = len(mine) // 4 * 4  # workers hold whole micro-batches; a short last one comes from one
     assert np.array_equal(got[:full], mine[:full])
+
+
+def test_texts_of_a_save_to_disk_source_stream_like_prepare(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from datasets import Dataset, DatasetDict
+
+    from clustertune.data.stream import texts_of_source
+
+    tmp = tmp_path_factory.mktemp("disk")
+    paras = builtin.pydoc_paragraphs()
+    DatasetDict({"train": Dataset.from_dict({"text": paras[:500]}),
+                 "validation": Dataset.from_dict({"text": paras[500:540]})}).save_to_disk(str(tmp / "ds"))
+    r = load_recipe(with_(TINY_CAUSAL, model={"tokenizer_vocab_size": 300},
+                          data={"dataset": str(tmp / "ds"), "block_size": 32}))
+    p = prepare(r, cache_dir=tmp / "cache")
+    stream = BlockStream(texts_of_source(r.data), p.tokenizer(), 32, chunk_texts=128)
+    got = np.stack([b for _, b, _ in stream.blocks()])
+    assert np.array_equal(got, np.asarray(p.open_split("train").input_ids))

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from clustertune.data import builtin
 from clustertune.data.prepare import _encode_range, _id_dtype, _tokenizers_single_threaded
 
 CHUNK_TEXTS = 1000
@@ -129,6 +130,42 @@ def texts_of_files(files: list[str], text_column: str = "text") -> Callable[[], 
                 yield from ds.with_format("arrow")[text_column].to_pylist()
 
     return gen
+
+
+def texts_of_source(d: Any) -> Callable[[], Iterator[str]]:
+    """The training texts of a recipe's data section, read lazily, in order: local files line by
+    line, a ``save_to_disk`` directory through Arrow batches, a hub dataset with
+    ``streaming=True``, a builtin corpus from memory. No validation carve-out (streaming needs
+    a validation split or files: carving one takes the whole dataset)."""
+    from pathlib import Path
+
+    if d.train_files:
+        return texts_of_files(list(d.train_files), d.text_column)
+    name = d.dataset or ""
+    if name.startswith(builtin.BUILTIN_PREFIX):
+        rows = builtin.builtin_rows(name[len(builtin.BUILTIN_PREFIX):])
+        return lambda: (str(r[d.text_column]) for r in rows)
+    if Path(name).expanduser().is_dir():
+        def from_disk() -> Iterator[str]:
+            from datasets import DatasetDict, load_from_disk
+
+            ds = load_from_disk(str(Path(name).expanduser()))
+            if isinstance(ds, DatasetDict):
+                ds = ds[d.train_split]
+            for batch in ds.with_format("arrow").iter(batch_size=CHUNK_TEXTS):
+                yield from batch[d.text_column].to_pylist()
+
+        return from_disk
+
+    def from_hub() -> Iterator[str]:
+        import datasets
+
+        ds = datasets.load_dataset(name, d.dataset_config, split=d.train_split, streaming=True,
+                                   revision=d.dataset_revision)
+        for row in ds:
+            yield row.get(d.text_column)
+
+    return from_hub
 
 
 class StreamingDataset:
