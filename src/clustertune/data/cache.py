@@ -299,12 +299,26 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(tmp, final)
+            _fsync_dir(root)  # the rename itself survives a crash of the machine
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     res = found(load_manifest(final), False)
     log.info("data: prepared %s in %.1fs (%d workers)", fp, res.seconds, n)
     return res
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: int,
