@@ -166,13 +166,7 @@ def source_identity(d: DataSection, memo: HashMemo) -> dict[str, Any]:
         return ident
     name = d.dataset or ""
     if name.startswith(builtin.BUILTIN_PREFIX):
-        short = name[len(builtin.BUILTIN_PREFIX):]
-        if short not in builtin.BUILTINS:
-            raise DataError(
-                f"data.dataset: unknown builtin corpus {name!r}; available: "
-                + ", ".join(builtin.BUILTIN_PREFIX + b for b in builtin.BUILTINS)
-            )
-        return {"kind": "builtin", "name": short, "version": builtin.corpus_version()}
+        return {"kind": "builtin", "name": builtin.short_name(name), "version": builtin.corpus_version()}
     p = Path(name).expanduser()
     if p.is_dir():
         return {"kind": "disk", "files": _dir_identity(p, memo)}

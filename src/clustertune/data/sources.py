@@ -7,7 +7,6 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
+from clustertune.data.fingerprint import sha256_file
 from clustertune.errors import DataError
 from clustertune.recipe.schema import DataSection
 
@@ -84,19 +84,11 @@ def _read_files(files: list[str], key: str) -> tuple[Any, list[dict[str, Any]]]:
         ds = _read_file(p, key)
         parts.append(ds)
         st = p.stat()
-        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": _sha256(p)})
+        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": sha256_file(p)})
     cols = {tuple(sorted(d.column_names)) for d in parts}
     if len(cols) > 1:
         raise DataError(f"{key}: the files have different columns: {sorted(cols)}")
     return (parts[0] if len(parts) == 1 else concatenate_datasets(parts)), ident
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _load_hub(name: str, config: str | None, revision: str | None = None) -> Any:
@@ -153,12 +145,7 @@ def load_raw(d: DataSection, seed: int) -> RawData:
     else:
         name = d.dataset or ""
         if name.startswith(builtin.BUILTIN_PREFIX):
-            short = name[len(builtin.BUILTIN_PREFIX):]
-            if short not in builtin.BUILTINS:
-                raise DataError(
-                    f"data.dataset: unknown builtin corpus {name!r}; available: "
-                    + ", ".join(builtin.BUILTIN_PREFIX + b for b in builtin.BUILTINS)
-                )
+            short = builtin.short_name(name)
             train = Dataset.from_list(builtin.builtin_rows(short))
             ident = {"kind": "builtin", "name": short, "version": builtin.corpus_version()}
         elif Path(name).expanduser().is_dir():

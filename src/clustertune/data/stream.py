@@ -143,7 +143,7 @@ def texts_of_source(d: Any) -> Callable[[], Iterator[str]]:
         return texts_of_files(list(d.train_files), d.text_column)
     name = d.dataset or ""
     if name.startswith(builtin.BUILTIN_PREFIX):
-        rows = builtin.builtin_rows(name[len(builtin.BUILTIN_PREFIX):])
+        rows = builtin.builtin_rows(builtin.short_name(name))
         return lambda: (str(r[d.text_column]) for r in rows)
     if Path(name).expanduser().is_dir():
         def from_disk() -> Iterator[str]:
