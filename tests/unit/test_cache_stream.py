@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                 "block_size": 32}))
     p = prepare(r, cache_dir=tmp / "cache")
     stream = BlockStream(texts_of_files([str(train)]), p.tokenizer(), 32, chunk_texts=97)
-    return {"prepared": np.asarray(p.open_split("train").input_ids), "stream": stream}
+    return {"prepared": np.asarray(p.open_split("train").input_ids), "stream": stream,
+            "train_file": str(train), "val_file": str(val)}
 
 
 def test_streamed_blocks_equal_prepared_blocks(setup: dict[str, Any]) -> None:
@@ -92,3 +94,47 @@ def test_texts_of_a_save_to_disk_source_stream_like_prepare(tmp_path_factory: py
     stream = BlockStream(texts_of_source(r.data), p.tokenizer(), 32, chunk_texts=128)
     got = np.stack([b for _, b, _ in stream.blocks()])
     assert np.array_equal(got, np.asarray(p.open_split("train").input_ids))
+
+
+def test_stream_batches_are_the_prepared_order_and_resume_at_another_world_size(setup: dict[str, Any]) -> None:
+    import torch
+
+    from clustertune.data.loader import Position, StreamBatches
+
+    stream, ref = setup["stream"], setup["prepared"]
+    cpu = torch.device("cpu")
+    one = StreamBatches(stream, 4, 2, 0, 1)  # global batch 8
+    it = one.iterate(Position(), cpu)
+    seen = []
+    for _ in range(5):
+        micro, pos = next(it)
+        seen.append(torch.cat([m["input_ids"] for m in micro]).numpy())
+    assert np.array_equal(np.concatenate(seen), ref[:40]) and pos.samples_seen == 40 and pos.stream
+    saved = Position.from_dict(json.loads(json.dumps(pos.to_dict())))
+    # Two ranks, 4 blocks each per step: together the very next 8 blocks, strided.
+    parts = [next(StreamBatches(stream, 2, 2, r, 2).iterate(saved, cpu))[0] for r in range(2)]
+    got = [torch.cat([m["input_ids"] for m in p]).numpy() for p in parts]
+    assert np.array_equal(got[0], ref[40:48:2]) and np.array_equal(got[1], ref[41:48:2])
+    # Without the saved stream state, the position alone replays the text up to it.
+    replayed = next(StreamBatches(stream, 4, 2, 0, 1).iterate(Position(0, 40, 40, None), cpu))[0]
+    assert np.array_equal(torch.cat([m["input_ids"] for m in replayed]).numpy(), ref[40:48])
+
+
+def test_a_streaming_run_trains_and_prepares_only_validation(setup: dict[str, Any], runs_root: Path, tmp_path: Path) -> None:
+    import clustertune as ct
+    from clustertune.errors import RecipeError
+
+    train_file = Path(setup["train_file"])
+    r = with_(TINY_CAUSAL, model={"tokenizer_vocab_size": 300},
+              data={"dataset": None, "train_files": [str(train_file)], "validation_files": [setup["val_file"]],
+                    "block_size": 32, "streaming": True, "cache_dir": str(tmp_path / "c")},
+              train={"max_steps": 3, "log_every": 1, "eval_at_start": False, "batch_size": 4})
+    run = ct.run(load_recipe(r), show_progress=False)
+    assert run.state.value == "COMPLETED"
+    ref = json.loads(run.paths.data.read_text())
+    man = json.loads(Path(ref["manifest"]).read_text())
+    assert man["streaming"] and list(man["splits"]) == ["validation"]
+    rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
+    assert [x["samples_seen"] for x in rows if x["kind"] == "train"] == [4, 8, 12]
+    with pytest.raises(RecipeError, match="data.streaming: needs train.max_steps"):
+        load_recipe(with_(r, train={"max_steps": None}))

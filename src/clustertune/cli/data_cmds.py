@@ -72,7 +72,10 @@ def register(app: typer.Typer) -> None:
         print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
         print(f"  dir       {p.dir}")
         print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.data.get('dtype')}")
-        print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
+        if p.streaming:
+            print("  train     streamed: tokenized and packed on the fly while training")
+        else:
+            print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
         print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
         if not p.hit:
             sec = p.manifest.data.get("seconds", {})
@@ -94,7 +97,7 @@ def register(app: typer.Typer) -> None:
         table = Table("fingerprint", "task", "source", "train samples", "tokens", "size", "age", box=None)
         total = 0
         for m in entries:
-            tr = m.data["splits"]["train"]
+            tr = m.data["splits"].get("train", {"samples": "stream"})
             total += m.total_bytes
             table.add_row(m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
                           f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),

@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -47,7 +47,7 @@ from clustertune.data.manifest import (
     write_manifest,
 )
 from clustertune.data.prepare import check_labels, column, prepare_split
-from clustertune.data.sources import RawData, load_raw
+from clustertune.data.sources import RawData, load_raw, load_validation
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
 
@@ -128,7 +128,13 @@ class PreparedDataset:
     def total_bytes(self) -> int:
         return self.manifest.total_bytes
 
+    @property
+    def streaming(self) -> bool:
+        return bool(self.manifest.data.get("streaming"))
+
     def counts(self, split: str) -> dict[str, int]:
+        if split not in self.manifest.data["splits"]:  # the streamed training split
+            return {"examples": 0, "samples": 0, "tokens": 0}
         s = self.manifest.split(split)
         return {"examples": int(s["examples"]), "samples": int(s["samples"]), "tokens": int(s["tokens"])}
 
@@ -155,7 +161,11 @@ class _LazyRaw:
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
-    def train_texts(self) -> list[str]:
+    def train_texts(self) -> Iterable[str]:
+        if self.recipe.data.streaming:  # read lazily, never whole
+            from clustertune.data.stream import texts_of_source
+
+            return (x for x in texts_of_source(self.recipe.data)() if isinstance(x, str))
         return [x for x in column(self.get().train, self.recipe.data.text_column) if isinstance(x, str)]
 
 
@@ -327,14 +337,18 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     import transformers
 
     t0 = time.perf_counter()
-    data = raw.get()
-    check_labels(recipe, data.train, "train")
-    check_labels(recipe, data.validation, "validation")
+    if recipe.data.streaming:  # the training text is tokenized on the fly by the loader
+        todo = [("validation", load_validation(recipe.data))]
+    else:
+        data = raw.get()
+        check_labels(recipe, data.train, "train")
+        check_labels(recipe, data.validation, "validation")
+        todo = [("train", data.train), ("validation", data.validation)]
     tk = tok.load()
     t_tok = t_write = 0.0
     files: dict[str, dict[str, Any]] = {}
     splits: dict[str, Any] = {}
-    for name, ds in (("train", data.train), ("validation", data.validation)):
+    for name, ds in todo:
         t1 = time.perf_counter()
         arr = prepare_split(recipe, ds, tk, name, workers)
         t2 = time.perf_counter()
@@ -357,7 +371,8 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
                        "tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
         "seconds": {k: round(v, 3) for k, v in timing.items()},
         "vocab_size": len(tk),
-        "dtype": splits["train"]["arrays"]["input_ids"]["dtype"],
+        "dtype": splits["validation"]["arrays"]["input_ids"]["dtype"],
+        "streaming": bool(recipe.data.streaming),
         "tokenizer": {"dir": TOKENIZER_DIR, "sha256": tok.sha256},
         "inputs": inputs,
         "splits": splits,

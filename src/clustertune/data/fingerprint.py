@@ -195,7 +195,9 @@ def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
     """Source plus selection: what a tokenizer trained on the spot is trained on."""
     d = recipe.data
     carved: bool | None = None
-    if d.train_files:
+    if d.streaming:
+        carved = False  # streaming never carves (the recipe checks it has a validation split)
+    elif d.train_files:
         carved = not d.validation_files
     elif (d.dataset or "").startswith(builtin.BUILTIN_PREFIX):
         carved = True
@@ -215,6 +217,8 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
                                 "special_tokens": True}
     else:
         proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
+    if d.streaming:
+        proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples
     proc["max_eval_samples"] = d.max_eval_samples
     return proc

@@ -173,3 +173,36 @@ def load_raw(d: DataSection, seed: int) -> RawData:
                 f"its columns are {', '.join(ds.column_names)}"
             )
     return RawData(train=train, validation=val, identity=ident, carved=carved)
+
+
+def load_validation(d: DataSection) -> Any:
+    """Only the validation examples (``data.streaming``: the training text is never loaded whole)."""
+    from datasets import load_from_disk
+
+    name = d.dataset or ""
+    if d.train_files:
+        val, _ = _read_files(d.validation_files, "data.validation_files")
+    elif Path(name).expanduser().is_dir():
+        loaded = load_from_disk(str(Path(name).expanduser()))
+        _, val = _split(loaded, d)
+    else:
+        import datasets
+
+        try:
+            val = datasets.load_dataset(name, d.dataset_config, split=d.validation_split, revision=d.dataset_revision)
+        except ValueError as exc:  # unknown split
+            raise DataError(f"data.validation_split: {exc}") from exc
+        except Exception as exc:
+            _load_hub(name, d.dataset_config, d.dataset_revision)  # raises the usual message
+            raise DataError(f"data.dataset: cannot load the {d.validation_split!r} split of {name!r}: {exc}") from exc
+    if val is None:
+        raise DataError(
+            f"data.streaming: the dataset has no {d.validation_split!r} split to evaluate on; set "
+            "data.validation_split to one it has (a streamed corpus cannot carve one)"
+        )
+    if d.text_column not in val.column_names:
+        raise DataError(
+            f"data.text_column: column {d.text_column!r} not in the validation data; "
+            f"its columns are {', '.join(val.column_names)}"
+        )
+    return val

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from clustertune.data.loader import Position, TrainBatches, eval_batches
+from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -107,7 +107,7 @@ def train_loop(
 ) -> LoopResult:
     t = recipe.train
     main = accelerator.is_main_process
-    batches = TrainBatches(
+    batches = make_train_batches(
         train_arrays, t.batch_size, t.gradient_accumulation_steps,
         accelerator.process_index, accelerator.num_processes, t.seed, t.shuffle,
     )
@@ -118,7 +118,7 @@ def train_loop(
         accelerator.unwrap_model(model).gradient_checkpointing_enable()
     metrics = MetricsWriter(paths.metrics, accelerator, main)
     eval_bs = t.eval_batch_size or t.batch_size
-    seq_len = train_arrays.input_ids.shape[1]
+    seq_len = batches.seq_len
     flops_tok = flops_per_token(accelerator.unwrap_model(model), seq_len)
     peak = device_peak_flops(t.peak_flops)
     kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
@@ -184,7 +184,7 @@ def train_loop(
                 tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log, 1e-9)
                 per_dev = tok_s / accelerator.num_processes
                 row = {
-                    "kind": "train", "step": step, "epoch": round(pos.samples_seen / len(train_arrays), 4),
+                    "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
                     "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
                     "grad_norm": float(grad_norm) if grad_norm is not None else None,
                     "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
