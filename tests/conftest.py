@@ -58,6 +58,14 @@ def with_(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _data_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Prepared data goes to one cache per test session, never the user's ~/.cache."""
+    root = tmp_path_factory.mktemp("data-cache")
+    os.environ["CLUSTERTUNE_CACHE"] = str(root)
+    return root
+
+
 @pytest.fixture
 def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.prepare import check_labels
-from clustertune.data.sources import RawData, load_raw
+from clustertune.data.cache import PreparedDataset, prepare
 from clustertune.errors import RunError, UserError
 from clustertune.models.build import check_sequence_fits, resolve_config
-from clustertune.models.tokenizer import load_tokenizer
 from clustertune.recipe.load import dump_recipe, load_recipe
-from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
+from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 from clustertune.runs.store import get_run, runs_root
@@ -47,27 +45,37 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 @dataclass
 class Checked:
-    """What preflight learnt: the raw data (loaded once) and the model config it checked."""
+    """What preflight learnt: the prepared data and the model config it checked."""
 
-    raw: RawData
+    prepared: PreparedDataset
     config: Any
 
 
 def preflight(recipe: Recipe) -> Checked:
-    """Checks that need data or a model config, done before any run directory exists."""
+    """Checks that need data or a model config, and the data preparation itself (a cache hit
+    when the same data was prepared before), done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
     mixed_precision(recipe)
-    raw = load_raw(recipe.data, recipe.train.seed)
-    check_labels(recipe, raw.train, "train")
-    check_labels(recipe, raw.validation, "validation")
-    m = recipe.model
     config = resolve_config(recipe, None)
-    tok_source = m.tokenizer or m.name_or_path
-    if tok_source and tok_source != TOKENIZER_TRAIN:
-        # Without model.tokenizer the tokenizer comes from name_or_path: name the key the user set.
-        load_tokenizer(tok_source, key="model.tokenizer" if m.tokenizer else "model.name_or_path")
     check_sequence_fits(recipe, config)
-    return Checked(raw=raw, config=config)
+    prepared = prepare(recipe)
+    log.info("data: %s %s (%s) in %.2fs", prepared.fingerprint, "cache hit" if prepared.hit else "prepared",
+             prepared.dir, prepared.seconds)
+    return Checked(prepared=prepared, config=config)
+
+
+def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
+    """A resumed run must train on the data it started with."""
+    p = run.paths.data
+    if p.is_file():
+        import json
+
+        before = json.loads(p.read_text(encoding="utf-8")).get("fingerprint")
+        if before != prepared.fingerprint:
+            raise RunError(
+                f"run {run.id} trained on prepared data {before}, but its recipe's data now gives "
+                f"{prepared.fingerprint} (the source files or the tokenizer changed); start a new run instead of --resume"
+            )
 
 
 def devices_of(recipe: Recipe) -> int:
@@ -120,6 +128,7 @@ def run(
     anything is written when they can be found up front; a failure during training leaves the
     run FAILED with the reason (and traceback) in run.json.
     """
+    from clustertune.data.staging import write_run_data
     from clustertune.train.entry import execute
 
     resume_from: Path | None = None
@@ -139,6 +148,7 @@ def run(
     checked = preflight(recipe)
     if resume is not None:
         the_run = existing
+        _check_same_data(the_run, checked.prepared)
     else:
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         the_run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
@@ -148,7 +158,8 @@ def run(
         if resume is not None and resume_from is None:
             log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
         log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
-        execute(recipe, checked.raw, the_run.paths, resume_from, show_progress)
+        write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
+        execute(recipe, the_run.paths, resume_from, show_progress)
         the_run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
     except KeyboardInterrupt:

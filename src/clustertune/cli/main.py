@@ -9,7 +9,7 @@ import traceback
 import click
 import typer
 
-from clustertune.cli import perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 app = typer.Typer(
@@ -29,6 +29,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
 run_cmds.register(app)
 runs_cmds.register(app)
 perf_cmds.register(app)
+data_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,14 @@ def _read_file(path: Path, key: str) -> Any:
         if suffix in TEXT_SUFFIXES:
             lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
             return Dataset.from_dict({"text": lines})
+        if suffix == ".jsonl":
+            import pyarrow as pa
+            import pyarrow.json as pj
+
+            try:  # Arrow's reader: several times faster than pandas on large files
+                return Dataset(pj.read_json(path))
+            except pa.ArrowInvalid:
+                pass  # mixed types and other oddities: pandas copes
         if suffix in JSON_SUFFIXES:
             text = path.read_text(encoding="utf-8")
             lines = suffix == ".jsonl" or not text.lstrip().startswith("[")
@@ -91,11 +99,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_hub(name: str, config: str | None) -> Any:
+def _load_hub(name: str, config: str | None, revision: str | None = None) -> Any:
     import datasets
 
     try:
-        return datasets.load_dataset(name, config)
+        return datasets.load_dataset(name, config, revision=revision)
     except Exception as exc:  # datasets raises many types for "not reachable/not cached"
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
         why = "HF_HUB_OFFLINE=1 is set" if offline else "the hub could not be reached or has no such dataset"
@@ -166,7 +174,7 @@ def load_raw(d: DataSection, seed: int) -> RawData:
                 f"data.dataset: {name!r} looks like a path but does not exist; for local files use data.train_files"
             )
         else:
-            train, val = _split(_load_hub(name, d.dataset_config), d)
+            train, val = _split(_load_hub(name, d.dataset_config, d.dataset_revision), d)
             ident = {"kind": "hub", "name": name, "config": d.dataset_config}
     carved = val is None
     if carved:

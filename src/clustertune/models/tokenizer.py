@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from collections.abc import Iterable
+import shutil
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError
+
+log = logging.getLogger("clustertune")
+TOKENIZER_META = "clustertune-tokenizer.json"
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"
@@ -90,3 +97,68 @@ def hub_unreachable_message(key: str, name: str, exc: BaseException) -> str:
         f"with internet save it with `save_pretrained(DIR)` (or `hf download {name} --local-dir DIR`), "
         f"copy DIR here and set {key}=DIR"
     )
+
+
+def fix_pad_token(tok: Any) -> Any:
+    """GPT-2-style tokenizers ship without a pad token: pad with EOS (what every run does)."""
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def cached_trained_tokenizer(
+    cache_root: Path,
+    key: dict[str, Any],
+    texts: Callable[[], Iterable[str]],
+    vocab_size: int,
+    *,
+    classification: bool,
+    model_max_length: int,
+) -> tuple[Path, str]:
+    """A byte-level BPE trained on ``texts()`` once per ``key``, cached under ``cache_root/tokenizers/``.
+
+    ``key`` identifies the training corpus (its fingerprint); the trainer settings, the
+    tokenizers version and :data:`~clustertune.data.fingerprint.TOKENIZER_FORMAT` are added
+    here. Training is deterministic (two runs give the same files byte for byte, a test checks
+    it), and the prepared data's fingerprint uses the trained tokenizer's content anyway.
+    Returns the directory (``save_pretrained`` layout) and the content sha256. ``texts`` is
+    only called on a miss; concurrent callers build once (file lock) and the others wait.
+    """
+    import tokenizers
+
+    from clustertune.data.fingerprint import TOKENIZER_FORMAT, digest, tokenizer_content_hash
+    from clustertune.data.locks import file_lock
+
+    full_key = {
+        "corpus": key, "vocab_size": vocab_size, "classification": classification,
+        "model_max_length": model_max_length, "tokenizers": tokenizers.__version__, "format": TOKENIZER_FORMAT,
+    }
+    base = cache_root / "tokenizers"
+    final = base / digest(full_key, 20)
+
+    def hit() -> tuple[Path, str] | None:
+        try:
+            meta = json.loads((final / TOKENIZER_META).read_text(encoding="utf-8"))
+            return final, str(meta["sha256"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    if found := hit():
+        return found
+    with file_lock(base / f".{final.name}.lock", f"the tokenizer being trained for {final.name}"):
+        if found := hit():
+            return found
+        t0 = time.perf_counter()
+        tok = train_bpe(texts(), vocab_size, classification=classification, model_max_length=model_max_length)
+        tmp = base / f".tmp-{final.name}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tok.save_pretrained(str(tmp))
+        sha = tokenizer_content_hash(tok)
+        (tmp / TOKENIZER_META).write_text(json.dumps({"sha256": sha, "key": full_key}, indent=2) + "\n", encoding="utf-8")
+        if final.exists():  # damaged (no meta): replace
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        log.info("trained a byte-level BPE tokenizer (%d tokens) in %.1fs; cached in %s",
+                 len(tok), time.perf_counter() - t0, final)
+    return final, sha

@@ -61,6 +61,11 @@ class DataSection(Section):
     dataset_config: str | None = None
     """Hub dataset configuration, e.g. ``wikitext-2-raw-v1``."""
 
+    dataset_revision: str | None = None
+    """Hub dataset revision (branch, tag or commit); default ``main``. It is resolved to a commit
+    (from the hub when online, from the local snapshot offline) and that commit is part of the
+    prepared data's fingerprint."""
+
     train_files: list[str] = Field(default_factory=list)
     """Local training files: .txt (one example per line), .json/.jsonl, .csv or .parquet."""
 
@@ -95,6 +100,21 @@ class DataSection(Section):
 
     max_eval_samples: int | None = Field(default=None, ge=1)
     """Keep only the first N evaluation samples."""
+
+    cache_dir: str | None = None
+    """Root of the prepared-data cache (content-addressed: ``<cache_dir>/<fingerprint>/``).
+    Defaults to ``$CLUSTERTUNE_CACHE``, else ``$XDG_CACHE_HOME/clustertune`` or
+    ``~/.cache/clustertune``. Put it on a filesystem the nodes share."""
+
+    workers: int | None = Field(default=None, ge=1)
+    """Processes that tokenize when data is prepared. ``clustertune prepare --workers`` wins;
+    unset: ``$SLURM_CPUS_PER_TASK``, else the CPUs this process may run on."""
+
+    stage_to: str | None = None
+    """Copy this run's prepared files to node-local disk before training, once per node (local
+    rank 0 copies, the other local ranks wait), verified by size and sha256. Environment
+    variables expand on the node, e.g. ``$SLURM_TMPDIR``; where one is unset, a per-job
+    directory under the node's temporary directory is used (and named in the log)."""
 
 
 class TrainSection(Section):

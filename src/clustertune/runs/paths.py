@@ -27,6 +27,11 @@ class RunPaths:
         return self.root / "run.json"
 
     @property
+    def data(self) -> Path:
+        """The prepared data this run trains on: fingerprint, prepared directory, manifest."""
+        return self.root / "data.json"
+
+    @property
     def metrics(self) -> Path:
         """One JSON object per line: train and eval rows."""
         return self.root / "metrics.jsonl"

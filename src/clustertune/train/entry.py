@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from clustertune.data.prepare import prepare_split
-from clustertune.data.sources import RawData
-from clustertune.errors import UserError
+from clustertune.data.staging import open_run_data
+from clustertune.errors import DataError, UserError
 from clustertune.models.build import build_model, resolve_config
-from clustertune.models.tokenizer import load_tokenizer, train_bpe
 from clustertune.recipe.load import dump_recipe
-from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
+from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.metrics import flat_config, tracker_env
@@ -39,27 +38,15 @@ def mixed_precision(recipe: Recipe) -> str:
     return {"fp32": "no"}.get(p, p)
 
 
-def run_tokenizer(recipe: Recipe, raw: RawData, paths: RunPaths) -> Any:
-    """The run's tokenizer: reused from the run directory on resume, else trained or loaded, then saved."""
+def run_tokenizer(paths: RunPaths) -> Any:
+    """The run's tokenizer, as the submitting side put it in the run directory (the one the
+    prepared data was tokenized with; trained or loaded there, never here)."""
     from transformers import AutoTokenizer
 
-    if (paths.tokenizer / "tokenizer_config.json").is_file():
-        return AutoTokenizer.from_pretrained(str(paths.tokenizer))
-    m = recipe.model
-    source = m.tokenizer or m.name_or_path or ""
-    if source == TOKENIZER_TRAIN:
-        t0 = time.perf_counter()
-        texts = [x for x in raw.train[recipe.data.text_column] if isinstance(x, str)]
-        limit = max(recipe.data.block_size, recipe.data.max_length)
-        tok = train_bpe(texts, m.tokenizer_vocab_size, classification=recipe.task == "sequence_classification",
-                        model_max_length=limit)
-        log.info("trained a byte-level BPE tokenizer (%d tokens) in %.1fs", len(tok), time.perf_counter() - t0)
-    else:
-        tok = load_tokenizer(source)
-    if tok.pad_token is None and tok.eos_token is not None:
-        tok.pad_token = tok.eos_token  # GPT-2-style tokenizers ship without one
-    tok.save_pretrained(str(paths.tokenizer))
-    return tok
+    if not (paths.tokenizer / "tokenizer_config.json").is_file():
+        raise DataError(f"run directory {paths.root} has no tokenizer/: its data was never prepared "
+                        "(`clustertune run` prepares it before training starts)")
+    return AutoTokenizer.from_pretrained(str(paths.tokenizer))
 
 
 def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
@@ -89,8 +76,14 @@ def reset_accelerate_state() -> None:
     GradientState._reset_state()
 
 
-def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> LoopResult:
-    """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model."""
+def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
+            local_rank: int | None = None, stage_dir: str | None = None) -> LoopResult:
+    """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
+
+    The data was prepared by the submitting side (``data.json`` and ``tokenizer/`` in the run
+    directory); here it is staged (when ``data.stage_to`` or ``stage_dir`` says so, once per
+    node) and memory-mapped. ``local_rank`` defaults to ``$LOCAL_RANK`` (0 in-process).
+    """
     from transformers import set_seed
     from transformers.utils import logging as hf_logging
 
@@ -100,14 +93,15 @@ def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | N
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
-    tok = run_tokenizer(recipe, raw, paths)
+    tok = run_tokenizer(paths)
     config = resolve_config(recipe, tok)
     set_seed(t.seed)
     model = build_model(recipe, config, tok)
     t0 = time.perf_counter()
-    train_arrays = prepare_split(recipe, raw.train, tok, "train")
-    eval_arrays = prepare_split(recipe, raw.validation, tok, "validation")
-    log.info("data: %d train / %d eval samples (%d / %d tokens) prepared in %.1fs",
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    train_arrays, eval_arrays = open_run_data(recipe, paths, local_rank, stage_dir)
+    log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
              len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)

@@ -1,0 +1,255 @@
+"""What identifies prepared data, and nothing else: the fingerprint.
+
+The fingerprint is the sha256 of a canonical JSON of its inputs:
+
+- the source: builtin corpus name and version; local files by content (sha256, memoised by
+  path, size, mtime and inode so an unchanged file is never re-read); a ``save_to_disk``
+  directory by the content of its files; a hub dataset by name, config and the revision
+  resolved to a commit (asked of the hub when online, read from the local snapshot offline,
+  so both give the same fingerprint);
+- how examples are picked from it: splits, columns, and the validation carve-out (fraction and
+  seed) when one is carved;
+- the tokenizer's content (vocabulary, merges, normalizer, pre-tokenizer, post-processor,
+  special tokens), never its class name or where it was loaded from;
+- the task, block size, packing and truncation settings, sample limits, and
+  :data:`FORMAT_VERSION`.
+
+Learning rate, batch size, model and every other setting leave it unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from clustertune.data import builtin
+from clustertune.errors import DataError
+from clustertune.recipe.schema import DataSection, Recipe
+
+# Bump when the bytes prepare writes for the same inputs change (tokenization, packing, layout).
+FORMAT_VERSION = 1
+# Bump when the files of a tokenizer trained on the spot change for the same inputs.
+TOKENIZER_FORMAT = 1
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(obj: Any, n: int = 20) -> str:
+    """Hex sha256 of the canonical JSON of ``obj``, cut to ``n`` characters."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:n]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        while n := fh.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+class HashMemo:
+    """Content hashes of local files, memoised by (path, size, mtime_ns, inode).
+
+    One small JSON file per path under ``<cache_root>/.memo/``, replaced atomically, so
+    concurrent prepares never corrupt it. A file whose stat changed is hashed again.
+    """
+
+    def __init__(self, root: Path | None):
+        self.dir = root / ".memo" if root is not None else None
+        self.hashed: list[str] = []  # paths actually read (tests check unchanged files are not)
+
+    def sha256(self, path: Path) -> str:
+        p = path.resolve()
+        st = p.stat()
+        key = {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+        entry = self.dir / f"{hashlib.sha1(str(p).encode()).hexdigest()}.json" if self.dir else None
+        if entry is not None and entry.is_file():
+            try:
+                saved = json.loads(entry.read_text(encoding="utf-8"))
+                if {k: saved.get(k) for k in key} == key:
+                    return str(saved["sha256"])
+            except (OSError, ValueError, KeyError):
+                pass
+        value = sha256_file(p)
+        self.hashed.append(str(p))
+        if entry is not None:
+            try:
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({**key, "sha256": value}), encoding="utf-8")
+                os.replace(tmp, entry)
+            except OSError:
+                pass  # a read-only cache still works, it just re-hashes
+        return value
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def _hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
+    return home / "hub"
+
+
+def local_snapshot_commit(repo_type: str, name: str, revision: str | None) -> str | None:
+    """The commit a local Hugging Face snapshot of ``name`` at ``revision`` holds, if any."""
+    rev = revision or "main"
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        return rev
+    repo = _hub_cache() / f"{repo_type}s--{name.replace('/', '--')}"
+    try:
+        return (repo / "refs" / rev).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        pass
+    # datasets downloads into snapshots/<commit> without writing refs/: one snapshot is unambiguous.
+    snaps = [p.name for p in (repo / "snapshots").iterdir()] if (repo / "snapshots").is_dir() else []
+    if revision is None and len(snaps) == 1:
+        return snaps[0]
+    return None
+
+
+def hub_dataset_commit(name: str, revision: str | None) -> str:
+    """``revision`` of hub dataset ``name`` resolved to a commit sha, online or offline."""
+    if not _hub_offline():
+        try:
+            from huggingface_hub import HfApi
+
+            sha = HfApi().dataset_info(name, revision=revision).sha
+            if sha:
+                return str(sha)
+        except Exception:  # unreachable hub: the local snapshot decides, as offline
+            pass
+    sha = local_snapshot_commit("dataset", name, revision)
+    if sha is None:
+        raise DataError(
+            f"data.dataset: cannot resolve {name!r} at revision {revision or 'main'!r} to a commit: the hub "
+            "is not reachable (or HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set) and there is no local snapshot. "
+            f"Run `clustertune fetch RECIPE` on a machine with internet, or `datasets.load_dataset({name!r})"
+            ".save_to_disk(DIR)` there and set data.dataset=DIR"
+        )
+    return sha
+
+
+def _files_identity(files: list[str], key: str, memo: HashMemo) -> list[dict[str, str]]:
+    out = []
+    for f in files:
+        p = Path(f).expanduser()
+        if not p.is_file():
+            raise DataError(f"{key}: file {f!r} does not exist (paths are relative to {os.getcwd()})")
+        # The suffix decides how the file is parsed; the path itself is not part of the identity.
+        out.append({"suffix": p.suffix.lower(), "sha256": memo.sha256(p)})
+    return out
+
+
+def _dir_identity(root: Path, memo: HashMemo) -> list[dict[str, str]]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("cache-"))
+    return [{"file": str(p.relative_to(root)), "sha256": memo.sha256(p)} for p in files]
+
+
+def source_identity(d: DataSection, memo: HashMemo) -> dict[str, Any]:
+    """What the raw examples are, computed without reading them (files are hashed, memoised)."""
+    if d.train_files:
+        ident: dict[str, Any] = {"kind": "files", "train": _files_identity(d.train_files, "data.train_files", memo)}
+        if d.validation_files:
+            ident["validation"] = _files_identity(d.validation_files, "data.validation_files", memo)
+        return ident
+    name = d.dataset or ""
+    if name.startswith(builtin.BUILTIN_PREFIX):
+        short = name[len(builtin.BUILTIN_PREFIX):]
+        if short not in builtin.BUILTINS:
+            raise DataError(
+                f"data.dataset: unknown builtin corpus {name!r}; available: "
+                + ", ".join(builtin.BUILTIN_PREFIX + b for b in builtin.BUILTINS)
+            )
+        return {"kind": "builtin", "name": short, "version": builtin.corpus_version()}
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return {"kind": "disk", "files": _dir_identity(p, memo)}
+    if name.startswith(("/", "./", "../", "~")):
+        raise DataError(f"data.dataset: {name!r} looks like a path but does not exist; for local files use data.train_files")
+    return {"kind": "hub", "name": name, "config": d.dataset_config,
+            "commit": hub_dataset_commit(name, d.dataset_revision)}
+
+
+def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
+    """Which examples of the source are used (splits, columns, carve-out)."""
+    d = recipe.data
+    sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
+                           "text_column": d.text_column}
+    if recipe.task == "sequence_classification":
+        sel["label_column"] = d.label_column
+        sel["num_labels"] = recipe.model.num_labels
+    # Files without validation files are always carved; other sources only when they lack the
+    # validation split, which is known once loaded (``carved=None`` keeps both settings in).
+    if carved is not False:
+        sel["carve"] = {"fraction": d.validation_fraction, "seed": recipe.train.seed}
+    return sel
+
+
+def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
+    """Source plus selection: what a tokenizer trained on the spot is trained on."""
+    d = recipe.data
+    carved: bool | None = None
+    if d.train_files:
+        carved = not d.validation_files
+    elif (d.dataset or "").startswith(builtin.BUILTIN_PREFIX):
+        carved = True
+    elif d.dataset and Path(d.dataset).expanduser().is_dir():
+        splits_file = Path(d.dataset).expanduser() / "dataset_dict.json"
+        try:
+            carved = d.validation_split not in json.loads(splits_file.read_text(encoding="utf-8")).get("splits", [])
+        except (OSError, ValueError):
+            carved = True  # a single Dataset has no splits
+    return {"source": source_identity(d, memo), "selection": selection_identity(recipe, carved)}
+
+
+def processing_identity(recipe: Recipe) -> dict[str, Any]:
+    d = recipe.data
+    if recipe.task == "causal_lm":
+        proc: dict[str, Any] = {"block_size": d.block_size, "packing": "concat-all-drop-remainder",
+                                "special_tokens": True}
+    else:
+        proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
+    proc["max_train_samples"] = d.max_train_samples
+    proc["max_eval_samples"] = d.max_eval_samples
+    return proc
+
+
+def tokenizer_content_hash(tok: Any) -> str:
+    """sha256 of what decides a tokenizer's output: never its class name or path."""
+    special = {k: (v if isinstance(v, list) else str(v)) for k, v in sorted(tok.special_tokens_map.items())}
+    if getattr(tok, "is_fast", False) and getattr(tok, "backend_tokenizer", None) is not None:
+        backend = json.loads(tok.backend_tokenizer.to_str())
+        # Truncation/padding on the backend are call-time state, not content.
+        backend.pop("truncation", None)
+        backend.pop("padding", None)
+        content: dict[str, Any] = {"backend": backend}
+    else:
+        content = {"vocab": sorted(tok.get_vocab().items(), key=lambda kv: kv[1])}
+    content.update({"special": special, "padding_side": getattr(tok, "padding_side", "right")})
+    return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
+
+
+def fingerprint_inputs(recipe: Recipe, corpus: dict[str, Any], tokenizer_sha256: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT_VERSION,
+        "task": recipe.task,
+        "corpus": corpus,
+        "tokenizer": tokenizer_sha256,
+        "processing": processing_identity(recipe),
+    }
+
+
+def fingerprint(inputs: dict[str, Any]) -> str:
+    return digest(inputs, 20)

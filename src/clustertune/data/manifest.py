@@ -1,0 +1,250 @@
+"""The on-disk format of prepared data: shard files and ``manifest.json``; memory-mapped reading.
+
+A prepared directory ``<cache_root>/<fingerprint>/`` holds, per split, one or more raw
+little-endian shard files per array (``train.input_ids.00000.bin``: rows of token ids in the
+smallest unsigned integer type that holds the vocabulary), the tokenizer (``tokenizer/``) and
+``manifest.json``: the fingerprint and its inputs, every file with its byte size and sha256,
+per-split example, sample and token counts, shapes and dtypes. The manifest is written last.
+
+Reading maps the shards (``np.memmap``, zero-copy); a split whose array spans several shards is
+read through :class:`ShardedArray`, which gathers rows by global index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clustertune.data.prepare import Arrays
+from clustertune.errors import DataError
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+TOKENIZER_DIR = "tokenizer"
+SHARD_BYTES_ENV = "CLUSTERTUNE_SHARD_BYTES"
+DEFAULT_SHARD_BYTES = 256 << 20
+
+
+def shard_bytes() -> int:
+    return int(os.environ.get(SHARD_BYTES_ENV) or DEFAULT_SHARD_BYTES)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Write ``arr`` as shards ``<stem>.NNNNN.bin`` (row-aligned, little-endian); record them in ``files``."""
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    row_bytes = max(1, arr.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64)))
+    rows_per = max(1, shard_bytes() // row_bytes)
+    shards = []
+    for i, start in enumerate(range(0, max(len(arr), 1), rows_per)):
+        part = arr[start : start + rows_per]
+        name = f"{stem}.{i:05d}.bin"
+        view = memoryview(part).cast("B")
+        with open(out_dir / name, "wb") as fh:
+            fh.write(view)
+            fh.flush()
+            os.fsync(fh.fileno())
+        files[name] = {"bytes": len(view), "sha256": hashlib.sha256(view).hexdigest()}
+        shards.append({"file": name, "rows": len(part)})
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "shards": shards}
+
+
+def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
+    """Record every file under ``root/sub`` (e.g. the tokenizer) with size and sha256."""
+    from clustertune.data.fingerprint import sha256_file
+
+    for p in sorted((root / sub).rglob("*")):
+        if p.is_file():
+            _fsync(p)
+            files[str(p.relative_to(root))] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = out_dir / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    _fsync(tmp)
+    os.replace(tmp, out_dir / MANIFEST)
+
+
+def force_hint(fp: str) -> str:
+    return f"rebuild it with `clustertune prepare RECIPE --force` (or `clustertune cache rm {fp}`)"
+
+
+@dataclass
+class Manifest:
+    """A parsed ``manifest.json`` and the directory it describes."""
+
+    dir: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.dir / MANIFEST
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.data["fingerprint"])
+
+    @property
+    def files(self) -> dict[str, dict[str, Any]]:
+        return self.data["files"]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(f["bytes"]) for f in self.files.values())
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.dir / TOKENIZER_DIR
+
+    def split(self, name: str) -> dict[str, Any]:
+        return self.data["splits"][name]
+
+    def check_sizes(self) -> None:
+        """Every listed file present with its recorded size (what a cache hit checks)."""
+        for name, want in self.files.items():
+            p = self.dir / name
+            try:
+                size = p.stat().st_size
+            except FileNotFoundError:
+                raise DataError(f"prepared data {self.dir}: file {p} is missing; {force_hint(self.fingerprint)}") from None
+            if size != int(want["bytes"]):
+                what = "truncated" if size < int(want["bytes"]) else "longer than recorded"
+                raise DataError(
+                    f"prepared data {self.dir}: file {p} is {what} ({size} bytes, manifest says {want['bytes']}); "
+                    f"{force_hint(self.fingerprint)}"
+                )
+
+    def verify(self) -> None:
+        """Sizes and full sha256 of every file; the error names the first bad one."""
+        from clustertune.data.fingerprint import sha256_file
+
+        self.check_sizes()
+        for name, want in self.files.items():
+            p = self.dir / name
+            if sha256_file(p) != want["sha256"]:
+                raise DataError(
+                    f"prepared data {self.dir}: checksum error in {p} (its sha256 differs from {self.path}); "
+                    f"{force_hint(self.fingerprint)}"
+                )
+
+    def open_split(self, name: str) -> MappedArrays:
+        """The split as memory-mapped arrays (read-only, zero-copy)."""
+        try:
+            spec = self.split(name)
+        except KeyError:
+            raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
+        arrays = {k: _map_array(self.dir, v) for k, v in spec["arrays"].items()}
+        return MappedArrays(input_ids=arrays["input_ids"], attention_mask=arrays.get("attention_mask"),
+                            labels=arrays.get("labels"), n_tokens=int(spec["tokens"]))
+
+
+def load_manifest(directory: Path) -> Manifest:
+    """Parse ``directory/manifest.json``; DataError for a missing, corrupt or newer-format one."""
+    path = Path(directory) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"prepared data {directory}: {path} is missing (an incomplete or foreign directory)") from None
+    except (ValueError, OSError) as exc:
+        raise DataError(f"prepared data {directory}: {path} is corrupt ({exc}); {force_hint(Path(directory).name)}") from exc
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if not isinstance(fmt, int):
+        raise DataError(f"prepared data {directory}: {path} has no format version; {force_hint(Path(directory).name)}")
+    if fmt > MANIFEST_FORMAT:
+        raise DataError(
+            f"prepared data {directory}: {path} has format {fmt}, newer than this clustertune reads "
+            f"(up to {MANIFEST_FORMAT}); upgrade clustertune, or prepare again with this version "
+            "(`clustertune prepare RECIPE --force`)"
+        )
+    for key in ("fingerprint", "files", "splits"):
+        if key not in data:
+            raise DataError(f"prepared data {directory}: {path} lacks {key!r}; {force_hint(Path(directory).name)}")
+    return Manifest(Path(directory), data)
+
+
+def _map_array(root: Path, spec: dict[str, Any]) -> np.ndarray | ShardedArray:
+    dtype = np.dtype(spec["dtype"])
+    tail = tuple(spec["shape"][1:])
+    parts = []
+    for sh in spec["shards"]:
+        if sh["rows"] == 0:
+            continue
+        try:
+            parts.append(np.memmap(root / sh["file"], dtype=dtype, mode="r", shape=(sh["rows"], *tail)))
+        except (OSError, ValueError) as exc:
+            raise DataError(f"prepared data {root}: cannot map {root / sh['file']}: {exc}; {force_hint(root.name)}") from exc
+    if len(parts) == 1:
+        return parts[0]
+    return ShardedArray(parts, dtype, tail)
+
+
+class ShardedArray:
+    """Row-indexable view over several memory-mapped shards (the rows of all, in order)."""
+
+    def __init__(self, parts: list[np.ndarray], dtype: np.dtype, tail: tuple[int, ...]):
+        self.parts = parts
+        self.dtype = dtype
+        self.offsets = np.cumsum([0] + [len(p) for p in parts])
+        self.shape = (int(self.offsets[-1]), *tail)
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def sum(self) -> int:
+        return int(sum(int(p.sum()) for p in self.parts))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.concatenate([np.asarray(p) for p in self.parts]) if self.parts else np.empty(self.shape, self.dtype)
+        return out.astype(dtype) if dtype is not None else out
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        if isinstance(idx, (int, np.integer)):
+            i = int(idx) + (len(self) if idx < 0 else 0)
+            if not 0 <= i < len(self):
+                raise IndexError(idx)
+            p = int(np.searchsorted(self.offsets, i, side="right")) - 1
+            return np.asarray(self.parts[p][i - self.offsets[p]])
+        if isinstance(idx, slice):
+            idx = np.arange(*idx.indices(len(self)))
+        idx = np.asarray(idx, dtype=np.int64)
+        idx = np.where(idx < 0, idx + len(self), idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise IndexError("index out of range")
+        which = np.searchsorted(self.offsets, idx, side="right") - 1
+        out = np.empty((len(idx), *self.shape[1:]), dtype=self.dtype)
+        for p in np.unique(which):
+            sel = which == p
+            out[sel] = self.parts[p][idx[sel] - self.offsets[p]]
+        return out
+
+
+@dataclass
+class MappedArrays(Arrays):
+    """:class:`Arrays` over memory-mapped shards; the token count comes from the manifest."""
+
+    n_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.n_tokens

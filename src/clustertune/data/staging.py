@@ -1,0 +1,298 @@
+"""The node side of prepared data: the run directory's data reference, staging, opening.
+
+The submitting side (``clustertune.api.run``) prepares the data and writes into the run
+directory what the nodes need: ``data.json`` (fingerprint, the prepared directory, its
+manifest) and ``tokenizer/``. A node never tokenizes and never reads raw data: it calls
+:func:`open_run_data`, which optionally stages the prepared files to node-local disk (once per
+node: local rank 0 copies and verifies, the other local ranks wait on a marker file; no
+``torch.distributed`` involved, so it works before any process group exists) and returns
+memory-mapped train and eval arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clustertune.data.cache import PreparedDataset
+from clustertune.data.fingerprint import sha256_file
+from clustertune.data.locks import file_lock
+from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, force_hint, load_manifest
+from clustertune.errors import DataError
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.paths import RunPaths
+
+log = logging.getLogger("clustertune")
+
+STAGE_TOKEN_ENV = "CLUSTERTUNE_STAGE_TOKEN"
+STAGE_TIMEOUT_ENV = "CLUSTERTUNE_STAGE_TIMEOUT"
+_CHUNK = 8 << 20
+
+
+# -- the run directory's reference to its prepared data -----------------------------------------
+
+
+def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> dict[str, Any]:
+    """Record ``prepared`` in the run directory and copy its tokenizer to ``paths.tokenizer``."""
+    ref = {
+        "fingerprint": prepared.fingerprint,
+        "dir": str(prepared.dir),
+        "manifest": str(prepared.manifest_path),
+        "manifest_sha256": sha256_file(prepared.manifest_path),
+        "total_bytes": prepared.total_bytes,
+        "task": prepared.manifest.data.get("task"),
+        "splits": {s: prepared.counts(s) for s in ("train", "validation")},
+    }
+    tmp = paths.data.with_name(f".{paths.data.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(ref, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, paths.data)
+    if not (paths.tokenizer / "tokenizer_config.json").is_file():
+        ttmp = paths.root / f".tokenizer.{os.getpid()}.tmp"
+        shutil.rmtree(ttmp, ignore_errors=True)
+        shutil.copytree(prepared.tokenizer_dir, ttmp)
+        if paths.tokenizer.exists():
+            shutil.rmtree(paths.tokenizer)
+        os.replace(ttmp, paths.tokenizer)
+    return ref
+
+
+def read_run_data(paths: RunPaths) -> dict[str, Any]:
+    p = paths.data
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(
+            f"run directory {paths.root} has no {p.name}: its data was never prepared "
+            "(`clustertune run` prepares it before training starts)"
+        ) from None
+    except ValueError as exc:
+        raise DataError(f"{p} is corrupt: {exc}") from exc
+
+
+# -- staging -----------------------------------------------------------------------------------
+
+
+@dataclass
+class StageResult:
+    dir: Path
+    files: int
+    copied_files: int
+    copied_bytes: int
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.copied_bytes / 1e6 / max(self.seconds, 1e-9)
+
+
+def resolve_stage_root(spec: str, job: str | None = None) -> Path:
+    """``spec`` with environment variables expanded here (on the node). A variable that is unset
+    gives a per-job directory under this node's temporary directory instead (logged)."""
+    expanded = os.path.expandvars(os.path.expanduser(spec))
+    if "$" in expanded:
+        missing = re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)
+        job = job or os.environ.get("SLURM_JOB_ID") or str(os.getppid())
+        fallback = Path(tempfile.gettempdir()) / f"clustertune-stage-{job}"
+        log.info("data.stage_to: %s is not set on this node; staging to %s", ", ".join(f"${m}" for m in missing), fallback)
+        return fallback
+    return Path(expanded)
+
+
+def _copy_hashing(src: Path, dst: Path) -> str:
+    """Copy ``src`` to ``dst`` in one pass, returning the sha256 of the bytes written.
+
+    Hashing runs on a second thread (hashlib releases the GIL), overlapping the reads and
+    writes: chunk k is hashed while it is written and chunk k+1 is read (two buffers).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    h = hashlib.sha256()
+    bufs = [bytearray(_CHUNK), bytearray(_CHUNK)]
+    views = [memoryview(b) for b in bufs]
+    with ThreadPoolExecutor(1, thread_name_prefix="clustertune-sha256") as hasher, \
+            open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
+        pending = None
+        i = 0
+        while True:
+            n = fi.readinto(bufs[i])  # this buffer's previous chunk was hashed and written already
+            if pending is not None:
+                pending.result()
+            if not n:
+                break
+            chunk = views[i][:n]
+            pending = hasher.submit(h.update, chunk)
+            fo.write(chunk)
+            i ^= 1
+        os.fsync(fo.fileno())
+    return h.hexdigest()
+
+
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
+    try:
+        return path.stat().st_size == int(want["bytes"]) and sha256_file(path) == want["sha256"]
+    except OSError:
+        return False
+
+
+def stage(source: Path, dest_root: Path) -> StageResult:
+    """Copy exactly the files of prepared directory ``source`` to ``dest_root/<fingerprint>/``.
+
+    Files already there with the right size and sha256 are kept; every copied file is checked
+    against the manifest as it is written (a mismatch means the shared copy is corrupt, and the
+    error names it). The manifest is copied last, so a staged directory with a manifest is
+    complete. Concurrent stagers of the same data on one node copy once (file lock).
+    """
+    man = load_manifest(source)
+    fp = man.fingerprint
+    try:
+        dest_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"stage destination {dest_root} cannot be created: {exc.strerror or exc}") from exc
+    if not os.access(dest_root, os.W_OK | os.X_OK):
+        raise DataError(f"stage destination {dest_root} is not writable; point data.stage_to (or DEST) elsewhere")
+    dest = dest_root / fp
+    t0 = time.perf_counter()
+    with file_lock(dest_root / f".{fp}.lock", f"the staging of {fp} to {dest_root}"):
+        dest.mkdir(exist_ok=True)
+        with ThreadPoolExecutor(min(_workers(), max(1, len(man.files)))) as pool:
+            valid = list(pool.map(lambda item: _valid_copy(dest / item[0], item[1]), man.files.items()))
+        todo = {n: w for (n, w), ok in zip(man.files.items(), valid) if not ok}
+        need = sum(int(w["bytes"]) for w in todo.values())
+        free = shutil.disk_usage(dest_root).free
+        if need > free:
+            raise DataError(
+                f"stage destination {dest_root} has {free / 1e6:.1f} MB free; this run's data needs "
+                f"{need / 1e6:.1f} MB more ({len(todo)} files of {man.total_bytes / 1e6:.1f} MB in all); "
+                "free space there or point data.stage_to elsewhere"
+            )
+        (dest / MANIFEST).unlink(missing_ok=True)  # incomplete until the manifest is back
+        def copy_one(name: str) -> None:
+            want = todo[name]
+            src, dst = source / name, dest / name
+            if not src.is_file():
+                raise DataError(f"prepared data {source}: file {src} is missing; {force_hint(fp)}")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                got = _copy_hashing(src, tmp)
+                if tmp.stat().st_size != int(want["bytes"]) or got != want["sha256"]:
+                    raise DataError(
+                        f"prepared data {source}: checksum error in {src} (size or sha256 differs from "
+                        f"{source / MANIFEST}); {force_hint(fp)}"
+                    )
+                os.replace(tmp, dst)
+            finally:
+                tmp.unlink(missing_ok=True)
+
+        # Largest first, several files at once: each copy also hashes on a thread of its own.
+        order = sorted(todo, key=lambda n: -int(todo[n]["bytes"]))
+        with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
+            for fut in [pool.submit(copy_one, n) for n in order]:
+                fut.result()
+        mtmp = dest / f".{MANIFEST}.{os.getpid()}.tmp"
+        shutil.copyfile(source / MANIFEST, mtmp)
+        os.replace(mtmp, dest / MANIFEST)
+    res = StageResult(dest, len(man.files), len(todo), need, time.perf_counter() - t0)
+    log.info("data: staged %s to %s: %.1f MB copied (%d of %d files; the rest were there and valid) "
+             "in %.2fs, %.0f MB/s", fp, dest, need / 1e6, len(todo), len(man.files), res.seconds, res.mb_per_s)
+    return res
+
+
+def _default_token(paths: RunPaths) -> str:
+    """Identifies this launch on this node, so waiting ranks never trust a marker of an earlier one."""
+    env = os.environ
+    if env.get(STAGE_TOKEN_ENV):
+        return env[STAGE_TOKEN_ENV]
+    parts = [env.get(k, "") for k in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")]
+    return "|".join([str(paths.root), *parts])
+
+
+def _marker(dest_root: Path, fp: str, token: str, kind: str) -> Path:
+    return dest_root / f".{fp}.{kind}-{hashlib.sha1(token.encode()).hexdigest()[:16]}"
+
+
+def stage_once_per_node(source: Path, dest_root: Path, local_rank: int, token: str,
+                        timeout: float | None = None) -> Path:
+    """Local rank 0 stages and writes a ready marker (or a failed one); other local ranks wait for it."""
+    fp = load_manifest(source).fingerprint
+    ready, failed = _marker(dest_root, fp, token, "ready"), _marker(dest_root, fp, token, "failed")
+    if local_rank == 0:
+        try:
+            res = stage(source, dest_root)
+        except BaseException as exc:
+            try:
+                dest_root.mkdir(parents=True, exist_ok=True)
+                failed.write_text(str(exc) or type(exc).__name__, encoding="utf-8")
+            except OSError:
+                pass
+            raise
+        failed.unlink(missing_ok=True)
+        ready.write_text(str(res.dir), encoding="utf-8")
+        return res.dir
+    limit = timeout if timeout is not None else float(os.environ.get(STAGE_TIMEOUT_ENV, "3600"))
+    deadline = time.monotonic() + limit
+    while not ready.is_file():
+        if failed.is_file():
+            raise DataError(f"staging on this node failed in local rank 0: {failed.read_text(encoding='utf-8')}")
+        if time.monotonic() > deadline:
+            raise DataError(
+                f"local rank {local_rank} waited {limit:.0f}s for local rank 0 to stage {fp} to {dest_root} "
+                f"(marker {ready}); is local rank 0 running on this node? ({STAGE_TIMEOUT_ENV} sets the wait)"
+            )
+        time.sleep(0.1)
+    return dest_root / fp
+
+
+def open_run_data(
+    recipe: Recipe,
+    paths: RunPaths,
+    local_rank: int = 0,
+    stage_dir: str | os.PathLike[str] | None = None,
+    *,
+    token: str | None = None,
+    timeout: float | None = None,
+) -> tuple[MappedArrays, MappedArrays]:
+    """Train and eval arrays of the run in ``paths``, memory-mapped, staged first if asked.
+
+    ``stage_dir`` (a node-unique directory; wins over ``recipe.data.stage_to``, whose
+    environment variables expand here) turns staging on: local rank 0 of this node copies and
+    verifies, the other local ranks wait for it (``token`` names this launch; default from
+    ``$CLUSTERTUNE_STAGE_TOKEN``, SLURM and torchrun variables). Without it the shared prepared
+    directory is read in place (sizes checked).
+    """
+    ref = read_run_data(paths)
+    source = Path(ref["dir"])
+    spec = os.fspath(stage_dir) if stage_dir is not None else recipe.data.stage_to
+    if spec:
+        root = resolve_stage_root(spec, job=paths.run_id) if stage_dir is None else Path(spec)
+        where = stage_once_per_node(source, root, local_rank, token or _default_token(paths), timeout)
+    else:
+        where = source
+    man = _checked(where, ref["fingerprint"])
+    return man.open_split("train"), man.open_split("validation")
+
+
+def _checked(where: Path, fp: str) -> Manifest:
+    man = load_manifest(where)
+    if man.fingerprint != fp:
+        raise DataError(f"prepared data {where} is fingerprint {man.fingerprint}, but the run needs {fp}")
+    man.check_sizes()
+    return man

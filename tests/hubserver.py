@@ -1,0 +1,179 @@
+"""A small Hugging Face Hub look-alike on 127.0.0.1 for tests that download (``HF_ENDPOINT``).
+
+It serves repositories laid out as ``<root>/{models,datasets}/<org>/<name>/<files>`` with the
+endpoints huggingface_hub and datasets use: repo info by revision, tree listing, paths-info,
+and ``resolve`` downloads (HEAD and GET, with ranges, commit and ETag headers). The commit of
+a repository is the sha1 of its files' names and bytes. Every request is recorded in
+``requests`` so a test can prove that an offline run made none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+_TYPES = {"models": "models", "datasets": "datasets", "spaces": "spaces"}
+
+
+class FakeHub:
+    def __init__(self, root: Path):
+        self.root = root
+        self.requests: list[str] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- repository contents -------------------------------------------------------------------
+
+    def repo_dir(self, kind: str, repo: str) -> Path:
+        return self.root / kind / repo
+
+    def files(self, kind: str, repo: str) -> list[str]:
+        d = self.repo_dir(kind, repo)
+        return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file())
+
+    def commit(self, kind: str, repo: str) -> str:
+        h = hashlib.sha1()
+        d = self.repo_dir(kind, repo)
+        for f in self.files(kind, repo):
+            h.update(f.encode() + b"\0" + (d / f).read_bytes())
+        return h.hexdigest()
+
+    def _entry(self, kind: str, repo: str, rel: str) -> dict[str, Any]:
+        p = self.repo_dir(kind, repo) / rel
+        if p.is_dir():
+            return {"type": "directory", "path": rel, "oid": hashlib.sha1(rel.encode()).hexdigest(), "size": 0}
+        data = p.read_bytes()
+        return {"type": "file", "path": rel, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+
+    def _info(self, kind: str, repo: str) -> dict[str, Any]:
+        files = self.files(kind, repo)
+        return {
+            "_id": hashlib.sha1(repo.encode()).hexdigest()[:24], "id": repo, "sha": self.commit(kind, repo),
+            "private": False, "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": [],
+            "lastModified": "2025-01-01T00:00:00.000Z", "createdAt": "2025-01-01T00:00:00.000Z",
+            "siblings": [{"rfilename": f, "size": (self.repo_dir(kind, repo) / f).stat().st_size} for f in files],
+            "cardData": {}, "author": repo.split("/")[0],
+        }
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes = b"", headers: dict[str, str] | None = None,
+                      ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _json(self, obj: Any, headers: dict[str, str] | None = None) -> None:
+                self._send(200, json.dumps(obj).encode(), headers)
+
+            def _missing(self, code: str, msg: str) -> None:
+                self._send(404, json.dumps({"error": msg}).encode(), {"X-Error-Code": code, "X-Error-Message": msg})
+
+            def _repo(self, kind: str, org: str, name: str) -> str | None:
+                repo = f"{org}/{name}"
+                if not hub.repo_dir(kind, repo).is_dir():
+                    self._missing("RepoNotFound", f"Repository Not Found for url: {self.path}")
+                    return None
+                return repo
+
+            def do_HEAD(self) -> None:
+                self.do_GET()
+
+            def do_POST(self) -> None:
+                hub.requests.append(f"POST {self.path}")
+                u = urlparse(self.path)
+                m = re.fullmatch(r"/api/(models|datasets|spaces)/([^/]+)/([^/]+)/paths-info/(.+)", unquote(u.path))
+                if not m:
+                    return self._missing("EntryNotFound", f"no route {u.path}")
+                kind, org, name, _rev = m.groups()
+                repo = self._repo(kind, org, name)
+                if repo is None:
+                    return None
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0)).decode()
+                if self.headers.get("Content-Type", "").startswith("application/json"):
+                    paths = json.loads(body or "{}").get("paths", [])
+                else:
+                    paths = parse_qs(body).get("paths", [])
+                d = hub.repo_dir(kind, repo)
+                return self._json([hub._entry(kind, repo, p) for p in paths if (d / p).exists()])
+
+            def do_GET(self) -> None:
+                hub.requests.append(f"{self.command} {self.path}")
+                u = urlparse(self.path)
+                path, query = unquote(u.path), parse_qs(u.query)
+                m = re.fullmatch(r"/api/(models|datasets|spaces)/([^/]+)/([^/]+)(?:/revision/(.+))?", path)
+                if m:
+                    kind, org, name, _rev = m.groups()
+                    repo = self._repo(kind, org, name)
+                    return None if repo is None else self._json(hub._info(kind, repo))
+                m = re.fullmatch(r"/api/(models|datasets|spaces)/([^/]+)/([^/]+)/tree/([^/]+)(?:/(.*))?", path)
+                if m:
+                    kind, org, name, _rev, sub = m.groups()
+                    repo = self._repo(kind, org, name)
+                    if repo is None:
+                        return None
+                    base = hub.repo_dir(kind, repo) / (sub or "")
+                    if not base.exists():
+                        return self._missing("EntryNotFound", f"{sub} does not exist")
+                    recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
+                    items = base.rglob("*") if recursive else base.iterdir()
+                    root = hub.repo_dir(kind, repo)
+                    return self._json([hub._entry(kind, repo, str(p.relative_to(root))) for p in sorted(items)])
+                m = re.fullmatch(r"/(?:(datasets|spaces)/)?([^/]+)/([^/]+)/resolve/([^/]+)/(.+)", path)
+                if m:
+                    kind, org, name, _rev, rel = m.groups()
+                    kind = kind or "models"
+                    repo = self._repo(kind, org, name)
+                    if repo is None:
+                        return None
+                    f = hub.repo_dir(kind, repo) / rel
+                    if not f.is_file():
+                        return self._missing("EntryNotFound", f"{rel} does not exist")
+                    data = f.read_bytes()
+                    headers = {"X-Repo-Commit": hub.commit(kind, repo), "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                               "Accept-Ranges": "bytes"}
+                    rng = self.headers.get("Range")
+                    if rng and self.command == "GET":
+                        mm = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+                        if mm:
+                            start = int(mm.group(1))
+                            end = int(mm.group(2)) if mm.group(2) else len(data) - 1
+                            part = data[start : end + 1]
+                            headers["Content-Range"] = f"bytes {start}-{start + len(part) - 1}/{len(data)}"
+                            return self._send(206, part, headers, "application/octet-stream")
+                    return self._send(200, data, headers, "application/octet-stream")
+                return self._missing("EntryNotFound", f"no route {path}")
+
+        return Handler
