@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from clustertune.data.prepare import prepare_split
+from clustertune.data.prepare import Arrays, prepare_split
 from clustertune.data.sources import RawData
 from clustertune.errors import UserError
 from clustertune.models.build import build_model, resolve_config
@@ -89,8 +89,12 @@ def reset_accelerate_state() -> None:
     GradientState._reset_state()
 
 
-def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> LoopResult:
-    """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model."""
+def execute(recipe: Recipe, raw: RawData | None, paths: RunPaths, resume_from: Path | None, show_progress: bool,
+            arrays: tuple[Arrays, Arrays] | None = None, stop: Any = None) -> LoopResult:
+    """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
+
+    ``arrays`` (train, eval) are given by the node entry; otherwise they are prepared from
+    ``raw`` here. A loop ended by ``stop`` leaves its checkpoint and no final model."""
     from transformers import set_seed
 
     t = recipe.train
@@ -101,8 +105,10 @@ def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | N
     set_seed(t.seed)
     model = build_model(recipe, config, tok)
     t0 = time.perf_counter()
-    train_arrays = prepare_split(recipe, raw.train, tok, "train")
-    eval_arrays = prepare_split(recipe, raw.validation, tok, "validation")
+    if arrays is None:
+        assert raw is not None, "execute needs raw data or prepared arrays"
+        arrays = (prepare_split(recipe, raw.train, tok, "train"), prepare_split(recipe, raw.validation, tok, "validation"))
+    train_arrays, eval_arrays = arrays
     log.info("data: %d train / %d eval samples (%d / %d tokens) prepared in %.1fs",
              len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters())
@@ -110,9 +116,9 @@ def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | N
     accelerator = make_accelerator(recipe, paths)
     try:
         result = train_loop(recipe, model, train_arrays, eval_arrays, paths, accelerator, dump_recipe(recipe),
-                            resume_from=resume_from, show_progress=show_progress)
+                            resume_from=resume_from, show_progress=show_progress, stop=stop)
         accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
+        if accelerator.is_main_process and result.stopped_by is None:
             final = accelerator.unwrap_model(model)
             final.save_pretrained(str(paths.model))
             tok.save_pretrained(str(paths.model))
@@ -127,3 +133,104 @@ def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | N
     finally:
         reset_accelerate_state()
     return result
+
+
+# -- node side: `python -m clustertune.train.entry RUN_DIR`, one process per rank --------------
+
+
+def node_data(recipe: Recipe, paths: RunPaths, topology: Any) -> tuple[Arrays, Arrays]:
+    """This rank's (train, eval) arrays: the one place the node side gets its data.
+
+    The tokenizer was saved into the run directory before launch, so every rank tokenizes
+    the same way; the arrays do not depend on the rank (the loader shards them)."""
+    from transformers import AutoTokenizer
+
+    from clustertune.data.sources import load_raw
+
+    tok = AutoTokenizer.from_pretrained(str(paths.tokenizer))
+    raw = load_raw(recipe.data, recipe.train.seed)
+    return prepare_split(recipe, raw.train, tok, "train"), prepare_split(recipe, raw.validation, tok, "validation")
+
+
+def _node_logging(paths: RunPaths, rank: int) -> None:
+    fmt = logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s")
+    handlers: list[logging.Handler] = [logging.FileHandler(paths.logs_dir / f"rank-{rank}.log", encoding="utf-8"),
+                                       logging.StreamHandler()]
+    if rank == 0:
+        handlers.append(logging.FileHandler(paths.log, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        log.addHandler(h)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -> None:
+    """Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue."""
+    from clustertune.runs.state import RunState
+
+    att = run.attempts[-1] if run.attempts else None
+    if att is not None and att.get("ended_at") is None and run.state in (RunState.PENDING, RunState.RUNNING):
+        att["state"] = RunState.RUNNING.value
+        if resume_from is not None:
+            att["resumed_from"] = resume_from.name
+        if run.state is RunState.PENDING:
+            run.transition(RunState.RUNNING)
+        else:
+            run.save()
+    else:
+        run.start_attempt(resumed_from=resume_from.name if resume_from else None, job_id=job_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    import sys
+    import traceback
+
+    from clustertune.launch.plan import STOP_FILE
+    from clustertune.launch.topology import Topology
+    from clustertune.recipe.load import load_recipe
+    from clustertune.runs.run import Run
+    from clustertune.runs.state import RunState
+    from clustertune.train import checkpoint as ckpt
+    from clustertune.train.stop import StopFlag
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m clustertune.train.entry RUN_DIR", file=sys.stderr)
+        return 2
+    paths = RunPaths(Path(args[0]).resolve())
+    topo = Topology.from_env(os.environ)
+    _node_logging(paths, topo.rank)
+    run = Run.load(paths.root) if topo.is_main else None
+    stop = StopFlag(paths.root / STOP_FILE)
+    try:
+        recipe = load_recipe(paths.recipe)
+        found = ckpt.list_checkpoints(paths)
+        resume_from = found[-1] if found else None  # a restart or requeue continues from here
+        if run is not None:
+            _open_node_attempt(run, topo.job_id, resume_from)
+        log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
+                 f", resuming from {resume_from.name}" if resume_from else "")
+        arrays = node_data(recipe, paths, topo)
+        result = execute(recipe, None, paths, resume_from, False, arrays=arrays, stop=stop)
+        if run is not None:
+            if result.stopped_by is not None:
+                run.reload().transition(RunState.PREEMPTED,
+                                        reason=f"stop request ({result.stopped_by}) at step {result.steps}; checkpoint written")
+            else:
+                run.reload().transition(RunState.COMPLETED)
+                log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
+        return 0
+    except BaseException as exc:
+        log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
+        if run is not None and not run.reload().state.terminal:
+            run.transition(RunState.FAILED, reason=f"rank {topo.rank}: {type(exc).__name__}: {exc}",
+                           traceback_text=traceback.format_exc())
+        if isinstance(exc, (UserError, KeyboardInterrupt)):
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
