@@ -24,7 +24,7 @@ CT_STOP_SIGNAL=''
 ct_stop() { CT_STOP_SIGNAL=$1; step "received SIG$1: asking the ranks to checkpoint and stop"; echo "$1" > "$CT_STOP_FILE"; }
 trap 'ct_stop USR2' USR2
 trap 'ct_stop TERM' TERM
-rm -f "$CT_STOP_FILE"
+rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/cancel-request
 
 CT_RESTART=${SLURM_RESTART_COUNT:-0}
 CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
@@ -40,8 +40,10 @@ CT_PID=$!
 while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done
 step "train: ended with code $CT_RC"
 if [ "$CT_RC" = 0 ] && [ -f "$CT_RUN_DIR/summary.json" ]; then step "done"; exit 0; fi
-if [ -n "$CT_STOP_SIGNAL" ]; then
-  if [ "$CT_STOP_SIGNAL" = TERM ] || [ "$CT_RESTART" -lt "$CT_MAX_REQUEUES" ]; then
+# SIGTERM (preemption, scancel) is SLURM's to act on: a preempted job with --requeue goes back
+# to the queue by itself, a cancelled one must not. The time-limit signal is ours to requeue.
+if [ "$CT_STOP_SIGNAL" = USR2 ]; then
+  if [ "$CT_RESTART" -lt "$CT_MAX_REQUEUES" ]; then
     step "requeue: the job resumes from its last checkpoint"
     scontrol requeue "$SLURM_JOB_ID"
     exit 0

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.base import register
-from clustertune.launch.plan import STOP_FILE, LaunchPlan, entry_args, rdzv_port, torchrun_args
+from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, entry_args, rdzv_port, torchrun_args
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 
@@ -112,7 +112,7 @@ def render_sbatch(plan: LaunchPlan) -> str:
         'ct_stop() { CT_STOP_SIGNAL=$1; step "received SIG$1: asking the ranks to checkpoint and stop"; echo "$1" > "$CT_STOP_FILE"; }',
         "trap 'ct_stop USR2' USR2",
         "trap 'ct_stop TERM' TERM",
-        'rm -f "$CT_STOP_FILE"',
+        'rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/' + q(CANCEL_FILE),
         "",
         "CT_RESTART=${SLURM_RESTART_COUNT:-0}",
         'CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
@@ -133,8 +133,10 @@ def render_sbatch(plan: LaunchPlan) -> str:
         'while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done',
         'step "train: ended with code $CT_RC"',
         'if [ "$CT_RC" = 0 ] && [ -f "$CT_RUN_DIR/summary.json" ]; then step "done"; exit 0; fi',
-        'if [ -n "$CT_STOP_SIGNAL" ]; then',
-        '  if [ "$CT_STOP_SIGNAL" = TERM ] || [ "$CT_RESTART" -lt "$CT_MAX_REQUEUES" ]; then',
+        "# SIGTERM (preemption, scancel) is SLURM's to act on: a preempted job with --requeue goes back",
+        "# to the queue by itself, a cancelled one must not. The time-limit signal is ours to requeue.",
+        'if [ "$CT_STOP_SIGNAL" = USR2 ]; then',
+        '  if [ "$CT_RESTART" -lt "$CT_MAX_REQUEUES" ]; then',
         '    step "requeue: the job resumes from its last checkpoint"',
         '    scontrol requeue "$SLURM_JOB_ID"',
         "    exit 0",
@@ -281,6 +283,7 @@ class SlurmJob:
         state = self.state()
         if state.terminal and (query_job(self.job_id) or SchedulerView(state, "")).state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
+        (self.run.paths.root / CANCEL_FILE).write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
         out = _run(["scancel", self.job_id])
         if out.returncode != 0:
             raise LaunchError(f"scancel {self.job_id} failed: {(out.stderr or out.stdout).strip()}")
@@ -290,8 +293,6 @@ class SlurmJob:
                 break
             time.sleep(0.2)
         run = self.run.reload()
-        if run.state.terminal and run.state is not RunState.CANCELLED and run.state in RESUMABLE:
-            run.start_attempt(job_id=self.job_id, state=RunState.PENDING)
         if not run.state.terminal:
             run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` (scancel)")
 

@@ -182,6 +182,19 @@ def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -
         run.start_attempt(resumed_from=resume_from.name if resume_from else None, job_id=job_id)
 
 
+def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
+    """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
+    signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
+    from clustertune.launch.plan import CANCEL_FILE
+    from clustertune.runs.state import RunState
+
+    if (paths.root / CANCEL_FILE).exists():
+        return RunState.CANCELLED
+    if "USR2" in stopped_by and topo.restart_count >= recipe.launch.max_requeues:
+        return RunState.TIMEOUT
+    return RunState.PREEMPTED
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
     import sys
@@ -216,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         result = execute(recipe, None, paths, resume_from, False, arrays=arrays, stop=stop)
         if run is not None:
             if result.stopped_by is not None:
-                run.reload().transition(RunState.PREEMPTED,
+                run.reload().transition(_stopped_state(recipe, topo, paths, result.stopped_by),
                                         reason=f"stop request ({result.stopped_by}) at step {result.steps}; checkpoint written")
             else:
                 run.reload().transition(RunState.COMPLETED)
@@ -224,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException as exc:
         log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
-        if run is not None and not run.reload().state.terminal:
+        if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
+            run.transition(RunState.CANCELLED, reason="interrupted (SIGINT)")
+        elif run is not None and not run.state.terminal:
             run.transition(RunState.FAILED, reason=f"rank {topo.rank}: {type(exc).__name__}: {exc}",
                            traceback_text=traceback.format_exc())
         if isinstance(exc, (UserError, KeyboardInterrupt)):

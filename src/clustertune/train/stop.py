@@ -32,7 +32,11 @@ class StopFlag:
 
     def local(self) -> bool:
         if self.requested_by is None and self.stop_file is not None and self.stop_file.exists():
-            self.requested_by = f"stop file {self.stop_file.name}"
+            try:  # the batch shell writes the signal it received
+                why = self.stop_file.read_text(encoding="utf-8").strip()
+            except OSError:
+                why = ""
+            self.requested_by = f"SIG{why} via {self.stop_file.name}" if why else self.stop_file.name
         return self.requested_by is not None
 
     def agreed(self, accelerator: Any) -> bool:
