@@ -21,10 +21,10 @@ step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }
 
 # A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.
 CT_STOP_SIGNAL=''
+rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/cancel-request  # left by an earlier attempt
 ct_stop() { CT_STOP_SIGNAL=$1; step "received SIG$1: asking the ranks to checkpoint and stop"; echo "$1" > "$CT_STOP_FILE"; }
 trap 'ct_stop USR2' USR2
 trap 'ct_stop TERM' TERM
-rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/cancel-request
 
 CT_RESTART=${SLURM_RESTART_COUNT:-0}
 CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)

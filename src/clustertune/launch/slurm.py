@@ -109,10 +109,10 @@ def render_sbatch(plan: LaunchPlan) -> str:
     lines += [
         "# A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.",
         "CT_STOP_SIGNAL=''",
+        'rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/' + q(CANCEL_FILE) + "  # left by an earlier attempt",
         'ct_stop() { CT_STOP_SIGNAL=$1; step "received SIG$1: asking the ranks to checkpoint and stop"; echo "$1" > "$CT_STOP_FILE"; }',
         "trap 'ct_stop USR2' USR2",
         "trap 'ct_stop TERM' TERM",
-        'rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/' + q(CANCEL_FILE),
         "",
         "CT_RESTART=${SLURM_RESTART_COUNT:-0}",
         'CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
@@ -187,6 +187,7 @@ class SchedulerView:
     raw: str
     exit_code: str = ""
     reason: str = ""
+    restarts: int | None = None  # requeues so far (scontrol only)
 
 
 def _parse_kv(text: str) -> dict[str, str]:
@@ -200,7 +201,9 @@ def query_job(job_id: str) -> SchedulerView | None:
         kv = _parse_kv(out.stdout)
         raw = kv.get("JobState", "")
         if raw in SLURM_STATES:
-            return SchedulerView(SLURM_STATES[raw], raw, kv.get("ExitCode", ""), kv.get("Reason", ""))
+            restarts = kv.get("Restarts", "")
+            return SchedulerView(SLURM_STATES[raw], raw, kv.get("ExitCode", ""), kv.get("Reason", ""),
+                                 int(restarts) if restarts.isdigit() else None)
     if shutil.which("sacct"):
         out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
         if out.returncode == 0 and out.stdout.strip():
@@ -240,10 +243,11 @@ class SlurmJob:
         if view is None:
             return run.state
         if run.state.terminal:
-            if view.state is RunState.PENDING and run.state in RESUMABLE:
-                run.start_attempt(job_id=self.job_id, state=RunState.PENDING)  # requeued
-            elif view.state is RunState.RUNNING and run.state in RESUMABLE and view.raw != "COMPLETING":
-                run.start_attempt(job_id=self.job_id, state=RunState.RUNNING)
+            # Requeued (SLURM counts the restarts): a new attempt, PENDING until rank 0 starts it.
+            seen = sum(1 for a in run.attempts if str(a.get("job_id")) == self.job_id)
+            if (view.state is RunState.PENDING and run.state in RESUMABLE and view.restarts is not None
+                    and view.restarts >= seen):
+                run.start_attempt(job_id=self.job_id, state=RunState.PENDING)
             return run.state
         if view.state is RunState.RUNNING and run.state is RunState.PENDING:
             run.attempts[-1]["state"] = RunState.RUNNING.value
