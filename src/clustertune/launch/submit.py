@@ -127,6 +127,11 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
             from clustertune.launch.local import local_procs
 
             local_procs(early)
+        elif shutil.which("sbatch") is None:
+            raise LaunchError(
+                "launch.backend=slurm: `sbatch` is not on PATH; run on a SLURM login node "
+                "(or install the SLURM client commands), or use launch.backend=local"
+            )
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
                          backend=recipe.launch.backend)

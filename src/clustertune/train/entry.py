@@ -216,9 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     topo = Topology.from_env(os.environ)
     _node_logging(paths, topo.rank)
     run = Run.load(paths.root) if topo.is_main else None
-    stop = StopFlag(paths.root / STOP_FILE)
+    recipe = load_recipe(paths.recipe)
+    minutes = recipe.launch.watchdog_minutes
+    watchdog_log = (paths.logs_dir / f"rank-{topo.rank}.log").open("a", encoding="utf-8") if minutes else None
+    stop = StopFlag(paths.root / STOP_FILE, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
     try:
-        recipe = load_recipe(paths.recipe)
         found = ckpt.list_checkpoints(paths)
         resume_from = found[-1] if found else None  # a restart or requeue continues from here
         if run is not None:
@@ -245,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (UserError, KeyboardInterrupt)):
             return 1
         raise
+    finally:
+        stop.close()
 
 
 if __name__ == "__main__":

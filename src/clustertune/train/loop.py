@@ -190,6 +190,8 @@ def train_loop(
             optimizer.zero_grad(set_to_none=True)
             step, pos = step + 1, next_pos
             n_since_log += 1
+            if stop is not None:
+                stop.beat()  # the hang watchdog counts from the last step
 
             if step % t.log_every == 0 or step == steps:
                 # CPU-GPU sync point: the only place the loss leaves the device.

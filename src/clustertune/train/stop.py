@@ -8,10 +8,11 @@ all-reduce, at the same step on every rank; they then checkpoint that step toget
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -19,12 +20,33 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
 
 class StopFlag:
-    def __init__(self, stop_file: Path | None = None, install_handlers: bool = True):
+    """Stop requests for one rank, and its hang watchdog.
+
+    With ``watchdog_seconds``, a rank that makes no step for that long (a dead peer, a stuck
+    collective) writes every thread's stack to ``watchdog_log`` and exits with an error, so the
+    job fails instead of hanging until its time limit; :meth:`beat` re-arms it at each step.
+    """
+
+    def __init__(self, stop_file: Path | None = None, install_handlers: bool = True,
+                 watchdog_seconds: float | None = None, watchdog_log: IO[str] | None = None):
         self.stop_file = stop_file
         self.requested_by: str | None = None
+        self.watchdog_seconds = watchdog_seconds
+        self.watchdog_log = watchdog_log
         if install_handlers and threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 signal.signal(sig, self._on_signal)
+        self.beat()
+
+    def beat(self) -> None:
+        if self.watchdog_seconds:
+            # faulthandler's timer runs in C: it fires even when Python is stuck in a collective.
+            faulthandler.dump_traceback_later(self.watchdog_seconds, exit=True,
+                                              file=self.watchdog_log or __import__("sys").stderr)
+
+    def close(self) -> None:
+        if self.watchdog_seconds:
+            faulthandler.cancel_dump_traceback_later()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         # Only set a flag: the loop acts at the next agreed step boundary.
