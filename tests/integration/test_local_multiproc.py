@@ -69,3 +69,41 @@ def test_more_processes_than_cores_is_refused_before_anything_starts(runs_root: 
     with pytest.raises(LaunchError, match=f"procs_per_node={n}.*CPU core"):
         launch(tiny(launch={"procs_per_node": n}))
     assert not runs_root.exists() or not any(runs_root.iterdir())
+
+
+def test_cancel_of_a_local_multi_process_run_stops_every_rank(runs_root: Path, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from clustertune.runs.store import list_runs
+    from tests.conftest import cli
+
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 5, "eval_at_start": False},
+                                           launch={"procs_per_node": 2})))
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "run", str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            runs = list_runs(runs_root)
+            if runs and runs[0].paths.metrics.is_file() and runs[0].paths.metrics.read_text().strip():
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the ranks never logged a step")
+        run_id = runs[0].id
+        out = cli("cancel", run_id)
+        assert out.returncode == 0, out.stderr
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    info = json.loads((runs_root / run_id / "run.json").read_text())
+    assert info["state"] == "CANCELLED"
+    pids = subprocess.run(["pgrep", "-f", f"clustertune.train.entry {runs_root / run_id}"], capture_output=True, text=True)
+    assert pids.stdout.strip() == ""  # no rank left behind

@@ -59,6 +59,9 @@ class LocalJob:
                 time.sleep(0.1)
             else:
                 os.kill(pid, signal.SIGKILL)
+                group = int(att.get("torchrun_pid") or 0)
+                if group and pid_alive(group):
+                    os.killpg(group, signal.SIGKILL)  # torchrun and its ranks run in their own session
         self.run.reload()
         if not self.run.state.terminal:
             self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
@@ -127,6 +130,8 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
         # Own session: Ctrl-C and `clustertune cancel` reach torchrun through this process,
         # which forwards SIGINT; torchrun passes it on to every rank.
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=node_env(plan), start_new_session=True)
+        run.attempts[-1]["torchrun_pid"] = proc.pid  # so a cancel can reach the ranks if this process is gone
+        run.save()
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
