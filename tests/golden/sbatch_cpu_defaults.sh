@@ -34,7 +34,7 @@ export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
-  /opt/venv/bin/python -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900 -m clustertune.train.entry /shared/runs/tiny-1 &
+  /opt/venv/bin/python -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
 CT_PID=$!
 # bash runs a trap only between commands: wait again after each signal until srun is gone.
 while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done

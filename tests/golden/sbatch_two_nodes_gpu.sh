@@ -53,7 +53,7 @@ CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
-  /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=1 --rdzv-backend=c10d --rdzv-conf=join_timeout=600 -m clustertune.train.entry /shared/runs/tiny-1 &
+  /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=1 --rdzv-backend=c10d --rdzv-conf=join_timeout=600,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
 CT_PID=$!
 # bash runs a trap only between commands: wait again after each signal until srun is gone.
 while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done

@@ -88,3 +88,12 @@ def test_sbatch_rejection_shows_slurms_message(runs_root: Path) -> None:
 
     with pytest.raises(LaunchError, match="sbatch rejected the job.*[Pp]artition"):
         launch(tiny(launch={**ONE_NODE, "partition": "no-such-partition"}))
+
+
+def test_unreachable_rendezvous_fails_within_its_timeout_naming_the_endpoint(runs_root: Path) -> None:
+    # The first node's name plus a suffix that does not resolve: no node can reach the store.
+    run = launch(tiny(launch={**ONE_NODE, "node_address_suffix": "-unreachable", "rdzv_timeout": 5}))
+    state = job_for(run).wait(timeout=240)
+    assert state is RunState.FAILED
+    status = cli("status", run.id)
+    assert "did not meet at the rendezvous n1-unreachable:" in status.stdout

@@ -158,6 +158,6 @@ def node_command(plan: LaunchPlan, node_rank: int, addresses: list[str], port: i
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={addresses[0]}:{port}",
             f"--rdzv-id={run_key}",
-            f"--rdzv-conf=join_timeout={plan.rdzv_timeout}",
+            f"--rdzv-conf=join_timeout={plan.rdzv_timeout},read_timeout={min(plan.rdzv_timeout, 60)}",
         ]
     return [*torchrun_args(plan, nproc), *rdzv, *entry_args(plan)]

@@ -89,7 +89,7 @@ def render_sbatch(plan: LaunchPlan) -> str:
     q = shlex.quote
     nproc = str(plan.procs_per_node) if plan.procs_per_node else "$CT_NPROC"
     torchrun = " ".join([*map(q, torchrun_args(plan, 0)[:-2]), f"--nproc-per-node={nproc}", *map(q, torchrun_args(plan, 0)[-1:]),
-                         "--rdzv-backend=c10d", q(f"--rdzv-conf=join_timeout={plan.rdzv_timeout}"),
+                         "--rdzv-backend=c10d", q(rdzv_conf(plan)),
                          *map(q, entry_args(plan))])
     if plan.node_address_suffix:
         host = f'CT_RDZV_HOST="${{CT_FIRST_NODE}}"{q(plan.node_address_suffix)}'
@@ -147,6 +147,12 @@ def render_sbatch(plan: LaunchPlan) -> str:
         'exit "$CT_RC"',
     ]
     return "\n".join(lines) + "\n"
+
+
+def rdzv_conf(plan: LaunchPlan) -> str:
+    # read_timeout bounds the connection to the rendezvous store too (torch's default: 60 s):
+    # an unreachable first node then fails within the join timeout instead of hanging.
+    return f"--rdzv-conf=join_timeout={plan.rdzv_timeout},read_timeout={min(plan.rdzv_timeout, 60)}"
 
 
 def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
@@ -216,6 +222,23 @@ def query_job(job_id: str) -> SchedulerView | None:
     return SchedulerView(SLURM_STATES[raw], raw) if raw in SLURM_STATES else None
 
 
+RENDEZVOUS_ERRORS = ("RendezvousConnectionError", "RendezvousTimeoutError", "RendezvousClosedError")
+
+
+def rendezvous_problem(run: Run, job_id: str) -> str | None:
+    """A sentence naming the rendezvous endpoint when a node failed to join it."""
+    logs = run.paths.logs_dir
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs.glob("node-*.log"))
+    if not any(e in text for e in RENDEZVOUS_ERRORS):
+        return None
+    batch = logs / batch_log_name(job_id)
+    found = re.findall(r"rendezvous (\S+)", batch.read_text(errors="replace")) if batch.is_file() else []
+    where = found[-1] if found else "(endpoint not logged)"
+    return (f"the nodes did not meet at the rendezvous {where} within its timeout (launch.rdzv_timeout): "
+            "check that every node reaches the first node at that address and port "
+            "(launch.node_address_suffix, firewalls)")
+
+
 def node_log_tails(run: Run, lines: int = 8) -> str:
     parts = []
     for log in sorted(run.paths.logs_dir.glob("node-*.log")):
@@ -256,8 +279,11 @@ class SlurmJob:
             # The job ended but the ranks did not record how: take SLURM's word for it.
             final = RunState.FAILED if view.state is RunState.COMPLETED else view.state
             why = f"SLURM job {self.job_id} ended {view.raw}" + (f" (exit code {view.exit_code})" if view.exit_code else "")
-            tails = node_log_tails(run)
-            run.transition(final, reason=why + ("\n" + tails if tails and final is RunState.FAILED else ""))
+            if final is RunState.FAILED:
+                rdzv = rendezvous_problem(run, self.job_id)
+                tails = node_log_tails(run)
+                why += (f": {rdzv}" if rdzv else "") + (f"\n{tails}" if tails else "")
+            run.transition(final, reason=why)
         return run.state
 
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> RunState:
