@@ -92,7 +92,8 @@ def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, ru
     if not submit.needs_launcher(the_recipe):
         return False
     r = submit.launch(None if resume else the_recipe, resume=resume, overrides=[o for o in [recipe, *overrides] if o] if resume else None,
-                      runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]])
+                      runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
+                      announce=lambda text: print(text, file=sys.stderr, flush=True))
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1]['job_id']}); follow it with `clustertune status {r.id}`")
         return True

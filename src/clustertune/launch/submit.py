@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
@@ -102,7 +103,8 @@ def _relaunch_target(run: Run) -> None:
 
 
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
-           runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None) -> Run:
+           runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
+           announce: Callable[[str], None] | None = None) -> Run:
     """Create (or resume) a run and start it through its backend.
 
     Local: waits for the ranks and returns the finished run. SLURM: returns once submitted
@@ -148,5 +150,8 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         return run
     from clustertune.launch.local import run_torchrun
 
+    if announce is not None:
+        announce(f"run {run.id}: {plan.procs_per_node or 'one per GPU'} processes through torchrun; "
+                 f"follow with `clustertune logs {run.id} --follow`")
     run_torchrun(plan, run)
     return run
