@@ -108,9 +108,10 @@ def execute(recipe: Recipe, raw: RawData | None, paths: RunPaths, resume_from: P
     if arrays is None:
         assert raw is not None, "execute needs raw data or prepared arrays"
         arrays = (prepare_split(recipe, raw.train, tok, "train"), prepare_split(recipe, raw.validation, tok, "validation"))
+        log.info("data prepared in %.1fs", time.perf_counter() - t0)
     train_arrays, eval_arrays = arrays
-    log.info("data: %d train / %d eval samples (%d / %d tokens) prepared in %.1fs",
-             len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
+    log.info("data: %d train / %d eval samples (%d / %d tokens)",
+             len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     accelerator = make_accelerator(recipe, paths)
@@ -227,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
             _open_node_attempt(run, topo.job_id, resume_from)
         log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
                  f", resuming from {resume_from.name}" if resume_from else "")
+        t0 = time.perf_counter()
         arrays = node_data(recipe, paths, topo)
+        log.info("node data ready in %.1fs", time.perf_counter() - t0)
         result = execute(recipe, None, paths, resume_from, False, arrays=arrays, stop=stop)
         if run is not None:
             if result.stopped_by is not None:
