@@ -1,5 +1,6 @@
 #!/bin/bash
 #SBATCH --cpus-per-task=2
+#SBATCH --export=ALL
 #SBATCH --job-name=ct-tiny-1
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1

@@ -3,6 +3,7 @@
 #SBATCH --constraint=a100
 #SBATCH --cpus-per-gpu=8
 #SBATCH --dependency=afterok:41
+#SBATCH --export=ALL
 #SBATCH --gpus-per-node=4
 #SBATCH --job-name=ct-tiny-1
 #SBATCH --mem=64G

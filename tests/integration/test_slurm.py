@@ -23,23 +23,36 @@ def tiny(train: dict | None = None, **sections):
     return load_recipe(with_(base, train=train or {}, **sections))
 
 
-def test_cli_job_runs_to_completed_with_logs_and_status(runs_root: Path, tmp_path: Path) -> None:
-    recipe = tmp_path / "tiny.yaml"
+def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(tmp_path: Path) -> None:
     import yaml
 
-    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 4, "log_every": 2, "eval_at_start": False})))
-    out = cli("run", str(recipe), "launch.backend=slurm", "launch.procs_per_node=1", "launch.cpus_per_task=1")
+    pwned = Path("/tmp/pwned-ct-slurm")
+    pwned.unlink(missing_ok=True)
+    # Spaces, quotes and shell syntax in the runs root: everything must arrive quoted.
+    root = tmp_path / "my runs" / "it's \"quoted\"; touch $(echo /tmp/pwned-ct-slurm)"
+    secret = "s3cr3t-value-never-written"
+    env = {"CLUSTERTUNE_RUNS": str(root), "CT_TEST_TOKEN": secret}
+    recipe = tmp_path / "tiny.yaml"
+    # The secret is passed through by name; a setup line proves it reached the job's environment.
+    launch_ = {"env_passthrough": ["CT_TEST_TOKEN"], "setup": ['echo "secret length ${#CT_TEST_TOKEN}"']}
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 4, "log_every": 2, "eval_at_start": False},
+                                           launch=launch_)))
+    out = cli("run", str(recipe), "launch.backend=slurm", "launch.procs_per_node=1", "launch.cpus_per_task=1", env=env)
     assert out.returncode == 0, out.stderr
     run_id = out.stdout.split()[1]
     assert "submitted (SLURM job" in out.stdout
-    state = job_for(get_run(run_id)).wait(timeout=300)
-    run = get_run(run_id)
+    state = job_for(get_run(run_id, root)).wait(timeout=300)
+    run = get_run(run_id, root)
     assert state is RunState.COMPLETED, f"{run.info.get('reason')}\n{job_for(run).logs()}"
-    status = cli("status", run_id)
+    assert not pwned.exists()
+    assert f"secret length {len(secret)}" in job_for(run).logs()
+    leaked = [p for p in run.paths.root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaked == []
+    status = cli("status", run_id, env=env)
     assert status.returncode == 0 and f"{run_id} COMPLETED" in status.stdout
-    logs = cli("logs", run_id)
+    logs = cli("logs", run_id, env=env)
     assert "train: job" in logs.stdout and "done" in logs.stdout  # the batch log's timed steps
-    node0 = cli("logs", run_id, "--node", "0")
+    node0 = cli("logs", run_id, "--node", "0", env=env)
     assert node0.returncode == 0 and "rank 0/1" in node0.stdout
     assert run.paths.model.is_dir() and (run.paths.root / "job.sbatch").is_file()
     att = run.attempts[-1]

@@ -140,3 +140,15 @@ def test_topology_from_torchrun_and_slurm_env() -> None:
     assert Topology.from_env({}) == Topology()
     with pytest.raises(ValueError, match="RANK=4"):
         Topology.from_env({"RANK": "4", "WORLD_SIZE": "4"})
+
+
+def test_local_process_count_is_checked_against_gpus_and_cores() -> None:
+    from clustertune.launch.local import local_procs, visible_gpus
+
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == 2 and visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 0
+    assert local_procs(plan_of({}), env={"CUDA_VISIBLE_DEVICES": "0,1,2"}) == 3  # default: one per GPU
+    assert local_procs(plan_of({}), env={"CUDA_VISIBLE_DEVICES": ""}, cpus=2) == 1  # no GPU: one
+    with pytest.raises(LaunchError, match="procs_per_node=4 but this host has 2 GPU"):
+        local_procs(plan_of({"procs_per_node": 4}), env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    with pytest.raises(LaunchError, match="procs_per_node=3 but this host has no GPU and 2 CPU"):
+        local_procs(plan_of({"procs_per_node": 3}), env={"CUDA_VISIBLE_DEVICES": ""}, cpus=2)

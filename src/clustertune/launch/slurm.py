@@ -53,6 +53,9 @@ def sbatch_flags(plan: LaunchPlan) -> list[str]:
     """The ``#SBATCH`` flags, sorted; values are the user's (SLURM parses these lines itself)."""
     s = plan.slurm
     flags: dict[str, str | None] = {
+        # The submitting environment travels with the job: env_passthrough values (secrets)
+        # reach the ranks this way, never through the script. Explicit, as sites may change the default.
+        "--export": "ALL",
         "--job-name": f"ct-{plan.run_id}",
         "--nodes": str(plan.nodes),
         "--ntasks-per-node": "1",  # one torchrun agent per node; it starts the ranks
