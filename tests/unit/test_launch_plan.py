@@ -152,3 +152,14 @@ def test_local_process_count_is_checked_against_gpus_and_cores() -> None:
         local_procs(plan_of({"procs_per_node": 4}), env={"CUDA_VISIBLE_DEVICES": "0,1"})
     with pytest.raises(LaunchError, match="procs_per_node=3 but this host has no GPU and 2 CPU"):
         local_procs(plan_of({"procs_per_node": 3}), env={"CUDA_VISIBLE_DEVICES": ""}, cpus=2)
+
+
+def test_script_computes_the_rendezvous_on_the_node_as_the_plan_defines_it() -> None:
+    from clustertune.launch.plan import rdzv_id, rdzv_port
+
+    lines = [ln for ln in render_sbatch(plan_of({"backend": "slurm", "nodes": 2})).splitlines()
+             if ln.startswith(("CT_RESTART=", "export PET_RDZV"))]
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "123456", "SLURM_RESTART_COUNT": "2", "CT_RDZV_HOST": "10.1.2.3"}
+    out = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$PET_RDZV_ENDPOINT $PET_RDZV_ID"'],
+                         capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == [f"10.1.2.3:{rdzv_port(123456)}", rdzv_id("123456", 2)]

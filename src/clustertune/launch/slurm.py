@@ -25,7 +25,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.base import register
-from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, entry_args, rdzv_port, torchrun_args
+from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, entry_args, torchrun_args
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 

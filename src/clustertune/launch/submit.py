@@ -86,6 +86,8 @@ def dry_run_text(recipe: Recipe, root: Path) -> str:
         from clustertune.launch.slurm import render_sbatch
 
         out += ["# sbatch script", render_sbatch(plan)]
+    elif not needs_launcher(recipe):
+        out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
     else:
         from clustertune.launch.local import local_procs
         from clustertune.launch.plan import node_command
