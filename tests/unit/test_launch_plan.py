@@ -81,7 +81,7 @@ def test_hostile_run_dir_and_env_values_are_quoted(tmp_path: Path) -> None:
     assert out.stdout.split("\n") == [HOSTILE, HOSTILE + "/stop-request", weird]
     assert not pwned.exists()
     argv = sbatch_argv(plan, Path(HOSTILE) / "job.sbatch")
-    assert argv[-1] == HOSTILE + "/job.sbatch" and f"--chdir={HOSTILE}" in argv  # argv, no shell
+    assert argv[-1] == HOSTILE + "/job.sbatch" and f"--output={HOSTILE}/logs/slurm-%j.out" in argv  # argv, no shell
 
 
 def test_sbatch_option_with_a_line_break_is_refused() -> None:

@@ -159,9 +159,11 @@ def rdzv_conf(plan: LaunchPlan) -> str:
 
 
 def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
-    """Paths go on the command line as arguments, not into ``#SBATCH`` lines, so any path works."""
+    """Paths go on the command line as arguments, not into ``#SBATCH`` lines, so any path works.
+    The job starts in the submitting directory (SLURM's default), where relative paths in the
+    recipe and in ``launch.setup`` point, as they do for a local run."""
     logs = Path(plan.run_dir) / "logs"
-    return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", f"--chdir={plan.run_dir}", str(script)]
+    return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", str(script)]
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
