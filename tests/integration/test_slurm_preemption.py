@@ -76,3 +76,27 @@ def test_time_limit_signal_stops_with_a_checkpoint_and_no_requeue_left_is_timeou
     step = int(run.info["reason"].split("at step ")[1].split(";")[0])
     assert (run.paths.checkpoint(step) / "state.json").is_file()
     assert "not requeued" in job.logs() and len(run.attempts) == 1
+
+
+def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root: Path) -> None:
+    from tests.conftest import cli
+
+    recipe = load_recipe(with_(TINY_CAUSAL, train={**TRAIN, "max_steps": 400},
+                               launch={"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}))
+    run = launch(recipe)
+    job = job_for(run)
+    wait_for_step(run.paths.metrics, 8)
+    # What a preemption's SIGTERM does to the batch shell; SLURM itself decides about requeueing.
+    subprocess.run(["scancel", "--signal=TERM", "--batch", job.job_id], check=True, timeout=30)
+    assert job.wait(timeout=300) is RunState.PREEMPTED, job.logs()
+    stopped_at = int(run.reload().info["reason"].split("at step ")[1].split(";")[0])
+
+    out = cli("run", "--resume", run.id)
+    assert out.returncode == 0 and "submitted" in out.stdout, out.stderr
+    run.reload()
+    assert len(run.attempts) == 2 and run.attempts[1]["job_id"] != run.attempts[0]["job_id"]
+    assert job_for(run).wait(timeout=300) is RunState.COMPLETED, job_for(run).logs()
+    run.reload()
+    assert run.attempts[-1]["resumed_from"] == f"step-{stopped_at:08d}"
+    rows = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
+    assert [r["step"] for r in rows] == list(range(4, 401, 4))
