@@ -125,7 +125,11 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         run.save()
     else:
         assert recipe is not None
-        # Problems with the plan fail here, before any run directory exists.
+        # Problems found without heavy imports fail here, before any run directory exists;
+        # the ranks check the model and data themselves (their errors land in run.json).
+        from clustertune.train.metrics import check_trackers
+
+        check_trackers(list(recipe.tracking.trackers))
         early = plan_for(recipe, "", Path("."))
         if recipe.launch.backend == "local":
             from clustertune.launch.local import local_procs
