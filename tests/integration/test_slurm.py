@@ -57,6 +57,11 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert run.paths.model.is_dir() and (run.paths.root / "job.sbatch").is_file()
     att = run.attempts[-1]
     assert att["backend"] == "slurm" and att["job_id"].isdigit()
+    # This cluster has no accounting: sacct gives nothing and squeue -t all still knows the job.
+    from clustertune.launch.slurm import sacct_view, scontrol_view, squeue_view
+
+    assert sacct_view(att["job_id"]) is None
+    assert scontrol_view(att["job_id"]).raw == squeue_view(att["job_id"]).raw == "COMPLETED"
 
 
 def test_two_node_job_trains_through_one_rendezvous(runs_root: Path) -> None:

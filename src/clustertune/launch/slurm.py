@@ -205,26 +205,42 @@ def _parse_kv(text: str) -> dict[str, str]:
     return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", text))
 
 
-def query_job(job_id: str) -> SchedulerView | None:
-    """The job's state from the controller (scontrol), accounting (sacct) or squeue -t all."""
+def scontrol_view(job_id: str) -> SchedulerView | None:
+    """The controller's view: exact, with restarts; forgotten MinJobAge after the job ends."""
     out = _run(["scontrol", "show", "job", "-o", job_id])
-    if out.returncode == 0 and out.stdout.strip():
-        kv = _parse_kv(out.stdout)
-        raw = kv.get("JobState", "")
-        if raw in SLURM_STATES:
-            restarts = kv.get("Restarts", "")
-            return SchedulerView(SLURM_STATES[raw], raw, kv.get("ExitCode", ""), kv.get("Reason", ""),
-                                 int(restarts) if restarts.isdigit() else None)
-    if shutil.which("sacct"):
-        out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
-        if out.returncode == 0 and out.stdout.strip():
-            raw, _, code = out.stdout.strip().splitlines()[0].partition("|")
-            raw = raw.split()[0]  # "CANCELLED by 0"
-            if raw in SLURM_STATES:
-                return SchedulerView(SLURM_STATES[raw], raw, code)
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    kv = _parse_kv(out.stdout)
+    raw = kv.get("JobState", "")
+    if raw not in SLURM_STATES:
+        return None
+    restarts = kv.get("Restarts", "")
+    return SchedulerView(SLURM_STATES[raw], raw, kv.get("ExitCode", ""), kv.get("Reason", ""),
+                         int(restarts) if restarts.isdigit() else None)
+
+
+def sacct_view(job_id: str) -> SchedulerView | None:
+    """Accounting's view (kept long after the job); None where accounting is off."""
+    if shutil.which("sacct") is None:
+        return None
+    out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
+    if out.returncode != 0 or not out.stdout.strip():
+        return None  # "Slurm accounting storage is disabled"
+    raw, _, code = out.stdout.strip().splitlines()[0].partition("|")
+    raw = raw.split()[0] if raw.strip() else ""  # "CANCELLED by 0"
+    return SchedulerView(SLURM_STATES[raw], raw, code) if raw in SLURM_STATES else None
+
+
+def squeue_view(job_id: str) -> SchedulerView | None:
+    """``squeue -t all`` lists finished jobs too (plain squeue drops them), until MinJobAge."""
     out = _run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
     raw = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
     return SchedulerView(SLURM_STATES[raw], raw) if raw in SLURM_STATES else None
+
+
+def query_job(job_id: str) -> SchedulerView | None:
+    """The job's state from the controller, else accounting, else squeue -t all."""
+    return scontrol_view(job_id) or sacct_view(job_id) or squeue_view(job_id)
 
 
 RENDEZVOUS_ERRORS = ("RendezvousConnectionError", "RendezvousTimeoutError", "RendezvousClosedError")
