@@ -9,7 +9,6 @@
 #SBATCH --signal=B:USR2@90
 # clustertune run tiny-1: generated from its recipe.
 
-set -uo pipefail
 CT_RUN_DIR=/shared/runs/tiny-1
 CT_STOP_FILE="$CT_RUN_DIR"/stop-request
 CT_MAX_REQUEUES=3

@@ -18,7 +18,6 @@
 #SBATCH --exclusive
 # clustertune run tiny-1: generated from its recipe.
 
-set -uo pipefail
 CT_RUN_DIR=/shared/runs/tiny-1
 CT_STOP_FILE="$CT_RUN_DIR"/stop-request
 CT_MAX_REQUEUES=3

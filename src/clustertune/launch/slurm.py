@@ -100,7 +100,9 @@ def render_sbatch(plan: LaunchPlan) -> str:
         host = ('CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\\n" | sed -n "s/^NodeAddr=//p" | head -n 1)\n'
                 'CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}')
     lines = ["#!/bin/bash", *(f"#SBATCH {f}" for f in flags), f"# clustertune run {plan.run_id}: generated from its recipe.", ""]
-    lines += ["set -uo pipefail", f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
+    # No `set -u`/`-e`: users' setup lines (venv/conda activation) often trip them; the script
+    # checks the exit codes it acts on.
+    lines += [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
               f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
     lines += [f"export {k}={q(v)}" for k, v in plan.env]
     if plan.env_passthrough:
