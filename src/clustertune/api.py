@@ -145,6 +145,10 @@ def run(
     else:
         recipe = load_recipe(source, overrides)
 
+    from clustertune.launch.submit import launch, needs_launcher
+
+    if needs_launcher(recipe):  # several processes or a scheduler: through the launcher
+        return launch(None if resume else recipe, resume=resume, runs_root_dir=runs_root_dir, command=command)
     checked = preflight(recipe)
     if resume is not None:
         the_run = existing

@@ -67,3 +67,7 @@ class CheckpointError(UserError):
 
 class TrackingError(UserError):
     """A tracker that was asked for but is not installed."""
+
+
+class LaunchError(UserError):
+    """A job that cannot be launched as asked: too many processes, no sbatch, a rejected job."""

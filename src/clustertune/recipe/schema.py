@@ -195,8 +195,84 @@ class TrainSection(Section):
 
 
 class LaunchSection(Section):
-    backend: Literal["local"] = "local"
-    """Where the job runs. ``local``: this machine, one process."""
+    backend: Literal["local", "slurm"] = "local"
+    """Where the job runs. ``local``: this machine (one process, or ``procs_per_node`` processes
+    through torchrun); ``slurm``: an sbatch job of ``nodes`` nodes."""
+
+    nodes: int = Field(default=1, ge=1)
+    """Nodes (hosts) the job spans; more than one needs ``backend: slurm``."""
+
+    procs_per_node: int | None = Field(default=None, ge=1)
+    """Training processes per node. Unset: resolved on the node from the GPUs it sees, else 1
+    (the submitting host may have no GPU)."""
+
+    gpus_per_node: int = Field(default=0, ge=0)
+    """GPUs requested per node (``--gpus-per-node``); 0 on CPU-only partitions."""
+
+    cpus_per_gpu: int = Field(default=4, ge=1)
+    """CPU cores per GPU (``--cpus-per-gpu``) when ``gpus_per_node`` is set."""
+
+    cpus_per_task: int | None = Field(default=None, ge=1)
+    """CPU cores for the one task per node (``--cpus-per-task``); for CPU-only partitions."""
+
+    mem: str | None = None
+    """Memory per node (``--mem``), e.g. ``64G``."""
+
+    time: str | None = None
+    """Time limit (``--time``), e.g. ``04:00:00`` or ``2-00:00:00``."""
+
+    partition: str | None = None
+    """SLURM partition (``--partition``)."""
+
+    account: str | None = None
+    """SLURM account to charge (``--account``)."""
+
+    qos: str | None = None
+    """SLURM quality of service (``--qos``)."""
+
+    constraint: str | None = None
+    """Node features required (``--constraint``), e.g. ``a100``."""
+
+    dependency: str | None = None
+    """Start after other jobs (``--dependency``), e.g. ``afterok:1234``."""
+
+    sbatch_extra: list[str] = Field(default_factory=list)
+    """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
+
+    setup: list[str] = Field(default_factory=list)
+    """Shell lines run on each node before training (``module load ...``, ``source venv/bin/activate``)."""
+
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set for the training processes (not secrets: they are written
+    into the job script)."""
+
+    env_passthrough: list[str] = Field(default_factory=list)
+    """Names of variables (``HF_TOKEN``) whose values travel from the submitting environment
+    to the job through the process environment, never through files or argv."""
+
+    nccl_socket_ifname: str | None = None
+    """``NCCL_SOCKET_IFNAME`` for the job (the interface NCCL uses between nodes), e.g. ``ib0``."""
+
+    node_address_suffix: str | None = None
+    """Appended to the first node's name to get the rendezvous host, for clusters whose fast
+    network has its own hostnames (``-ib``); unset: the node's address from ``scontrol``."""
+
+    rdzv_timeout: int = Field(default=900, ge=1)
+    """Seconds the nodes wait for each other at the rendezvous before failing."""
+
+    max_restarts: int = Field(default=0, ge=0)
+    """Times torchrun's elastic agent restarts failed workers (they resume from the last checkpoint)."""
+
+    watchdog_minutes: float | None = Field(default=None, gt=0)
+    """Hang watchdog: no optimizer step for this many minutes dumps every rank's stack to the
+    log and fails the run."""
+
+    signal: str = Field(default="B:USR2@90", pattern=r"^(?:[BR]:)?(?:SIG)?[A-Z0-9]+(?:@[0-9]+)?$")
+    """SLURM ``--signal`` asking for a stop request before the time limit (``B:`` sends it to the
+    batch shell, which passes it on; USR2 since NCCL may use USR1)."""
+
+    max_requeues: int = Field(default=3, ge=0)
+    """Requeues after the time limit's stop request; a preemption (SIGTERM) always requeues."""
 
 
 class TrackingSection(Section):
@@ -255,6 +331,8 @@ class Recipe(Section):
             problems.append(("data.validation_files", "only valid together with data.train_files"))
         if self.task == "sequence_classification" and m.num_labels is None:
             problems.append(("model.num_labels", "required for task sequence_classification"))
+        if self.launch.nodes > 1 and self.launch.backend == "local":
+            problems.append(("launch.nodes", "more than one node needs launch.backend=slurm"))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

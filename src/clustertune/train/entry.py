@@ -77,12 +77,13 @@ def reset_accelerate_state() -> None:
 
 
 def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
-            local_rank: int | None = None, stage_dir: str | None = None) -> LoopResult:
+            local_rank: int | None = None, stage_dir: str | None = None, stop: Any = None) -> LoopResult:
     """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
 
     The data was prepared by the submitting side (``data.json`` and ``tokenizer/`` in the run
     directory); here it is staged (when ``data.stage_to`` or ``stage_dir`` says so, once per
     node) and memory-mapped. ``local_rank`` defaults to ``$LOCAL_RANK`` (0 in-process).
+    A loop ended by ``stop`` (a StopFlag) leaves its checkpoint and no final model.
     """
     from transformers import set_seed
     from transformers.utils import logging as hf_logging
@@ -108,9 +109,9 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     accelerator = make_accelerator(recipe, paths)
     try:
         result = train_loop(recipe, model, train_arrays, eval_arrays, paths, accelerator, dump_recipe(recipe),
-                            resume_from=resume_from, show_progress=show_progress)
+                            resume_from=resume_from, show_progress=show_progress, stop=stop)
         accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
+        if accelerator.is_main_process and result.stopped_by is None:
             final = accelerator.unwrap_model(model)
             final.save_pretrained(str(paths.model))
             tok.save_pretrained(str(paths.model))
@@ -125,3 +126,110 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     finally:
         reset_accelerate_state()
     return result
+
+
+# -- node side: `python -m clustertune.train.entry RUN_DIR`, one process per rank --------------
+
+
+def _node_logging(paths: RunPaths, rank: int) -> None:
+    fmt = logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s")
+    handlers: list[logging.Handler] = [logging.FileHandler(paths.logs_dir / f"rank-{rank}.log", encoding="utf-8"),
+                                       logging.StreamHandler()]
+    if rank == 0:
+        handlers.append(logging.FileHandler(paths.log, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        log.addHandler(h)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -> None:
+    """Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue."""
+    from clustertune.runs.state import RunState
+
+    att = run.attempts[-1] if run.attempts else None
+    if att is not None and att.get("ended_at") is None and run.state in (RunState.PENDING, RunState.RUNNING):
+        att["state"] = RunState.RUNNING.value
+        if resume_from is not None:
+            att["resumed_from"] = resume_from.name
+        if run.state is RunState.PENDING:
+            run.transition(RunState.RUNNING)
+        else:
+            run.save()
+    else:
+        run.start_attempt(resumed_from=resume_from.name if resume_from else None, job_id=job_id)
+
+
+def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
+    """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
+    signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
+    from clustertune.launch.plan import CANCEL_FILE
+    from clustertune.runs.state import RunState
+
+    if (paths.root / CANCEL_FILE).exists():
+        return RunState.CANCELLED
+    if "USR2" in stopped_by and topo.restart_count >= recipe.launch.max_requeues:
+        return RunState.TIMEOUT
+    return RunState.PREEMPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    import sys
+    import traceback
+
+    from clustertune.launch.plan import STOP_FILE
+    from clustertune.launch.topology import Topology
+    from clustertune.recipe.load import load_recipe
+    from clustertune.runs.run import Run
+    from clustertune.runs.state import RunState
+    from clustertune.train import checkpoint as ckpt
+    from clustertune.train.stop import StopFlag
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m clustertune.train.entry RUN_DIR", file=sys.stderr)
+        return 2
+    paths = RunPaths(Path(args[0]).resolve())
+    topo = Topology.from_env(os.environ)
+    _node_logging(paths, topo.rank)
+    run = Run.load(paths.root) if topo.is_main else None
+    recipe = load_recipe(paths.recipe)
+    minutes = recipe.launch.watchdog_minutes
+    watchdog_log = (paths.logs_dir / f"rank-{topo.rank}.log").open("a", encoding="utf-8") if minutes else None
+    stop = StopFlag(paths.root / STOP_FILE, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
+    try:
+        found = ckpt.list_checkpoints(paths)
+        resume_from = found[-1] if found else None  # a restart or requeue continues from here
+        if run is not None:
+            _open_node_attempt(run, topo.job_id, resume_from)
+        log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
+                 f", resuming from {resume_from.name}" if resume_from else "")
+        # The data was prepared before the ranks started (data.json in the run directory); each
+        # node stages it once when data.stage_to says so (local rank 0 copies, the others wait).
+        result = execute(recipe, paths, resume_from, False, local_rank=topo.local_rank, stop=stop)
+        if run is not None:
+            if result.stopped_by is not None:
+                run.reload().transition(_stopped_state(recipe, topo, paths, result.stopped_by),
+                                        reason=f"stop request ({result.stopped_by}) at step {result.steps}; checkpoint written")
+            else:
+                run.reload().transition(RunState.COMPLETED)
+                log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
+        return 0
+    except BaseException as exc:
+        log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
+        if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
+            run.transition(RunState.CANCELLED, reason="interrupted (SIGINT)")
+        elif run is not None and not run.state.terminal:
+            run.transition(RunState.FAILED, reason=f"rank {topo.rank}: {type(exc).__name__}: {exc}",
+                           traceback_text=traceback.format_exc())
+        if isinstance(exc, (UserError, KeyboardInterrupt)):
+            return 1
+        raise
+    finally:
+        stop.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

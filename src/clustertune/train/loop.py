@@ -42,6 +42,7 @@ class LoopResult:
     train_seconds: float
     resumed_from_step: int | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)
+    stopped_by: str | None = None  # a stop request ended the loop early (checkpoint written)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -104,7 +105,10 @@ def train_loop(
     recipe_yaml: str,
     resume_from: Any = None,
     show_progress: bool = True,
+    stop: Any = None,
 ) -> LoopResult:
+    """Train to ``train.max_steps`` (or the epochs); ``stop`` (a StopFlag) ends it early at an
+    agreed step with a checkpoint, as a preempted or time-limited job needs."""
     t = recipe.train
     main = accelerator.is_main_process
     batches = TrainBatches(
@@ -147,7 +151,17 @@ def train_loop(
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
         return res
 
+    def save(at: int) -> None:
+        meta = {"position": pos.to_dict(), "loss_since_log": loss_sum.item(),
+                "steps_since_log": n_since_log, "total_steps": steps}
+        accelerator.wait_for_everyone()  # every rank has finished this step
+        if main:
+            ckpt.save_checkpoint(paths, at, accelerator.unwrap_model(model), optimizer, scheduler,
+                                 meta, recipe_yaml, t.keep_last)
+        accelerator.wait_for_everyone()
+
     progress = Progress(steps, step, enabled=main, show=show_progress)
+    stopped_by = None
     last_eval: dict[str, float] = {}
     try:
         if step == 0 and t.eval_at_start:
@@ -176,6 +190,8 @@ def train_loop(
             optimizer.zero_grad(set_to_none=True)
             step, pos = step + 1, next_pos
             n_since_log += 1
+            if stop is not None:
+                stop.beat()  # the hang watchdog counts from the last step
 
             if step % t.log_every == 0 or step == steps:
                 # CPU-GPU sync point: the only place the loss leaves the device.
@@ -201,21 +217,23 @@ def train_loop(
             if t.eval_every and step % t.eval_every == 0 and step != steps:
                 last_eval = run_eval(step)
             if t.save_every and step % t.save_every == 0 and step != steps:
-                meta = {"position": pos.to_dict(), "loss_since_log": loss_sum.item(),
-                        "steps_since_log": n_since_log, "total_steps": steps}
-                accelerator.wait_for_everyone()  # every rank has finished this step
-                if main:
-                    ckpt.save_checkpoint(paths, step, accelerator.unwrap_model(model), optimizer, scheduler,
-                                         meta, recipe_yaml, t.keep_last)
-                accelerator.wait_for_everyone()
+                save(step)
+            # Stop requests are agreed at log steps only: the all-reduce is a sync point too.
+            if stop is not None and step % t.log_every == 0 and step != steps and stop.agreed(accelerator):
+                if not (t.save_every and step % t.save_every == 0):
+                    save(step)
+                stopped_by = stop.requested_by or "another rank"
+                log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
+                break
             if kill_at and step == kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
 
         train_seconds = time.perf_counter() - t_start
-        last_eval = run_eval(step)
+        if stopped_by is None:
+            last_eval = run_eval(step)
     finally:
         progress.close()
     return LoopResult(
         steps=step, final_eval=last_eval, tokens_per_s=tok_s, samples_seen=pos.samples_seen,
-        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals,
+        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals, stopped_by=stopped_by,
     )
