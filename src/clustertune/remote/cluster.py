@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-import shlex
+import secrets
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -21,14 +21,41 @@ from clustertune.remote.envs import Env, folder_files, tree_hash
 from clustertune.remote.transport import Connection, Result, connection, shell_join
 
 EXIT_MISSING = _runner_module.EXIT_MISSING
-_RUNNER_BYTES = Path(_runner_module.__file__).read_bytes()
-RUNNER_HASH = hashlib.sha256(_RUNNER_BYTES).hexdigest()[:12]
 
 
-def _stderr_printer(prefix: str = "") -> Callable[[bytes], None]:
+def _helper_bundle() -> tuple[bytes, str]:
+    """A tar of the helper and the cloudpickle it needs (pure Python), and its hash. Shipping
+    cloudpickle with the helper means envs need not install it, and both ends always use the
+    same version (cloudpickle's format is only guaranteed between equal versions)."""
+    import io
+    import tarfile
+
+    import cloudpickle
+
+    files = {"_clustertune_runner.py": Path(_runner_module.__file__).read_bytes()}
+    pkg = Path(cloudpickle.__file__).parent
+    for f in sorted(pkg.glob("*.py")):
+        files[f"cloudpickle/{f.name}"] = f.read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    digest = hashlib.sha256()
+    for name, data in files.items():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return buf.getvalue(), digest.hexdigest()[:12]
+
+
+_BUNDLE, RUNNER_HASH = _helper_bundle()
+
+
+def _stderr_printer(prefix: str = "", to_stdout: bool = False) -> Callable[[bytes], None]:
     def show(line: bytes) -> None:
-        sys.stderr.write(prefix + line.decode("utf-8", "replace"))
-        sys.stderr.flush()
+        out = sys.stdout if to_stdout else sys.stderr
+        out.write(prefix + line.decode("utf-8", "replace"))
+        out.flush()
 
     return show
 
@@ -80,7 +107,7 @@ class Cluster:
         return self.hosts[i].root
 
     def runner_path(self, i: int) -> str:
-        return posixpath.join(self.root(i), "lib", f"runner-{RUNNER_HASH}.py")
+        return posixpath.join(self.root(i), "lib", RUNNER_HASH, "_clustertune_runner.py")
 
     def env_dir(self, i: int, env_hash: str) -> str:
         return posixpath.join(self.root(i), "envs", env_hash)
@@ -92,11 +119,12 @@ class Cluster:
     # -- the helper ---------------------------------------------------------------------------
 
     def ensure_runner(self, i: int) -> None:
-        path = self.runner_path(i)
-        tmp = f"{path}.{RUNNER_HASH}.tmp"
-        cmd = shell_join(["mkdir", "-p", posixpath.dirname(path)], "&&", ["cat"], ">", shlex.quote(tmp), "&&",
-                         ["mv", tmp, path])
-        self.conn(i).check_call(cmd, input=_RUNNER_BYTES, what="copying clustertune's helper")
+        final = posixpath.dirname(self.runner_path(i))
+        tmp = f"{final}.{secrets.token_hex(4)}.tmp"
+        # Unpacked aside and renamed into place: a concurrent client never sees half a helper.
+        cmd = shell_join(["mkdir", "-p", tmp], "&&", ["tar", "-x", "-C", tmp], "&&", "{", ["mv", "-T", tmp, final],
+                         "||", ["rm", "-rf", tmp], ";", "}")
+        self.conn(i).check_call(cmd, input=_BUNDLE, what="copying clustertune's helper")
         self._present.add((i, "runner"))
 
     def helper(self, i: int, verb: str, *args: str, input: bytes | None = None, python: str | None = None,

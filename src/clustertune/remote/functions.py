@@ -150,7 +150,7 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "&&", cluster.env_ready_test(i, env),
                          "||", f"exit {EXIT_MISSING};", "exec", argv)
         prefix = f"[{cluster.hosts[i].label}] " if len(nodes) > 1 else ""
-        printer = _stderr_printer(prefix) if stream else None
+        printer = _stderr_printer(prefix, to_stdout=kind == "exec") if stream else None
         for attempt in range(2):
             try:
                 r = cluster.conn(i).run(cmd, input=data, on_stderr=printer)

@@ -1,6 +1,7 @@
 """The remote half of clustertune's SSH backend: one self-contained file, copied to each host.
 
-It needs only the standard library (and cloudpickle, for calls). The client runs it as
+It needs only the standard library and cloudpickle, which is shipped beside it (this file's
+folder is first on ``sys.path`` when it runs as a script). The client runs it as
 ``PYTHON runner.py VERB ROOT [KEY] [options]``; anything secret (per-run signing keys, the
 values of secret environment variables) comes on stdin as the first JSON line, never in argv.
 
@@ -518,10 +519,6 @@ def verb_build_env(root: str, env_hash: str) -> int:
 
         if needs_pip:
             pip(spec["requirements"])
-        if subprocess.call([py, "-c", "import cloudpickle"], stderr=subprocess.DEVNULL) != 0:
-            if not needs_pip:
-                subprocess.run([py, "-m", "ensurepip", "-q"], check=True, stdout=sys.stderr)
-            pip(["cloudpickle"])
         with open(os.path.join(tmp, ".ready"), "w") as fh:
             json.dump(spec, fh)
         os.replace(tmp, final)

@@ -8,6 +8,7 @@ Bytes moved over each connection are counted, so callers can show what stayed re
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -62,16 +63,21 @@ class Connection:
     # -- argv ---------------------------------------------------------------------------------
 
     def ssh_options(self) -> list[str]:
+        opts = self._connect_options()
+        # The socket name covers every option (known_hosts, key, jump...), not just host/port/user
+        # as ssh's %C does: a master opened under other settings must not be reused, or it would
+        # skip the host key check these settings ask for.
+        digest = hashlib.sha256("\0".join([*opts, self.host.address]).encode()).hexdigest()[:24]
+        return ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/{digest}",
+                "-o", "ControlPersist=600", *opts]
+
+    def _connect_options(self) -> list[str]:
         h = self.host
         opts = [
             "-o", "BatchMode=yes",
-            "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={control_dir()}/%C",
-            "-o", "ControlPersist=600",
             "-o", f"StrictHostKeyChecking={'accept-new' if self.accept_new_host_key else 'yes'}",
             "-o", "ConnectTimeout=15",
             "-o", "ServerAliveInterval=15",
-            "-o", "LogLevel=ERROR",
         ]
         if h.port:
             opts += ["-p", str(h.port)]
@@ -109,15 +115,32 @@ class Connection:
                 if on_stderr is not None:
                     on_stderr(line)
 
-        t = threading.Thread(target=pump_stderr, daemon=True)
-        t.start()
-        try:
-            out, _ = proc.communicate(input=input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise ClusterError(f"{self.host.label}: no answer within {timeout:.0f} s to {command[:80]!r}") from None
-        t.join()
+        def feed() -> None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(input or b"")
+                proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass  # the remote side exited early; its answer says why
+
+        threads = [threading.Thread(target=pump_stderr, daemon=True)]
+        if input is not None:
+            threads.append(threading.Thread(target=feed, daemon=True))
+        for t in threads:
+            t.start()
+        timer = None
+        if timeout is not None:
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.wait()
+        for t in threads:
+            t.join()
+        if timer is not None:
+            timer.cancel()
+            if proc.returncode == -9:
+                raise ClusterError(f"{self.host.label}: no answer within {timeout:.0f} s to {command[:80]!r}")
         err = b"".join(err_chunks)
         with self._lock:
             self.bytes_sent += len(input or b"")
