@@ -189,7 +189,11 @@ class Cluster:
     def _upload_package(self, i: int, local: Path) -> str:
         local = local.expanduser().resolve()
         dest = posixpath.join(self.root(i), "pkgs", tree_hash(local))
-        self.snapshot_to(i, local, dest)
+        if local.is_file():  # a wheel or sdist: pip needs its own file name
+            self.snapshot_to(i, local.parent, dest, files=[local.name])
+            dest = posixpath.join(dest, local.name)
+        else:
+            self.snapshot_to(i, local, dest)
         return dest if dest.startswith("/") else "./" + dest
 
     # -- folders ------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ class Env:
     """What a remote call runs with."""
 
     requirements: tuple[str, ...] = ()
-    """pip requirement strings: ``name==1.2``, ``git+https://...@rev``, or a local package path
-    (copied to the host and installed from there)."""
+    """pip requirement strings: ``name==1.2``, ``git+https://...@rev``, or a local package
+    folder or wheel file (copied to the host and installed from there)."""
     env_vars: Mapping[str, str] = field(default_factory=dict)
     """Plain environment variables (not secret: they may show up in process listings)."""
     secrets: tuple[str, ...] = ()
@@ -139,7 +139,11 @@ def folder_files(root: Path) -> list[str]:
 
 
 def tree_hash(root: Path, files: list[str] | None = None) -> str:
+    """Content hash of a folder's files (or of one file, e.g. a wheel)."""
     h = hashlib.sha256()
+    if root.is_file():
+        h.update(root.name.encode() + b"\0" + hashlib.sha256(root.read_bytes()).digest())
+        return h.hexdigest()[:16]
     for rel in files if files is not None else folder_files(root):
         h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
         h.update(hashlib.sha256((root / rel).read_bytes()).digest())

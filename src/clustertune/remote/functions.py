@@ -115,6 +115,31 @@ def _function_spec(fn: Any, workdir: Path | None) -> tuple[dict[str, Any], Any]:
     return {"kind": "pickle"}, fn
 
 
+def dumps_by_value(obj: Any, fn: Any) -> bytes:
+    """cloudpickle ``obj``, with ``fn``'s own module sent by value: the host need not have it
+    (a notebook, a script, a module outside any synced folder)."""
+    import sys as _sys
+
+    import cloudpickle
+
+    module = _sys.modules.get(getattr(fn, "__module__", "") or "") if fn is not None else None
+    by_value = module is not None and module.__name__ not in ("__main__", "builtins") and \
+        not module.__name__.startswith(("clustertune.",)) and module.__name__ not in _registered_by_value()
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return cloudpickle.dumps(obj)
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _registered_by_value() -> list[Any]:
+    import cloudpickle.cloudpickle as cp
+
+    return list(getattr(cp, "_PICKLE_BY_VALUE_MODULES", ()))
+
+
 def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: Env, header_extra: dict[str, Any],
                  payload: bytes, wait: bool, stream: bool, workdir: Path | None = None,
                  cwd: str | None = None, refs: list[str] | None = None) -> tuple[Run, dict[int, Any]]:
@@ -232,7 +257,7 @@ class BoundFunction:
                 raise RemoteCallError(f"refs {refs} live on different hosts/clusters; a call can only load refs "
                                       "stored on the host it runs on")
             node = ref_nodes.pop()  # run where the data is: it never travels
-        payload = cloudpickle.dumps((self.by_value, tuple(args_m), kwargs_m))
+        payload = dumps_by_value((self.by_value, tuple(args_m), kwargs_m), self.by_value)
         run, answers = start_remote(self.cluster, [node], "call", self.name, self.env,
                                     {"function": self.spec, "gpus_wanted": self.gpus}, payload, wait, stream,
                                     workdir=self.workdir, refs=refs)

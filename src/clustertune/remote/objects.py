@@ -17,7 +17,7 @@ from clustertune.errors import RemoteCallError
 from clustertune.remote.backend import RemoteJob, decode_outcome, parse_frame
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.envs import Env
-from clustertune.remote.functions import _function_spec, _mark_refs, start_remote
+from clustertune.remote.functions import _function_spec, _mark_refs, dumps_by_value, start_remote
 from clustertune.runs.state import RunState
 
 
@@ -36,11 +36,9 @@ class BoundClass:
         self.klass, self.cluster, self.env, self.host, self.workdir, self.gpus = klass, cluster, env, host, workdir, gpus
 
     def __call__(self, *args: Any, **kwargs: Any) -> RemoteObject:
-        import cloudpickle
-
         spec, by_value = _function_spec(self.klass, self.workdir)
         refs: list[str] = []
-        payload = cloudpickle.dumps((by_value, tuple(_mark_refs(list(args), refs)), _mark_refs(dict(kwargs), refs)))
+        payload = dumps_by_value((by_value, tuple(_mark_refs(list(args), refs)), _mark_refs(dict(kwargs), refs)), by_value)
         name = getattr(self.klass, "__name__", "object")
         run, answers = start_remote(self.cluster, [self.host], "serve", name, self.env,
                                     {"function": spec, "gpus_wanted": self.gpus}, payload, wait=False, stream=False,
