@@ -266,7 +266,7 @@ def _child_serve(root: str, rdir: str, header: dict, payload: bytes) -> int:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(sock_path):
         os.unlink(sock_path)
-    srv.bind(sock_path)
+    _in_dir(rdir, lambda: srv.bind("sock"))
     os.chmod(sock_path, 0o600)
     srv.listen(16)
     _set_state(rdir, "RUNNING", serving=True)
@@ -292,6 +292,16 @@ def _child_serve(root: str, rdir: str, header: dict, payload: bytes) -> int:
     os.unlink(sock_path)
     _set_state(rdir, "COMPLETED")
     return 0
+
+
+def _in_dir(path: str, fn) -> None:
+    # Unix socket paths are limited to ~107 bytes; roots can be deeper: use a relative name.
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        fn()
+    finally:
+        os.chdir(old)
 
 
 def _frame(data: bytes) -> bytes:
@@ -461,7 +471,7 @@ def verb_invoke(root: str, key: str) -> int:
         print(f"object {key} is not running ({_status(rdir).get('state')})", file=sys.stderr)
         return 4
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(sock_path)
+    _in_dir(rdir, lambda: conn.connect("sock"))
     with conn:
         conn.sendall(_frame(request))
         data = _recv_frame(conn)
