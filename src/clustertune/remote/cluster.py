@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 import secrets
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -18,7 +20,7 @@ from clustertune.errors import ClusterError, EnvError
 from clustertune.remote import runner as _runner_module
 from clustertune.remote.config import ClusterSpec, HostSpec, get_cluster
 from clustertune.remote.envs import Env, folder_files, tree_hash
-from clustertune.remote.transport import Connection, Result, connection, shell_join
+from clustertune.remote.transport import Connection, Result, connection, control_dir, shell_join
 
 EXIT_MISSING = _runner_module.EXIT_MISSING
 
@@ -195,6 +197,37 @@ class Cluster:
         else:
             self.snapshot_to(i, local, dest)
         return dest if dest.startswith("/") else "./" + dest
+
+    # -- the persistent agent ---------------------------------------------------------------
+
+    def agent_socket(self, i: int, env: Env) -> str:
+        """A local unix socket forwarded over host i's master connection to the env's agent
+        (started if needed): a warm call then costs one request on an open connection."""
+        h, py = self.env_python(i, env)
+        key = (i, f"agent:{h}")
+        local = str(control_dir() / f"fwd-{hashlib.sha256(f'{self.hosts[i]}|{h}'.encode()).hexdigest()[:16]}.sock")
+        if key in self._present and os.path.exists(local):
+            return local
+        self.ensure_env(i, env)
+        # Remote unix socket paths are short-limited too: a private folder in /tmp on the host.
+        tag = hashlib.sha256(f"{self.root(i)}|{h}".encode()).hexdigest()[:16]
+        remote = f"/tmp/ct-agents-{self.hosts[i].user or 'u'}/{tag}.sock"
+        info = self.helper_json(i, "agent", remote, python=py)
+        if info.get("agent") not in ("started", "running"):
+            raise ClusterError(f"{self.hosts[i].label}: the call agent did not start ({info})")
+        conn = self.conn(i)
+        if os.path.exists(local):
+            os.unlink(local)
+        fwd = subprocess.run(["ssh", *conn.ssh_options(), "-O", "forward", "-L", f"{local}:{remote}", "--",
+                              self.hosts[i].address], capture_output=True, text=True, timeout=30)
+        if fwd.returncode != 0:
+            raise ClusterError(f"{self.hosts[i].label}: could not forward the agent socket: {fwd.stderr.strip()}")
+        self._present.add(key)
+        return local
+
+    def forget_agent(self, i: int, env: Env) -> None:
+        h, _ = self.env_python(i, env)
+        self._present.discard((i, f"agent:{h}"))
 
     # -- folders ------------------------------------------------------------------------------
 

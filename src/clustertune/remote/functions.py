@@ -169,6 +169,10 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
         if cwd is not None:
             node_header["cwd"] = cluster.remote_path(i, cwd)
         data = json.dumps(node_header).encode() + b"\n" + payload
+        if kind == "call" and wait and not stream and os.environ.get("CLUSTERTUNE_SSH_AGENT", "1") != "0":
+            answer = _call_via_agent(cluster, i, env, key, node_header, payload)
+            if answer is not None:
+                return answer
         argv = [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", kind]
         argv += (["--wait"] if wait else []) + (["--stream"] if stream else [])
         # One round trip when warm: the helper and env checks ride along with the start.
@@ -211,6 +215,44 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     pids = ",".join(f"{cluster.hosts[i].label}:{a.get('pid', '') if isinstance(a, dict) else ''}" for i, a in answers.items())
     run.start_attempt(job_id=f"{key}@{pids}")
     return run, answers
+
+
+def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[str, Any],
+                    payload: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """A sync call through the host's agent; None when the agent is not usable (the caller
+    then starts the call the plain way: nothing had started yet)."""
+    import socket
+
+    from clustertune.remote.runner import _frame, _recv_frame
+
+    try:
+        path = cluster.agent_socket(i, env)
+    except ClusterError:
+        return None
+    request = _frame(json.dumps({**header, "key": key}).encode() + b"\n" + payload)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = cluster.conn(i)
+    try:
+        s.connect(path)
+        s.sendall(request)
+        accepted = _recv_frame(s)
+    except (OSError, ConnectionError):
+        s.close()
+        cluster.forget_agent(i, env)  # stale forward or agent gone: rebuilt on the next call
+        return None
+    try:
+        if accepted != b"accepted":
+            raise ConnectionError(f"unexpected agent answer {accepted[:40]!r}")
+        reply = _recv_frame(s)
+    except (OSError, ConnectionError) as exc:
+        cluster.forget_agent(i, env)
+        raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on remotely: "
+                             f"`clustertune logs {key} --follow`, or get_ref({key!r}).result() ({exc})", key) from None
+    finally:
+        s.close()
+    conn.bytes_sent += len(request)
+    conn.bytes_received += len(reply) + len(accepted) + 16
+    return parse_frame(reply)
 
 
 def _status_quietly(cluster: Cluster, i: int, key: str) -> str | None:

@@ -363,9 +363,8 @@ def _tail(rdir: str, offset: int, until_done: bool, out, poll: float = 0.1, chil
         time.sleep(poll)
 
 
-def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
-    header = _read_header()
-    payload = sys.stdin.buffer.read()
+def _fork_run(root: str, key: str, kind: str, header: dict, payload: bytes) -> tuple:
+    """Create the run directory and fork the run into its own session; (run dir, pid)."""
     rdir = _run_dir(root, key)
     try:
         os.makedirs(rdir)
@@ -378,6 +377,7 @@ def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
     if pid == 0:
         rc = 1
         try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _child_setup(rdir, header)
             _set_state(rdir, "RUNNING", pid=os.getpid(), kind=kind)
             if kind == "call":
@@ -392,6 +392,13 @@ def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
         finally:
             os._exit(rc)
     # The child records its own pid: a write here could race with its final state.
+    return rdir, pid
+
+
+def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
+    header = _read_header()
+    payload = sys.stdin.buffer.read()
+    rdir, pid = _fork_run(root, key, kind, header, payload)
     if not wait:
         if kind == "serve":  # return once the object exists (or failed to)
             while _status(rdir).get("state") == "RUNNING" and not _status(rdir).get("serving"):
@@ -403,6 +410,101 @@ def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
     else:
         os.waitpid(pid, 0)
     return _emit_result(rdir)
+
+
+def _agent_socket_ok(sock_path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        _in_dir(os.path.dirname(sock_path), lambda: probe.connect(os.path.basename(sock_path)))
+        probe.sendall(_frame(b"ping"))
+        return _recv_frame(probe) == b"pong"
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def _agent_serve_one(root: str, conn) -> None:
+    """One call through the agent: request frame in; "accepted" frame; result frame out."""
+    request = _recv_frame(conn)
+    if request == b"ping":
+        conn.sendall(_frame(b"pong"))
+        return
+    head_line, _, payload = request.partition(b"\n")
+    header = json.loads(head_line)
+    rdir, pid = _fork_run(root, header["key"], "call", header, payload)
+    conn.sendall(_frame(b"accepted"))
+    os.waitpid(pid, 0)
+    st = _status(rdir)
+    data, sig = b"", ""
+    if os.path.exists(os.path.join(rdir, "result.pkl")):
+        with open(os.path.join(rdir, "result.pkl"), "rb") as fh:
+            data = fh.read()
+        with open(os.path.join(rdir, "result.sig")) as fh:
+            sig = fh.read().strip()
+    head = {"state": st.get("state"), "reason": st.get("reason"), "sig": sig}
+    conn.sendall(_frame(json.dumps(head).encode() + b"\n" + data))
+
+
+def verb_agent(root: str, sock_path: str, idle_seconds: float = 1800.0) -> int:
+    """A persistent helper for one env: calls arrive on a unix socket (forwarded over the
+    client's ssh master connection), so a warm call starts no ssh session and no Python.
+    Each call still runs as its own run, forked into its own session, exactly as `start`."""
+    sock_dir = os.path.dirname(sock_path)
+    os.makedirs(sock_dir, mode=0o700, exist_ok=True)
+    st = os.stat(sock_dir)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        print(f"agent socket directory {sock_dir} is not private to this user", file=sys.stderr)
+        return 5
+    if _agent_socket_ok(sock_path):
+        print(json.dumps({"agent": "running"}))
+        return 0
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(ready_w)
+        ok = os.read(ready_r, 16)
+        print(json.dumps({"agent": "started" if ok == b"ok" else "failed", "pid": pid}))
+        return 0 if ok == b"ok" else 6
+    os.close(ready_r)
+    os.setsid()
+    log_fd = os.open(os.path.join(root, "agent.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    import cloudpickle  # noqa: F401 - loaded once here, inherited by every forked call
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = os.path.basename(sock_path)
+    if os.path.exists(sock_path):
+        os.unlink(sock_path)
+    _in_dir(sock_dir, lambda: srv.bind(name))
+    os.chmod(sock_path, 0o600)
+    srv.listen(64)
+    srv.settimeout(idle_seconds)
+    os.makedirs(os.path.join(root, "agents"), exist_ok=True)
+    _write_atomic(os.path.join(root, "agents", name + ".pid"), str(os.getpid()).encode())
+    os.write(ready_w, b"ok")
+    os.close(ready_w)
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except socket.timeout:
+            break
+        if os.fork() == 0:
+            srv.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                _agent_serve_one(root, conn)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                os._exit(0)
+        conn.close()
+    os.unlink(sock_path)
+    return 0
 
 
 def verb_result(root: str, key: str, timeout: float, stream: bool) -> int:
@@ -568,6 +670,14 @@ def verb_down(root: str) -> int:
                 finally:
                     sys.stdout = old
             stopped.append(key)
+    agents = os.path.join(root, "agents")
+    for name in sorted(os.listdir(agents)) if os.path.isdir(agents) else []:
+        try:
+            with open(os.path.join(agents, name)) as fh:
+                os.kill(int(fh.read().strip()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+        os.unlink(os.path.join(agents, name))
     print(json.dumps({"stopped": stopped}))
     return 0
 
@@ -611,6 +721,8 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="append", default=[])
     a = ap.parse_args(argv)
     root = os.path.abspath(os.path.expanduser(a.root))
+    if a.verb == "agent":
+        return verb_agent(root, a.key)
     if a.verb == "start":
         return verb_start(root, a.key, a.kind, a.wait, a.stream)
     if a.verb == "result":
