@@ -91,6 +91,17 @@ def _double(x):
 def test_sync_call_streams_logs_and_async_ref(ssh_cluster, capfd):
     c = ct.cluster("loop")
     f = ct.function(_double).to(c)
+    # Plain sync calls go through the env's agent on the host; killing it loses nothing: the
+    # next call falls back to a plain start and brings the agent back.
+    assert f(1) == 2
+    pid_files = list((Path(ssh_cluster.hosts[0].root) / "agents").iterdir())
+    assert len(pid_files) == 1
+    old_pid = int(pid_files[0].read_text())
+    os.kill(old_pid, 9)
+    assert [f(2), f(3)] == [4, 6]
+    new_pid = int(pid_files[0].read_text())
+    assert new_pid != old_pid
+    os.kill(new_pid, 0)  # alive
     assert f(21, stream_logs=True) == 42
     assert "doubling 21" in capfd.readouterr().err
     ref = f.remote(5)
