@@ -185,3 +185,25 @@ def test_exec_on_all_hosts_is_a_run_with_logs(ssh_cluster, tmp_path):
     listed = cli("runs", "--cluster", "loop")
     assert listed.stdout.count("remote_exec") == 2
     assert "no runs" in cli("runs", "--cluster", "other").stdout
+
+
+def test_exec_a_script_from_a_synced_folder_then_gc(ssh_cluster, tmp_path):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text("import os, sys\nprint('lr', sys.argv[1], 'in', os.path.basename(os.getcwd()))\n")
+    assert cli("sync", "loop", str(proj), "my proj").returncode == 0
+    r = cli("exec", "loop", "--host", "0", "--cd", "my proj", "--", "python", "train.py", "3e-4")
+    assert r.returncode == 0, r.stderr
+    assert "lr 3e-4 in my proj" in r.stdout
+    run_id = r.stderr.strip().splitlines()[-1].split()[-1]
+    env_line = cli("exec", "loop", "--host", "0", "--", "sh", "-c", 'echo "$VIRTUAL_ENV"')
+    assert env_line.stdout.strip().startswith(str(Path(ssh_cluster.hosts[0].root) / "envs"))
+    runs_dir = Path(ssh_cluster.hosts[0].root) / "runs"
+    assert (runs_dir / run_id).is_dir()
+    kept = cli("cluster", "gc", "loop")  # default: only what is older than 7 days
+    assert kept.returncode == 0 and (runs_dir / run_id).is_dir()
+    gone = cli("cluster", "gc", "loop", "--older-than-days", "0")
+    assert gone.returncode == 0 and f"runs/{run_id}" in gone.stdout
+    assert not (runs_dir / run_id).exists()
+    r = cli("logs", run_id)
+    assert r.returncode == 2 and "removed by gc" in r.stderr
