@@ -142,12 +142,17 @@ def _registered_by_value() -> list[Any]:
 
 def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: Env, header_extra: dict[str, Any],
                  payload: bytes, wait: bool, stream: bool, workdir: Path | None = None,
-                 cwd: str | None = None, refs: list[str] | None = None) -> tuple[Run, dict[int, Any]]:
-    """Create the local run, start it on ``nodes``; returns the run and each node's answer."""
+                 cwd: str | None = None, refs: list[str] | None = None, run: Run | None = None,
+                 node_header: Callable[[int], dict[str, Any]] | None = None) -> tuple[Run, dict[int, Any]]:
+    """Create the local run (or take ``run``), start it on ``nodes``; returns the run and each
+    node's answer. ``node_header(i)`` adds node-specific fields (a node's own command)."""
     from concurrent.futures import ThreadPoolExecutor
 
     runtime_vars = env.runtime_vars()
-    run = Run.create(runs_root(), name, f"remote_{kind}", "", [kind, name], backend=BACKEND)
+    if run is None:
+        run = Run.create(runs_root(), name, f"remote_{kind}", "", [kind, name], backend=BACKEND)
+    else:
+        run.info["backend"] = BACKEND
     run.info["remote"] = {
         "cluster": cluster.name, "kind": kind, "nodes": nodes, "client": client_id(),
         "hosts": [h.to_dict() for h in cluster.hosts],
@@ -155,12 +160,15 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     }
     run.save()
     key = run.id
+    node_header_fn = node_header
     header = {"secret": run_secret(key), "env": runtime_vars, "client": client_id(),
               "refs": {k: run_secret(k) for k in (refs or [])}, **header_extra}
 
     def one(i: int) -> Any:
         env_hash, py = cluster.env_python(i, env)
         node_header = dict(header)
+        if node_header_fn is not None:
+            node_header.update(node_header_fn(i))
         if workdir is not None:
             snap = cluster.snapshot(i, workdir)
             node_header["cwd"] = snap
