@@ -45,10 +45,11 @@ def test_two_host_torchrun_with_c10d_rendezvous(ssh_cluster):
     assert finish_training(job, timeout=300) is RunState.COMPLETED, job.logs()
     out = json.loads((run.paths.root / "model" / "allreduce.json").read_text())
     assert out["sum"] == 3.0 and out["world"] == 2
-    assert out["cwd"].startswith(ssh_cluster.hosts[0].root)  # written on the first host, brought back
-    logs = cli("logs", run.id)
-    assert "[node 0] rank 0 of 2 node 0 sum 3.0" in logs.stdout
-    assert "[node 1] rank 1 of 2 node 1 sum 3.0" in logs.stdout
+    # Written on a host (c10d gives rank 0 to whichever joined first), brought back here.
+    assert any(out["cwd"].startswith(h.root) for h in ssh_cluster.hosts)
+    logs = cli("logs", run.id).stdout
+    assert "rank 0 of 2" in logs and "rank 1 of 2" in logs and logs.count("sum 3.0") == 2
+    assert logs.count("[node 0] rank") == 1 and logs.count("[node 1] rank") == 1  # one process per host
     assert "COMPLETED" in cli("status", run.id).stdout
     for h in ssh_cluster.hosts:  # each host got the run directory
         assert (Path(h.root) / "train" / run.id / "recipe.yaml").read_text() == "name: ddp\n"

@@ -95,7 +95,7 @@ def launch_training(run: Run, cluster: Cluster, env: Env, nproc_per_node: int = 
 
 
 def finish_training(job: RemoteJob, timeout: float | None = None) -> RunState:
-    """Wait for the run, then copy what rank 0 wrote (metrics, checkpoints, final model,
+    """Wait for the run, then copy what the nodes wrote (metrics, checkpoints, final model,
     summary, logs) into the local run directory, unless the run keeps them on the cluster."""
     state = job.wait(timeout)
     if not state.terminal:
@@ -107,8 +107,10 @@ def finish_training(job: RemoteJob, timeout: float | None = None) -> RunState:
 
 
 def bring_back(job: RemoteJob) -> None:
+    """Copy every host's run directory back. With a c10d rendezvous the global rank 0 lands on
+    whichever host joined first, so its outputs may be on any of them."""
     cluster = cluster_of(job.run)
-    first = int(job.remote["nodes"][0])
-    src = remote_run_dir(cluster, first, job.run.id)
     excludes = [f"--exclude=/{name}" for name in _NOT_BROUGHT_BACK]
-    cluster.conn(first).rsync(["-a", *excludes, cluster.conn(first).remote(src + "/"), f"{job.run.paths.root}/"])
+    for i in job.remote["nodes"]:
+        src = remote_run_dir(cluster, int(i), job.run.id)
+        cluster.conn(int(i)).rsync(["-a", *excludes, cluster.conn(int(i)).remote(src + "/"), f"{job.run.paths.root}/"])
