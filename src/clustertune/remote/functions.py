@@ -231,7 +231,7 @@ def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[s
     then starts the call the plain way: nothing had started yet)."""
     import socket
 
-    from clustertune.remote.runner import _frame, _recv_frame
+    from clustertune.remote.runner_sockets import _frame, _recv_frame
 
     try:
         path = cluster.agent_socket(i, env)
@@ -294,8 +294,6 @@ class BoundFunction:
         self.spec, self.by_value = _function_spec(fn, workdir)
 
     def _start(self, args: tuple, kwargs: dict, wait: bool, stream: bool) -> tuple[Run, Any]:
-        import cloudpickle
-
         refs: list[str] = []
         args_m = _mark_refs(list(args), refs)
         kwargs_m = _mark_refs(dict(kwargs), refs)

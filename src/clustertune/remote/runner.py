@@ -27,8 +27,6 @@ import json
 import os
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -248,82 +246,12 @@ def _child_exec(rdir: str, header: dict) -> int:
     return rc
 
 
-def _child_serve(root: str, rdir: str, header: dict, payload: bytes) -> int:
-    """A long-lived object: construct it once, then answer method calls on a unix socket."""
-    import pickle
-
-    secret = header["secret"]
-    sock_path = os.path.join(rdir, "sock")
-    try:
-        cls, args, kwargs = pickle.loads(payload)
-        cls = _find_function(header.get("function", {}), cls)
-        obj = cls(*_resolve(args, root, header.get("refs", {})), **_resolve(kwargs, root, header.get("refs", {})))
-    except BaseException:  # noqa: BLE001
-        tb = traceback.format_exc()
-        sys.stderr.write(tb)
-        _set_state(rdir, "FAILED", reason="the constructor raised", traceback=tb)
-        return 1
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    if os.path.exists(sock_path):
-        os.unlink(sock_path)
-    _in_dir(rdir, lambda: srv.bind("sock"))
-    os.chmod(sock_path, 0o600)
-    srv.listen(16)
-    _set_state(rdir, "RUNNING", serving=True)
-    print("object ready", flush=True)
-    while True:
-        conn, _ = srv.accept()
-        with conn:
-            request = _recv_frame(conn)
-            name, args, kwargs = pickle.loads(request)
-            if name == "__stop__":
-                data = _outcome_bytes("ok", None)
-                conn.sendall(_frame(data) + _sign(secret, data).encode())
-                break
-            try:
-                value = getattr(obj, name)(*args, **kwargs)
-                data = _outcome_bytes("ok", value)
-            except BaseException as exc:  # noqa: BLE001
-                tb = traceback.format_exc()
-                sys.stderr.write(tb)
-                data = _outcome_bytes("err", exc, tb)
-            conn.sendall(_frame(data) + _sign(secret, data).encode())
-    srv.close()
-    os.unlink(sock_path)
-    _set_state(rdir, "COMPLETED")
-    return 0
-
-
-def _in_dir(path: str, fn) -> None:
-    # Unix socket paths are limited to ~107 bytes; roots can be deeper: use a relative name.
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        fn()
-    finally:
-        os.chdir(old)
-
-
-def _frame(data: bytes) -> bytes:
-    return struct.pack("!Q", len(data)) + data
-
-
-def _recv_exact(conn, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("object process closed the connection")
-        buf += chunk
-    return buf
-
-
-def _recv_frame(conn) -> bytes:
-    (n,) = struct.unpack("!Q", _recv_exact(conn, 8))
-    return _recv_exact(conn, n)
-
-
-# -- verbs ------------------------------------------------------------------------------------------
+def _sockets():
+    try:  # on a host: shipped beside this file
+        import _clustertune_runner_sockets as mod
+    except ImportError:
+        from clustertune.remote import runner_sockets as mod
+    return mod
 
 
 def _emit_result(rdir: str) -> int:
@@ -385,7 +313,7 @@ def _fork_run(root: str, key: str, kind: str, header: dict, payload: bytes) -> t
             elif kind == "exec":
                 rc = _child_exec(rdir, header)
             else:
-                rc = _child_serve(root, rdir, header, payload)
+                rc = _sockets()._child_serve(root, rdir, header, payload)
         except BaseException:  # noqa: BLE001 - the child must never return into the parent's code
             traceback.print_exc()
             _set_state(rdir, "FAILED", reason="runner error: " + traceback.format_exc(limit=1).strip().splitlines()[-1])
@@ -410,101 +338,6 @@ def verb_start(root: str, key: str, kind: str, wait: bool, stream: bool) -> int:
     else:
         os.waitpid(pid, 0)
     return _emit_result(rdir)
-
-
-def _agent_socket_ok(sock_path: str) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        _in_dir(os.path.dirname(sock_path), lambda: probe.connect(os.path.basename(sock_path)))
-        probe.sendall(_frame(b"ping"))
-        return _recv_frame(probe) == b"pong"
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-def _agent_serve_one(root: str, conn) -> None:
-    """One call through the agent: request frame in; "accepted" frame; result frame out."""
-    request = _recv_frame(conn)
-    if request == b"ping":
-        conn.sendall(_frame(b"pong"))
-        return
-    head_line, _, payload = request.partition(b"\n")
-    header = json.loads(head_line)
-    rdir, pid = _fork_run(root, header["key"], "call", header, payload)
-    conn.sendall(_frame(b"accepted"))
-    os.waitpid(pid, 0)
-    st = _status(rdir)
-    data, sig = b"", ""
-    if os.path.exists(os.path.join(rdir, "result.pkl")):
-        with open(os.path.join(rdir, "result.pkl"), "rb") as fh:
-            data = fh.read()
-        with open(os.path.join(rdir, "result.sig")) as fh:
-            sig = fh.read().strip()
-    head = {"state": st.get("state"), "reason": st.get("reason"), "sig": sig}
-    conn.sendall(_frame(json.dumps(head).encode() + b"\n" + data))
-
-
-def verb_agent(root: str, sock_path: str, idle_seconds: float = 1800.0) -> int:
-    """A persistent helper for one env: calls arrive on a unix socket (forwarded over the
-    client's ssh master connection), so a warm call starts no ssh session and no Python.
-    Each call still runs as its own run, forked into its own session, exactly as `start`."""
-    sock_dir = os.path.dirname(sock_path)
-    os.makedirs(sock_dir, mode=0o700, exist_ok=True)
-    st = os.stat(sock_dir)
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        print(f"agent socket directory {sock_dir} is not private to this user", file=sys.stderr)
-        return 5
-    if _agent_socket_ok(sock_path):
-        print(json.dumps({"agent": "running"}))
-        return 0
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid != 0:
-        os.close(ready_w)
-        ok = os.read(ready_r, 16)
-        print(json.dumps({"agent": "started" if ok == b"ok" else "failed", "pid": pid}))
-        return 0 if ok == b"ok" else 6
-    os.close(ready_r)
-    os.setsid()
-    log_fd = os.open(os.path.join(root, "agent.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    null_fd = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null_fd, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    import cloudpickle  # noqa: F401 - loaded once here, inherited by every forked call
-
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    name = os.path.basename(sock_path)
-    if os.path.exists(sock_path):
-        os.unlink(sock_path)
-    _in_dir(sock_dir, lambda: srv.bind(name))
-    os.chmod(sock_path, 0o600)
-    srv.listen(64)
-    srv.settimeout(idle_seconds)
-    os.makedirs(os.path.join(root, "agents"), exist_ok=True)
-    _write_atomic(os.path.join(root, "agents", name + ".pid"), str(os.getpid()).encode())
-    os.write(ready_w, b"ok")
-    os.close(ready_w)
-    while True:
-        try:
-            conn, _ = srv.accept()
-        except socket.timeout:
-            break
-        if os.fork() == 0:
-            srv.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            try:
-                _agent_serve_one(root, conn)
-            except BaseException:  # noqa: BLE001
-                traceback.print_exc()
-            finally:
-                os._exit(0)
-        conn.close()
-    os.unlink(sock_path)
-    return 0
 
 
 def verb_result(root: str, key: str, timeout: float, stream: bool) -> int:
@@ -561,29 +394,6 @@ def verb_cancel(root: str, key: str) -> int:
                 break
         _set_state(rdir, "CANCELLED", reason="cancelled by the client")
     print(json.dumps(_status(rdir)))
-    return 0
-
-
-def verb_invoke(root: str, key: str) -> int:
-    """One method call on a live object: stdin is the pickled (name, args, kwargs)."""
-    rdir = _run_dir(root, key)
-    sock_path = os.path.join(rdir, "sock")
-    request = sys.stdin.buffer.read()
-    if _status(rdir).get("state") != "RUNNING" or not os.path.exists(sock_path):
-        print(f"object {key} is not running ({_status(rdir).get('state')})", file=sys.stderr)
-        return 4
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    _in_dir(rdir, lambda: conn.connect("sock"))
-    with conn:
-        conn.sendall(_frame(request))
-        data = _recv_frame(conn)
-        sig = b""
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            sig += chunk
-    sys.stdout.buffer.write(json.dumps({"state": "COMPLETED", "sig": sig.decode()}).encode() + b"\n" + data)
     return 0
 
 
@@ -722,7 +532,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     root = os.path.abspath(os.path.expanduser(a.root))
     if a.verb == "agent":
-        return verb_agent(root, a.key)
+        return _sockets().verb_agent(root, a.key)
     if a.verb == "start":
         return verb_start(root, a.key, a.kind, a.wait, a.stream)
     if a.verb == "result":
@@ -734,7 +544,7 @@ def main(argv=None) -> int:
     if a.verb == "cancel":
         return verb_cancel(root, a.key)
     if a.verb == "invoke":
-        return verb_invoke(root, a.key)
+        return _sockets().verb_invoke(root, a.key)
     if a.verb == "build-env":
         return verb_build_env(root, a.key)
     if a.verb == "check":
