@@ -176,8 +176,13 @@ def test_logs_status_cancel_by_run_key_from_new_processes(ssh_cluster):
         time.sleep(0.3)
     st = cli("status", ref.run_key)
     assert st.returncode == 0 and "RUNNING" in st.stdout
+    # `logs --follow` in another process: it prints as the run goes and ends when it ends.
+    follower = subprocess.Popen([str(Path(sys.executable).with_name("clustertune")), "logs", ref.run_key, "--follow"],
+                                stdout=subprocess.PIPE, text=True)
     r = cli("cancel", ref.run_key)
     assert r.returncode == 0 and "CANCELLED" in r.stdout, r.stderr
+    followed, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0 and "tick 0" in followed and "tick 2" in followed
     assert ref.status() is RunState.CANCELLED
     state = (Path(ssh_cluster.hosts[0].root) / "runs" / ref.run_key / "state.json").read_text()
     assert '"CANCELLED"' in state

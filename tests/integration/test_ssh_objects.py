@@ -4,6 +4,8 @@ times (sync and async), state kept between calls, stopped on request or by `clus
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,13 @@ import clustertune as ct
 from clustertune.errors import RemoteCallError
 from clustertune.runs.state import RunState
 from tests.conftest import cli
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 class Counter:
@@ -59,6 +68,12 @@ def test_constructor_failure_and_cluster_down(ssh_cluster):
         ct.cls(Broken).to(c)()
     obj = ct.cls(Counter).to(c)(0)
     assert obj.add(2)[0] == 2
+    assert ct.function(abs).to(c)(-3) == 3  # a sync call: the env's agent is now running
+    agent_pid = int(next((Path(ssh_cluster.hosts[0].root) / "agents").iterdir()).read_text())
     r = cli("cluster", "down", "loop")
     assert r.returncode == 0 and obj.run_key in r.stdout
     assert obj.status() is RunState.CANCELLED
+    deadline = time.time() + 10
+    while _running(agent_pid):
+        assert time.time() < deadline, "cluster down left the call agent running"
+        time.sleep(0.1)
