@@ -179,3 +179,11 @@ def ssh_cluster(sshd_service: SshdService, ct_config: Path, tmp_path: Path, monk
     from clustertune.remote.transport import close_all
 
     close_all()
+    # Call agents idle for a long time before they exit: stop this test's now (the hosts share
+    # this filesystem, so their pid files are right here).
+    for r in roots:
+        for pid_file in (r / "agents").glob("*.pid"):
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
