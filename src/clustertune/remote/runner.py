@@ -425,8 +425,9 @@ def verb_build_env(root: str, env_hash: str) -> int:
                                  capture_output=True, text=True, check=True).stdout
             purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                      capture_output=True, text=True, check=True).stdout.strip()
+            # addsitedir (not a bare path line) so the .pth files there work too (editable installs).
             with open(os.path.join(purelib, "_clustertune_inherited.pth"), "w") as fh:
-                fh.write("\n".join(json.loads(out)) + "\n")
+                fh.write("".join(f"import site; site.addsitedir({d!r})\n" for d in json.loads(out)))
 
         def pip(args):
             cmd = [py, "-m", "pip", "install", "--disable-pip-version-check", *spec.get("pip_args", [])]
