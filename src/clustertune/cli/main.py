@@ -9,7 +9,7 @@ import traceback
 import click
 import typer
 
-from clustertune.cli import data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 app = typer.Typer(
@@ -30,6 +30,7 @@ run_cmds.register(app)
 runs_cmds.register(app)
 perf_cmds.register(app)
 data_cmds.register(app)
+cluster_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
