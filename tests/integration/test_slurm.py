@@ -54,6 +54,8 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert "train: job" in logs.stdout and "done" in logs.stdout  # the batch log's timed steps
     node0 = cli("logs", run_id, "--node", "0", env=env)
     assert node0.returncode == 0 and "rank 0/1" in node0.stdout
+    node5 = cli("logs", run_id, "--node", "5", env=env)
+    assert node5.returncode == 2 and "no log for node 5 (has: node-0.log)" in node5.stderr
     assert run.paths.model.is_dir() and (run.paths.root / "job.sbatch").is_file()
     att = run.attempts[-1]
     assert att["backend"] == "slurm" and att["job_id"].isdigit()

@@ -27,10 +27,15 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "merges.txt", "added_tokens.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
 
 
-def needs_launcher(recipe: Recipe) -> bool:
-    """Whether this recipe runs through a launcher (torchrun, SLURM) rather than in-process."""
+def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
+    """Whether this recipe runs through a launcher (torchrun, SLURM) rather than in-process:
+    a scheduler, several processes asked for, or (unset) a host with several GPUs to use."""
+    from clustertune.launch.local import visible_gpus
+
     ln = recipe.launch
-    return ln.backend != "local" or (ln.procs_per_node or 1) > 1
+    if ln.backend != "local":
+        return True
+    return (ln.procs_per_node or visible_gpus(env)) > 1
 
 
 def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
