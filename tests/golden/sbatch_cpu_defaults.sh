@@ -32,6 +32,15 @@ CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\n" | sed -n "s/^No
 CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}
 export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
+# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);
+# a requeued job already has it.
+if [ ! -f "$CT_RUN_DIR"/data.json ]; then
+  step "data: prepare (one task)"
+  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
+  CT_RC=$?
+  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi
+  step "data: ready"
+fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
   /opt/venv/bin/python -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &

@@ -51,6 +51,15 @@ export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
 # Ranks per node: one per GPU the node has, else one.
 CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi
+# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);
+# a requeued job already has it.
+if [ ! -f "$CT_RUN_DIR"/data.json ]; then
+  step "data: prepare (one task)"
+  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
+  CT_RC=$?
+  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi
+  step "data: ready"
+fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
   /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=1 --rdzv-backend=c10d --rdzv-conf=join_timeout=600,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &

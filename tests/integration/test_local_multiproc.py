@@ -9,7 +9,8 @@ import pytest
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
-from tests.conftest import TINY_CAUSAL, read_jsonl, with_
+from clustertune.runs.store import get_run
+from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
 
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 
@@ -50,8 +51,11 @@ def test_resume_at_another_world_size_continues_from_the_same_sample(runs_root: 
     assert "torchrun exited" in first.info["reason"]
     monkeypatch.delenv("CLUSTERTUNE_FAULT_KILL_AT_STEP")
 
-    resumed = launch(None, resume=first.id, overrides=["launch.procs_per_node=1"])
+    out = cli("run", "--resume", first.id, "launch.procs_per_node=1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    resumed = get_run(first.id)
     assert resumed.state is RunState.COMPLETED, resumed.info.get("reason")
+    assert resumed.paths.recipe.read_text().count("procs_per_node: 1") == 1
     assert resumed.attempts[-1]["resumed_from"] == "step-00000004"
     rows = [r for r in read_jsonl(resumed.paths.metrics) if r["kind"] == "train"]
     assert [r["step"] for r in rows] == [2, 4, 6, 8]  # the lost attempt's step-6 row was dropped
@@ -80,7 +84,6 @@ def test_cancel_of_a_local_multi_process_run_stops_every_rank(runs_root: Path, t
     import yaml
 
     from clustertune.runs.store import list_runs
-    from tests.conftest import cli
 
     recipe = tmp_path / "long.yaml"
     recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 5, "eval_at_start": False},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,14 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert status.returncode == 0 and f"{run_id} COMPLETED" in status.stdout
     logs = cli("logs", run_id, env=env)
     assert "train: job" in logs.stdout and "done" in logs.stdout  # the batch log's timed steps
+    # The data was prepared inside the job, as its first step, once.
+    assert logs.stdout.count("data: prepare (one task)") == 1 and "data: ready" in logs.stdout
+    assert "prepared in" in (run.paths.logs_dir / "data.log").read_text()
+    assert run.paths.data.is_file()
     node0 = cli("logs", run_id, "--node", "0", env=env)
     assert node0.returncode == 0 and "rank 0/1" in node0.stdout
+    node5 = cli("logs", run_id, "--node", "5", env=env)
+    assert node5.returncode == 2 and "no log for node 5 (has: node-0.log)" in node5.stderr
     assert run.paths.model.is_dir() and (run.paths.root / "job.sbatch").is_file()
     att = run.attempts[-1]
     assert att["backend"] == "slurm" and att["job_id"].isdigit()
@@ -64,8 +71,12 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert scontrol_view(att["job_id"]).raw == squeue_view(att["job_id"]).raw == "COMPLETED"
 
 
-def test_two_node_job_trains_through_one_rendezvous(runs_root: Path) -> None:
-    run = launch(tiny(launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1, "cpus_per_task": 1}))
+def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: Path) -> None:
+    # Each node stages the prepared data into its own directory ($SLURMD_NODENAME expands on the
+    # node): on this loopback cluster both nodes share one disk, so the copies are told apart.
+    stage = tmp_path / "node-local"
+    run = launch(tiny(launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1, "cpus_per_task": 1},
+                      data={"stage_to": f"{stage}/$SLURMD_NODENAME"}))
     state = job_for(run).wait(timeout=300)
     assert state is RunState.COMPLETED, f"{run.reload().info.get('reason')}\n{job_for(run).logs()}"
     logs = run.paths.logs_dir
@@ -75,6 +86,10 @@ def test_two_node_job_trains_through_one_rendezvous(runs_root: Path) -> None:
     nodes = {line.split("(")[-1].split(")")[0] for line in (r0 + r1).splitlines() if "/2 on node" in line}
     assert nodes == {"n1", "n2"}  # one rank on each SLURM node
     assert [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"] == [2, 4, 6]
+    fingerprint = json.loads(run.paths.data.read_text())["fingerprint"]
+    for node in ("n1", "n2"):
+        copies = list((stage / node).rglob("manifest.json"))
+        assert len(copies) == 1 and fingerprint in str(copies[0]), (node, copies)
 
 
 def test_cancel_by_run_id(runs_root: Path) -> None:
@@ -115,3 +130,13 @@ def test_unreachable_rendezvous_fails_within_its_timeout_naming_the_endpoint(run
     assert state is RunState.FAILED
     status = cli("status", run.id)
     assert "did not meet at the rendezvous n1-unreachable:" in status.stdout
+
+
+def test_a_data_problem_fails_the_job_at_its_data_step(runs_root: Path) -> None:
+    run = launch(tiny(launch=ONE_NODE, data={"text_column": "body"}))
+    state = job_for(run).wait(timeout=300)
+    run = run.reload()
+    assert state is RunState.FAILED
+    assert "data step: data.text_column: column 'body' not in the train data" in run.info["reason"]
+    assert not (run.paths.logs_dir / "rank-0.log").exists()  # no rank ever started
+

@@ -81,7 +81,7 @@ def test_time_limit_signal_stops_with_a_checkpoint_and_no_requeue_left_is_timeou
 def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root: Path) -> None:
     from tests.conftest import cli
 
-    recipe = load_recipe(with_(TINY_CAUSAL, train={**TRAIN, "max_steps": 400},
+    recipe = load_recipe(with_(TINY_CAUSAL, train={**TRAIN, "max_steps": 240},
                                launch={"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}))
     run = launch(recipe)
     job = job_for(run)
@@ -99,4 +99,4 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root:
     run.reload()
     assert run.attempts[-1]["resumed_from"] == f"step-{stopped_at:08d}"
     rows = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
-    assert [r["step"] for r in rows] == list(range(4, 401, 4))
+    assert [r["step"] for r in rows] == list(range(4, 241, 4))

@@ -163,3 +163,17 @@ def test_script_computes_the_rendezvous_on_the_node_as_the_plan_defines_it() -> 
     out = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$PET_RDZV_ENDPOINT $PET_RDZV_ID"'],
                          capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == [f"10.1.2.3:{rdzv_port(123456)}", rdzv_id("123456", 2)]
+
+
+def test_launcher_is_used_for_several_processes_or_gpus_and_slurm() -> None:
+    from clustertune.launch.submit import needs_launcher
+
+    def recipe(launch: dict) -> object:
+        return load_recipe(with_(TINY_CAUSAL, launch=launch))
+
+    no_gpu, four_gpus = {"CUDA_VISIBLE_DEVICES": ""}, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    assert not needs_launcher(recipe({}), no_gpu)  # one process, in this one
+    assert needs_launcher(recipe({}), four_gpus)  # unset: one rank per GPU
+    assert not needs_launcher(recipe({"procs_per_node": 1}), four_gpus)
+    assert needs_launcher(recipe({"procs_per_node": 2}), no_gpu)
+    assert needs_launcher(recipe({"backend": "slurm"}), no_gpu)

@@ -72,26 +72,28 @@ def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, ru
     from clustertune.launch import submit
     from clustertune.runs.store import get_run
 
+    launch_overrides: list[str] | None = None
     if resume is not None:
         # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
         launch_overrides = [o for o in [recipe, *overrides] if o]
         run = get_run(resume, runs_root)
         the_recipe = load_recipe(run.paths.recipe, launch_overrides)
-        if not (submit.needs_launcher(the_recipe) or submit.needs_launcher(load_recipe(run.paths.recipe))):
-            if launch_overrides:
-                raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-            return False
+        # A run that was launched stays with the launcher, even when resumed on one process.
+        use_launcher = submit.needs_launcher(the_recipe) or submit.needs_launcher(load_recipe(run.paths.recipe))
+        if not use_launcher and launch_overrides:
+            raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
     else:
         assert recipe is not None
         the_recipe = load_recipe(recipe, overrides)
+        use_launcher = submit.needs_launcher(the_recipe)
     if dry_run:
         from clustertune.runs.store import runs_root as root_of
 
         print(submit.dry_run_text(the_recipe, root_of(runs_root or the_recipe.tracking.runs_root)))
         return True
-    if not submit.needs_launcher(the_recipe):
+    if not use_launcher:
         return False
-    r = submit.launch(None if resume else the_recipe, resume=resume, overrides=[o for o in [recipe, *overrides] if o] if resume else None,
+    r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
                       runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
                       announce=lambda text: print(text, file=sys.stderr, flush=True))
     if r.state is RunState.PENDING:

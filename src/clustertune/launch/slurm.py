@@ -130,6 +130,16 @@ def render_sbatch(plan: LaunchPlan) -> str:
                   "CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)",
                   'if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi']
     lines += [
+        "# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);",
+        "# a requeued job already has it.",
+        'if [ ! -f "$CT_RUN_DIR"/data.json ]; then',
+        '  step "data: prepare (one task)"',
+        f'  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log '
+        f'{q(plan.python)} -m clustertune.data.job_step "$CT_RUN_DIR"',
+        '  CT_RC=$?',
+        '  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi',
+        '  step "data: ready"',
+        "fi",
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
         f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes} --open-mode=append '
         f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',

@@ -22,10 +22,15 @@ from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 from clustertune.runs.store import get_run, runs_root
 
-def needs_launcher(recipe: Recipe) -> bool:
-    """Whether this recipe runs through a launcher (torchrun, SLURM) rather than in-process."""
+def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
+    """Whether this recipe runs through a launcher (torchrun, SLURM) rather than in-process:
+    a scheduler, several processes asked for, or (unset) a host with several GPUs to use."""
+    from clustertune.launch.local import visible_gpus
+
     ln = recipe.launch
-    return ln.backend != "local" or (ln.procs_per_node or 1) > 1
+    if ln.backend != "local":
+        return True
+    return (ln.procs_per_node or visible_gpus(env)) > 1
 
 
 def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
@@ -123,7 +128,8 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
                          backend=recipe.launch.backend)
     plan = plan_for(recipe, run.id, run.paths.root)
     try:
-        prepare_run_data(recipe, run.paths)
+        if plan.backend != "slurm":  # on SLURM the data is the job's first step
+            prepare_run_data(recipe, run.paths)
     except UserError as exc:
         run.transition(RunState.FAILED, reason=str(exc))
         raise
