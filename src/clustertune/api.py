@@ -57,6 +57,10 @@ def preflight(recipe: Recipe) -> Checked:
     """Checks that need data or a model config, done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
     mixed_precision(recipe)
+    if recipe.task == "rlhf":
+        from clustertune.train.rl import preflight_rl
+
+        return Checked(raw=preflight_rl(recipe), config=None)
     raw = load_raw(recipe.data, recipe.train.seed)
     check_labels(recipe, raw.train, "train")
     check_labels(recipe, raw.validation, "validation")

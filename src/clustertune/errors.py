@@ -67,3 +67,7 @@ class CheckpointError(UserError):
 
 class TrackingError(UserError):
     """A tracker that was asked for but is not installed."""
+
+
+class RewardError(UserError):
+    """A reward function or reward model that cannot be loaded or gives unusable scores."""

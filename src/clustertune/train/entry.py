@@ -89,9 +89,14 @@ def reset_accelerate_state() -> None:
     GradientState._reset_state()
 
 
-def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> LoopResult:
+def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> LoopResult | Any:
     """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model."""
     from transformers import set_seed
+
+    if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
+        from clustertune.train.rl import execute_rl
+
+        return execute_rl(recipe, paths, resume_from, show_progress)
 
     t = recipe.train
     if t.cpu_threads:
