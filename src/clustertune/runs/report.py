@@ -26,7 +26,7 @@ def age(iso: str | None) -> str:
 def best_eval(rows: list[dict[str, Any]]) -> tuple[str, float] | None:
     """Best evaluation figure: highest accuracy, else lowest perplexity, else lowest loss."""
     evals = [r for r in rows if r.get("kind") == "eval"]
-    for key, pick in (("eval_accuracy", max), ("eval_perplexity", min), ("eval_loss", min)):
+    for key, pick in (("eval_accuracy", max), ("eval_reward", max), ("eval_perplexity", min), ("eval_loss", min)):
         vals = [r[key] for r in evals if isinstance(r.get(key), (int, float))]
         if vals:
             return key.removeprefix("eval_"), pick(vals)
@@ -89,6 +89,10 @@ def plot(run: Run, out: Path | None = None) -> Path:
     evals = [r for r in rows if r.get("kind") == "eval"]
     if not train and not evals:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
+    if run.info.get("task") == "rlhf":
+        from clustertune.runs.report_rl import plot_rl
+
+        return plot_rl(run, train, evals, plt, out or run.paths.plot)
     extra = next((k for k in ("eval_accuracy", "eval_perplexity") if any(k in r for r in evals)), None)
     fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
     ax = axes[0][0]

@@ -31,6 +31,7 @@ from clustertune.train.rl.rewards import Reward, total_reward
 log = logging.getLogger("clustertune")
 
 SAMPLES_FILE = "samples.jsonl"
+BASELINE_FILE = "eval_baseline.json"
 
 # TRL log keys -> metrics.jsonl names (the rest are kept under their TRL names).
 RENAMES = {
@@ -90,7 +91,11 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             return {}
         rl = self.rl
         if self.eval_set.pairs is not None:
-            res = evaluate.preference_stats(model, self.tok, self.eval_set.pairs, rl.max_prompt_tokens)
+            base_file = self.paths.root / BASELINE_FILE
+            baseline = json.loads(base_file.read_text()) if base_file.is_file() else None
+            res, logps = evaluate.preference_stats(model, self.tok, self.eval_set.pairs, rl.max_prompt_tokens, baseline)
+            if baseline is None:  # the starting policy's log-probs: what later margins are compared with
+                base_file.write_text(json.dumps(logps), encoding="utf-8")
         else:
             comps = evaluate.generate(model, self.tok, self.eval_set.prompts, max_new_tokens=rl.max_new_tokens,
                                       temperature=rl.temperature, top_p=rl.top_p,

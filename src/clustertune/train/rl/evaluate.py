@@ -78,13 +78,30 @@ def sequence_logps(model: Any, tokenizer: Any, prompts: Sequence[str], completio
     return torch.stack(out)
 
 
-def preference_stats(model: Any, tokenizer: Any, pairs: dict[str, list[str]], max_prompt_tokens: int) -> dict[str, float]:
-    """Held-out pairs: mean chosen-minus-rejected log-probability margin and how often it is > 0."""
+def preference_stats(model: Any, tokenizer: Any, pairs: dict[str, list[str]], max_prompt_tokens: int,
+                     baseline: dict[str, list[float]] | None) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Held-out pairs: how much more likely the policy makes each chosen completion than its rejected one.
+
+    ``eval_margin``/``eval_accuracy``: the policy's own log-probability margin and how often it
+    is positive. Raw margins vary a lot between pairs (lengths, rare words), so the run also
+    reports them against ``baseline`` (the same pairs under the starting policy, as DPO's
+    implicit reward does): ``eval_gain`` is the mean change of the margin since the start and
+    ``eval_gain_accuracy`` how often it grew. Returns the figures and this evaluation's log-probs.
+    """
     chosen = sequence_logps(model, tokenizer, pairs["prompt"], pairs["chosen"], max_prompt_tokens)
     rejected = sequence_logps(model, tokenizer, pairs["prompt"], pairs["rejected"], max_prompt_tokens)
     margin = chosen - rejected
     n = margin.numel()
-    std = margin.std().item() if n > 1 else 0.0
-    return {"eval_margin": margin.mean().item(), "eval_margin_stderr": std / math.sqrt(n),
-            "eval_accuracy": (margin > 0).float().mean().item(), "eval_logp_chosen": chosen.mean().item(),
-            "eval_logp_rejected": rejected.mean().item(), "eval_samples": n}
+    res = {"eval_margin": margin.mean().item(), "eval_margin_stderr": _stderr(margin),
+           "eval_accuracy": (margin > 0).float().mean().item(), "eval_logp_chosen": chosen.mean().item(),
+           "eval_logp_rejected": rejected.mean().item(), "eval_samples": n}
+    logps = {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
+    base = baseline or logps  # the first evaluation is its own baseline: gain 0
+    gain = margin - (torch.tensor(base["chosen"]) - torch.tensor(base["rejected"]))
+    res.update({"eval_gain": gain.mean().item(), "eval_gain_stderr": _stderr(gain),
+                "eval_gain_accuracy": (gain > 0).float().mean().item()})
+    return res, logps
+
+
+def _stderr(x: torch.Tensor) -> float:
+    return x.std().item() / math.sqrt(x.numel()) if x.numel() > 1 else 0.0

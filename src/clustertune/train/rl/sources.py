@@ -4,10 +4,9 @@
   ``run:<run-id>``, the final model of an earlier clustertune run;
 - prompts and preference pairs: the recipe's ``data`` section as for any task, plus two offline
   builtins made from Python's reference documentation:
-  ``builtin:pydoc-prompts`` (the opening words of prose lines) and ``builtin:pydoc-preferences``
-  (the same prompts, each with its true continuation as *chosen* and the same words in reverse
-  order as *rejected*: a preference for fluent text that a small model can learn and that is
-  measurable on held-out pairs).
+  ``builtin:pydoc-prompts`` (the opening words of prose passages) and
+  ``builtin:pydoc-preferences`` (those prompts with two real continuations each, ranked by the
+  shipped reward; see :func:`builtin_rl_rows`).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from clustertune.recipe.schema import Recipe
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
 CONTINUATION_WORDS = 6
+PAIR_MARGIN = 0.05
 
 
 def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
@@ -54,25 +54,46 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     return ref
 
 
-def _prose_lines() -> list[str]:
-    """Lines of prose from the builtin corpus with enough words for a prompt and a continuation."""
-    rows = [r for r in builtin.pydoc_kinds() if r["label"] == 0]
+def _prose_windows() -> list[list[str]]:
+    """Runs of PROMPT_WORDS + CONTINUATION_WORDS words from the prose of the builtin corpus."""
     need = PROMPT_WORDS + CONTINUATION_WORDS
-    return [str(r["text"]) for r in rows if len(str(r["text"]).split()) >= need]
+    out = []
+    for para in builtin.pydoc_paragraphs():
+        words: list[str] = []
+        for ln in para.split("\n"):
+            text = ln.strip()
+            letters = sum(c.isalpha() or c.isspace() for c in text)
+            if len(text.split()) >= 4 and letters >= 0.85 * len(text):  # prose, not code or tables
+                words.extend(text.split())
+        out.extend(words[i:i + need] for i in range(0, len(words) - need + 1, need))
+    return out
 
 
 def builtin_rl_rows(name: str, seed: int) -> list[dict[str, str]]:
-    lines = _prose_lines()
+    """Rows of ``builtin:pydoc-prompts`` or ``builtin:pydoc-preferences``.
+
+    A preference pair offers two real continuations for one prompt (its own and another
+    window's) and prefers the one the shipped ``char_fraction`` reward scores higher (more
+    letters ``e``), keeping only pairs it separates clearly: a labeller with a consistent taste
+    that a small policy can learn, so held-out accuracy starts near chance and has to be earned.
+    """
+    from clustertune.rewards import char_fraction
+
+    windows = _prose_windows()
+    rng = random.Random(seed)
     rows = []
-    for ln in lines:
-        words = ln.split()
-        prompt = " ".join(words[:PROMPT_WORDS])
-        cont = words[PROMPT_WORDS:PROMPT_WORDS + CONTINUATION_WORDS]
+    for w in windows:
+        prompt = " ".join(w[:PROMPT_WORDS])
         if name == "pydoc-prompts":
             rows.append({"prompt": prompt})
-        else:
-            rows.append({"prompt": prompt, "chosen": " " + " ".join(cont), "rejected": " " + " ".join(reversed(cont))})
-    random.Random(seed).shuffle(rows)
+            continue
+        own = " " + " ".join(w[PROMPT_WORDS:])
+        other = " " + " ".join(rng.choice(windows)[PROMPT_WORDS:])
+        a, b = char_fraction([prompt] * 2, [own, other])
+        if abs(a - b) >= PAIR_MARGIN:
+            chosen, rejected = (own, other) if a > b else (other, own)
+            rows.append({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+    rng.shuffle(rows)
     return rows
 
 
