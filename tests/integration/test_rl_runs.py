@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,39 @@ def test_classifier_from_the_classification_task_as_reward(tiny_policy_run: Run,
     ev = evals(run)[-1]
     name = next(k for k in ev if k.startswith("eval_reward/"))
     assert name.endswith("[0]") and 0.0 < ev[name] < 1.0
+
+
+def test_reward_that_raises_mid_run_fails_it_cleanly_with_a_checkpoint(tiny_policy_run: Run, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustertune.errors import RewardError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flaky_rewards.py").write_text(
+        "calls = 0\n"
+        "def flaky(prompts, completions):\n"
+        "    global calls\n"
+        "    calls += 1\n"
+        "    if calls > 4:\n"
+        "        raise KeyError('a column the user forgot')\n"
+        "    return [0.5 + 0.01 * len(c) for c in completions]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runs = tmp_path / "runs"
+    recipe = grpo_recipe(str(tiny_policy_run.paths.model), runs, rewards=[{"function": "flaky_rewards:flaky"}])
+    recipe["train"].update(max_steps=10, log_every=1)
+    recipe["data"]["max_eval_samples"] = 8
+    try:
+        with pytest.raises(RewardError) as ei:
+            ct.run(ct.load_recipe(recipe), show_progress=False)
+    finally:
+        sys.modules.pop("flaky_rewards", None)
+    msg = str(ei.value)
+    assert msg.startswith("reward function flaky_rewards:flaky raised:\nTraceback")
+    assert "raise KeyError('a column the user forgot')" in msg and msg.count("Traceback") == 1
+    (run,) = ct.list_runs(runs)
+    assert run.state is RunState.FAILED and run.info["reason"] == msg
+    # The last completed step is kept, so a fixed reward can continue with --resume.
+    (found,) = ckpt.list_checkpoints(run.paths)
+    state = ckpt.verify_checkpoint(found)
+    done = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
+    assert state["step"] == done[-1] >= 1

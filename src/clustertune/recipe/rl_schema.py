@@ -130,14 +130,14 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
     if rl is None:
         return [("rl", "required for task rlhf: at least rl.policy and rl.algorithm")]
     if m.name_or_path is not None or m.config is not None:
-        problems.append(("model", "for task rlhf the model to tune is rl.policy; leave model.name_or_path and model.config unset"))
+        problems.append(("model", "for task rlhf the model to tune is rl.policy: leave model.name_or_path and model.config unset"))
     if not rl.policy:
         problems.append(("rl.policy", "required: a hub name, a save_pretrained directory or run:<run-id>"))
     elif rl.policy == RUN_PREFIX:
         problems.append(("rl.policy", "run: needs a run id after it, e.g. run:quickstart-20260101-120000-ab12"))
     if rl.algorithm == "dpo":
         if rl.rewards:
-            problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards; remove rl.rewards or use grpo"))
+            problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards: remove rl.rewards or use grpo"))
         cols = [rl.prompt_column, rl.chosen_column, rl.rejected_column]
         if len(set(cols)) != 3:
             problems.append(("rl.chosen_column", f"prompt, chosen and rejected columns must differ, got {cols}"))
@@ -159,5 +159,5 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
         t = recipe.train
         if t.batch_size % rl.num_generations:
             problems.append(("train.batch_size", f"{t.batch_size} completions per step is not a multiple of "
-                             f"rl.num_generations={rl.num_generations}; set train.batch_size to a multiple of it"))
+                             f"rl.num_generations={rl.num_generations}, so set train.batch_size to a multiple of it"))
     return problems
