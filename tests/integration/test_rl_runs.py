@@ -164,3 +164,15 @@ def test_reward_that_raises_mid_run_fails_it_cleanly_with_a_checkpoint(tiny_poli
     state = ckpt.verify_checkpoint(found)
     done = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert state["step"] == done[-1] >= 1
+
+
+def test_rloo_with_a_named_reference(tiny_policy_run: Run, rl_runs_root: Path) -> None:
+    policy = str(tiny_policy_run.paths.model)
+    recipe = grpo_recipe(policy, rl_runs_root, algorithm="rloo", reference=f"run:{tiny_policy_run.id}")
+    recipe["train"].update(max_steps=4, log_every=2)
+    recipe["data"]["max_eval_samples"] = 16
+    run = ct.run(ct.load_recipe(recipe), show_progress=False)
+    assert run.state is RunState.COMPLETED
+    train = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [2, 4]
+    assert all(isinstance(r["kl"], float) and r["kl"] >= 0.0 and isinstance(r["reward_mean"], float) for r in train)

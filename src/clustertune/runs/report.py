@@ -65,7 +65,8 @@ def show_text(run: Run) -> str:
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
         last = train[-1]
-        lines.append(f"last step {last['step']}  loss {last['loss']:.4f}  tokens/s {last.get('tokens_per_s') or 0:,.0f}")
+        lines.append(f"last step {last['step']}  loss {last['loss']:.4f}  tokens/s {last.get('tokens_per_s') or 0:,.0f}"
+                     + (f"  reward {last['reward_mean']:.4f}" if isinstance(last.get("reward_mean"), float) else ""))
     for r in (r for r in rows if r.get("kind") == "eval"):
         figs = "  ".join(f"{k.removeprefix('eval_')} {v:.4f}" for k, v in r.items() if k.startswith("eval_") and isinstance(v, float))
         lines.append(f"eval @ {r['step']:<6} {figs}")

@@ -115,7 +115,13 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
         policy.generation_config.pad_token_id = tok.pad_token_id
     ref = None
     if rl.reference:
-        ref = AutoModelForCausalLM.from_pretrained(resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root))
+        ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
+        if rl.algorithm == "dpo":
+            ref = AutoModelForCausalLM.from_pretrained(ref_path)
+        else:
+            # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
+            # prepare it their own way); pointing that path at the reference makes them load it.
+            policy.config._name_or_path = ref_path
     callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None)
     args = trainer_args(recipe, paths, [r.weight for r in rewards])
     trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
@@ -166,13 +172,8 @@ def _make_trainer(algorithm: str, policy: Any, ref: Any, args: Any, train_ds: An
         return DPOTrainer(model=policy, ref_model=ref, args=args, train_dataset=train_ds, processing_class=tok,
                           callbacks=[callback])
     cls = GRPOTrainer if algorithm == "grpo" else RLOOTrainer
-    trainer = cls(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tok,
-                  callbacks=[callback])
-    if ref is not None and getattr(trainer, "ref_model", None) is not None:
-        # TRL builds the KL reference from the policy's own weights; a named one replaces it.
-        ref.eval()
-        trainer.ref_model = trainer.accelerator.prepare_model(ref, evaluation_mode=True)
-    return trainer
+    return cls(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tok,
+               callbacks=[callback])
 
 
 def _save_on_failure(trainer: Any, callback: RunCallback, paths: RunPaths) -> None:
