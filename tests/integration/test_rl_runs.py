@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import clustertune as ct
 from clustertune.recipe import dump_recipe
@@ -110,7 +111,16 @@ def test_resume_after_sigkill_continues_from_the_last_checkpoint(tiny_policy_run
     assert train_steps == [2, 4, 6, 8]  # rows of the killed attempt after step 4 were dropped
     assert [e["step"] for e in evals(run)] == [0, 8]
     assert json.loads(run.paths.summary.read_text())["resumed_from_step"] == 4
-    assert (run.paths.model / "model.safetensors").is_file()
+    # The same recipe never interrupted ends on the same policy: the checkpoint carried the RNG
+    # states, optimizer and data position, so the resumed attempt drew the same samples.
+    from safetensors.torch import load_file
+
+    whole = ct.run(ct.load_recipe(path), runs_root_dir=rl_runs_root, show_progress=False)
+    a, b = load_file(str(run.paths.model / "model.safetensors")), load_file(str(whole.paths.model / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    resumed_rows = [(r["step"], r["loss"], r["reward_mean"]) for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
+    whole_rows = [(r["step"], r["loss"], r["reward_mean"]) for r in read_jsonl(whole.paths.metrics) if r["kind"] == "train"]
+    assert resumed_rows == whole_rows
 
 
 def test_classifier_from_the_classification_task_as_reward(tiny_policy_run: Run, tiny_classifier_run: Run,

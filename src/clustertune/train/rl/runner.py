@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     tok = load_tokenizer(policy_path, "rl.policy")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    tok.save_pretrained(str(paths.tokenizer))
+    if int(os.environ.get("RANK", "0")) == 0:  # before the trainer exists, torchrun's env says who writes
+        tok.save_pretrained(str(paths.tokenizer))
     train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
     model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
                    for i, r in enumerate(rl.rewards)]
