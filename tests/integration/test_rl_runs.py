@@ -102,9 +102,7 @@ def test_resume_after_sigkill_continues_from_the_last_checkpoint(tiny_policy_run
     run = ct.get_run(run_id, rl_runs_root)
     assert run.state is RunState.FAILED  # reconciled: the process is gone
     assert [p.name for p in ckpt.list_checkpoints(run.paths)] == ["step-00000004"]
-    res = cli("run", "--resume", run_id, "--no-progress", "--runs-root", str(rl_runs_root))
-    assert res.returncode == 0, res.stderr[-2000:]
-    run = ct.get_run(run_id, rl_runs_root)
+    run = ct.run(resume=run_id, runs_root_dir=rl_runs_root, show_progress=False)
     assert run.state is RunState.COMPLETED
     assert run.attempts[-1]["resumed_from"] == "step-00000004"
     train_steps = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
