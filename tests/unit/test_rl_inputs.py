@@ -184,8 +184,17 @@ def test_preference_data_missing_a_column(tiny_policy_run: Any, tmp_path: Path) 
     assert raw.train.column_names == ["prompt", "chosen", "rejected"]
 
 
-def test_reference_with_another_tokenizer(tiny_policy_run: Any, tiny_classifier_run: Any, tmp_path: Path) -> None:
-    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), reference=str(tiny_classifier_run.paths.model))
+def test_reference_with_another_tokenizer(tiny_policy_run: Any, tmp_path: Path) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.data.builtin import pydoc_paragraphs
+    from clustertune.models.tokenizer import train_bpe
+
+    tok = train_bpe(pydoc_paragraphs()[:200], 300, classification=False, model_max_length=64)
+    other = tmp_path / "other-lm"
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=1, n_embd=32, n_head=2, n_positions=64)).save_pretrained(other)
+    tok.save_pretrained(other)
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), reference=str(other))
     with pytest.raises(ModelError, match="rl.reference: .* has another tokenizer than rl.policy"):
         preflight_rl(ct.load_recipe(r))
 
@@ -218,3 +227,12 @@ def test_generated_preference_pairs_prefer_the_reward() -> None:
         c, r = char_fraction([row["prompt"]] * 2, [row["chosen"], row["rejected"]])
         assert c >= r + 0.05
     assert rows == builtin_rl_rows("pydoc-preferences", 0)  # deterministic for a seed
+
+
+def test_models_of_the_wrong_kind(tiny_policy_run: Any, tiny_classifier_run: Any, tmp_path: Path) -> None:
+    policy, classifier = str(tiny_policy_run.paths.model), str(tiny_classifier_run.paths.model)
+    with pytest.raises(ModelError, match=r"rl.policy: .* holds a BertForSequenceClassification, not a causal language model"):
+        preflight_rl(ct.load_recipe(grpo_recipe(classifier, tmp_path)))
+    r = recipe_with(grpo_recipe(policy, tmp_path), rewards=[{"model": policy, "label": 0}])
+    with pytest.raises(ModelError, match=r"rl.rewards.0.model: .* holds a GPT2LMHeadModel, not a sequence classifier"):
+        preflight_rl(ct.load_recipe(r))
