@@ -57,10 +57,11 @@ def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
         seed=t.seed, data_seed=t.seed,
         bf16=precision == "bf16", fp16=precision == "fp16",
         report_to=[], disable_tqdm=True,
-        gradient_checkpointing=t.gradient_checkpointing,
         beta=rl.kl_beta(),
         dataloader_num_workers=0,
     )
+    if t.gradient_checkpointing:  # passed only when on: newer transformers warn about the old name
+        common["gradient_checkpointing"] = True
     if rl.algorithm == "dpo":
         return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
     gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
