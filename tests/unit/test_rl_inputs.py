@@ -236,3 +236,16 @@ def test_models_of_the_wrong_kind(tiny_policy_run: Any, tiny_classifier_run: Any
     r = recipe_with(grpo_recipe(policy, tmp_path), rewards=[{"model": policy, "label": 0}])
     with pytest.raises(ModelError, match=r"rl.rewards.0.model: .* holds a GPT2LMHeadModel, not a sequence classifier"):
         preflight_rl(ct.load_recipe(r))
+
+
+def test_evaluation_prompts_from_the_recipe_or_the_validation_split(tmp_path: Path) -> None:
+    from clustertune.train.rl.sources import eval_prompts, load_rl_data
+
+    r = ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), eval_prompts=["In my opinion"], eval_repeats=256))
+    raw = load_rl_data(r)
+    assert eval_prompts(r, raw) == ["In my opinion"] * 256
+    r = ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), eval_repeats=2))
+    raw = load_rl_data(r)
+    held_out = list(raw.validation["prompt"])
+    assert len(held_out) == 64  # the validation split, capped by data.max_eval_samples
+    assert eval_prompts(r, raw) == [p for p in held_out for _ in range(2)]
