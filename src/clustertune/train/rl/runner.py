@@ -134,7 +134,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run's log has them already
     main = trainer.accelerator.is_main_process
     if resume_from is not None and main:
-        dropped = truncate_after(paths.metrics, int(json.loads((resume_from / "state.json").read_text())["step"]))
+        dropped = truncate_after(paths.metrics, _step_of(resume_from) or 0)
         log.info("resumed from %s; dropped %d metric rows of the lost attempt", resume_from.name, dropped)
     try:
         try:
