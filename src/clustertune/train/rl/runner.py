@@ -60,8 +60,8 @@ def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
         beta=rl.kl_beta(),
         dataloader_num_workers=0,
     )
-    if t.gradient_checkpointing:  # passed only when on: newer transformers warn about the old name
-        common["gradient_checkpointing"] = True
+    # TRL turns activation recomputation on by default; the recipe decides (off unless asked for).
+    common["gradient_checkpointing"] = t.gradient_checkpointing
     if rl.algorithm == "dpo":
         return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
     gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
