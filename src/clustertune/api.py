@@ -45,9 +45,10 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 @dataclass
 class Checked:
-    """What preflight learnt: the prepared data and the model config it checked."""
+    """What preflight learnt: the prepared data and the model config it checked (neither for
+    RL runs, whose trainers load their own prompts and models)."""
 
-    prepared: PreparedDataset
+    prepared: PreparedDataset | None
     config: Any
 
 
@@ -56,6 +57,11 @@ def preflight(recipe: Recipe) -> Checked:
     when the same data was prepared before), done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
     mixed_precision(recipe)
+    if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
+        from clustertune.train.rl import preflight_rl
+
+        preflight_rl(recipe)
+        return Checked(prepared=None, config=None)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
     prepared = prepare(recipe)
@@ -152,7 +158,8 @@ def run(
     checked = preflight(recipe)
     if resume is not None:
         the_run = existing
-        _check_same_data(the_run, checked.prepared)
+        if checked.prepared is not None:
+            _check_same_data(the_run, checked.prepared)
     else:
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         the_run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
@@ -162,7 +169,8 @@ def run(
         if resume is not None and resume_from is None:
             log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
         log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
-        write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
+        if checked.prepared is not None:
+            write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
         execute(recipe, the_run.paths, resume_from, show_progress)
         the_run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)

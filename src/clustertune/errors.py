@@ -71,6 +71,8 @@ class TrackingError(UserError):
 
 class LaunchError(UserError):
     """A job that cannot be launched as asked: too many processes, no sbatch, a rejected job."""
+
+
 class ClusterError(UserError):
     """An SSH cluster that is unknown, misconfigured or cannot be reached; names the host and the fix."""
 
@@ -85,3 +87,7 @@ class EnvError(ClusterError):
 
 class RemoteCallError(ClusterError):
     """A remote call that cannot be started, found or trusted (unknown run key, foreign result)."""
+
+
+class RewardError(UserError):
+    """A reward function or reward model that cannot be loaded or gives unusable scores."""

@@ -49,6 +49,8 @@ def register(app: typer.Typer) -> None:
         """Check a recipe without running it and without network; every problem at once."""
         r = load_recipe(recipe, overrides or [])
         src = r.model.name_or_path or f"{r.model.config} (fresh)"
+        if r.rl is not None:
+            src = f"{r.rl.algorithm} policy {r.rl.policy}"
         data = r.data.dataset or ", ".join(r.data.train_files)
         print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
 

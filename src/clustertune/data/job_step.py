@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         recipe = load_recipe(paths.recipe)
+        if recipe.task == "rlhf":
+            print("data: nothing to prepare (RL trainers load their own prompts)", flush=True)
+            return 0
         prepared = prepare(recipe)
         write_run_data(prepared, paths)
     except UserError as exc:

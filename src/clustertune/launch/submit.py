@@ -52,6 +52,8 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     before), and record it in the run directory with the tokenizer every rank will use."""
     if paths.data.is_file() and (paths.tokenizer / "tokenizer_config.json").is_file():
         return  # a resumed or requeued run keeps the data it started with
+    if recipe.task == "rlhf":
+        return  # TRL's trainers load their own prompts and preference pairs on the ranks
     from clustertune.data.cache import prepare
     from clustertune.data.staging import write_run_data
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Task = Literal["causal_lm", "sequence_classification"]
-TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification")
+Task = Literal["causal_lm", "sequence_classification", "rlhf"]
+TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "rlhf")
 TOKENIZER_TRAIN = "train"
 
 
@@ -287,6 +287,9 @@ class TrackingSection(Section):
     """Project name passed to the trackers."""
 
 
+from clustertune.recipe.rl_schema import RLSection, rl_cross_field  # noqa: E402  (after Section)
+
+
 class Recipe(Section):
     name: str = "recipe"
     """Short name; used in run ids."""
@@ -295,8 +298,9 @@ class Recipe(Section):
     """One line saying what the recipe does."""
 
     task: Task = "causal_lm"
-    """``causal_lm`` (next-token prediction, perplexity) or ``sequence_classification``
-    (text -> one of ``model.num_labels`` classes, accuracy)."""
+    """``causal_lm`` (next-token prediction, perplexity), ``sequence_classification``
+    (text -> one of ``model.num_labels`` classes, accuracy) or ``rlhf`` (a policy tuned against
+    a reward or on preference pairs, see the ``rl`` section)."""
 
     model: ModelSection = Field(default_factory=ModelSection)
     """What to train."""
@@ -313,11 +317,16 @@ class Recipe(Section):
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     """Where runs and metrics go."""
 
+    rl: RLSection | None = None
+    """Reward-driven (GRPO, RLOO) or preference (DPO) tuning; required for task ``rlhf``."""
+
     @model_validator(mode="after")
     def _cross_field(self) -> Recipe:
         problems: list[tuple[str, str]] = []
         m, d = self.model, self.data
-        if (m.name_or_path is None) == (m.config is None):
+        if self.task == "rlhf" or self.rl is not None:
+            problems.extend(rl_cross_field(self))
+        elif (m.name_or_path is None) == (m.config is None):
             problems.append(
                 ("model", "set exactly one of model.name_or_path (pretrained) and model.config (build fresh)")
             )

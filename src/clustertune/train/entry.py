@@ -91,6 +91,12 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
     # SLURM log file) those are noise. Our own progress reporting covers the run.
     hf_logging.disable_progress_bar()
+
+    if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
+        from clustertune.train.rl import execute_rl
+
+        return execute_rl(recipe, paths, resume_from, show_progress)
+
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
@@ -209,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         # The data was prepared before the ranks started (data.json in the run directory); each
         # node stages it once when data.stage_to says so (local rank 0 copies, the others wait).
         result = execute(recipe, paths, resume_from, False, local_rank=topo.local_rank, stop=stop)
+        # RL runs return TRL's summary (a dict): their trainer has no agreed stop step.
+        stopped_by = getattr(result, "stopped_by", None)
         if run is not None:
-            if result.stopped_by is not None:
-                run.reload().transition(_stopped_state(recipe, topo, paths, result.stopped_by),
-                                        reason=f"stop request ({result.stopped_by}) at step {result.steps}; checkpoint written")
+            if stopped_by is not None:
+                run.reload().transition(_stopped_state(recipe, topo, paths, stopped_by),
+                                        reason=f"stop request ({stopped_by}) at step {result.steps}; checkpoint written")
             else:
                 run.reload().transition(RunState.COMPLETED)
                 log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
