@@ -29,6 +29,7 @@ from clustertune.runs.store import get_run, runs_root
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import mixed_precision
 from clustertune.train.metrics import check_trackers
+from clustertune.train.strategies.zero import check_strategy
 
 log = logging.getLogger("clustertune")
 
@@ -56,7 +57,7 @@ class Checked:
 def preflight(recipe: Recipe) -> Checked:
     """Checks that need data or a model config, done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
-    mixed_precision(recipe)
+    check_strategy(recipe, mixed_precision(recipe))
     raw = load_raw(recipe.data, recipe.train.seed)
     check_labels(recipe, raw.train, "train")
     check_labels(recipe, raw.validation, "validation")

@@ -25,6 +25,7 @@ from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.strategies import Strategy
+from clustertune.train.strategies.base import OutOfMemory, out_of_memory_message
 
 log = logging.getLogger("clustertune")
 
@@ -132,8 +133,12 @@ def execute(recipe: Recipe, raw: RawData, paths: RunPaths, resume_from: Path | N
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     strategy = make_strategy(recipe, paths)
     try:
-        result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
-                            resume_from=resume_from, show_progress=show_progress)
+        try:
+            result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
+                                resume_from=resume_from, show_progress=show_progress)
+        except torch.OutOfMemoryError as exc:
+            seq_len = int(train_arrays.input_ids.shape[1])
+            raise OutOfMemory(out_of_memory_message(recipe.train, seq_len, exc)) from exc
         # Every rank takes part in gathering the shards; the main process writes a plain
         # save_pretrained directory that loads without clustertune or the strategy.
         weights = strategy.full_state_dict(result.model)

@@ -96,3 +96,35 @@ class AcceleratorRanks:
 
     def end(self) -> None:
         self.accelerator.end_training()
+
+
+class OutOfMemory(Exception):
+    """The device ran out of memory; the message says what to change. Not a UserError: the
+    recipe is valid, the hardware is too small for it, and the run is marked FAILED."""
+
+
+def next_strategy(t: Any) -> str:
+    """The next rung of the memory ladder after the recipe's strategy, as recipe overrides."""
+    if t.strategy == "ddp":
+        return "train.strategy=fsdp (or train.strategy=deepspeed train.zero_stage=2)"
+    if t.strategy == "fsdp":
+        return ("train.offload=params" if t.effective_offload == "none"
+                else "train.gradient_checkpointing=true, or more GPUs")
+    stage, offload = t.effective_zero_stage, t.effective_offload
+    if stage < 3:
+        return f"train.zero_stage={stage + 1}"
+    if offload != "params":
+        return "train.deepspeed_preset=zero3-offload"
+    return "train.gradient_checkpointing=true, or more GPUs"
+
+
+def out_of_memory_message(t: Any, seq_len: int, cause: BaseException) -> str:
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return (
+        f"out of device memory at train.batch_size={t.batch_size}, sequence length {seq_len}, "
+        f"train.strategy={t.strategy}"
+        + (f" (zero_stage {t.effective_zero_stage}, offload {t.effective_offload})" if t.strategy == "deepspeed" else "")
+        + f": {first[:200]}. `clustertune estimate-memory RECIPE` shows the memory each strategy needs per "
+        f"device. Try a smaller train.batch_size with a larger train.gradient_accumulation_steps "
+        f"(same global batch), train.gradient_checkpointing=true, or {next_strategy(t)}."
+    )

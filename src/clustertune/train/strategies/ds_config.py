@@ -21,8 +21,9 @@ class DeepSpeedConfigError(UserError):
     """A DeepSpeed JSON that is unreadable or contradicts the recipe."""
 
 
-def build_config(t: TrainSection, world_size: int, mixed_precision: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The config for ``t`` at ``world_size``, and for each dotted key the recipe key behind it."""
+def build_config(t: TrainSection, world_size: int | None, mixed_precision: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The config for ``t`` at ``world_size``, and for each dotted key the recipe key behind it.
+    Without a world size (checks before launch) ``train_batch_size`` is left out."""
     stage, offload = t.effective_zero_stage, t.effective_offload
     zero: dict[str, Any] = {"stage": stage}
     origin = {"zero_optimization.stage": "train.zero_stage"}
@@ -38,7 +39,6 @@ def build_config(t: TrainSection, world_size: int, mixed_precision: str) -> tupl
     cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": t.batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
-        "train_batch_size": t.batch_size * t.gradient_accumulation_steps * world_size,
         "zero_optimization": zero,
         "optimizer": {
             "type": "AdamW",
@@ -54,10 +54,13 @@ def build_config(t: TrainSection, world_size: int, mixed_precision: str) -> tupl
         "steps_per_print": 1 << 30,  # progress is ours; DeepSpeed's own prints are noise
         "wall_clock_breakdown": False,
     }
+    if world_size is not None:
+        cfg["train_batch_size"] = t.batch_size * t.gradient_accumulation_steps * world_size
     origin.update({
         "train_micro_batch_size_per_gpu": "train.batch_size",
         "gradient_accumulation_steps": "train.gradient_accumulation_steps",
-        "train_batch_size": "train.batch_size x train.gradient_accumulation_steps x processes",
+        **({"train_batch_size": "train.batch_size x train.gradient_accumulation_steps x processes"}
+           if world_size is not None else {}),
         "optimizer.type": "AdamW (the recipe's optimizer)",
         "optimizer.params.lr": "train.lr",
         "optimizer.params.betas": "train.adam_beta1/adam_beta2",

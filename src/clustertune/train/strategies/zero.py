@@ -8,6 +8,7 @@ only supplies ranks, reductions and trackers over the process group DeepSpeed sh
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import socket
@@ -44,13 +45,22 @@ def require_deepspeed() -> Any:
     return deepspeed
 
 
-def deepspeed_config(recipe: Recipe, world_size: int, mixed_precision: str) -> dict[str, Any]:
+def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str) -> dict[str, Any]:
     """The recipe's config with the user's JSON (if any) merged over it; contradictions raise."""
     t = recipe.train
     cfg, origin = build_config(t, world_size, mixed_precision)
     if t.deepspeed_config:
         cfg = merge_user_config(cfg, origin, read_user_config(t.deepspeed_config), t.deepspeed_config)
     return cfg
+
+
+def check_strategy(recipe: Recipe, mixed_precision: str) -> None:
+    """Before launch: DeepSpeed importable and the user's JSON agreeing with the recipe."""
+    if recipe.train.strategy != "deepspeed":
+        return
+    if importlib.util.find_spec("deepspeed") is None:
+        require_deepspeed()  # raises the install hint
+    deepspeed_config(recipe, None, mixed_precision)
 
 
 def _free_port() -> int:
