@@ -9,7 +9,7 @@ import traceback
 import click
 import typer
 
-from clustertune.cli import run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
 
 run_cmds.register(app)
 runs_cmds.register(app)
+bench_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
