@@ -30,6 +30,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--skip", type=int, default=None, help="warm-up steps not counted")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--repeats", type=int, default=1, help="runs of each in alternating order; medians reported")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     a = p.parse_args()
 
@@ -37,7 +38,7 @@ def main() -> None:
     default_batches = "16,32" if spec.seq == 1024 else str(spec.batch)
     batches = [int(b) for b in (a.batch or default_batches).split(",")]
     spec = replace(spec, steps=a.steps or spec.steps, skip=a.skip or spec.skip)
-    rows = run_side_by_side(spec, [v for v in a.variants.split(",") if v], batches)
+    rows = run_side_by_side(spec, [v for v in a.variants.split(",") if v], batches, a.repeats)
     print("\n".join(report(spec, rows)))
     if a.json:
         a.json.write_text(json.dumps({"spec": spec.__dict__, "rows": rows}, indent=2) + "\n")

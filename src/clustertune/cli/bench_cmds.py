@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
         steps: Optional[int] = typer.Option(None, "--steps", help="Optimizer steps per measurement."),
         skip: Optional[int] = typer.Option(None, "--skip", help="Warm-up steps not counted (compilation)."),
         layers: Optional[int] = typer.Option(None, "--layers", help="Override the number of layers."),
+        repeats: int = typer.Option(1, "--repeats", help="Runs of each, alternating order; the median is "
+                                    "reported (use 3 or more on a shared or noisy machine)."),
         variants: str = typer.Option(",".join(_variants()), "--variants", help="Which to run, comma-separated."),
     ) -> None:
         """Tokens/s, MFU and peak memory of clustertune's loop (compiled and eager) and of
@@ -38,7 +40,7 @@ def register(app: typer.Typer) -> None:
                        layers=layers if layers is not None else spec.layers)
         chosen = [v.strip() for v in variants.split(",") if v.strip()]
         print("measuring (each in a fresh process):", flush=True)
-        results = run_side_by_side(spec, chosen, batches, echo=lambda s: print(s, flush=True))
+        results = run_side_by_side(spec, chosen, batches, repeats, echo=lambda s: print(s, flush=True))
         print("\n".join(report(spec, results)))
 
 

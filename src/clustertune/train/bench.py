@@ -209,21 +209,31 @@ def measure(variant: str, spec: BenchSpec) -> dict[str, Any]:
 
 # -- side by side ------------------------------------------------------------------------------
 
-def run_side_by_side(spec: BenchSpec, variants: list[str], batches: list[int], echo: Any = print) -> list[dict[str, Any]]:
-    """Each (variant, batch) in a fresh process; returns one result row each."""
+def run_side_by_side(spec: BenchSpec, variants: list[str], batches: list[int], repeats: int = 1,
+                     echo: Any = print) -> list[dict[str, Any]]:
+    """Each (variant, batch) in a fresh process, ``repeats`` times in alternating order (a load
+    that drifts during the run then hits every variant alike); one row each, the median run."""
     check_options(spec, variants, batches)
+    if repeats < 1:
+        raise BenchError("--repeats: at least 1")
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for i in range(repeats):
+        for batch in batches:
+            for variant in variants if i % 2 == 0 else list(reversed(variants)):
+                s = replace(spec, batch=batch)
+                cmd = [sys.executable, "-m", "clustertune.train.bench", variant, json.dumps(asdict(s))]
+                env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                if out.returncode != 0:
+                    raise RuntimeError(f"benchmark {variant} at batch {batch} failed:\n{out.stderr[-4000:]}")
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                echo(f"  run {i + 1}: {variant:<18} batch {batch:<4} {row['tokens_per_s']:>12,.0f} tokens/s")
+                runs.setdefault((variant, batch), []).append(row)
     results = []
     for batch in batches:
         for variant in variants:
-            s = replace(spec, batch=batch)
-            cmd = [sys.executable, "-m", "clustertune.train.bench", variant, json.dumps(asdict(s))]
-            env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if out.returncode != 0:
-                raise RuntimeError(f"benchmark {variant} at batch {batch} failed:\n{out.stderr[-4000:]}")
-            row = json.loads(out.stdout.strip().splitlines()[-1])
-            echo(f"  {variant:<18} batch {batch:<4} {row['tokens_per_s']:>12,.0f} tokens/s")
-            results.append(row)
+            rows = sorted(runs[(variant, batch)], key=lambda r: r["tokens_per_s"])
+            results.append(rows[len(rows) // 2])
     return results
 
 

@@ -25,6 +25,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer, make_scheduler
+from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
@@ -52,7 +53,7 @@ def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Any) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
     model.eval()
     dev = strategy.device
@@ -79,7 +80,7 @@ def train_loop(
     train_arrays: Arrays,
     eval_arrays: Arrays,
     paths: RunPaths,
-    strategy: Any,
+    strategy: Strategy,
     recipe_yaml: str,
     resume_from: Any = None,
     show_progress: bool = True,
@@ -173,7 +174,10 @@ def train_loop(
             if t.eval_every and step % t.eval_every == 0 and step != steps:
                 last_eval = run_eval(step)
             if t.save_every and step % t.save_every == 0 and step != steps:
-                meta = {"position": pos.to_dict(), "loss_since_log": loss_sum.item(),
+                # The partial loss sum averaged over ranks (a collective: every rank is here), so a
+                # resume at any world size continues the same log interval.
+                partial = strategy.reduce(loss_sum, reduction="mean").item()
+                meta = {"position": pos.to_dict(), "loss_since_log": partial,
                         "steps_since_log": n_since_log, "total_steps": steps}
                 # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
                 ckpt.save_distributed(paths, step, strategy, model, optimizer, scheduler, meta, recipe_yaml,
