@@ -4,6 +4,7 @@ it, and the bad inputs: each names the key and the fix."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -132,11 +133,18 @@ def test_vocab_is_padded_for_fresh_models_only() -> None:
     assert vocab_multiple(pretrained) == 1
 
 
-def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.MonkeyPatch,
+def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
-    # A real inductor failure: the C++ compiler it needs for CPU kernels is not there.
-    monkeypatch.setenv("CXX", "/nonexistent/bin/g++")
+    # A real inductor failure: the C++ compiler it needs for CPU kernels is not there. A fresh
+    # kernel cache, so no kernel compiled earlier on this machine is reused instead.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     import torch._dynamo
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, "/nonexistent/bin/g++"))
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    # A run in this process (api.run) stops the clustertune logger propagating; caplog listens at the root.
+    monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
 
     torch._dynamo.reset()
     torch.manual_seed(0)
