@@ -13,8 +13,8 @@ from clustertune.errors import UserError
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
-        size: str = typer.Option("auto", "--size", help="Model: gpt2 (GPT-2 124M, sequence 1024), tiny "
-                                 "(2 layers, width 64), or auto (gpt2 on a GPU, tiny on CPU)."),
+        size: str = typer.Option("auto", "--size", help="Model: gpt2 (GPT-2 124M, sequence 1024), small "
+                                 "(4 layers, width 256, ~4M), tiny (2 layers, width 64), or auto (gpt2 on a GPU, tiny on CPU)."),
         batch: Optional[str] = typer.Option(None, "--batch", help="Batch sizes, comma-separated (e.g. 16,32): "
                                             "every variant runs at each."),
         steps: Optional[int] = typer.Option(None, "--steps", help="Optimizer steps per measurement."),

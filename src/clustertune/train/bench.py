@@ -32,7 +32,7 @@ from typing import Any
 from clustertune.errors import UserError
 
 VARIANTS = ("clustertune", "clustertune-eager", "trainer", "trainer-compile")
-SIZES = ("auto", "tiny", "gpt2")
+SIZES = ("auto", "tiny", "small", "gpt2")
 
 
 class BenchError(UserError):
@@ -59,6 +59,8 @@ class BenchSpec:
             size = "gpt2" if torch.cuda.is_available() else "tiny"
         if size == "gpt2":  # GPT-2 124M at its full context
             return cls(layers=12, width=768, heads=12, seq=1024, vocab=50257, batch=16, steps=60, skip=10)
+        if size == "small":  # ~4M parameters: big enough on CPU for compute to outweigh per-step overhead
+            return cls(layers=4, width=256, heads=4, seq=128, vocab=4096, batch=16, steps=40, skip=10)
         return cls(layers=2, width=64, heads=2, seq=64, vocab=512, batch=8, steps=12, skip=4)
 
 
