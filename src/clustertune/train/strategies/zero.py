@@ -78,12 +78,15 @@ class DeepSpeedStrategy(AcceleratorRanks):
         self.stage = recipe.train.effective_zero_stage
         import torch.distributed as dist
 
-        if not dist.is_initialized():
-            # One process (no launcher): DeepSpeed still wants a process group of one.
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
-            for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
-                os.environ.setdefault(k, v)
+        self._own_env: list[str] = []
+        self._own_group = not dist.is_initialized()
+        if self._own_group:
+            # One process (no launcher): DeepSpeed still wants a process group of one. The
+            # variables set for it are removed in end(), so a later run does not see a launcher.
+            wanted = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
+                      "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+            self._own_env = [k for k in wanted if k not in os.environ]
+            os.environ.update({k: wanted[k] for k in self._own_env})
         self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
@@ -126,6 +129,13 @@ class DeepSpeedStrategy(AcceleratorRanks):
                                         load_lr_scheduler_states=True)
         if path is None:
             raise UserError(f"checkpoint {directory} holds no DeepSpeed state; was it saved under another train.strategy?")
+
+    def end(self) -> None:
+        super().end()
+        # The process group itself stays: DeepSpeed keeps module-level references to it, and a
+        # later DeepSpeed run in this process reuses it.
+        for k in self._own_env:
+            os.environ.pop(k, None)
 
     def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
         if self.stage == 3:
