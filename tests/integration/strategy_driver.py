@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,6 +29,8 @@ def main() -> None:
 
     run_dir = Path(sys.argv[1])
     resume = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    # The deprecation warnings DeepSpeed triggers on every collective would bury the log.
+    warnings.filterwarnings("ignore", category=FutureWarning)
     if os.environ.get("RANK", "0") == "0":
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     paths = RunPaths(run_dir)

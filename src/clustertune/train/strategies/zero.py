@@ -131,6 +131,11 @@ class DeepSpeedStrategy(AcceleratorRanks):
             raise UserError(f"checkpoint {directory} holds no DeepSpeed state; was it saved under another train.strategy?")
 
     def end(self) -> None:
+        # Release ZeRO's hooks and buffers and let every rank get here before the process
+        # group goes away, so no collective is still in flight at teardown.
+        if getattr(self, "engine", None) is not None:
+            self.engine.destroy()
+        self.wait_for_everyone()
         super().end()
         # The process group itself stays: DeepSpeed keeps module-level references to it, and a
         # later DeepSpeed run in this process reuses it.
