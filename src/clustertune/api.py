@@ -27,6 +27,7 @@ from clustertune.runs.store import get_run, runs_root
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import mixed_precision
 from clustertune.train.metrics import check_trackers
+from clustertune.train.strategies.zero import check_strategy
 
 log = logging.getLogger("clustertune")
 
@@ -56,7 +57,7 @@ def preflight(recipe: Recipe) -> Checked:
     """Checks that need data or a model config, and the data preparation itself (a cache hit
     when the same data was prepared before), done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
-    mixed_precision(recipe)
+    check_strategy(recipe, mixed_precision(recipe))
     if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
         from clustertune.train.rl import preflight_rl
 

@@ -8,7 +8,7 @@ import traceback
 
 import typer
 
-from clustertune.cli import cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -33,6 +33,7 @@ runs_cmds.register(app)
 perf_cmds.register(app)
 data_cmds.register(app)
 cluster_cmds.register(app)
+bench_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

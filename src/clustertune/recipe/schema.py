@@ -193,6 +193,80 @@ class TrainSection(Section):
     peak_flops: float | None = Field(default=None, gt=0.0)
     """Peak FLOP/s of one device, for MFU; known GPUs are looked up when unset."""
 
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
+    """How work is split across processes: ``ddp`` (each process holds the whole model),
+    ``fsdp`` (PyTorch FSDP2: parameters, gradients and optimizer state sharded), ``deepspeed``
+    (DeepSpeed ZeRO, stage from ``zero_stage``; ``pip install 'clustertune[deepspeed]'``)."""
+
+    zero_stage: Literal[1, 2, 3] | None = None
+    """DeepSpeed ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters.
+    Only with ``strategy: deepspeed``; unset means the preset's stage, else 2."""
+
+    offload: Literal["none", "optimizer", "params"] | None = None
+    """Unset means the preset's, else ``none``. Keep state in host memory to fit bigger models: ``optimizer`` (optimizer state, and the
+    optimizer step runs on the CPU), ``params`` (parameters too: DeepSpeed ZeRO-3 or FSDP).
+    Needs ``strategy: deepspeed`` or ``fsdp``."""
+
+    deepspeed_preset: Literal["zero2-offload", "zero3-offload"] | None = None
+    """A seed configuration people copy: ``zero2-offload`` (ZeRO-2, optimizer in host memory),
+    ``zero3-offload`` (ZeRO-3, optimizer and parameters in host memory). Sets ``zero_stage``
+    and ``offload``; setting them too is an error when they disagree."""
+
+    deepspeed_config: str | None = None
+    """Path to a DeepSpeed JSON config merged over the one built from this recipe (for keys the
+    recipe has no switch for). Keys the recipe also sets must agree; contradictions are named."""
+
+    compile: bool | None = None
+    """``torch.compile`` the model: on by default on a GPU, off on CPU. When compilation fails,
+    training falls back to eager mode and says why."""
+
+    fused_adamw: bool | None = None
+    """Fused AdamW kernel (one kernel for all parameters): on by default on a GPU."""
+
+    pad_vocab_multiple: int | None = Field(default=None, ge=1)
+    """Models built from a config: round the vocabulary up to a multiple of this (tensor cores
+    like multiples of 64). Default 64 on a GPU, 1 (no padding) on CPU."""
+
+    @property
+    def effective_zero_stage(self) -> int:
+        if self.zero_stage is not None:
+            return self.zero_stage
+        return PRESETS[self.deepspeed_preset][0] if self.deepspeed_preset else 2
+
+    @property
+    def effective_offload(self) -> str:
+        if self.offload is not None:
+            return self.offload
+        return PRESETS[self.deepspeed_preset][1] if self.deepspeed_preset else "none"
+
+
+def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
+    """Strategy switches that contradict each other (checked without importing DeepSpeed)."""
+    out: list[tuple[str, str]] = []
+    ds_only = [k for k in ("zero_stage", "deepspeed_preset", "deepspeed_config") if getattr(t, k) is not None]
+    if t.strategy != "deepspeed" and ds_only:
+        out.extend((f"train.{k}", f"only used with train.strategy=deepspeed (strategy is {t.strategy!r})")
+                   for k in ds_only)
+    if t.effective_offload != "none" and t.strategy == "ddp":
+        out.append(("train.offload", "offloading needs train.strategy=deepspeed or fsdp (ddp keeps "
+                    "everything on the device)"))
+    if t.effective_offload == "params" and t.strategy == "deepspeed" and t.effective_zero_stage != 3:
+        out.append(("train.offload", "params offload needs train.zero_stage=3 (stages 1 and 2 keep "
+                    "parameters on the device)"))
+    if t.deepspeed_preset is not None:
+        stage, offload = PRESETS[t.deepspeed_preset]
+        if t.zero_stage is not None and t.zero_stage != stage:
+            out.append(("train.zero_stage", f"{t.zero_stage} contradicts deepspeed_preset "
+                        f"{t.deepspeed_preset!r} (stage {stage}), drop one of them"))
+        if t.offload is not None and t.offload != offload:
+            out.append(("train.offload", f"{t.offload!r} contradicts deepspeed_preset "
+                        f"{t.deepspeed_preset!r} (offload {offload!r}), drop one of them"))
+    return out
+
+
+# DeepSpeed presets: (ZeRO stage, offload).
+PRESETS: dict[str, tuple[int, str]] = {"zero2-offload": (2, "optimizer"), "zero3-offload": (3, "params")}
+
 
 class LaunchSection(Section):
     backend: Literal["local", "slurm"] = "local"
@@ -342,6 +416,7 @@ class Recipe(Section):
             problems.append(("model.num_labels", "required for task sequence_classification"))
         if self.launch.nodes > 1 and self.launch.backend == "local":
             problems.append(("launch.nodes", "more than one node needs launch.backend=slurm"))
+        problems.extend(strategy_problems(self.train))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

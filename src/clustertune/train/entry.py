@@ -21,7 +21,10 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.loop import LoopResult, train_loop
+from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
+from clustertune.train.strategies import Strategy
+from clustertune.train.strategies.base import OutOfMemory, out_of_memory_message
 
 log = logging.getLogger("clustertune")
 
@@ -49,7 +52,7 @@ def run_tokenizer(paths: RunPaths) -> Any:
     return AutoTokenizer.from_pretrained(str(paths.tokenizer))
 
 
-def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
+def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, fsdp_plugin: Any = None) -> Any:
     from accelerate import Accelerator
 
     trackers = list(recipe.tracking.trackers)
@@ -58,7 +61,8 @@ def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
         tracker_env(trackers, paths.trackers)
     acc = Accelerator(
         cpu=not torch.cuda.is_available(),
-        mixed_precision=mixed_precision(recipe),
+        mixed_precision=mixed_precision(recipe) if mixed is None else mixed,
+        fsdp_plugin=fsdp_plugin,
         log_with=trackers or None,
         project_dir=str(paths.trackers),
     )
@@ -66,6 +70,21 @@ def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
         acc.init_trackers(f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project,
                           config=flat_config(recipe.to_plain()))
     return acc
+
+
+def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
+    """The node side's one place that turns the recipe into an Accelerator and a strategy."""
+    strategy = recipe.train.strategy
+    if strategy == "deepspeed":
+        from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
+
+        require_deepspeed()  # before an Accelerator exists: a missing package is a user error
+        # DeepSpeed casts the model itself; the Accelerator only provides ranks and trackers.
+        return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
+    from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
+
+    plugin = fsdp_plugin(recipe) if strategy == "fsdp" else None
+    return AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
 
 
 def reset_accelerate_state() -> None:
@@ -102,6 +121,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         torch.set_num_threads(t.cpu_threads)
     tok = run_tokenizer(paths)
     config = resolve_config(recipe, tok)
+    pad_vocab(config, vocab_multiple(recipe))
     set_seed(t.seed)
     model = build_model(recipe, config, tok)
     t0 = time.perf_counter()
@@ -112,14 +132,23 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
              len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
-    accelerator = make_accelerator(recipe, paths)
+    strategy = make_strategy(recipe, paths)
     try:
-        result = train_loop(recipe, model, train_arrays, eval_arrays, paths, accelerator, dump_recipe(recipe),
-                            resume_from=resume_from, show_progress=show_progress, stop=stop)
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process and result.stopped_by is None:
-            final = accelerator.unwrap_model(model)
-            final.save_pretrained(str(paths.model))
+        try:
+            result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
+                                resume_from=resume_from, show_progress=show_progress, stop=stop)
+        except torch.OutOfMemoryError as exc:
+            seq_len = int(train_arrays.input_ids.shape[1])
+            raise OutOfMemory(out_of_memory_message(recipe.train, seq_len, exc)) from exc
+        if result.stopped_by is not None:  # stopped on request: the checkpoint is the result
+            strategy.end()
+            return result
+        # Every rank takes part in gathering the shards; the main process writes a plain
+        # save_pretrained directory that loads without clustertune or the strategy.
+        weights = strategy.full_state_dict(result.model)
+        strategy.wait_for_everyone()
+        if strategy.is_main_process:
+            strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
             tok.save_pretrained(str(paths.model))
             summary = {
                 "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
@@ -128,7 +157,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
                 "resumed_from_step": result.resumed_from_step, "evals": result.evals,
             }
             paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        accelerator.end_training()
+        strategy.end()
     finally:
         reset_accelerate_state()
     return result

@@ -61,7 +61,7 @@ class StopFlag:
             self.requested_by = f"SIG{why} via {self.stop_file.name}" if why else self.stop_file.name
         return self.requested_by is not None
 
-    def agreed(self, accelerator: Any) -> bool:
+    def agreed(self, ranks: Any) -> bool:
         """True on every rank when any rank has a stop request (a collective: call on all ranks)."""
-        flag = torch.tensor([1.0 if self.local() else 0.0], device=accelerator.device)
-        return bool(accelerator.reduce(flag, reduction="sum").item() > 0)
+        flag = torch.tensor([1.0 if self.local() else 0.0], device=ranks.device)
+        return bool(ranks.reduce(flag, reduction="sum").item() > 0)
