@@ -3,7 +3,8 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 \\
         tests/integration/strategy_driver.py RUN_DIR [CHECKPOINT_TO_RESUME]
 
-RUN_DIR holds the resolved recipe.yaml (and the tokenizer, so no rank trains its own).
+RUN_DIR holds the resolved recipe.yaml, the tokenizer and data.json (the prepared data), so
+no rank tokenizes anything.
 Every rank runs clustertune's node-side ``execute``: data, model, strategy, the loop, the
 final gathered save.
 """
@@ -22,7 +23,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def main() -> None:
-    from clustertune.data.sources import load_raw
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
     from clustertune.train.entry import execute
@@ -35,7 +35,7 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     paths = RunPaths(run_dir)
     recipe = load_recipe(paths.recipe)
-    execute(recipe, load_raw(recipe.data, recipe.train.seed), paths, resume, show_progress=False)
+    execute(recipe, paths, resume, show_progress=False)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert "train: job" in logs.stdout and "done" in logs.stdout  # the batch log's timed steps
     # The data was prepared inside the job, as its first step, once.
     assert logs.stdout.count("data: prepare (one task)") == 1 and "data: ready" in logs.stdout
-    assert "prepared in" in (run.paths.logs_dir / "data.log").read_text()
+    assert re.search(r"^data \w+: (prepared|cache hit) in ", (run.paths.logs_dir / "data.log").read_text(), re.M)
     assert run.paths.data.is_file()
     node0 = cli("logs", run_id, "--node", "0", env=env)
     assert node0.returncode == 0 and "rank 0/1" in node0.stdout

@@ -74,12 +74,14 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def job_dir(where: Path, recipe: dict[str, Any], baseline: Path) -> Path:
-    """A run directory as the submitting side leaves it: resolved recipe and tokenizer."""
+    """A run directory as the submitting side leaves it: resolved recipe, tokenizer and the
+    reference to the prepared data (the baseline's: the strategy does not change the data)."""
     import clustertune as ct
 
     where.mkdir(parents=True)
     (where / "recipe.yaml").write_text(yaml.safe_dump(ct.load_recipe(recipe).to_plain()))
     shutil.copytree(baseline / "tokenizer", where / "tokenizer")
+    shutil.copy2(baseline / "data.json", where / "data.json")
     return where
 
 

@@ -101,16 +101,23 @@ def _start_one(base: Path, name: str, user: str, authorized: Path, use_pam: bool
     log = d / "sshd.log"
     subprocess.run([sshd, "-f", str(config), "-E", str(log)], check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
+    # sshd listens before its daemonised child writes the pid file: wait for both.
+    pid_file = d / "sshd.pid"
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+            text = pid_file.read_text().split()
+            if text:
                 break
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     else:
-        raise RuntimeError(f"sshd on port {port} did not start; see {log}")
-    pid = int((d / "sshd.pid").read_text().split()[0])
+        detail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+        raise RuntimeError(f"sshd on port {port} did not start (no pid file {pid_file}):\n{detail}")
+    pid = int(text[0])
     root = d / "remote root"  # a space on purpose: every remote path must be quoted
     root.mkdir()
     return SshdHost("127.0.0.1", port, root, key.with_suffix(".pub"), pid)
