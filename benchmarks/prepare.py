@@ -125,7 +125,7 @@ def main() -> None:
 
         best_peer, best_ct = float("inf"), float("inf")
         cpu_peer, cpu_ct = float("inf"), float("inf")
-        peer_tokens = ct_tokens = 0
+        peer_tokens = 0
         for rnd in range(args.rounds):
             c0 = cpu_seconds()
             secs, peer_tokens, _ = peer(texts, tok_dir, args.block, cores, 1000)
@@ -139,7 +139,6 @@ def main() -> None:
             secs_ct = time.perf_counter() - t0
             cpu_ct = min(cpu_ct, cpu_seconds() - c0)
             best_ct = min(best_ct, secs_ct)
-            ct_tokens = p.counts("train")["tokens"]
             ct_all = sum(p.counts(s)["tokens"] for s in ("train", "validation"))
             print(f"round {rnd + 1}: peer (datasets.map, num_proc={cores}) {secs:.2f}s   "
                   f"clustertune prepare ({workers} workers) {secs_ct:.2f}s "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.cache import PreparedDataset, prepare
+from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.errors import RunError, UserError
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe, load_recipe
@@ -65,9 +65,8 @@ def preflight(recipe: Recipe) -> Checked:
         return Checked(prepared=None, config=None)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
-    prepared = prepare(recipe)
-    log.info("data: %s %s (%s) in %.2fs", prepared.fingerprint, "cache hit" if prepared.hit else "prepared",
-             prepared.dir, prepared.seconds)
+    with log_to_stderr():
+        prepared = prepare(recipe)
     return Checked(prepared=prepared, config=config)
 
 
@@ -171,7 +170,10 @@ def run(
             log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
         log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
         if checked.prepared is not None:
-            write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
+            p = checked.prepared
+            log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
+                     p.seconds, p.dir, p.total_bytes / 1e6)
+            write_run_data(p, the_run.paths)  # what the nodes read: never raw data
         execute(recipe, the_run.paths, resume_from, show_progress)
         the_run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)

@@ -16,7 +16,7 @@ import pytest
 
 from clustertune.data import builtin, cache, fingerprint
 from clustertune.data.cache import fingerprint_of, prepare
-from clustertune.data.manifest import MANIFEST, load_manifest
+from clustertune.data.manifest import load_manifest
 from clustertune.data.prepare import encode_texts, group_blocks
 from clustertune.errors import DataError
 from clustertune.recipe import load_recipe
@@ -345,3 +345,27 @@ def test_two_racing_prepares_build_once(root: Path, files_recipe: dict[str, Any]
     assert results[0]["fp"] == results[1]["fp"] == fp_
     assert [r["hit"] for r in results] == [False, True]  # one build; the other waited, then read it
     load_manifest(root / fp_).verify()
+
+
+def test_loader_reads_mapped_shards_like_memory_and_resumes_at_another_world_size(
+        root: Path, files_recipe: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from clustertune.data.loader import Position, TrainBatches, to_batch
+    from clustertune.data.prepare import Arrays
+
+    monkeypatch.setenv("CLUSTERTUNE_SHARD_BYTES", "2048")
+    mapped = prepare(load_recipe(files_recipe)).open_split("train")
+    memory = Arrays(input_ids=np.asarray(mapped.input_ids))
+    one = TrainBatches(mapped, 4, 1, 0, 1, seed=3, shuffle=True)
+    ref = TrainBatches(memory, 4, 1, 0, 1, seed=3, shuffle=True)
+    pos = Position()
+    for _ in range(5):
+        (idx,), pos = one.step_indices(pos)
+        assert torch.equal(to_batch(mapped, idx, torch.device("cpu"))["input_ids"],
+                           to_batch(memory, idx, torch.device("cpu"))["input_ids"])
+    # The saved position (global samples) continues at world size 2 with the very next samples.
+    saved = Position.from_dict(pos.to_dict())
+    (nxt,), _ = ref.step_indices(saved)
+    halves = [TrainBatches(mapped, 2, 1, r, 2, seed=3, shuffle=True).step_indices(saved)[0][0] for r in range(2)]
+    assert sorted(np.concatenate(halves).tolist()) == sorted(nxt.tolist())

@@ -61,15 +61,21 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.cache import prepare as do_prepare
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
         t0 = time.perf_counter()
-        p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
+        with log_to_stderr():
+            p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
         secs = time.perf_counter() - t0
         tr, va = p.counts("train"), p.counts("validation")
         print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
         print(f"  dir       {p.dir}")
         print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.data.get('dtype')}")
-        print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
+        if p.streaming:
+            print("  train     streamed: tokenized and packed on the fly while training")
+        else:
+            print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
         print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
         if not p.hit:
             sec = p.manifest.data.get("seconds", {})
@@ -91,7 +97,7 @@ def register(app: typer.Typer) -> None:
         table = Table("fingerprint", "task", "source", "train samples", "tokens", "size", "age", box=None)
         total = 0
         for m in entries:
-            tr = m.data["splits"]["train"]
+            tr = m.data["splits"].get("train", {"samples": "stream"})
             total += m.total_bytes
             table.add_row(m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
                           f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
@@ -160,9 +166,12 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.staging import stage as do_stage
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
-        p = do_prepare(r, cache_dir=cache_dir)
-        res = do_stage(p.dir, resolve_stage_root(dest))
+        with log_to_stderr():
+            p = do_prepare(r, cache_dir=cache_dir)
+            res = do_stage(p.dir, resolve_stage_root(dest))
         print(f"staged {p.fingerprint} to {res.dir}")
         print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
               f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
@@ -180,8 +189,11 @@ def register(app: typer.Typer) -> None:
         from clustertune.data.fetch import fetch as do_fetch
         from clustertune.recipe.load import load_recipe
 
+        from clustertune.data.cache import log_to_stderr
+
         r = load_recipe(recipe, overrides or [])
-        res = do_fetch(r, store, out, prepare_data=not no_prepare)
+        with log_to_stderr():
+            res = do_fetch(r, store, out, prepare_data=not no_prepare)
         for key, name, dest in res.fetched:
             print(f"{key}: {name} -> {dest}")
         if not res.fetched:

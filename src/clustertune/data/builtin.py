@@ -87,6 +87,19 @@ def pydoc_kinds(seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
+def short_name(dataset: str) -> str:
+    """``builtin:NAME`` -> ``NAME``, or a DataError listing the builtin corpora."""
+    from clustertune.errors import DataError
+
+    short = dataset[len(BUILTIN_PREFIX):]
+    if short not in BUILTINS:
+        raise DataError(
+            f"data.dataset: unknown builtin corpus {dataset!r}; available: "
+            + ", ".join(BUILTIN_PREFIX + b for b in BUILTINS)
+        )
+    return short
+
+
 def builtin_rows(name: str) -> list[dict[str, object]]:
     """Rows of a builtin corpus by name (without the ``builtin:`` prefix)."""
     if name == "pydoc":

@@ -17,7 +17,10 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +47,7 @@ from clustertune.data.manifest import (
     write_manifest,
 )
 from clustertune.data.prepare import check_labels, column, prepare_split
-from clustertune.data.sources import RawData, load_raw
+from clustertune.data.sources import RawData, load_raw, load_validation
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
 
@@ -54,6 +57,28 @@ CACHE_ENV = "CLUSTERTUNE_CACHE"
 # Fault injection for tests: SIGKILL the preparing process after its shards are written and
 # before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """Show clustertune's INFO lines on stderr for the block (waiting for a lock, training a
+    tokenizer, preparing) where nothing else shows them yet (before a run has its log)."""
+    lg = logging.getLogger("clustertune")
+    if lg.handlers:
+        yield
+        return
+    h = logging.StreamHandler(sys.stderr)
+    h.setLevel(logging.INFO)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    old_level = lg.level
+    if lg.level == logging.NOTSET or lg.level > logging.INFO:
+        lg.setLevel(logging.INFO)
+    lg.addHandler(h)
+    try:
+        yield
+    finally:
+        lg.removeHandler(h)
+        lg.setLevel(old_level)
 
 
 def cache_root(recipe: Recipe | None = None, override: str | os.PathLike[str] | None = None) -> Path:
@@ -103,7 +128,13 @@ class PreparedDataset:
     def total_bytes(self) -> int:
         return self.manifest.total_bytes
 
+    @property
+    def streaming(self) -> bool:
+        return bool(self.manifest.data.get("streaming"))
+
     def counts(self, split: str) -> dict[str, int]:
+        if split not in self.manifest.data["splits"]:  # the streamed training split
+            return {"examples": 0, "samples": 0, "tokens": 0}
         s = self.manifest.split(split)
         return {"examples": int(s["examples"]), "samples": int(s["samples"]), "tokens": int(s["tokens"])}
 
@@ -130,7 +161,11 @@ class _LazyRaw:
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
-    def train_texts(self) -> list[str]:
+    def train_texts(self) -> Iterable[str]:
+        if self.recipe.data.streaming:  # read lazily, never whole
+            from clustertune.data.stream import texts_of_source
+
+            return (x for x in texts_of_source(self.recipe.data)() if isinstance(x, str))
         return [x for x in column(self.get().train, self.recipe.data.text_column) if isinstance(x, str)]
 
 
@@ -139,12 +174,13 @@ class _Tokenizer:
     sha256: str
     dir: Path | None = None
     obj: Any = None
+    key: str = "model.tokenizer"
 
     def load(self) -> Any:
         if self.obj is None:
             from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
-            self.obj = fix_pad_token(load_tokenizer(str(self.dir)))
+            self.obj = fix_pad_token(load_tokenizer(str(self.dir), key=self.key))
         return self.obj
 
 
@@ -176,7 +212,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
             return _Tokenizer(str(json.loads(entry.read_text(encoding="utf-8"))["sha256"]), local)
         except (OSError, ValueError, KeyError):
             pass
-        tok = _Tokenizer("", local)
+        tok = _Tokenizer("", local, key="model.tokenizer" if m.tokenizer else "model.name_or_path")
         tok.sha256 = tokenizer_content_hash(tok.load())
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +222,8 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
         except OSError:
             pass
         return tok
-    tok = fix_pad_token(load_tokenizer(source))
+    # Without model.tokenizer the tokenizer comes from name_or_path: name the key the user set.
+    tok = fix_pad_token(load_tokenizer(source, key="model.tokenizer" if m.tokenizer else "model.name_or_path"))
     return _Tokenizer(tokenizer_content_hash(tok), None, tok)
 
 
@@ -272,6 +309,7 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(tmp, final)
+            _fsync_dir(root)  # the rename itself survives a crash of the machine
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -280,20 +318,37 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
     return res
 
 
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: int,
            inputs: dict[str, Any], fp: str) -> None:
     import tokenizers
     import transformers
 
     t0 = time.perf_counter()
-    data = raw.get()
-    check_labels(recipe, data.train, "train")
-    check_labels(recipe, data.validation, "validation")
+    if recipe.data.streaming:  # the training text is tokenized on the fly by the loader
+        todo = [("validation", load_validation(recipe.data))]
+    else:
+        data = raw.get()
+        check_labels(recipe, data.train, "train")
+        check_labels(recipe, data.validation, "validation")
+        todo = [("train", data.train), ("validation", data.validation)]
     tk = tok.load()
     t_tok = t_write = 0.0
     files: dict[str, dict[str, Any]] = {}
     splits: dict[str, Any] = {}
-    for name, ds in (("train", data.train), ("validation", data.validation)):
+    for name, ds in todo:
         t1 = time.perf_counter()
         arr = prepare_split(recipe, ds, tk, name, workers)
         t2 = time.perf_counter()
@@ -316,7 +371,8 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
                        "tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
         "seconds": {k: round(v, 3) for k, v in timing.items()},
         "vocab_size": len(tk),
-        "dtype": splits["train"]["arrays"]["input_ids"]["dtype"],
+        "dtype": splits["validation"]["arrays"]["input_ids"]["dtype"],
+        "streaming": bool(recipe.data.streaming),
         "tokenizer": {"dir": TOKENIZER_DIR, "sha256": tok.sha256},
         "inputs": inputs,
         "splits": splits,

@@ -166,13 +166,7 @@ def source_identity(d: DataSection, memo: HashMemo) -> dict[str, Any]:
         return ident
     name = d.dataset or ""
     if name.startswith(builtin.BUILTIN_PREFIX):
-        short = name[len(builtin.BUILTIN_PREFIX):]
-        if short not in builtin.BUILTINS:
-            raise DataError(
-                f"data.dataset: unknown builtin corpus {name!r}; available: "
-                + ", ".join(builtin.BUILTIN_PREFIX + b for b in builtin.BUILTINS)
-            )
-        return {"kind": "builtin", "name": short, "version": builtin.corpus_version()}
+        return {"kind": "builtin", "name": builtin.short_name(name), "version": builtin.corpus_version()}
     p = Path(name).expanduser()
     if p.is_dir():
         return {"kind": "disk", "files": _dir_identity(p, memo)}
@@ -201,7 +195,9 @@ def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
     """Source plus selection: what a tokenizer trained on the spot is trained on."""
     d = recipe.data
     carved: bool | None = None
-    if d.train_files:
+    if d.streaming:
+        carved = False  # streaming never carves (the recipe checks it has a validation split)
+    elif d.train_files:
         carved = not d.validation_files
     elif (d.dataset or "").startswith(builtin.BUILTIN_PREFIX):
         carved = True
@@ -221,6 +217,8 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
                                 "special_tokens": True}
     else:
         proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
+    if d.streaming:
+        proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples
     proc["max_eval_samples"] = d.max_eval_samples
     return proc

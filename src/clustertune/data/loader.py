@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,18 +21,23 @@ from clustertune.errors import DataError
 
 @dataclass
 class Position:
-    """Where the training data stands: epoch and samples consumed within it."""
+    """Where the training data stands: epoch and samples consumed within it (and, for streamed
+    data, the stream's state there, so a resume continues without re-reading the text)."""
 
     epoch: int = 0
     offset: int = 0
     samples_seen: int = 0
+    stream: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "offset": self.offset, "samples_seen": self.samples_seen}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"epoch": self.epoch, "offset": self.offset, "samples_seen": self.samples_seen}
+        if self.stream is not None:
+            d["stream"] = self.stream
+        return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, int]) -> Position:
-        return cls(int(d["epoch"]), int(d["offset"]), int(d["samples_seen"]))
+    def from_dict(cls, d: dict[str, Any]) -> Position:
+        return cls(int(d["epoch"]), int(d["offset"]), int(d["samples_seen"]), d.get("stream"))
 
 
 def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
@@ -82,6 +88,78 @@ class TrainBatches:
         while True:
             micro, pos = self.step_indices(pos)
             yield [to_batch(self.arrays, m, device) for m in micro], pos
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.arrays.input_ids.shape[1])
+
+    def epoch_of(self, pos: Position) -> float:
+        return pos.samples_seen / len(self.arrays)
+
+
+class StreamBatches:
+    """Per optimizer step, this rank's micro-batches from a streamed corpus (``data.streaming``).
+
+    Global batch k holds global blocks [kG, (k+1)G) of the stream, in order (no shuffling: the
+    order is the text's), and rank r takes blocks r, r+W, ... of it, as for prepared data. The
+    position carries the stream's state after the last block of the step, so a resume (at any
+    world size) continues with the next block. When the text runs out the stream starts again
+    (a new epoch), dropping the last partial global batch.
+    """
+
+    def __init__(self, stream: Any, micro_batch: int, accum: int, rank: int, world: int):
+        self.stream, self.micro, self.accum, self.rank, self.world = stream, micro_batch, accum, rank, world
+        self.global_batch = micro_batch * accum * world
+        self.steps_per_epoch = None
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.stream.block_size)
+
+    def epoch_of(self, pos: Position) -> float:
+        return float(pos.epoch)
+
+    def _epoch(self, pos: Position) -> Iterator[tuple[np.ndarray, Position]]:
+        from clustertune.data.stream import StreamState
+
+        state = StreamState.from_dict(pos.stream) if pos.stream else None
+        start = 0 if state is not None else pos.offset  # no saved state: replay the text up to it
+        epoch, offset, seen = pos.epoch, pos.offset, pos.samples_seen
+        base = state.block if state is not None else start  # global batches start here (any world size)
+        mine: list[np.ndarray] = []
+        for g, block, after in self.stream.blocks(state, start):
+            if (g - base) % self.world == self.rank:
+                mine.append(block)
+            if (g + 1 - base) % self.global_batch == 0:
+                offset, seen = offset + self.global_batch, seen + self.global_batch
+                yield np.stack(mine), Position(epoch, offset, seen, after.to_dict())
+                mine = []
+
+    def iterate(self, pos: Position, device: torch.device) -> Iterator[tuple[list[dict[str, torch.Tensor]], Position]]:
+        per_rank = self.micro * self.accum
+        while True:
+            produced = False
+            for blocks, pos in self._epoch(pos):
+                produced = True
+                arrays = Arrays(input_ids=blocks)
+                micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]
+                yield [to_batch(arrays, m, device) for m in micro], pos
+            if not produced and pos.offset == 0:
+                raise DataError(
+                    f"data: the streamed text holds fewer than one global batch of {self.global_batch} blocks "
+                    f"({per_rank} per process); lower the batch size or give more text"
+                )
+            pos = Position(pos.epoch + 1, 0, pos.samples_seen, None)
+
+
+def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,
+                       shuffle: bool) -> TrainBatches | StreamBatches:
+    """Batches over prepared arrays, or over a stream when the data is streamed."""
+    from clustertune.data.stream import BlockStream
+
+    if isinstance(train, BlockStream):
+        return StreamBatches(train, micro_batch, accum, rank, world)
+    return TrainBatches(train, micro_batch, accum, rank, world, seed, shuffle)
 
 
 def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int, device: torch.device) -> Iterator[dict[str, torch.Tensor]]:

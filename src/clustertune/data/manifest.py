@@ -160,7 +160,8 @@ def load_manifest(directory: Path) -> Manifest:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise DataError(f"prepared data {directory}: {path} is missing (an incomplete or foreign directory)") from None
+        raise DataError(f"prepared data {directory}: {path} is missing (an incomplete or foreign directory); "
+                        f"{force_hint(Path(directory).name)}") from None
     except (ValueError, OSError) as exc:
         raise DataError(f"prepared data {directory}: {path} is corrupt ({exc}); {force_hint(Path(directory).name)}") from exc
     fmt = data.get("format") if isinstance(data, dict) else None

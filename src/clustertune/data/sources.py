@@ -7,7 +7,6 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
+from clustertune.data.fingerprint import sha256_file
 from clustertune.errors import DataError
 from clustertune.recipe.schema import DataSection
 
@@ -84,19 +84,11 @@ def _read_files(files: list[str], key: str) -> tuple[Any, list[dict[str, Any]]]:
         ds = _read_file(p, key)
         parts.append(ds)
         st = p.stat()
-        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": _sha256(p)})
+        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": sha256_file(p)})
     cols = {tuple(sorted(d.column_names)) for d in parts}
     if len(cols) > 1:
         raise DataError(f"{key}: the files have different columns: {sorted(cols)}")
     return (parts[0] if len(parts) == 1 else concatenate_datasets(parts)), ident
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _load_hub(name: str, config: str | None, revision: str | None = None) -> Any:
@@ -153,12 +145,7 @@ def load_raw(d: DataSection, seed: int) -> RawData:
     else:
         name = d.dataset or ""
         if name.startswith(builtin.BUILTIN_PREFIX):
-            short = name[len(builtin.BUILTIN_PREFIX):]
-            if short not in builtin.BUILTINS:
-                raise DataError(
-                    f"data.dataset: unknown builtin corpus {name!r}; available: "
-                    + ", ".join(builtin.BUILTIN_PREFIX + b for b in builtin.BUILTINS)
-                )
+            short = builtin.short_name(name)
             train = Dataset.from_list(builtin.builtin_rows(short))
             ident = {"kind": "builtin", "name": short, "version": builtin.corpus_version()}
         elif Path(name).expanduser().is_dir():
@@ -186,3 +173,36 @@ def load_raw(d: DataSection, seed: int) -> RawData:
                 f"its columns are {', '.join(ds.column_names)}"
             )
     return RawData(train=train, validation=val, identity=ident, carved=carved)
+
+
+def load_validation(d: DataSection) -> Any:
+    """Only the validation examples (``data.streaming``: the training text is never loaded whole)."""
+    from datasets import load_from_disk
+
+    name = d.dataset or ""
+    if d.train_files:
+        val, _ = _read_files(d.validation_files, "data.validation_files")
+    elif Path(name).expanduser().is_dir():
+        loaded = load_from_disk(str(Path(name).expanduser()))
+        _, val = _split(loaded, d)
+    else:
+        import datasets
+
+        try:
+            val = datasets.load_dataset(name, d.dataset_config, split=d.validation_split, revision=d.dataset_revision)
+        except ValueError as exc:  # unknown split
+            raise DataError(f"data.validation_split: {exc}") from exc
+        except Exception as exc:
+            _load_hub(name, d.dataset_config, d.dataset_revision)  # raises the usual message
+            raise DataError(f"data.dataset: cannot load the {d.validation_split!r} split of {name!r}: {exc}") from exc
+    if val is None:
+        raise DataError(
+            f"data.streaming: the dataset has no {d.validation_split!r} split to evaluate on; set "
+            "data.validation_split to one it has (a streamed corpus cannot carve one)"
+        )
+    if d.text_column not in val.column_names:
+        raise DataError(
+            f"data.text_column: column {d.text_column!r} not in the validation data; "
+            f"its columns are {', '.join(val.column_names)}"
+        )
+    return val

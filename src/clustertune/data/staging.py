@@ -269,14 +269,15 @@ def open_run_data(
     *,
     token: str | None = None,
     timeout: float | None = None,
-) -> tuple[MappedArrays, MappedArrays]:
+) -> tuple[Any, MappedArrays]:
     """Train and eval arrays of the run in ``paths``, memory-mapped, staged first if asked.
 
     ``stage_dir`` (a node-unique directory; wins over ``recipe.data.stage_to``, whose
     environment variables expand here) turns staging on: local rank 0 of this node copies and
     verifies, the other local ranks wait for it (``token`` names this launch; default from
     ``$CLUSTERTUNE_STAGE_TOKEN``, SLURM and torchrun variables). Without it the shared prepared
-    directory is read in place (sizes checked).
+    directory is read in place (sizes checked). With ``data.streaming`` the train side is a
+    :class:`~clustertune.data.stream.BlockStream` over the recipe's text (the loader takes it).
     """
     ref = read_run_data(paths)
     source = Path(ref["dir"])
@@ -287,6 +288,13 @@ def open_run_data(
     else:
         where = source
     man = _checked(where, ref["fingerprint"])
+    if man.data.get("streaming"):
+        from transformers import AutoTokenizer
+
+        from clustertune.data.stream import BlockStream, texts_of_source
+
+        tok = AutoTokenizer.from_pretrained(str(man.tokenizer_dir))
+        return BlockStream(texts_of_source(recipe.data), tok, recipe.data.block_size), man.open_split("validation")
     return man.open_split("train"), man.open_split("validation")
 
 

@@ -110,6 +110,12 @@ class DataSection(Section):
     """Processes that tokenize when data is prepared. ``clustertune prepare --workers`` wins;
     unset: ``$SLURM_CPUS_PER_TASK``, else the CPUs this process may run on."""
 
+    streaming: bool = False
+    """Causal LM on corpora too large to prepare: the training text is tokenized and packed on the
+    fly, as one global stream of blocks in the text's order (the same blocks prepare would cut),
+    sharded across ranks by block index and resumable. Needs ``train.max_steps`` and a
+    validation split or ``validation_files`` (only the validation data is prepared)."""
+
     stage_to: str | None = None
     """Copy this run's prepared files to node-local disk before training, once per node (local
     rank 0 copies, the other local ranks wait), verified by size and sha256. Environment
@@ -412,6 +418,15 @@ class Recipe(Section):
             problems.append(("data", "set exactly one of data.dataset and data.train_files"))
         if d.validation_files and not d.train_files:
             problems.append(("data.validation_files", "only valid together with data.train_files"))
+        if d.streaming:
+            if self.task != "causal_lm":
+                problems.append(("data.streaming", "only for task causal_lm"))
+            if self.train.max_steps is None:
+                problems.append(("data.streaming", "needs train.max_steps (a stream's length is not known up front)"))
+            if d.train_files and not d.validation_files:
+                problems.append(("data.streaming", "needs data.validation_files: carving a validation split takes the whole dataset"))
+            if (d.dataset or "").startswith("builtin:"):
+                problems.append(("data.streaming", "builtin corpora have no validation split to stream beside; prepare them instead"))
         if self.task == "sequence_classification" and m.num_labels is None:
             problems.append(("model.num_labels", "required for task sequence_classification"))
         if self.launch.nodes > 1 and self.launch.backend == "local":

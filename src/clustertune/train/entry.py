@@ -128,8 +128,12 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     if local_rank is None:
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
     train_arrays, eval_arrays = open_run_data(recipe, paths, local_rank, stage_dir)
-    log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
-             len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
+    if hasattr(train_arrays, "__len__"):
+        log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
+                 len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
+    else:
+        log.info("data: train streamed (tokenized on the fly), %d eval samples (%d tokens) opened in %.2fs",
+                 len(eval_arrays), eval_arrays.tokens, time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     strategy = make_strategy(recipe, paths)
@@ -153,7 +157,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
             summary = {
                 "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
                 "samples_seen": result.samples_seen, "train_seconds": result.train_seconds,
-                "parameters": n_params, "train_samples": len(train_arrays), "eval_samples": len(eval_arrays),
+                "parameters": n_params, "train_samples": len(train_arrays) if hasattr(train_arrays, "__len__") else None, "eval_samples": len(eval_arrays),
                 "resumed_from_step": result.resumed_from_step, "evals": result.evals,
             }
             paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from clustertune.data.loader import Position, TrainBatches, eval_batches
+from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -91,12 +91,12 @@ def train_loop(
     agreed step with a checkpoint, as a preempted or time-limited job needs."""
     t = recipe.train
     main = strategy.is_main_process
-    batches = TrainBatches(
+    batches = make_train_batches(
         train_arrays, t.batch_size, t.gradient_accumulation_steps,
         strategy.process_index, strategy.num_processes, t.seed, t.shuffle,
     )
     steps = total_steps(recipe, batches.steps_per_epoch)
-    seq_len = train_arrays.input_ids.shape[1]
+    seq_len = batches.seq_len
     flops_tok = flops_per_token(model, seq_len)  # before sharding: parameters counted whole
     model, optimizer, scheduler = strategy.prepare(
         model, lambda m: make_optimizer(recipe, m), lambda opt: make_scheduler(recipe, opt, steps))
@@ -173,7 +173,7 @@ def train_loop(
                 tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log, 1e-9)
                 per_dev = tok_s / strategy.num_processes
                 row = {
-                    "kind": "train", "step": step, "epoch": round(pos.samples_seen / len(train_arrays), 4),
+                    "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
                     "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
                     "grad_norm": float(grad_norm) if grad_norm is not None else None,
                     "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
