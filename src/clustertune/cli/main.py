@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     logging.getLogger("clustertune").setLevel(logging.DEBUG if debug else logging.INFO)
     try:
-        app(args=args, prog_name="clustertune", standalone_mode=False)
+        # Without standalone mode click returns a command's `typer.Exit(code)` instead of raising it.
+        rc = app(args=args, prog_name="clustertune", standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            return rc
     except UserError as exc:
         if debug:
             traceback.print_exc()

@@ -1,0 +1,97 @@
+"""`clustertune run RECIPE launch.backend=ssh` on two real sshd hosts: the tiny recipe trains
+across both (c10d rendezvous on the first), a new process follows it by run id (status, logs,
+cancel), the cancelled run resumes on the hosts from its checkpoint and its results come back
+to the local run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+
+STEPS = 40
+
+
+def _recipe(tmp_path: Path, **launch: object) -> Path:
+    recipe = with_(TINY_CAUSAL, train={"max_steps": STEPS, "log_every": 2, "save_every": 10, "eval_at_start": False},
+                   launch={"backend": "ssh", "cluster": "loop", "nodes": 2, "procs_per_node": 1,
+                           # The hosts reuse this interpreter's packages (torch) instead of installing them.
+                           "site_packages_from": sys.executable, **launch})
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _wait_for_run(runs: Path, proc: subprocess.Popen, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for rj in runs.glob("*/run.json"):
+            return rj.parent.name
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError("no run directory appeared")
+
+
+def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_path):
+    runs = Path(os.environ["CLUSTERTUNE_RUNS"])
+    exe = Path(sys.executable).with_name("clustertune")
+    first = subprocess.Popen([str(exe), "run", str(_recipe(tmp_path))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        run_id = _wait_for_run(runs, first)
+        # Another process follows the run by its id alone, while the first one waits on it.
+        deadline = time.monotonic() + 300
+        while "RUNNING" not in (st := cli("status", run_id)).stdout:
+            assert st.returncode == 0 and ("PENDING" in st.stdout or "CREATED" in st.stdout), st.stdout + st.stderr
+            assert time.monotonic() < deadline, "the run never started on the hosts"
+            time.sleep(0.5)
+        cancelled = cli("cancel", run_id)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "CANCELLED" in cancelled.stdout
+        out, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 1 and "CANCELLED" in out, out
+    assert "CANCELLED" in cli("status", run_id).stdout
+    logs = cli("logs", run_id)
+    assert logs.returncode == 0
+    # One torchrun per host, two ranks in one world, stopped together at an agreed step.
+    assert "[node 0]" in logs.stdout and "[node 1]" in logs.stdout
+    assert "stop request" in logs.stdout, logs.stdout[-3000:]
+    run_dir = runs / run_id
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["backend"] == "ssh" and info["state"] == "CANCELLED"
+    # The checkpoint the ranks wrote on the cancel came back here (rank 0 was on either host).
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
+    assert ckpts, sorted(p.name for p in run_dir.iterdir())
+    stopped_at = int(ckpts[-1].split("-")[1])
+    assert 0 < stopped_at < STEPS
+    assert not (run_dir / "model").exists()
+
+    resumed = cli("run", "--resume", run_id, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "COMPLETED" in resumed.stdout
+    info = json.loads((run_dir / "run.json").read_text())
+    assert [a["state"] for a in info["attempts"]] == ["CANCELLED", "COMPLETED"]
+    assert info["attempts"][1]["job_id"].startswith(f"{run_id}-2@")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS and summary["resumed_from_step"] == stopped_at
+    assert (run_dir / "model" / "config.json").is_file()
+    train_steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    assert train_steps == list(range(2, STEPS + 1, 2))  # no step lost or repeated across the attempts
+    assert "COMPLETED" in cli("status", run_id).stdout
+    # Each host holds one copy of the prepared data and of the code snapshot, in its own root.
+    fp = json.loads((run_dir / "data.json").read_text())["fingerprint"]
+    for h in sshd_service.hosts:
+        root = h.root / tmp_path.name
+        assert (root / "data" / fp / "manifest.json").is_file()
+        assert len(list((root / "code").glob("clustertune-*"))) == 1
+        assert (root / "train" / run_id / "recipe.yaml").is_file()
