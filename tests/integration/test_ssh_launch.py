@@ -14,16 +14,18 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.conftest import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
 
 STEPS = 40
+SECRET = "s3cr3t-value-never-in-files"
+SECRET_ENV = {"CT_TEST_HF_TOKEN": SECRET}
 
 
 def _recipe(tmp_path: Path, **launch: object) -> Path:
     recipe = with_(TINY_CAUSAL, train={"max_steps": STEPS, "log_every": 2, "save_every": 10, "eval_at_start": False},
                    launch={"backend": "ssh", "cluster": "loop", "nodes": 2, "procs_per_node": 1,
                            # The hosts reuse this interpreter's packages (torch) instead of installing them.
-                           "site_packages_from": sys.executable, **launch})
+                           "site_packages_from": sys.executable, "env_passthrough": ["CT_TEST_HF_TOKEN"], **launch})
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return path
@@ -43,7 +45,7 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     runs = Path(os.environ["CLUSTERTUNE_RUNS"])
     exe = Path(sys.executable).with_name("clustertune")
     first = subprocess.Popen([str(exe), "run", str(_recipe(tmp_path))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+                             text=True, env={**os.environ, **SECRET_ENV})
     try:
         run_id = _wait_for_run(runs, first)
         # Another process follows the run by its id alone, while the first one waits on it.
@@ -76,7 +78,7 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     assert 0 < stopped_at < STEPS
     assert not (run_dir / "model").exists()
 
-    resumed = cli("run", "--resume", run_id, timeout=600)
+    resumed = cli("run", "--resume", run_id, timeout=600, env=SECRET_ENV)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "COMPLETED" in resumed.stdout
     info = json.loads((run_dir / "run.json").read_text())
@@ -95,3 +97,28 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
         assert (root / "data" / fp / "manifest.json").is_file()
         assert len(list((root / "code").glob("clustertune-*"))) == 1
         assert (root / "train" / run_id / "recipe.yaml").is_file()
+        # The pass-through secret reached the hosts through stdin only: no file holds it.
+        assert not [name for name, data in tree_snapshot(root).items() if SECRET.encode() in data]
+    assert not [name for name, data in tree_snapshot(run_dir).items() if SECRET.encode() in data]
+
+
+def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):
+    """With results kept on the cluster only rank 0's host holds the checkpoints; a resume
+    needs the newest on every host. It is relayed through the submitting machine, not kept there."""
+    from clustertune.launch.ssh import spread_checkpoints
+    from clustertune.runs.run import Run
+    from clustertune.runs.store import runs_root
+
+    run = Run.create(runs_root(), "kept", "causal_lm", "name: kept\n", ["test"], backend="ssh")
+    run.info["remote"] = {"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],
+                          "key": f"{run.id}-1", "keep_on_cluster": True}
+    run.save()
+    holder = Path(ssh_cluster.hosts[1].root) / "train" / run.id / "checkpoints"
+    for step, payload in ((4, b"older"), (8, b"newest weights \x00\x01")):
+        (holder / f"step-{step:08d}").mkdir(parents=True)
+        (holder / f"step-{step:08d}" / "model.safetensors").write_bytes(payload)
+    spread_checkpoints(run)
+    other = Path(ssh_cluster.hosts[0].root) / "train" / run.id / "checkpoints"
+    assert sorted(p.name for p in other.iterdir()) == ["step-00000008"]
+    assert (other / "step-00000008" / "model.safetensors").read_bytes() == b"newest weights \x00\x01"
+    assert not run.paths.checkpoints.exists()  # relayed, not kept here

@@ -20,6 +20,7 @@ import hashlib
 import json
 import posixpath
 import shlex
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -205,6 +206,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         raise
     run.reload()
     run.attempts[-1]["job_id"] = key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers))
+    run.info["remote"]["started"] = True
     run.transition(RunState.RUNNING)
     return SshJob(run)
 
@@ -374,9 +376,14 @@ class SshJob:
     # -- results ---------------------------------------------------------------------------
 
     def _gather_once(self) -> None:
-        if self.remote.get("gathered") or self.remote.get("keep_on_cluster"):
+        if self.remote.get("gathered") or self.remote.get("keep_on_cluster") or not self.remote.get("started"):
             return
-        gather(self.run)
+        try:
+            gather(self.run)
+        except ClusterError as exc:
+            # The state is known; the results wait on the hosts for the next status/resume.
+            print(f"clustertune: results of run {self.run.id} not brought back yet: {exc}", file=sys.stderr)
+            return
         self.remote["gathered"] = True
         self.run.save()
 
