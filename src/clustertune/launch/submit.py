@@ -153,10 +153,18 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         from clustertune.launch import ssh
 
         job = ssh.submit(plan, run, recipe.launch)
-        if announce is not None:
-            announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
-                     f"{plan.procs_per_node or 1} process(es); follow with `clustertune logs {run.id} --follow`")
-        job.wait()
+        try:
+            if announce is not None:
+                announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
+                         f"{plan.procs_per_node or 1} process(es); Ctrl-C leaves it running there")
+                for line in job.follow():
+                    announce(line)
+            job.wait()
+        except KeyboardInterrupt:
+            if announce is not None:
+                announce(f"run {run.id} goes on on the cluster: `clustertune logs {run.id} --follow`, "
+                         f"`clustertune cancel {run.id}`")
+            raise
         return run.reload()
     from clustertune.launch.local import run_torchrun
 
