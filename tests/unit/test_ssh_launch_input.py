@@ -106,3 +106,16 @@ def test_unreachable_host_from_the_cli_exits_2(two_hosts, runs_root: Path, tmp_p
     out = cli("run", str(recipe))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "unreachable" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_hosts_env_defaults_to_clustertunes_own_dependencies() -> None:
+    from clustertune.launch.ssh import _env_for
+    from clustertune.launch.submit import plan_for
+
+    bare = load_recipe(_ssh_recipe(cluster="c"))
+    env = _env_for(plan_for(bare, "r", Path(".")), bare.launch)
+    assert any(r.startswith("torch") for r in env.requirements) and any(r.startswith("transformers") for r in env.requirements)
+    assert env.env_vars["OMP_NUM_THREADS"] == "1"  # the plan's variables reach the ranks
+    reuse = load_recipe(_ssh_recipe(cluster="c", site_packages_from="/opt/py/bin/python3", requirements=["x==1"]))
+    env = _env_for(plan_for(reuse, "r", Path(".")), reuse.launch)
+    assert env.requirements == ("x==1",) and env.site_packages_from == "/opt/py/bin/python3"

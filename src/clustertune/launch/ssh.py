@@ -103,8 +103,23 @@ def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
 def _env_for(plan: LaunchPlan, launch: LaunchSection) -> Any:
     from clustertune.remote.envs import Env
 
-    return Env(requirements=tuple(launch.requirements), site_packages_from=launch.site_packages_from,
+    reqs = list(launch.requirements)
+    if not reqs and not launch.site_packages_from:
+        reqs = own_dependencies()
+    return Env(requirements=tuple(reqs), site_packages_from=launch.site_packages_from,
                env_vars=dict(plan.env), secrets=plan.env_passthrough)
+
+
+def own_dependencies() -> list[str]:
+    """What clustertune itself needs on a host (its code travels as a snapshot), from this
+    install's metadata: the default env when a recipe names none."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        found = requires("clustertune") or []
+    except PackageNotFoundError:
+        found = []
+    return sorted(r for r in found if "extra ==" not in r)
 
 
 def _code_files() -> tuple[Path, list[str], str]:
@@ -113,7 +128,7 @@ def _code_files() -> tuple[Path, list[str], str]:
     from clustertune.remote.envs import folder_files, tree_hash
 
     pkg = Path(clustertune.__file__).resolve().parent
-    files = [f for f in folder_files(pkg) if f.endswith((".py", ".typed", ".yaml", ".yml", ".json"))]
+    files = folder_files(pkg)
     return pkg, files, tree_hash(pkg, files)
 
 
@@ -176,7 +191,8 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         # The code snapshot first on the path: the run uses the code as it was when submitted.
-        runtime["PYTHONPATH"] = posixpath.join(root, "code", f"clustertune-{code[2]}")
+        runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{code[2]}"),
+                                                     runtime.get("PYTHONPATH")) if p)
         header = {"argv": argvs[i], "cwd": abs_rdir, "env": runtime, "client": client_id()}
         _, py = cluster.env_python(i, env)
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",

@@ -209,7 +209,8 @@ class LaunchSection(Section):
 
     requirements: list[str] = Field(default_factory=list)
     """``backend: ssh``: pip requirements of the env built on each host (torch, transformers,
-    accelerate... with the versions the hosts need); clustertune's own code is synced with the run."""
+    accelerate... with the versions the hosts need); clustertune's own code is synced with the run.
+    Empty (and no ``site_packages_from``): clustertune's own dependencies."""
 
     site_packages_from: str | None = None
     """``backend: ssh``: a Python on the hosts whose installed packages the env reuses (an
