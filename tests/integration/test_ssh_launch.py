@@ -122,3 +122,15 @@ def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluste
     assert sorted(p.name for p in other.iterdir()) == ["step-00000008"]
     assert (other / "step-00000008" / "model.safetensors").read_bytes() == b"newest weights \x00\x01"
     assert not run.paths.checkpoints.exists()  # relayed, not kept here
+
+
+def test_a_failing_node_fails_the_run_with_its_last_lines(ssh_cluster, tmp_path):
+    """An env without torch (pip is already there: nothing to download): torchrun cannot start
+    on either host; the run ends FAILED and status shows each node's last lines."""
+    recipe = _recipe(tmp_path, site_packages_from=None, requirements=["pip"], env_passthrough=[])
+    out = cli("run", str(recipe), timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAILED" in out.stdout and "No module named 'torch'" in out.stdout
+    run_id = out.stdout.split("run ", 1)[1].split()[0]
+    status = cli("status", run_id)
+    assert "FAILED" in status.stdout and "[node 0]" in status.stdout and "[node 1]" in status.stdout
