@@ -384,6 +384,9 @@ class SshJob:
             state = self.state()
         if state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
+        if "remote" not in self.run.info:  # its submitting process went away before any host had it
+            self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` before it started")
+            return
         self.remote["cancel_requested"] = True
         self.run.save()
         self.stop_hosts(GRACEFUL_CANCEL_S)
