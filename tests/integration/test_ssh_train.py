@@ -55,31 +55,19 @@ def test_two_host_torchrun_with_c10d_rendezvous(ssh_cluster):
         assert (Path(h.root) / "train" / run.id / "recipe.yaml").read_text() == "name: ddp\n"
 
 
-# Until the node entry's own `python -m clustertune.train.entry RUN_DIR` lands, the nodes run
-# this: the same preflight and execute that a local run uses, in the run directory.
-NODE_TRAIN = """
-import logging, sys
-from pathlib import Path
-from clustertune.api import preflight
-from clustertune.recipe import load_recipe
-from clustertune.runs.paths import RunPaths
-from clustertune.train.entry import execute
-logging.basicConfig(level=logging.INFO)
-recipe = load_recipe("recipe.yaml")
-execute(recipe, preflight(recipe).raw, RunPaths(Path.cwd()), None, False)
-"""
-
-
 def test_two_host_cpu_training_brings_results_back(ssh_cluster):
     import yaml
 
     from tests.conftest import TINY_CAUSAL, with_
 
+    from clustertune.launch.submit import prepare_run_data
+    from clustertune.recipe.load import load_recipe
+
     recipe = with_(TINY_CAUSAL, train={"max_steps": 4, "log_every": 2, "eval_at_start": False})
     run = Run.create(runs_root(), "tiny", "causal_lm", yaml.safe_dump(recipe), ["test"])
-    (run.paths.root / "node_train.py").write_text(NODE_TRAIN)
-    job = launch_training(run, ct.cluster("loop"), Env(site_packages_from=sys.executable),
-                          node_command=lambda n: default_node_command(n)[:-3] + ["node_train.py"])
+    # Prepared here, once; the loopback hosts read it where the data cache put it (one filesystem).
+    prepare_run_data(load_recipe(recipe), run.paths)
+    job = launch_training(run, ct.cluster("loop"), Env(site_packages_from=sys.executable))
     assert finish_training(job, timeout=420) is RunState.COMPLETED, job.logs()
     summary = json.loads(run.paths.summary.read_text())
     assert summary["steps"] == 4

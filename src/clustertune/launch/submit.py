@@ -34,7 +34,12 @@ def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
 
 
 def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
-    plan = build_plan(recipe, run_id, str(run_dir), sys.executable)
+    if recipe.launch.backend == "ssh":
+        # Each host runs the node command inside its own copy of the run directory, with the
+        # env's bin first on PATH: the same command on every host.
+        plan = build_plan(recipe, run_id, ".", "python")
+    else:
+        plan = build_plan(recipe, run_id, str(run_dir), sys.executable)
     bad = secret_looking_env(plan)
     if bad:
         raise LaunchError(
@@ -71,6 +76,10 @@ def dry_run_text(recipe: Recipe, root: Path) -> str:
         from clustertune.launch.slurm import render_sbatch
 
         out += ["# sbatch script", render_sbatch(plan)]
+    elif plan.backend == "ssh":
+        from clustertune.launch.ssh import dry_run_lines
+
+        out += dry_run_lines(plan, recipe.launch)
     elif not needs_launcher(recipe):
         out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
     else:
@@ -105,6 +114,10 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         if bad:
             raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
         recipe = load_recipe(run.paths.recipe, overrides or [])
+        if run.info.get("backend") == "ssh" and "remote" in run.info:
+            from clustertune.launch.ssh import before_resume
+
+            before_resume(run)
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
         run.info["backend"] = recipe.launch.backend
         run.save()
@@ -120,6 +133,10 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
             from clustertune.launch.local import local_procs
 
             local_procs(early)
+        elif recipe.launch.backend == "ssh":
+            from clustertune.launch.ssh import check_nodes, find_cluster
+
+            check_nodes(recipe.launch, len(find_cluster(str(recipe.launch.cluster)).hosts))
         elif shutil.which("sbatch") is None:
             raise LaunchError(
                 "launch.backend=slurm: `sbatch` is not on PATH; run on a SLURM login node "
@@ -140,6 +157,23 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
 
         submit(plan, run)
         return run
+    if plan.backend == "ssh":
+        from clustertune.launch import ssh
+
+        job = ssh.submit(plan, run, recipe.launch)
+        try:
+            if announce is not None:
+                announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
+                         f"{plan.procs_per_node or 1} process(es); Ctrl-C leaves it running there")
+                for line in job.follow():
+                    announce(line)
+            job.wait()
+        except KeyboardInterrupt:
+            if announce is not None:
+                announce(f"run {run.id} goes on on the cluster: `clustertune logs {run.id} --follow`, "
+                         f"`clustertune cancel {run.id}`")
+            raise
+        return run.reload()
     from clustertune.launch.local import run_torchrun
 
     if announce is not None:

@@ -275,12 +275,29 @@ PRESETS: dict[str, tuple[int, str]] = {"zero2-offload": (2, "optimizer"), "zero3
 
 
 class LaunchSection(Section):
-    backend: Literal["local", "slurm"] = "local"
+    backend: Literal["local", "slurm", "ssh"] = "local"
     """Where the job runs. ``local``: this machine (one process, or ``procs_per_node`` processes
-    through torchrun); ``slurm``: an sbatch job of ``nodes`` nodes."""
+    through torchrun); ``slurm``: an sbatch job of ``nodes`` nodes; ``ssh``: the first ``nodes``
+    hosts of the SSH cluster ``launch.cluster`` (``clustertune cluster add``)."""
+
+    cluster: str | None = None
+    """``backend: ssh``: the name of a cluster in the user's cluster config (``clustertune cluster ls``)."""
+
+    keep_on_cluster: bool = False
+    """``backend: ssh``: leave metrics, checkpoints and the final model on the hosts instead of
+    copying them back into the local run directory (logs and state are still read from there)."""
+
+    requirements: list[str] = Field(default_factory=list)
+    """``backend: ssh``: pip requirements of the env built on each host (torch, transformers,
+    accelerate... with the versions the hosts need); clustertune's own code is synced with the run.
+    Empty (and no ``site_packages_from``): clustertune's own dependencies."""
+
+    site_packages_from: str | None = None
+    """``backend: ssh``: a Python on the hosts whose installed packages the env reuses (an
+    existing torch install) instead of installing them again."""
 
     nodes: int = Field(default=1, ge=1)
-    """Nodes (hosts) the job spans; more than one needs ``backend: slurm``."""
+    """Nodes (hosts) the job spans; more than one needs ``backend: slurm`` or ``backend: ssh``."""
 
     procs_per_node: int | None = Field(default=None, ge=1)
     """Training processes per node. Unset: resolved on the node from the GPUs it sees, else 1
@@ -430,7 +447,10 @@ class Recipe(Section):
         if self.task == "sequence_classification" and m.num_labels is None:
             problems.append(("model.num_labels", "required for task sequence_classification"))
         if self.launch.nodes > 1 and self.launch.backend == "local":
-            problems.append(("launch.nodes", "more than one node needs launch.backend=slurm"))
+            problems.append(("launch.nodes", "more than one node needs launch.backend=slurm or launch.backend=ssh"))
+        if self.launch.backend == "ssh" and not self.launch.cluster:
+            problems.append(("launch.cluster", "launch.backend=ssh needs a cluster: launch.cluster=NAME "
+                             "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
         problems.extend(strategy_problems(self.train))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
