@@ -23,4 +23,25 @@ def run(*args, **kwargs):  # noqa: ANN002, ANN003 - signature documented on clus
     return _run(*args, **kwargs)
 
 
-__all__ = ["Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]
+def cluster(name: str, accept_new_host_keys: bool = False):  # noqa: ANN201 - lazy import keeps the CLI's start cheap
+    """A configured SSH cluster; see :func:`clustertune.remote.cluster.cluster`."""
+    from clustertune.remote.cluster import cluster as _cluster
+
+    return _cluster(name, accept_new_host_keys)
+
+
+def function(fn):  # noqa: ANN001, ANN201
+    """Run ``fn`` on a cluster: ``ct.function(fn).to(cluster, env=[...])``."""
+    from clustertune.remote.functions import function as _function
+
+    return _function(fn)
+
+
+def cls(klass):  # noqa: ANN001, ANN201
+    """A long-lived remote object: ``ct.cls(Model).to(cluster, env=[...])(*init_args)``."""
+    from clustertune.remote.objects import cls as _cls
+
+    return _cls(klass)
+
+
+__all__ = ["cls", "cluster", "function", "Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]

@@ -27,6 +27,7 @@ from clustertune.runs.store import get_run, runs_root
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import mixed_precision
 from clustertune.train.metrics import check_trackers
+from clustertune.train.strategies.zero import check_strategy
 
 log = logging.getLogger("clustertune")
 
@@ -45,9 +46,10 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 @dataclass
 class Checked:
-    """What preflight learnt: the prepared data and the model config it checked."""
+    """What preflight learnt: the prepared data and the model config it checked (neither for
+    RL runs, whose trainers load their own prompts and models)."""
 
-    prepared: PreparedDataset
+    prepared: PreparedDataset | None
     config: Any
 
 
@@ -55,7 +57,12 @@ def preflight(recipe: Recipe) -> Checked:
     """Checks that need data or a model config, and the data preparation itself (a cache hit
     when the same data was prepared before), done before any run directory exists."""
     check_trackers(list(recipe.tracking.trackers))
-    mixed_precision(recipe)
+    check_strategy(recipe, mixed_precision(recipe))
+    if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
+        from clustertune.train.rl import preflight_rl
+
+        preflight_rl(recipe)
+        return Checked(prepared=None, config=None)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
     with log_to_stderr():
@@ -144,10 +151,15 @@ def run(
     else:
         recipe = load_recipe(source, overrides)
 
+    from clustertune.launch.submit import launch, needs_launcher
+
+    if needs_launcher(recipe):  # several processes or a scheduler: through the launcher
+        return launch(None if resume else recipe, resume=resume, runs_root_dir=runs_root_dir, command=command)
     checked = preflight(recipe)
     if resume is not None:
         the_run = existing
-        _check_same_data(the_run, checked.prepared)
+        if checked.prepared is not None:
+            _check_same_data(the_run, checked.prepared)
     else:
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         the_run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
@@ -157,10 +169,11 @@ def run(
         if resume is not None and resume_from is None:
             log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
         log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
-        p = checked.prepared
-        log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
-                 p.seconds, p.dir, p.total_bytes / 1e6)
-        write_run_data(checked.prepared, the_run.paths)  # what the nodes read: never raw data
+        if checked.prepared is not None:
+            p = checked.prepared
+            log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
+                     p.seconds, p.dir, p.total_bytes / 1e6)
+            write_run_data(p, the_run.paths)  # what the nodes read: never raw data
         execute(recipe, the_run.paths, resume_from, show_progress)
         the_run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)

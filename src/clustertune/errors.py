@@ -67,3 +67,27 @@ class CheckpointError(UserError):
 
 class TrackingError(UserError):
     """A tracker that was asked for but is not installed."""
+
+
+class LaunchError(UserError):
+    """A job that cannot be launched as asked: too many processes, no sbatch, a rejected job."""
+
+
+class ClusterError(UserError):
+    """An SSH cluster that is unknown, misconfigured or cannot be reached; names the host and the fix."""
+
+
+class HostKeyError(ClusterError):
+    """A host whose SSH host key is unknown or changed: refused, with how to accept it."""
+
+
+class EnvError(ClusterError):
+    """An environment that cannot be built on a host (pip's error is included)."""
+
+
+class RemoteCallError(ClusterError):
+    """A remote call that cannot be started, found or trusted (unknown run key, foreign result)."""
+
+
+class RewardError(UserError):
+    """A reward function or reward model that cannot be loaded or gives unusable scores."""

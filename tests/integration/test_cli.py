@@ -134,3 +134,10 @@ def test_runs_show_status_logs_and_plot(runs_root: Path) -> None:
     assert status.returncode == 0 and status.stdout.strip() == f"{run.id} COMPLETED"
     cancel = cli("cancel", run.id)
     assert cancel.returncode == 2 and "already COMPLETED" in cancel.stderr
+
+
+def test_usage_errors_exit_2_with_the_usage_line() -> None:
+    res = cli("run", "--bogus")
+    assert res.returncode == 2 and "No such option: --bogus" in res.stderr and "Traceback" not in res.stderr
+    res = cli("status")
+    assert res.returncode == 2 and "Missing argument" in res.stderr

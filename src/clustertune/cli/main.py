@@ -6,11 +6,13 @@ import logging
 import sys
 import traceback
 
-import click
 import typer
 
-from clustertune.cli import data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
+
+# typer ships its own copy of click: catch that copy's exceptions, whichever it is.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(
     name="clustertune",
@@ -28,8 +30,10 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
 
 run_cmds.register(app)
 runs_cmds.register(app)
-data_cmds.register(app)
 perf_cmds.register(app)
+data_cmds.register(app)
+cluster_cmds.register(app)
+bench_cmds.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,24 +41,22 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     logging.getLogger("clustertune").setLevel(logging.DEBUG if debug else logging.INFO)
     try:
-        app(args=args, prog_name="clustertune", standalone_mode=False)
+        # Without standalone mode, an Exit(code) raised by a command comes back as the return value.
+        rc = app(args=args, prog_name="clustertune", standalone_mode=False)
     except UserError as exc:
         if debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
+    except _ClickException as exc:  # usage errors: unknown option, missing argument (exit 2)
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
-        print("aborted", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
+    except (typer.Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipes
+from clustertune.runs.state import RunState
 
 
 def register(app: typer.Typer) -> None:
@@ -22,15 +23,18 @@ def register(app: typer.Typer) -> None:
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id from its last checkpoint."),
         runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
     ) -> None:
         """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
-        from clustertune.api import run as api_run
-
-        if resume is not None and recipe is not None:
+        if resume is not None and recipe is not None and not all(o.startswith("launch.") for o in [recipe, *(overrides or [])]):
             # `clustertune run --resume ID` only; a recipe beside it is ambiguous.
             raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
         if resume is None and recipe is None:
             raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
+        if _launch_cmd(recipe, overrides or [], resume, runs_root, dry_run):
+            return
+        from clustertune.api import run as api_run
+
         r = api_run(recipe, overrides or [], resume=resume, runs_root_dir=runs_root,
                     show_progress=progress, command=["clustertune", *sys.argv[1:]])
         print(f"run {r.id} {r.state.value}")
@@ -45,6 +49,8 @@ def register(app: typer.Typer) -> None:
         """Check a recipe without running it and without network; every problem at once."""
         r = load_recipe(recipe, overrides or [])
         src = r.model.name_or_path or f"{r.model.config} (fresh)"
+        if r.rl is not None:
+            src = f"{r.rl.algorithm} policy {r.rl.policy}"
         data = r.data.dataset or ", ".join(r.data.train_files)
         print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
 
@@ -59,3 +65,45 @@ def register(app: typer.Typer) -> None:
             except UserError as exc:  # a broken shipped recipe is a bug, but still list it
                 table.add_row(name, "?", f"INVALID: {exc}")
         Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
+                dry_run: bool) -> bool:
+    """Multi-process and SLURM runs (and --dry-run) go through the launcher, which keeps torch
+    out of this process; True when it handled the command."""
+    from clustertune.launch import submit
+    from clustertune.runs.store import get_run
+
+    launch_overrides: list[str] | None = None
+    if resume is not None:
+        # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
+        launch_overrides = [o for o in [recipe, *overrides] if o]
+        run = get_run(resume, runs_root)
+        the_recipe = load_recipe(run.paths.recipe, launch_overrides)
+        # A run that was launched stays with the launcher, even when resumed on one process.
+        use_launcher = submit.needs_launcher(the_recipe) or submit.needs_launcher(load_recipe(run.paths.recipe))
+        if not use_launcher and launch_overrides:
+            raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
+    else:
+        assert recipe is not None
+        the_recipe = load_recipe(recipe, overrides)
+        use_launcher = submit.needs_launcher(the_recipe)
+    if dry_run:
+        from clustertune.runs.store import runs_root as root_of
+
+        print(submit.dry_run_text(the_recipe, root_of(runs_root or the_recipe.tracking.runs_root)))
+        return True
+    if not use_launcher:
+        return False
+    r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
+                      runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
+                      announce=lambda text: print(text, file=sys.stderr, flush=True))
+    if r.state is RunState.PENDING:
+        print(f"run {r.id} submitted (SLURM job {r.attempts[-1]['job_id']}); follow it with `clustertune status {r.id}`")
+        return True
+    print(f"run {r.id} {r.state.value}" + (f": {r.info['reason']}" if r.state is not RunState.COMPLETED and r.info.get("reason") else ""))
+    print(f"  model:   {r.paths.model}")
+    print(f"  metrics: {r.paths.metrics}")
+    if r.state is not RunState.COMPLETED:
+        raise typer.Exit(1)
+    return True

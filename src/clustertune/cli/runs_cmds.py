@@ -20,11 +20,14 @@ def register(app: typer.Typer) -> None:
     runs_app = typer.Typer(help="List runs; `runs show ID` for one.", invoke_without_command=True, no_args_is_help=False)
 
     @runs_app.callback()
-    def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot) -> None:
+    def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
+                  cluster: Optional[str] = typer.Option(None, "--cluster", help="Only runs on this SSH cluster.")) -> None:
         """List runs: id, task, state, steps, best eval figure, age."""
         if ctx.invoked_subcommand is not None:
             return
         found = list_runs(runs_root)
+        if cluster is not None:
+            found = [r for r in found if (r.info.get("remote") or {}).get("cluster") == cluster]
         if not found:
             print("no runs yet")
             return
@@ -59,6 +62,11 @@ def register(app: typer.Typer) -> None:
         from clustertune.launch import job_for
 
         r = get_run(run_id, runs_root)
+        job_follow = getattr(job_for(r), "follow", None) if follow else None
+        if job_follow is not None:  # backends whose logs live elsewhere (SSH hosts) follow them there
+            for line in job_follow(node):
+                print(line, flush=True)
+            return
         if follow:
             for line in report.follow(r):
                 print(line, flush=True)

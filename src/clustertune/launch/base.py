@@ -61,7 +61,8 @@ def register(name: str, factory: Callable[[], Launcher]) -> None:
 def _load_builtin_backends() -> None:
     # Importing a backend module registers it. Imported here, not at the top, so that the
     # CLI's cold start does not pay for backends it does not use.
-    from clustertune.launch import local  # noqa: F401
+    from clustertune.launch import local, slurm, ssh  # noqa: F401
+    from clustertune.remote import backend  # noqa: F401  (ssh-remote: calls, exec, objects on SSH hosts)
 
 
 def launcher(name: str) -> Launcher:

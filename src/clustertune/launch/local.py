@@ -1,15 +1,19 @@
-"""The local backend's job: a training process on this host, followed by its pid."""
+"""The local backend: training processes on this host (one in-process, or N through torchrun),
+followed by the launching process's pid."""
 
 from __future__ import annotations
 
 import os
 import signal
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from clustertune.errors import RunError
+from clustertune.errors import LaunchError, RunError
 from clustertune.launch.base import register
+from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, node_command
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
 
@@ -55,6 +59,9 @@ class LocalJob:
                 time.sleep(0.1)
             else:
                 os.kill(pid, signal.SIGKILL)
+                group = int(att.get("torchrun_pid") or 0)
+                if group and pid_alive(group):
+                    os.killpg(group, signal.SIGKILL)  # torchrun and its ranks run in their own session
         self.run.reload()
         if not self.run.state.terminal:
             self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
@@ -68,3 +75,81 @@ class LocalLauncher:
 
 
 register("local", LocalLauncher)
+
+
+# -- several processes on this host through torchrun ----------------------------------------
+
+
+def visible_gpus(env: dict[str, str] | None = None) -> int:
+    """GPUs this host offers, found without importing torch (the launcher stays light)."""
+    env = dict(os.environ) if env is None else env
+    vis = env.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([d for d in vis.split(",") if d.strip() and d.strip() != "-1"])
+    gpus_dir = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus_dir.iterdir())) if gpus_dir.is_dir() else 0
+
+
+def local_procs(plan: LaunchPlan, env: dict[str, str] | None = None, cpus: int | None = None) -> int:
+    """Processes to start here: the plan's, else one per GPU, else 1; more than the host has is an error."""
+    gpus = visible_gpus(env)
+    cpus = cpus or os.cpu_count() or 1
+    n = plan.procs_per_node or max(gpus, 1)
+    if gpus and n > gpus:
+        raise LaunchError(f"launch.procs_per_node={n} but this host has {gpus} GPU(s); set launch.procs_per_node<={gpus}")
+    if not gpus and n > cpus:
+        raise LaunchError(
+            f"launch.procs_per_node={n} but this host has no GPU and {cpus} CPU core(s); "
+            f"set launch.procs_per_node<={cpus} (each CPU rank needs a core of its own)"
+        )
+    return n
+
+
+def node_env(plan: LaunchPlan, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The training processes' environment: ours, plus the plan's variables (pass-through names
+    are inherited from ``base``, so their values never appear in argv or files)."""
+    env = dict(os.environ if base is None else base)
+    env.update(dict(plan.env))
+    return env
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
+    """Run the plan's ranks on this host and wait; the ranks record progress in run.json,
+    this records how the job ended when they could not (a crash, Ctrl-C)."""
+    nproc = local_procs(plan)
+    argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
+    out = run.paths.logs_dir / "launcher.log"
+    for stale in (STOP_FILE, CANCEL_FILE):  # left by an earlier attempt (a SLURM job, a cancel)
+        (run.paths.root / stale).unlink(missing_ok=True)
+    run.start_attempt()
+    with out.open("ab") as fh:
+        # Own session: Ctrl-C and `clustertune cancel` reach torchrun through this process,
+        # which forwards SIGINT; torchrun passes it on to every rank.
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=node_env(plan), start_new_session=True)
+        run.attempts[-1]["torchrun_pid"] = proc.pid  # so a cancel can reach the ranks if this process is gone
+        run.save()
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            if not run.reload().state.terminal:
+                run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+            raise
+    run.reload()
+    if not run.state.terminal:
+        run.transition(RunState.FAILED, reason=f"torchrun exited with code {rc}; last lines of {out}:\n{tail(out)}")
+    elif run.state is RunState.FAILED and rc != 0 and "last lines" not in str(run.info.get("reason", "")):
+        run.info["reason"] = f"{run.info.get('reason')}\nlast lines of {out}:\n{tail(out)}"
+        run.save()
+    return run.state

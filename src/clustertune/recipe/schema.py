@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Task = Literal["causal_lm", "sequence_classification"]
-TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification")
+Task = Literal["causal_lm", "sequence_classification", "rlhf"]
+TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "rlhf")
 TOKENIZER_TRAIN = "train"
 
 
@@ -199,10 +199,177 @@ class TrainSection(Section):
     peak_flops: float | None = Field(default=None, gt=0.0)
     """Peak FLOP/s of one device, for MFU; known GPUs are looked up when unset."""
 
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
+    """How work is split across processes: ``ddp`` (each process holds the whole model),
+    ``fsdp`` (PyTorch FSDP2: parameters, gradients and optimizer state sharded), ``deepspeed``
+    (DeepSpeed ZeRO, stage from ``zero_stage``; ``pip install 'clustertune[deepspeed]'``)."""
+
+    zero_stage: Literal[1, 2, 3] | None = None
+    """DeepSpeed ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters.
+    Only with ``strategy: deepspeed``; unset means the preset's stage, else 2."""
+
+    offload: Literal["none", "optimizer", "params"] | None = None
+    """Unset means the preset's, else ``none``. Keep state in host memory to fit bigger models: ``optimizer`` (optimizer state, and the
+    optimizer step runs on the CPU), ``params`` (parameters too: DeepSpeed ZeRO-3 or FSDP).
+    Needs ``strategy: deepspeed`` or ``fsdp``."""
+
+    deepspeed_preset: Literal["zero2-offload", "zero3-offload"] | None = None
+    """A seed configuration people copy: ``zero2-offload`` (ZeRO-2, optimizer in host memory),
+    ``zero3-offload`` (ZeRO-3, optimizer and parameters in host memory). Sets ``zero_stage``
+    and ``offload``; setting them too is an error when they disagree."""
+
+    deepspeed_config: str | None = None
+    """Path to a DeepSpeed JSON config merged over the one built from this recipe (for keys the
+    recipe has no switch for). Keys the recipe also sets must agree; contradictions are named."""
+
+    compile: bool | None = None
+    """``torch.compile`` the model: on by default on a GPU, off on CPU. When compilation fails,
+    training falls back to eager mode and says why."""
+
+    fused_adamw: bool | None = None
+    """Fused AdamW kernel (one kernel for all parameters): on by default on a GPU."""
+
+    pad_vocab_multiple: int | None = Field(default=None, ge=1)
+    """Models built from a config: round the vocabulary up to a multiple of this (tensor cores
+    like multiples of 64). Default 64 on a GPU, 1 (no padding) on CPU."""
+
+    @property
+    def effective_zero_stage(self) -> int:
+        if self.zero_stage is not None:
+            return self.zero_stage
+        return PRESETS[self.deepspeed_preset][0] if self.deepspeed_preset else 2
+
+    @property
+    def effective_offload(self) -> str:
+        if self.offload is not None:
+            return self.offload
+        return PRESETS[self.deepspeed_preset][1] if self.deepspeed_preset else "none"
+
+
+def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
+    """Strategy switches that contradict each other (checked without importing DeepSpeed)."""
+    out: list[tuple[str, str]] = []
+    ds_only = [k for k in ("zero_stage", "deepspeed_preset", "deepspeed_config") if getattr(t, k) is not None]
+    if t.strategy != "deepspeed" and ds_only:
+        out.extend((f"train.{k}", f"only used with train.strategy=deepspeed (strategy is {t.strategy!r})")
+                   for k in ds_only)
+    if t.effective_offload != "none" and t.strategy == "ddp":
+        out.append(("train.offload", "offloading needs train.strategy=deepspeed or fsdp (ddp keeps "
+                    "everything on the device)"))
+    if t.effective_offload == "params" and t.strategy == "deepspeed" and t.effective_zero_stage != 3:
+        out.append(("train.offload", "params offload needs train.zero_stage=3 (stages 1 and 2 keep "
+                    "parameters on the device)"))
+    if t.deepspeed_preset is not None:
+        stage, offload = PRESETS[t.deepspeed_preset]
+        if t.zero_stage is not None and t.zero_stage != stage:
+            out.append(("train.zero_stage", f"{t.zero_stage} contradicts deepspeed_preset "
+                        f"{t.deepspeed_preset!r} (stage {stage}), drop one of them"))
+        if t.offload is not None and t.offload != offload:
+            out.append(("train.offload", f"{t.offload!r} contradicts deepspeed_preset "
+                        f"{t.deepspeed_preset!r} (offload {offload!r}), drop one of them"))
+    return out
+
+
+# DeepSpeed presets: (ZeRO stage, offload).
+PRESETS: dict[str, tuple[int, str]] = {"zero2-offload": (2, "optimizer"), "zero3-offload": (3, "params")}
+
 
 class LaunchSection(Section):
-    backend: Literal["local"] = "local"
-    """Where the job runs. ``local``: this machine, one process."""
+    backend: Literal["local", "slurm", "ssh"] = "local"
+    """Where the job runs. ``local``: this machine (one process, or ``procs_per_node`` processes
+    through torchrun); ``slurm``: an sbatch job of ``nodes`` nodes; ``ssh``: the first ``nodes``
+    hosts of the SSH cluster ``launch.cluster`` (``clustertune cluster add``)."""
+
+    cluster: str | None = None
+    """``backend: ssh``: the name of a cluster in the user's cluster config (``clustertune cluster ls``)."""
+
+    keep_on_cluster: bool = False
+    """``backend: ssh``: leave metrics, checkpoints and the final model on the hosts instead of
+    copying them back into the local run directory (logs and state are still read from there)."""
+
+    requirements: list[str] = Field(default_factory=list)
+    """``backend: ssh``: pip requirements of the env built on each host (torch, transformers,
+    accelerate... with the versions the hosts need); clustertune's own code is synced with the run.
+    Empty (and no ``site_packages_from``): clustertune's own dependencies."""
+
+    site_packages_from: str | None = None
+    """``backend: ssh``: a Python on the hosts whose installed packages the env reuses (an
+    existing torch install) instead of installing them again."""
+
+    nodes: int = Field(default=1, ge=1)
+    """Nodes (hosts) the job spans; more than one needs ``backend: slurm`` or ``backend: ssh``."""
+
+    procs_per_node: int | None = Field(default=None, ge=1)
+    """Training processes per node. Unset: resolved on the node from the GPUs it sees, else 1
+    (the submitting host may have no GPU)."""
+
+    gpus_per_node: int = Field(default=0, ge=0)
+    """GPUs requested per node (``--gpus-per-node``); 0 on CPU-only partitions."""
+
+    cpus_per_gpu: int = Field(default=4, ge=1)
+    """CPU cores per GPU (``--cpus-per-gpu``) when ``gpus_per_node`` is set."""
+
+    cpus_per_task: int | None = Field(default=None, ge=1)
+    """CPU cores for the one task per node (``--cpus-per-task``); for CPU-only partitions."""
+
+    mem: str | None = None
+    """Memory per node (``--mem``), e.g. ``64G``."""
+
+    time: str | None = None
+    """Time limit (``--time``), e.g. ``04:00:00`` or ``2-00:00:00``."""
+
+    partition: str | None = None
+    """SLURM partition (``--partition``)."""
+
+    account: str | None = None
+    """SLURM account to charge (``--account``)."""
+
+    qos: str | None = None
+    """SLURM quality of service (``--qos``)."""
+
+    constraint: str | None = None
+    """Node features required (``--constraint``), e.g. ``a100``."""
+
+    dependency: str | None = None
+    """Start after other jobs (``--dependency``), e.g. ``afterok:1234``."""
+
+    sbatch_extra: list[str] = Field(default_factory=list)
+    """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
+
+    setup: list[str] = Field(default_factory=list)
+    """Shell lines run on each node before training (``module load ...``, ``source venv/bin/activate``)."""
+
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set for the training processes (not secrets: they are written
+    into the job script)."""
+
+    env_passthrough: list[str] = Field(default_factory=list)
+    """Names of variables (``HF_TOKEN``) whose values travel from the submitting environment
+    to the job through the process environment, never through files or argv."""
+
+    nccl_socket_ifname: str | None = None
+    """``NCCL_SOCKET_IFNAME`` for the job (the interface NCCL uses between nodes), e.g. ``ib0``."""
+
+    node_address_suffix: str | None = None
+    """Appended to the first node's name to get the rendezvous host, for clusters whose fast
+    network has its own hostnames (``-ib``); unset: the node's address from ``scontrol``."""
+
+    rdzv_timeout: int = Field(default=900, ge=1)
+    """Seconds the nodes wait for each other at the rendezvous before failing."""
+
+    max_restarts: int = Field(default=0, ge=0)
+    """Times torchrun's elastic agent restarts failed workers (they resume from the last checkpoint)."""
+
+    watchdog_minutes: float | None = Field(default=None, gt=0)
+    """Hang watchdog: no optimizer step for this many minutes dumps every rank's stack to the
+    log and fails the run."""
+
+    signal: str = Field(default="B:USR2@90", pattern=r"^(?:[BR]:)?(?:SIG)?[A-Z0-9]+(?:@[0-9]+)?$")
+    """SLURM ``--signal`` asking for a stop request before the time limit (``B:`` sends it to the
+    batch shell, which passes it on; USR2 since NCCL may use USR1)."""
+
+    max_requeues: int = Field(default=3, ge=0)
+    """Requeues after the time limit's stop request; a preemption (SIGTERM) always requeues."""
 
 
 class TrackingSection(Section):
@@ -217,6 +384,9 @@ class TrackingSection(Section):
     """Project name passed to the trackers."""
 
 
+from clustertune.recipe.rl_schema import RLSection, rl_cross_field  # noqa: E402  (after Section)
+
+
 class Recipe(Section):
     name: str = "recipe"
     """Short name; used in run ids."""
@@ -225,8 +395,9 @@ class Recipe(Section):
     """One line saying what the recipe does."""
 
     task: Task = "causal_lm"
-    """``causal_lm`` (next-token prediction, perplexity) or ``sequence_classification``
-    (text -> one of ``model.num_labels`` classes, accuracy)."""
+    """``causal_lm`` (next-token prediction, perplexity), ``sequence_classification``
+    (text -> one of ``model.num_labels`` classes, accuracy) or ``rlhf`` (a policy tuned against
+    a reward or on preference pairs, see the ``rl`` section)."""
 
     model: ModelSection = Field(default_factory=ModelSection)
     """What to train."""
@@ -243,11 +414,16 @@ class Recipe(Section):
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     """Where runs and metrics go."""
 
+    rl: RLSection | None = None
+    """Reward-driven (GRPO, RLOO) or preference (DPO) tuning; required for task ``rlhf``."""
+
     @model_validator(mode="after")
     def _cross_field(self) -> Recipe:
         problems: list[tuple[str, str]] = []
         m, d = self.model, self.data
-        if (m.name_or_path is None) == (m.config is None):
+        if self.task == "rlhf" or self.rl is not None:
+            problems.extend(rl_cross_field(self))
+        elif (m.name_or_path is None) == (m.config is None):
             problems.append(
                 ("model", "set exactly one of model.name_or_path (pretrained) and model.config (build fresh)")
             )
@@ -270,6 +446,12 @@ class Recipe(Section):
                 problems.append(("data.streaming", "builtin corpora have no validation split to stream beside; prepare them instead"))
         if self.task == "sequence_classification" and m.num_labels is None:
             problems.append(("model.num_labels", "required for task sequence_classification"))
+        if self.launch.nodes > 1 and self.launch.backend == "local":
+            problems.append(("launch.nodes", "more than one node needs launch.backend=slurm or launch.backend=ssh"))
+        if self.launch.backend == "ssh" and not self.launch.cluster:
+            problems.append(("launch.cluster", "launch.backend=ssh needs a cluster: launch.cluster=NAME "
+                             "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
+        problems.extend(strategy_problems(self.train))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

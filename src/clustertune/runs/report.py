@@ -26,7 +26,7 @@ def age(iso: str | None) -> str:
 def best_eval(rows: list[dict[str, Any]]) -> tuple[str, float] | None:
     """Best evaluation figure: highest accuracy, else lowest perplexity, else lowest loss."""
     evals = [r for r in rows if r.get("kind") == "eval"]
-    for key, pick in (("eval_accuracy", max), ("eval_perplexity", min), ("eval_loss", min)):
+    for key, pick in (("eval_accuracy", max), ("eval_reward", max), ("eval_perplexity", min), ("eval_loss", min)):
         vals = [r[key] for r in evals if isinstance(r.get(key), (int, float))]
         if vals:
             return key.removeprefix("eval_"), pick(vals)
@@ -65,7 +65,8 @@ def show_text(run: Run) -> str:
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
         last = train[-1]
-        lines.append(f"last step {last['step']}  loss {last['loss']:.4f}  tokens/s {last.get('tokens_per_s') or 0:,.0f}")
+        lines.append(f"last step {last['step']}  loss {last['loss']:.4f}  tokens/s {last.get('tokens_per_s') or 0:,.0f}"
+                     + (f"  reward {last['reward_mean']:.4f}" if isinstance(last.get("reward_mean"), float) else ""))
     for r in (r for r in rows if r.get("kind") == "eval"):
         figs = "  ".join(f"{k.removeprefix('eval_')} {v:.4f}" for k, v in r.items() if k.startswith("eval_") and isinstance(v, float))
         lines.append(f"eval @ {r['step']:<6} {figs}")
@@ -89,6 +90,10 @@ def plot(run: Run, out: Path | None = None) -> Path:
     evals = [r for r in rows if r.get("kind") == "eval"]
     if not train and not evals:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
+    if run.info.get("task") == "rlhf":
+        from clustertune.runs.report_rl import plot_rl
+
+        return plot_rl(run, train, evals, plt, out or run.paths.plot)
     extra = next((k for k in ("eval_accuracy", "eval_perplexity") if any(k in r for r in evals)), None)
     fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
     ax = axes[0][0]

@@ -66,31 +66,78 @@ def save_checkpoint(
     recipe_yaml: str,
     keep_last: int,
 ) -> Path:
-    """Write a complete checkpoint for ``step`` and prune older ones (main process only)."""
+    """Write a complete checkpoint for ``step`` of a single-process run and prune older ones."""
     from safetensors.torch import save_model
 
-    paths.checkpoints.mkdir(parents=True, exist_ok=True)
-    final = paths.checkpoint(step)
-    tmp = paths.checkpoints / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    final, tmp = _fresh_temp(paths, step)
     save_model(model, str(tmp / WEIGHTS))
     torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
     torch.save(scheduler.state_dict(), tmp / SCHEDULER)
+    _seal(tmp, final, step, meta, recipe_yaml)
+    prune(paths, keep_last)
+    return final
+
+
+def save_distributed(
+    paths: RunPaths,
+    step: int,
+    strategy: Any,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    meta: dict[str, Any],
+    recipe_yaml: str,
+    keep_last: int,
+) -> Path:
+    """Every rank calls this: each writes its part (its shards) through the strategy into one
+    temp directory; the main process then lists every file with its checksum in state.json and
+    renames the directory into place. Nobody returns before the rename, so a checkpoint a rank
+    can see is complete."""
+    final = paths.checkpoint(step)
+    tmp = _temp_name(paths, final)
+    if strategy.is_main_process:
+        _fresh_temp(paths, step)
+    strategy.wait_for_everyone()  # the temp dir exists before anyone writes into it
+    strategy.save_state(model, optimizer, scheduler, tmp)
+    strategy.wait_for_everyone()  # every rank's files are on disk
+    if strategy.is_main_process:
+        topo = {"strategy": strategy.name, "world_size": strategy.num_processes}
+        _seal(tmp, final, step, {**topo, **meta}, recipe_yaml)
+        prune(paths, keep_last)
+    strategy.wait_for_everyone()
+    return final
+
+
+def _temp_name(paths: RunPaths, final: Path) -> Path:
+    # The same name on every rank (no pid): all ranks write into it. A leftover from a crashed
+    # attempt is removed before it is reused.
+    return paths.checkpoints / f".tmp-{final.name}"
+
+
+def _fresh_temp(paths: RunPaths, step: int) -> tuple[Path, Path]:
+    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+    final = paths.checkpoint(step)
+    tmp = _temp_name(paths, final)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return final, tmp
+
+
+def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: str) -> None:
+    """RNG, recipe and state.json (every file with size and sha256) into ``tmp``, then rename."""
     torch.save(rng_state(), tmp / RNG)
     (tmp / RECIPE).write_text(recipe_yaml, encoding="utf-8")
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+    written = sorted(p for p in tmp.rglob("*") if p.is_file())
+    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in written}
     state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
     (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    for p in tmp.iterdir():  # data on disk before the rename makes the directory visible
+    for p in [*written, tmp / STATE]:  # data on disk before the rename makes the directory visible
         with p.open("rb") as fh:
             os.fsync(fh.fileno())
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    prune(paths, keep_last)
-    return final
 
 
 def list_checkpoints(paths: RunPaths) -> list[Path]:
@@ -103,9 +150,8 @@ def list_checkpoints(paths: RunPaths) -> list[Path]:
 def prune(paths: RunPaths, keep_last: int) -> None:
     for old in list_checkpoints(paths)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
-    for tmp in paths.checkpoints.glob(".tmp-*"):
-        if not tmp.name.endswith(f"-{os.getpid()}"):
-            shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in paths.checkpoints.glob(".tmp-*"):  # called after the rename: these are all leftovers
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
@@ -138,6 +184,29 @@ def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, schedule
         load_model(model, str(ckpt / WEIGHTS))
         optimizer.load_state_dict(torch.load(ckpt / OPTIMIZER, map_location="cpu", weights_only=False))
         scheduler.load_state_dict(torch.load(ckpt / SCHEDULER, weights_only=False))
+        set_rng_state(torch.load(ckpt / RNG, weights_only=False))
+    except (RuntimeError, ValueError, KeyError, OSError) as exc:
+        raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
+    return state
+
+
+def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Every rank calls this: verify, check the checkpoint fits the strategy, restore; returns state.json."""
+    state = verify_checkpoint(ckpt)
+    saved = state.get("strategy", "ddp")
+    if saved != strategy.name:
+        raise CheckpointError(
+            f"checkpoint {ckpt} was saved under train.strategy={saved}; resume it with that strategy "
+            f"(this run uses {strategy.name})"
+        )
+    world = state.get("world_size")
+    if saved != "ddp" and world is not None and world != strategy.num_processes:
+        raise CheckpointError(
+            f"checkpoint {ckpt} holds {saved} shards of {world} processes; resume it with {world} "
+            f"processes (this run has {strategy.num_processes})"
+        )
+    try:
+        strategy.load_state(model, optimizer, scheduler, ckpt)
         set_rng_state(torch.load(ckpt / RNG, weights_only=False))
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc

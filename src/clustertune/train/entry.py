@@ -21,7 +21,10 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.loop import LoopResult, train_loop
+from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
+from clustertune.train.strategies import Strategy
+from clustertune.train.strategies.base import OutOfMemory, out_of_memory_message
 
 log = logging.getLogger("clustertune")
 
@@ -49,7 +52,7 @@ def run_tokenizer(paths: RunPaths) -> Any:
     return AutoTokenizer.from_pretrained(str(paths.tokenizer))
 
 
-def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
+def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, fsdp_plugin: Any = None) -> Any:
     from accelerate import Accelerator
 
     trackers = list(recipe.tracking.trackers)
@@ -58,7 +61,8 @@ def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
         tracker_env(trackers, paths.trackers)
     acc = Accelerator(
         cpu=not torch.cuda.is_available(),
-        mixed_precision=mixed_precision(recipe),
+        mixed_precision=mixed_precision(recipe) if mixed is None else mixed,
+        fsdp_plugin=fsdp_plugin,
         log_with=trackers or None,
         project_dir=str(paths.trackers),
     )
@@ -66,6 +70,21 @@ def make_accelerator(recipe: Recipe, paths: RunPaths) -> Any:
         acc.init_trackers(f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project,
                           config=flat_config(recipe.to_plain()))
     return acc
+
+
+def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
+    """The node side's one place that turns the recipe into an Accelerator and a strategy."""
+    strategy = recipe.train.strategy
+    if strategy == "deepspeed":
+        from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
+
+        require_deepspeed()  # before an Accelerator exists: a missing package is a user error
+        # DeepSpeed casts the model itself; the Accelerator only provides ranks and trackers.
+        return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
+    from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
+
+    plugin = fsdp_plugin(recipe) if strategy == "fsdp" else None
+    return AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
 
 
 def reset_accelerate_state() -> None:
@@ -77,12 +96,13 @@ def reset_accelerate_state() -> None:
 
 
 def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
-            local_rank: int | None = None, stage_dir: str | None = None) -> LoopResult:
+            local_rank: int | None = None, stage_dir: str | None = None, stop: Any = None) -> LoopResult:
     """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
 
     The data was prepared by the submitting side (``data.json`` and ``tokenizer/`` in the run
     directory); here it is staged (when ``data.stage_to`` or ``stage_dir`` says so, once per
     node) and memory-mapped. ``local_rank`` defaults to ``$LOCAL_RANK`` (0 in-process).
+    A loop ended by ``stop`` (a StopFlag) leaves its checkpoint and no final model.
     """
     from transformers import set_seed
     from transformers.utils import logging as hf_logging
@@ -90,11 +110,18 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
     # SLURM log file) those are noise. Our own progress reporting covers the run.
     hf_logging.disable_progress_bar()
+
+    if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
+        from clustertune.train.rl import execute_rl
+
+        return execute_rl(recipe, paths, resume_from, show_progress)
+
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
     tok = run_tokenizer(paths)
     config = resolve_config(recipe, tok)
+    pad_vocab(config, vocab_multiple(recipe))
     set_seed(t.seed)
     model = build_model(recipe, config, tok)
     t0 = time.perf_counter()
@@ -109,14 +136,23 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
                  len(eval_arrays), eval_arrays.tokens, time.perf_counter() - t0)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
-    accelerator = make_accelerator(recipe, paths)
+    strategy = make_strategy(recipe, paths)
     try:
-        result = train_loop(recipe, model, train_arrays, eval_arrays, paths, accelerator, dump_recipe(recipe),
-                            resume_from=resume_from, show_progress=show_progress)
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            final = accelerator.unwrap_model(model)
-            final.save_pretrained(str(paths.model))
+        try:
+            result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
+                                resume_from=resume_from, show_progress=show_progress, stop=stop)
+        except torch.OutOfMemoryError as exc:
+            seq_len = int(train_arrays.input_ids.shape[1])
+            raise OutOfMemory(out_of_memory_message(recipe.train, seq_len, exc)) from exc
+        if result.stopped_by is not None:  # stopped on request: the checkpoint is the result
+            strategy.end()
+            return result
+        # Every rank takes part in gathering the shards; the main process writes a plain
+        # save_pretrained directory that loads without clustertune or the strategy.
+        weights = strategy.full_state_dict(result.model)
+        strategy.wait_for_everyone()
+        if strategy.is_main_process:
+            strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
             tok.save_pretrained(str(paths.model))
             summary = {
                 "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
@@ -125,7 +161,116 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
                 "resumed_from_step": result.resumed_from_step, "evals": result.evals,
             }
             paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        accelerator.end_training()
+        strategy.end()
     finally:
         reset_accelerate_state()
     return result
+
+
+# -- node side: `python -m clustertune.train.entry RUN_DIR`, one process per rank --------------
+
+
+def _node_logging(paths: RunPaths, rank: int) -> None:
+    fmt = logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s")
+    handlers: list[logging.Handler] = [logging.FileHandler(paths.logs_dir / f"rank-{rank}.log", encoding="utf-8"),
+                                       logging.StreamHandler()]
+    if rank == 0:
+        handlers.append(logging.FileHandler(paths.log, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        log.addHandler(h)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -> None:
+    """Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue."""
+    from clustertune.runs.state import RunState
+
+    att = run.attempts[-1] if run.attempts else None
+    if att is not None and att.get("ended_at") is None and run.state in (RunState.PENDING, RunState.RUNNING):
+        att["state"] = RunState.RUNNING.value
+        if resume_from is not None:
+            att["resumed_from"] = resume_from.name
+        if run.state is RunState.PENDING:
+            run.transition(RunState.RUNNING)
+        else:
+            run.save()
+    else:
+        run.start_attempt(resumed_from=resume_from.name if resume_from else None, job_id=job_id)
+
+
+def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
+    """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
+    signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
+    from clustertune.launch.plan import CANCEL_FILE
+    from clustertune.runs.state import RunState
+
+    if (paths.root / CANCEL_FILE).exists():
+        return RunState.CANCELLED
+    if "USR2" in stopped_by and topo.restart_count >= recipe.launch.max_requeues:
+        return RunState.TIMEOUT
+    return RunState.PREEMPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+    import sys
+    import traceback
+
+    from clustertune.launch.plan import STOP_FILE
+    from clustertune.launch.topology import Topology
+    from clustertune.recipe.load import load_recipe
+    from clustertune.runs.run import Run
+    from clustertune.runs.state import RunState
+    from clustertune.train import checkpoint as ckpt
+    from clustertune.train.stop import StopFlag
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m clustertune.train.entry RUN_DIR", file=sys.stderr)
+        return 2
+    paths = RunPaths(Path(args[0]).resolve())
+    topo = Topology.from_env(os.environ)
+    _node_logging(paths, topo.rank)
+    run = Run.load(paths.root) if topo.is_main else None
+    recipe = load_recipe(paths.recipe)
+    minutes = recipe.launch.watchdog_minutes
+    watchdog_log = (paths.logs_dir / f"rank-{topo.rank}.log").open("a", encoding="utf-8") if minutes else None
+    stop = StopFlag(paths.root / STOP_FILE, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
+    try:
+        found = ckpt.list_checkpoints(paths)
+        resume_from = found[-1] if found else None  # a restart or requeue continues from here
+        if run is not None:
+            _open_node_attempt(run, topo.job_id, resume_from)
+        log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
+                 f", resuming from {resume_from.name}" if resume_from else "")
+        # The data was prepared before the ranks started (data.json in the run directory); each
+        # node stages it once when data.stage_to says so (local rank 0 copies, the others wait).
+        result = execute(recipe, paths, resume_from, False, local_rank=topo.local_rank, stop=stop)
+        # RL runs return TRL's summary (a dict): their trainer has no agreed stop step.
+        stopped_by = getattr(result, "stopped_by", None)
+        if run is not None:
+            if stopped_by is not None:
+                run.reload().transition(_stopped_state(recipe, topo, paths, stopped_by),
+                                        reason=f"stop request ({stopped_by}) at step {result.steps}; checkpoint written")
+            else:
+                run.reload().transition(RunState.COMPLETED)
+                log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
+        return 0
+    except BaseException as exc:
+        log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
+        if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
+            run.transition(RunState.CANCELLED, reason="interrupted (SIGINT)")
+        elif run is not None and not run.state.terminal:
+            run.transition(RunState.FAILED, reason=f"rank {topo.rank}: {type(exc).__name__}: {exc}",
+                           traceback_text=traceback.format_exc())
+        if isinstance(exc, (UserError, KeyboardInterrupt)):
+            return 1
+        raise
+    finally:
+        stop.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,7 @@
 """The training loop: one function, read top to bottom.
 
-Strategies and precision live in the Accelerator handed in; the loop never branches on them.
+How the model is spread across processes (DDP, FSDP, DeepSpeed ZeRO) and the precision live
+in the strategy handed in; the loop calls it the same way for all and never branches on it.
 The loss stays on the device between log intervals: reading it (``.item()``) is a host-device
 sync, so it happens only every ``train.log_every`` steps, at evaluation and at checkpoints.
 """
@@ -12,7 +13,6 @@ import math
 import os
 import signal
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.metrics import MetricsWriter, truncate_after
+from clustertune.train.optim import make_optimizer, make_scheduler
+from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
@@ -42,15 +44,8 @@ class LoopResult:
     train_seconds: float
     resumed_from_step: int | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only; never on biases, norms or other 1-D parameters."""
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
-        if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    stopped_by: str | None = None  # a stop request ended the loop early (checkpoint written)
+    model: Any = None  # as the strategy holds it (wrapped, maybe sharded): for the final gather
 
 
 def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
@@ -58,35 +53,21 @@ def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
     return t.max_steps if t.max_steps is not None else max(1, math.ceil(t.epochs * steps_per_epoch))
 
 
-def make_optimizer(recipe: Recipe, model: torch.nn.Module, steps: int) -> tuple[Any, Any]:
-    from transformers import get_scheduler
-
-    t = recipe.train
-    fused = torch.cuda.is_available()  # the fused kernel exists for CUDA tensors only
-    opt = torch.optim.AdamW(
-        param_groups(model, t.weight_decay), lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps,
-        **({"fused": True} if fused else {}),
-    )
-    warmup = t.warmup_steps or int(t.warmup_ratio * steps)
-    name = "constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler
-    return opt, get_scheduler(name, opt, num_warmup_steps=warmup, num_training_steps=steps)
-
-
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, accelerator: Any) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
     model.eval()
-    dev = accelerator.device
+    dev = strategy.device
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
-    for batch in eval_batches(arrays, batch_size, accelerator.process_index, accelerator.num_processes, dev):
-        with accelerator.autocast():
+    for batch in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
+        with strategy.autocast():
             out = model(**batch)
         n = batch["input_ids"].shape[0]
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
             sums[2] += (out.logits.argmax(-1) == batch["labels"]).sum()
-    sums = accelerator.reduce(sums, reduction="sum")
+    sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
     if task == "causal_lm":
@@ -100,35 +81,36 @@ def train_loop(
     train_arrays: Arrays,
     eval_arrays: Arrays,
     paths: RunPaths,
-    accelerator: Any,
+    strategy: Strategy,
     recipe_yaml: str,
     resume_from: Any = None,
     show_progress: bool = True,
+    stop: Any = None,
 ) -> LoopResult:
+    """Train to ``train.max_steps`` (or the epochs); ``stop`` (a StopFlag) ends it early at an
+    agreed step with a checkpoint, as a preempted or time-limited job needs."""
     t = recipe.train
-    main = accelerator.is_main_process
+    main = strategy.is_main_process
     batches = make_train_batches(
         train_arrays, t.batch_size, t.gradient_accumulation_steps,
-        accelerator.process_index, accelerator.num_processes, t.seed, t.shuffle,
+        strategy.process_index, strategy.num_processes, t.seed, t.shuffle,
     )
     steps = total_steps(recipe, batches.steps_per_epoch)
-    optimizer, scheduler = make_optimizer(recipe, model, steps)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    if t.gradient_checkpointing:
-        accelerator.unwrap_model(model).gradient_checkpointing_enable()
-    metrics = MetricsWriter(paths.metrics, accelerator, main)
-    eval_bs = t.eval_batch_size or t.batch_size
     seq_len = batches.seq_len
-    flops_tok = flops_per_token(accelerator.unwrap_model(model), seq_len)
+    flops_tok = flops_per_token(model, seq_len)  # before sharding: parameters counted whole
+    model, optimizer, scheduler = strategy.prepare(
+        model, lambda m: make_optimizer(recipe, m), lambda opt: make_scheduler(recipe, opt, steps))
+    metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
+    eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)
     kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
 
     step, pos = 0, Position()
-    loss_sum = torch.zeros((), device=accelerator.device)  # running loss, read at log intervals
+    loss_sum = torch.zeros((), device=strategy.device)  # running loss, read at log intervals
     n_since_log = 0
     resumed_step = None
     if resume_from is not None:
-        state = ckpt.load_checkpoint(resume_from, accelerator.unwrap_model(model), optimizer, scheduler)
+        state = ckpt.load_distributed(resume_from, strategy, model, optimizer, scheduler)
         step, pos = int(state["step"]), Position.from_dict(state["position"])
         loss_sum += float(state.get("loss_since_log", 0.0))
         n_since_log = int(state.get("steps_since_log", 0))
@@ -141,13 +123,23 @@ def train_loop(
     evals: list[dict[str, Any]] = []
 
     def run_eval(at: int) -> dict[str, float]:
-        res = evaluate(model, eval_arrays, recipe.task, eval_bs, accelerator)
+        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
         return res
 
+    def save(at: int) -> None:
+        # The partial loss sum averaged over ranks (a collective: every rank is here), so a
+        # resume at any world size continues the same log interval.
+        partial = strategy.reduce(loss_sum, reduction="mean").item()
+        meta = {"position": pos.to_dict(), "loss_since_log": partial,
+                "steps_since_log": n_since_log, "total_steps": steps}
+        # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
+        ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
+
     progress = Progress(steps, step, enabled=main, show=show_progress)
+    stopped_by = None
     last_eval: dict[str, float] = {}
     try:
         if step == 0 and t.eval_at_start:
@@ -157,32 +149,29 @@ def train_loop(
         t_start = t_log = time.perf_counter()
         steps_at_log = step
         tok_s = None
-        it = batches.iterate(pos, accelerator.device)
+        it = batches.iterate(pos, strategy.device)
         while step < steps:
             micro_batches, next_pos = next(it)
             for i, batch in enumerate(micro_batches):
-                # Gradients are all-reduced on the last micro-batch only.
-                sync = i == len(micro_batches) - 1
-                with nullcontext() if sync else accelerator.no_sync(model):
-                    with accelerator.autocast():
+                # Gradients are synchronised across ranks on the last micro-batch only.
+                with strategy.accumulating(model, last=i == len(micro_batches) - 1):
+                    with strategy.autocast():
                         loss = model(**batch).loss / len(micro_batches)
-                    accelerator.backward(loss)
+                    strategy.backward(loss)
                 loss_sum += loss.detach()
-            grad_norm = None
-            if t.max_grad_norm is not None:
-                grad_norm = accelerator.clip_grad_norm_(model.parameters(), t.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            # Clip, optimizer and scheduler step, zero the gradients.
+            grad_norm = strategy.step(model, optimizer, scheduler, t.max_grad_norm)
             step, pos = step + 1, next_pos
             n_since_log += 1
+            if stop is not None:
+                stop.beat()  # the hang watchdog counts from the last step
 
             if step % t.log_every == 0 or step == steps:
                 # CPU-GPU sync point: the only place the loss leaves the device.
-                mean_loss = accelerator.reduce(loss_sum, reduction="mean").item() / n_since_log
+                mean_loss = strategy.reduce(loss_sum, reduction="mean").item() / n_since_log
                 now = time.perf_counter()
                 tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log, 1e-9)
-                per_dev = tok_s / accelerator.num_processes
+                per_dev = tok_s / strategy.num_processes
                 row = {
                     "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
                     "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
@@ -201,21 +190,24 @@ def train_loop(
             if t.eval_every and step % t.eval_every == 0 and step != steps:
                 last_eval = run_eval(step)
             if t.save_every and step % t.save_every == 0 and step != steps:
-                meta = {"position": pos.to_dict(), "loss_since_log": loss_sum.item(),
-                        "steps_since_log": n_since_log, "total_steps": steps}
-                accelerator.wait_for_everyone()  # every rank has finished this step
-                if main:
-                    ckpt.save_checkpoint(paths, step, accelerator.unwrap_model(model), optimizer, scheduler,
-                                         meta, recipe_yaml, t.keep_last)
-                accelerator.wait_for_everyone()
+                save(step)
+            # Stop requests are agreed at log steps only: the all-reduce is a sync point too.
+            if stop is not None and step % t.log_every == 0 and step != steps and stop.agreed(strategy):
+                if not (t.save_every and step % t.save_every == 0):
+                    save(step)
+                stopped_by = stop.requested_by or "another rank"
+                log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
+                break
             if kill_at and step == kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
 
         train_seconds = time.perf_counter() - t_start
-        last_eval = run_eval(step)
+        if stopped_by is None:
+            last_eval = run_eval(step)
     finally:
         progress.close()
     return LoopResult(
         steps=step, final_eval=last_eval, tokens_per_s=tok_s, samples_seen=pos.samples_seen,
-        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals,
+        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals, model=model,
+        stopped_by=stopped_by,
     )

@@ -1,0 +1,163 @@
+"""LaunchPlan: what to start where, as pure data, built by a pure function of the recipe.
+
+Every backend renders from a plan (the local torchrun command, the sbatch script, the ssh
+commands), so the golden-file tests of rendered jobs need no cluster. Nothing here imports
+torch or touches the filesystem: the launching process stays cheap to start.
+
+The per-node command is a function of (node rank, node addresses): torchrun's c10d rendezvous
+needs only the first node's address, a port and an id shared by the nodes, so every node runs
+the same command and ranks are assigned by the rendezvous, never computed on the submitting host.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from clustertune.recipe.schema import Recipe
+
+# The node-side entry point; it reads everything else from the run directory.
+ENTRY_MODULE = "clustertune.train.entry"
+# Variables every job gets: offline-safe tokenizers, no thread oversubscription across ranks.
+BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+# Written into the run directory to ask every rank to checkpoint and stop (the batch shell's
+# signal trap writes it); removed when a job (re)starts.
+STOP_FILE = "stop-request"
+# Written by `clustertune cancel` before it asks the scheduler: the ranks then record CANCELLED.
+CANCEL_FILE = "cancel-request"
+# Names that look like secrets must travel by env_passthrough, never in the plan's env.
+SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """The scheduler's part of a plan: each maps to one ``#SBATCH`` flag."""
+
+    gpus_per_node: int = 0
+    cpus_per_gpu: int = 4
+    cpus_per_task: int | None = None
+    mem: str | None = None
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    dependency: str | None = None
+    signal: str = "B:USR2@90"
+    extra: tuple[str, ...] = ()
+    max_requeues: int = 3
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One job: ``nodes`` x ``procs_per_node`` ranks of the node entry on ``run_dir``."""
+
+    run_id: str
+    run_dir: str
+    backend: str
+    nodes: int
+    procs_per_node: int | None  # None: resolved on each node (its GPUs, else 1)
+    python: str
+    env: tuple[tuple[str, str], ...] = ()
+    env_passthrough: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    rdzv_timeout: int = 900
+    max_restarts: int = 0
+    node_address_suffix: str | None = None
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+    @property
+    def multi_process(self) -> bool:
+        return self.nodes > 1 or (self.procs_per_node or 1) > 1 or self.backend != "local"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["env"] = dict(self.env)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> LaunchPlan:
+    """The plan for ``recipe`` run in ``run_dir`` with the interpreter ``python`` (pure)."""
+    ln = recipe.launch
+    env = dict(BASE_ENV)
+    if recipe.train.cpu_threads:
+        # Each rank sets torch's threads itself; OMP's default (all cores per rank) oversubscribes.
+        env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
+    if ln.nccl_socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = ln.nccl_socket_ifname
+    env.update(ln.env)
+    return LaunchPlan(
+        run_id=run_id,
+        run_dir=run_dir,
+        backend=ln.backend,
+        nodes=ln.nodes,
+        procs_per_node=ln.procs_per_node,
+        python=python,
+        env=tuple(sorted(env.items())),
+        env_passthrough=tuple(sorted(set(ln.env_passthrough))),
+        setup=tuple(ln.setup),
+        rdzv_timeout=ln.rdzv_timeout,
+        max_restarts=ln.max_restarts,
+        node_address_suffix=ln.node_address_suffix,
+        slurm=SlurmOptions(
+            gpus_per_node=ln.gpus_per_node, cpus_per_gpu=ln.cpus_per_gpu, cpus_per_task=ln.cpus_per_task,
+            mem=ln.mem, time=ln.time, partition=ln.partition, account=ln.account, qos=ln.qos,
+            constraint=ln.constraint, dependency=ln.dependency, signal=ln.signal,
+            extra=tuple(ln.sbatch_extra), max_requeues=ln.max_requeues,
+        ),
+    )
+
+
+def secret_looking_env(plan: LaunchPlan) -> list[str]:
+    """Names in the plan's env that look like secrets (they belong in env_passthrough)."""
+    return [k for k, _ in plan.env if SECRET_NAME.search(k.upper())]
+
+
+def torchrun_args(plan: LaunchPlan, nproc: int | str) -> list[str]:
+    """torchrun's arguments shared by every node (without the rendezvous endpoint and id)."""
+    return [
+        plan.python, "-m", "torch.distributed.run",
+        f"--nnodes={plan.nodes}",
+        f"--nproc-per-node={nproc}",
+        f"--max-restarts={plan.max_restarts}",
+    ]
+
+
+def entry_args(plan: LaunchPlan) -> list[str]:
+    return ["-m", ENTRY_MODULE, plan.run_dir]
+
+
+def rdzv_port(job_id: int) -> int:
+    """A port derived from the job id, so concurrent jobs on shared nodes rarely collide."""
+    return 20000 + job_id % 20000
+
+
+def rdzv_id(job_id: str, restart: int) -> str:
+    """Fresh per restart: a requeued job must never join the stale rendezvous of its first run."""
+    return f"{job_id}-{restart}"
+
+
+def node_command(plan: LaunchPlan, node_rank: int, addresses: list[str], port: int, run_key: str,
+                 nproc: int) -> list[str]:
+    """The argv that node ``node_rank`` runs, given every node's address (first = rendezvous host).
+
+    Every node runs the same command: the c10d rendezvous on ``addresses[0]`` assigns ranks.
+    ``node_rank`` is checked, not used, so a backend cannot start more nodes than planned.
+    """
+    assert 0 <= node_rank < plan.nodes == len(addresses), (node_rank, plan.nodes, addresses)
+    if plan.nodes == 1:
+        # One host: torchrun picks a free port and a private rendezvous itself.
+        rdzv = ["--standalone"]
+    else:
+        rdzv = [
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={addresses[0]}:{port}",
+            f"--rdzv-id={run_key}",
+            f"--rdzv-conf=join_timeout={plan.rdzv_timeout},read_timeout={min(plan.rdzv_timeout, 60)}",
+        ]
+    return [*torchrun_args(plan, nproc), *rdzv, *entry_args(plan)]

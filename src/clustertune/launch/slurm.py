@@ -1,0 +1,370 @@
+"""The SLURM backend: a batch script rendered from the plan, submitted with ``sbatch --parsable``,
+followed with scontrol/sacct/squeue, stopped with scancel.
+
+The script is built by a pure function from sorted lines (golden-file tests need no cluster).
+Everything that differs per node or per attempt is computed on the node at run time, never at
+submit time: the rendezvous host (the first node's address from ``scontrol show node``, so node
+names that do not resolve still work), a port derived from the job id, and a rendezvous id
+derived from the job id and the requeue count, so a requeued job never joins a stale rendezvous.
+
+Stop requests: SLURM signals the batch shell (``--signal=B:USR2@90``) before the time limit and
+sends SIGTERM on preemption. torchrun's agent does not pass USR2 on, so the shell's trap writes
+the stop file into the run directory; the ranks agree on a step, checkpoint and exit, and the
+shell requeues the job, which resumes from that checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustertune.errors import LaunchError, RunError
+from clustertune.launch.base import register
+from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, entry_args, torchrun_args
+from clustertune.runs.run import Run
+from clustertune.runs.state import RESUMABLE, RunState
+
+SCRIPT_NAME = "job.sbatch"
+# Per-node logs: srun's %n is the node's index within the job.
+NODE_LOG = "node-%n.log"
+
+SLURM_STATES: dict[str, RunState] = {
+    "PENDING": RunState.PENDING, "CONFIGURING": RunState.RUNNING, "RUNNING": RunState.RUNNING,
+    "COMPLETING": RunState.RUNNING, "SUSPENDED": RunState.RUNNING, "STOPPED": RunState.RUNNING,
+    "RESIZING": RunState.RUNNING, "SIGNALING": RunState.RUNNING, "STAGE_OUT": RunState.RUNNING,
+    "COMPLETED": RunState.COMPLETED, "CANCELLED": RunState.CANCELLED, "TIMEOUT": RunState.TIMEOUT,
+    "PREEMPTED": RunState.PREEMPTED, "FAILED": RunState.FAILED, "NODE_FAIL": RunState.FAILED,
+    "OUT_OF_MEMORY": RunState.FAILED, "BOOT_FAIL": RunState.FAILED, "DEADLINE": RunState.FAILED,
+    "REQUEUED": RunState.PENDING, "REQUEUE_HOLD": RunState.PENDING, "REQUEUE_FED": RunState.PENDING,
+    "SPECIAL_EXIT": RunState.PENDING, "REVOKED": RunState.CANCELLED,
+}
+
+
+def batch_log_name(job_id: str = "%j") -> str:
+    return f"slurm-{job_id}.out"
+
+
+def sbatch_flags(plan: LaunchPlan) -> list[str]:
+    """The ``#SBATCH`` flags, sorted; values are the user's (SLURM parses these lines itself)."""
+    s = plan.slurm
+    flags: dict[str, str | None] = {
+        # The submitting environment travels with the job: env_passthrough values (secrets)
+        # reach the ranks this way, never through the script. Explicit, as sites may change the default.
+        "--export": "ALL",
+        "--job-name": f"ct-{plan.run_id}",
+        "--nodes": str(plan.nodes),
+        "--ntasks-per-node": "1",  # one torchrun agent per node; it starts the ranks
+        "--open-mode": "append",  # a requeued job appends to its logs
+        "--requeue": None,
+        "--signal": s.signal,
+        "--time": s.time,
+        "--partition": s.partition,
+        "--account": s.account,
+        "--qos": s.qos,
+        "--constraint": s.constraint,
+        "--dependency": s.dependency,
+        "--mem": s.mem,
+        "--cpus-per-task": str(s.cpus_per_task) if s.cpus_per_task else None,
+    }
+    if s.gpus_per_node:
+        flags["--gpus-per-node"] = str(s.gpus_per_node)
+        flags["--cpus-per-gpu"] = str(s.cpus_per_gpu)
+    lines = sorted(f"{k}={v}" if v is not None else k for k, v in flags.items() if v is not None or k == "--requeue")
+    return lines + list(s.extra)
+
+
+def _check_sbatch_value(flag: str) -> None:
+    # One #SBATCH line per flag: a newline would smuggle a shell line into the script.
+    if "\n" in flag or "\r" in flag:
+        raise LaunchError(f"launch: the sbatch option {flag!r} contains a line break")
+
+
+def render_sbatch(plan: LaunchPlan) -> str:
+    """The batch script for ``plan`` (a pure function: same plan, same text)."""
+    flags = sbatch_flags(plan)
+    for f in flags:
+        _check_sbatch_value(f)
+    q = shlex.quote
+    nproc = str(plan.procs_per_node) if plan.procs_per_node else "$CT_NPROC"
+    torchrun = " ".join([*map(q, torchrun_args(plan, 0)[:-2]), f"--nproc-per-node={nproc}", *map(q, torchrun_args(plan, 0)[-1:]),
+                         "--rdzv-backend=c10d", q(rdzv_conf(plan)),
+                         *map(q, entry_args(plan))])
+    if plan.node_address_suffix:
+        host = f'CT_RDZV_HOST="${{CT_FIRST_NODE}}"{q(plan.node_address_suffix)}'
+    else:
+        host = ('CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\\n" | sed -n "s/^NodeAddr=//p" | head -n 1)\n'
+                'CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}')
+    lines = ["#!/bin/bash", *(f"#SBATCH {f}" for f in flags), f"# clustertune run {plan.run_id}: generated from its recipe.", ""]
+    # No `set -u`/`-e`: users' setup lines (venv/conda activation) often trip them; the script
+    # checks the exit codes it acts on.
+    lines += [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
+              f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
+    lines += [f"export {k}={q(v)}" for k, v in plan.env]
+    if plan.env_passthrough:
+        lines.append("# passed through from the submitting environment (values never written here): "
+                     + " ".join(plan.env_passthrough))
+    lines += ["", 'step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }', ""]
+    if plan.setup:
+        lines += ['step "setup"', *plan.setup, ""]
+    lines += [
+        "# A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.",
+        "CT_STOP_SIGNAL=''",
+        'rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/' + q(CANCEL_FILE) + "  # left by an earlier attempt",
+        'ct_stop() { CT_STOP_SIGNAL=$1; step "received SIG$1: asking the ranks to checkpoint and stop"; echo "$1" > "$CT_STOP_FILE"; }',
+        "trap 'ct_stop USR2' USR2",
+        "trap 'ct_stop TERM' TERM",
+        "",
+        "CT_RESTART=${SLURM_RESTART_COUNT:-0}",
+        'CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        host,
+        'export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"',
+        'export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"',
+    ]
+    if not plan.procs_per_node:
+        lines += ["# Ranks per node: one per GPU the node has, else one.",
+                  "CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)",
+                  'if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi']
+    lines += [
+        "# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);",
+        "# a requeued job already has it.",
+        'if [ ! -f "$CT_RUN_DIR"/data.json ]; then',
+        '  step "data: prepare (one task)"',
+        f'  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log '
+        f'{q(plan.python)} -m clustertune.data.job_step "$CT_RUN_DIR"',
+        '  CT_RC=$?',
+        '  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi',
+        '  step "data: ready"',
+        "fi",
+        'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
+        f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes} --open-mode=append '
+        f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',
+        "CT_PID=$!",
+        "# bash runs a trap only between commands: wait again after each signal until srun is gone.",
+        'while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done',
+        'step "train: ended with code $CT_RC"',
+        'if [ "$CT_RC" = 0 ] && [ -f "$CT_RUN_DIR/summary.json" ]; then step "done"; exit 0; fi',
+        "# SIGTERM (preemption, scancel) is SLURM's to act on: a preempted job with --requeue goes back",
+        "# to the queue by itself, a cancelled one must not. The time-limit signal is ours to requeue.",
+        'if [ "$CT_STOP_SIGNAL" = USR2 ]; then',
+        '  if [ "$CT_RESTART" -lt "$CT_MAX_REQUEUES" ]; then',
+        '    step "requeue: the job resumes from its last checkpoint"',
+        '    scontrol requeue "$SLURM_JOB_ID"',
+        "    exit 0",
+        "  fi",
+        '  step "not requeued: the time limit was reached after $CT_RESTART requeue(s) (launch.max_requeues)"',
+        "  exit 3",
+        "fi",
+        'exit "$CT_RC"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def rdzv_conf(plan: LaunchPlan) -> str:
+    # read_timeout bounds the connection to the rendezvous store too (torch's default: 60 s):
+    # an unreachable first node then fails within the join timeout instead of hanging.
+    return f"--rdzv-conf=join_timeout={plan.rdzv_timeout},read_timeout={min(plan.rdzv_timeout, 60)}"
+
+
+def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
+    """Paths go on the command line as arguments, not into ``#SBATCH`` lines, so any path works.
+    The job starts in the submitting directory (SLURM's default), where relative paths in the
+    recipe and in ``launch.setup`` point, as they do for a local run."""
+    logs = Path(plan.run_dir) / "logs"
+    return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", str(script)]
+
+
+def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise LaunchError(
+            f"launch.backend=slurm: `{argv[0]}` is not on PATH; run on a SLURM login node "
+            "(or install the SLURM client commands), or use launch.backend=local"
+        ) from None
+
+
+def submit(plan: LaunchPlan, run: Run) -> str:
+    """Write the script into the run directory, submit it, record the attempt; the job id."""
+    script = Path(plan.run_dir) / SCRIPT_NAME
+    script.write_text(render_sbatch(plan), encoding="utf-8")
+    out = _run(sbatch_argv(plan, script))
+    if out.returncode != 0:
+        msg = (out.stderr or out.stdout).strip()
+        run.transition(RunState.FAILED, reason=f"sbatch rejected the job: {msg}")
+        raise LaunchError(f"sbatch rejected the job (script {script}): {msg}")
+    job_id = out.stdout.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise LaunchError(f"sbatch --parsable printed {out.stdout.strip()!r}, not a job id")
+    run.start_attempt(job_id=job_id, state=RunState.PENDING)
+    return job_id
+
+
+@dataclass
+class SchedulerView:
+    state: RunState
+    raw: str
+    exit_code: str = ""
+    reason: str = ""
+    restarts: int | None = None  # requeues so far (scontrol only)
+
+
+def _parse_kv(text: str) -> dict[str, str]:
+    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", text))
+
+
+def scontrol_view(job_id: str) -> SchedulerView | None:
+    """The controller's view: exact, with restarts; forgotten MinJobAge after the job ends."""
+    out = _run(["scontrol", "show", "job", "-o", job_id])
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    kv = _parse_kv(out.stdout)
+    raw = kv.get("JobState", "")
+    if raw not in SLURM_STATES:
+        return None
+    restarts = kv.get("Restarts", "")
+    return SchedulerView(SLURM_STATES[raw], raw, kv.get("ExitCode", ""), kv.get("Reason", ""),
+                         int(restarts) if restarts.isdigit() else None)
+
+
+def sacct_view(job_id: str) -> SchedulerView | None:
+    """Accounting's view (kept long after the job); None where accounting is off."""
+    if shutil.which("sacct") is None:
+        return None
+    out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
+    if out.returncode != 0 or not out.stdout.strip():
+        return None  # "Slurm accounting storage is disabled"
+    raw, _, code = out.stdout.strip().splitlines()[0].partition("|")
+    raw = raw.split()[0] if raw.strip() else ""  # "CANCELLED by 0"
+    return SchedulerView(SLURM_STATES[raw], raw, code) if raw in SLURM_STATES else None
+
+
+def squeue_view(job_id: str) -> SchedulerView | None:
+    """``squeue -t all`` lists finished jobs too (plain squeue drops them), until MinJobAge."""
+    out = _run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
+    raw = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    return SchedulerView(SLURM_STATES[raw], raw) if raw in SLURM_STATES else None
+
+
+def query_job(job_id: str) -> SchedulerView | None:
+    """The job's state from the controller, else accounting, else squeue -t all."""
+    return scontrol_view(job_id) or sacct_view(job_id) or squeue_view(job_id)
+
+
+RENDEZVOUS_ERRORS = ("RendezvousConnectionError", "RendezvousTimeoutError", "RendezvousClosedError")
+
+
+def rendezvous_problem(run: Run, job_id: str) -> str | None:
+    """A sentence naming the rendezvous endpoint when a node failed to join it."""
+    logs = run.paths.logs_dir
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs.glob("node-*.log"))
+    if not any(e in text for e in RENDEZVOUS_ERRORS):
+        return None
+    batch = logs / batch_log_name(job_id)
+    found = re.findall(r"rendezvous (\S+)", batch.read_text(errors="replace")) if batch.is_file() else []
+    where = found[-1] if found else "(endpoint not logged)"
+    return (f"the nodes did not meet at the rendezvous {where} within its timeout (launch.rdzv_timeout): "
+            "check that every node reaches the first node at that address and port "
+            "(launch.node_address_suffix, firewalls)")
+
+
+def node_log_tails(run: Run, lines: int = 8) -> str:
+    parts = []
+    for log in sorted(run.paths.logs_dir.glob("node-*.log")):
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        if text:
+            parts.append(f"--- last lines of {log.name}:\n" + "\n".join(text))
+    return "\n".join(parts)
+
+
+@dataclass
+class SlurmJob:
+    run: Run
+
+    @property
+    def job_id(self) -> str:
+        for att in reversed(self.run.attempts):
+            if att.get("backend") == "slurm" and att.get("job_id"):
+                return str(att["job_id"])
+        raise RunError(f"run {self.run.id} has no SLURM job id in {self.run.paths.run_json}")
+
+    def state(self) -> RunState:
+        """Ask SLURM; record what the ranks could not (a node that died, a cancel, a requeue)."""
+        run = self.run.reload()
+        view = query_job(self.job_id)
+        if view is None:
+            return run.state
+        if run.state.terminal:
+            # Requeued (SLURM counts the restarts): a new attempt, PENDING until rank 0 starts it.
+            seen = sum(1 for a in run.attempts if str(a.get("job_id")) == self.job_id)
+            if (view.state is RunState.PENDING and run.state in RESUMABLE and view.restarts is not None
+                    and view.restarts >= seen):
+                run.start_attempt(job_id=self.job_id, state=RunState.PENDING)
+            return run.state
+        if view.state is RunState.RUNNING and run.state is RunState.PENDING:
+            run.attempts[-1]["state"] = RunState.RUNNING.value
+            run.transition(RunState.RUNNING)
+        elif view.state.terminal:
+            # The job ended but the ranks did not record how: take SLURM's word for it.
+            final = RunState.FAILED if view.state is RunState.COMPLETED else view.state
+            why = f"SLURM job {self.job_id} ended {view.raw}" + (f" (exit code {view.exit_code})" if view.exit_code else "")
+            if final is RunState.FAILED:
+                rdzv = rendezvous_problem(run, self.job_id)
+                tails = node_log_tails(run)
+                why += (f": {rdzv}" if rdzv else "") + (f"\n{tails}" if tails else "")
+            run.transition(final, reason=why)
+        return run.state
+
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> RunState:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.state()
+            view = query_job(self.job_id)
+            # Terminal in run.json and no longer in SLURM's hands (a requeue would be PENDING).
+            if state.terminal and (view is None or view.state.terminal):
+                return state
+            if deadline is not None and time.monotonic() > deadline:
+                return state
+            time.sleep(poll)
+
+    def logs(self, node: int | None = None) -> str:
+        logs = self.run.paths.logs_dir
+        if node is not None:
+            f = logs / f"node-{node}.log"
+            if not f.is_file():
+                have = sorted(p.name for p in logs.glob("node-*.log"))
+                raise RunError(f"run {self.run.id} has no log for node {node} (has: {', '.join(have) or 'none yet'})")
+            return f.read_text(encoding="utf-8", errors="replace")
+        parts = [p for p in [logs / batch_log_name(self.job_id), self.run.paths.log] if p.is_file()]
+        return "".join(p.read_text(encoding="utf-8", errors="replace") for p in parts)
+
+    def cancel(self) -> None:
+        state = self.state()
+        if state.terminal and (query_job(self.job_id) or SchedulerView(state, "")).state.terminal:
+            raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
+        (self.run.paths.root / CANCEL_FILE).write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
+        out = _run(["scancel", self.job_id])
+        if out.returncode != 0:
+            raise LaunchError(f"scancel {self.job_id} failed: {(out.stderr or out.stdout).strip()}")
+        for _ in range(100):
+            view = query_job(self.job_id)
+            if view is None or view.state.terminal:
+                break
+            time.sleep(0.2)
+        run = self.run.reload()
+        if not run.state.terminal:
+            run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` (scancel)")
+
+
+class SlurmLauncher:
+    name = "slurm"
+
+    def job(self, run: Run) -> SlurmJob:
+        return SlurmJob(run)
+
+
+register("slurm", SlurmLauncher)

@@ -1,0 +1,163 @@
+"""The ``rl`` section of a recipe: reward-driven (GRPO, RLOO) and preference (DPO) tuning.
+
+Kept beside schema.py so the supervised sections stay readable; the Recipe model imports it.
+Checks here need no network and no files; checks that do (the policy exists, a reward function
+imports, a reward model has the named label, the data has the columns) run in the preflight of
+``clustertune run`` (clustertune.train.rl.checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+RUN_PREFIX = "run:"
+# TRL 1.x removed PPOTrainer (PPO on a value head); the reward-model route is GRPO/RLOO.
+PPO_MESSAGE = (
+    "ppo is not available: TRL 1.x has no PPOTrainer any more (it was removed upstream). "
+    "Use algorithm: grpo (or rloo) with the same reward model under rl.rewards: [{model: DIR, label: ...}]"
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class RewardSpec(_Section):
+    function: str | None = None
+    """A Python reward function as ``module:attribute`` (``clustertune.rewards:char_fraction``,
+    ``my_rewards:score``). It is called as ``fn(prompts=[...], completions=[...], **kwargs)`` and
+    returns one float per completion. Modules are looked up on ``sys.path`` plus the current
+    directory. Exactly one of ``function`` and ``model``."""
+
+    model: str | None = None
+    """A sequence-classification model directory (``save_pretrained``, e.g. the ``model/`` of a
+    clustertune classification run, or ``run:<run-id>``) or hub name; the reward is the
+    probability of ``label`` for prompt + completion."""
+
+    label: str | int | None = None
+    """With ``model``: the label whose probability is the reward, by name (``config.id2label``)
+    or by index."""
+
+    weight: float = 1.0
+    """Weight of this reward in the sum when several are given."""
+
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """With ``function``: extra keyword arguments, e.g. ``{chars: e}``."""
+
+
+class RLSection(_Section):
+    algorithm: Literal["grpo", "rloo", "dpo"] = "grpo"
+    """``grpo`` (group-relative policy optimisation against rewards), ``rloo`` (REINFORCE
+    leave-one-out, same inputs) or ``dpo`` (direct preference optimisation on pairs)."""
+
+    policy: str = ""
+    """The model to tune: a hub name, a local ``save_pretrained`` directory, or ``run:<run-id>``
+    for the final model of an earlier clustertune run (a prefix such as ``run:quickstart`` takes
+    the newest completed run whose id starts with it)."""
+
+    reference: str | None = None
+    """Reference model for the KL term (same forms as ``policy``); defaults to the policy's own
+    starting weights. It must share the policy's tokenizer."""
+
+    rewards: list[RewardSpec] = Field(default_factory=list)
+    """GRPO/RLOO: reward functions and/or reward models, summed with their weights."""
+
+    prompt_column: str = "prompt"
+    """Column of ``data`` holding the prompts (GRPO/RLOO) or the shared prompt of a pair (DPO)."""
+
+    chosen_column: str = "chosen"
+    """DPO: column holding the preferred completion."""
+
+    rejected_column: str = "rejected"
+    """DPO: column holding the dispreferred completion."""
+
+    eval_prompts: list[str] = Field(default_factory=list)
+    """Prompts for measuring the mean reward before, during and after training; defaults to the
+    validation split's prompts (``data.max_eval_samples`` caps them)."""
+
+    eval_repeats: int = Field(default=1, ge=1)
+    """Each evaluation prompt is sampled this many times (``eval_prompts: ["In my opinion"]``
+    with ``eval_repeats: 256`` measures one prompt over 256 samples)."""
+
+    max_new_tokens: int = Field(default=32, ge=1)
+    """Tokens generated per completion."""
+
+    max_prompt_tokens: int = Field(default=64, ge=1)
+    """Prompts are cut to their first N tokens (DPO: prompt + completion to twice this)."""
+
+    temperature: float = Field(default=1.0, gt=0.0)
+    """Sampling temperature for training and evaluation generations."""
+
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling threshold."""
+
+    num_generations: int = Field(default=4, ge=2)
+    """Completions sampled per prompt; GRPO/RLOO compare them with each other. The number of
+    completions per step (``train.batch_size``) must be a multiple of it."""
+
+    beta: float | None = Field(default=None, ge=0.0)
+    """KL coefficient against the reference model (GRPO/RLOO, default 0.04) or DPO's beta
+    (default 0.1)."""
+
+    sample_every: int | None = Field(default=None, ge=1)
+    """Write sample generations (with their rewards) to ``samples.jsonl`` every N steps;
+    defaults to ``train.log_every``."""
+
+    num_samples: int = Field(default=4, ge=1)
+    """Prompts sampled each time samples are written."""
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _no_ppo(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.lower() == "ppo":
+            raise ValueError(PPO_MESSAGE)
+        return v
+
+    def kl_beta(self) -> float:
+        if self.beta is not None:
+            return self.beta
+        return 0.1 if self.algorithm == "dpo" else 0.04
+
+
+def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
+    """Problems between ``rl`` and the rest of the recipe, as (key, message) pairs."""
+    problems: list[tuple[str, str]] = []
+    rl, m = recipe.rl, recipe.model
+    if recipe.task != "rlhf":
+        return [("rl", f"only valid with task: rlhf (this recipe's task is {recipe.task})")]
+    if rl is None:
+        return [("rl", "required for task rlhf: at least rl.policy and rl.algorithm")]
+    if m.name_or_path is not None or m.config is not None:
+        problems.append(("model", "for task rlhf the model to tune is rl.policy: leave model.name_or_path and model.config unset"))
+    if not rl.policy:
+        problems.append(("rl.policy", "required: a hub name, a save_pretrained directory or run:<run-id>"))
+    elif rl.policy == RUN_PREFIX:
+        problems.append(("rl.policy", "run: needs a run id after it, e.g. run:quickstart-20260101-120000-ab12"))
+    if rl.algorithm == "dpo":
+        if rl.rewards:
+            problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards: remove rl.rewards or use grpo"))
+        cols = [rl.prompt_column, rl.chosen_column, rl.rejected_column]
+        if len(set(cols)) != 3:
+            problems.append(("rl.chosen_column", f"prompt, chosen and rejected columns must differ, got {cols}"))
+    else:
+        if not rl.rewards:
+            problems.append(("rl.rewards", f"{rl.algorithm} needs at least one reward: {{function: module:attr}} or {{model: DIR, label: NAME}}"))
+        for i, r in enumerate(rl.rewards):
+            key = f"rl.rewards.{i}"
+            if (r.function is None) == (r.model is None):
+                problems.append((key, "set exactly one of function (module:attr) and model (a classifier directory)"))
+            if r.function is not None and (":" not in r.function or not all(r.function.split(":", 1))):
+                problems.append((f"{key}.function", f"{r.function!r} must look like module:attribute, e.g. clustertune.rewards:char_fraction"))
+            if r.model is not None and r.label is None:
+                problems.append((f"{key}.label", "required with model: the label whose probability is the reward"))
+            if r.model is None and r.label is not None:
+                problems.append((f"{key}.label", "only valid with model"))
+            if r.function is None and r.kwargs:
+                problems.append((f"{key}.kwargs", "only valid with function"))
+        t = recipe.train
+        if t.batch_size % rl.num_generations:
+            problems.append(("train.batch_size", f"{t.batch_size} completions per step is not a multiple of "
+                             f"rl.num_generations={rl.num_generations}, so set train.batch_size to a multiple of it"))
+    return problems

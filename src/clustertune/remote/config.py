@@ -1,0 +1,219 @@
+"""Clusters of SSH hosts and the client identity key, kept in the user's config directory.
+
+``$CLUSTERTUNE_CONFIG_DIR`` (default ``$XDG_CONFIG_HOME/clustertune`` or
+``~/.config/clustertune``) holds ``clusters.yaml`` and ``identity.key``. Both are written with
+mode 0600: the identity key signs what this client stores on remote hosts, so that results are
+only ever unpickled from run keys this client created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clustertune.errors import ClusterError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Addresses and users end up as ssh arguments: a leading "-" would be read as an option.
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$|^\[?[0-9A-Fa-f:]+\]?$")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+DEFAULT_ROOT = ".clustertune"  # relative to the login directory on the host
+
+
+def config_dir() -> Path:
+    env = os.environ.get("CLUSTERTUNE_CONFIG_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".config") / "clustertune"
+
+
+def clusters_file() -> Path:
+    return config_dir() / "clusters.yaml"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One SSH host of a cluster."""
+
+    address: str
+    """Host name or IP (or an alias from ~/.ssh/config)."""
+    user: str | None = None
+    """Login user (default: ssh's choice, e.g. from ~/.ssh/config)."""
+    port: int | None = None
+    """SSH port (default: ssh's choice)."""
+    key: str | None = None
+    """Identity file (default: ssh's keys and agent)."""
+    jump: str | None = None
+    """Jump host, as for ``ssh -J``."""
+    root: str = DEFAULT_ROOT
+    """Directory for clustertune's files on the host (envs, code snapshots, runs); relative
+    paths are under the login directory."""
+    known_hosts: str | None = None
+    """known_hosts file to verify the host key against (default: ssh's own)."""
+    python: str = "python3"
+    """The host's Python, used to run clustertune's helper and to create envs."""
+
+    def __post_init__(self) -> None:
+        if not self.address or not _ADDRESS_RE.match(self.address):
+            raise ClusterError(f"host address {self.address!r} is not a host name or IP address "
+                               "(letters, digits, '.', '-', '_'; it may not start with '-')")
+        if self.user is not None and not _USER_RE.match(self.user):
+            raise ClusterError(f"user {self.user!r} of host {self.address} is not a valid login name")
+        if self.port is not None and not (isinstance(self.port, int) and 0 < self.port < 65536):
+            raise ClusterError(f"port {self.port!r} of host {self.address} is not a TCP port (1-65535)")
+        if self.jump is not None and (not self.jump or self.jump.startswith("-") or any(c.isspace() for c in self.jump)):
+            raise ClusterError(f"jump host {self.jump!r} of host {self.address} is not a [user@]host[:port]")
+        if not self.python or self.python.startswith("-") or "\n" in self.python:
+            raise ClusterError(f"python {self.python!r} of host {self.address} is not a command or path")
+        if not self.root or "\n" in self.root or "\x00" in self.root:
+            raise ClusterError(f"remote root {self.root!r} of host {self.address} is not a usable path")
+
+    @property
+    def label(self) -> str:
+        text = f"{self.user}@{self.address}" if self.user else self.address
+        return f"{text}:{self.port}" if self.port else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def parse(cls, text: str, **defaults: Any) -> HostSpec:
+        """``[user@]address[:port]`` plus defaults for the other fields."""
+        user = defaults.pop("user", None)
+        port = defaults.pop("port", None)
+        rest = text
+        if "@" in rest:
+            user, rest = rest.split("@", 1)
+        if rest.count(":") == 1:
+            rest, port_text = rest.split(":")
+            try:
+                port = int(port_text)
+            except ValueError:
+                raise ClusterError(f"host {text!r}: port {port_text!r} is not a number") from None
+        return cls(address=rest, user=user or None, port=port, **{k: v for k, v in defaults.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    hosts: tuple[HostSpec, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hosts": [h.to_dict() for h in self.hosts]}
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ClusterError(f"cluster name {name!r} is not valid: use letters, digits, '.', '-', '_' "
+                           "(up to 64, not starting with '-' or '.')")
+    return name
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _load_all() -> dict[str, Any]:
+    path = clusters_file()
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ClusterError(f"{path}: not valid YAML ({exc}); fix or delete the file") from None
+    clusters = data.get("clusters", {}) if isinstance(data, dict) else None
+    if not isinstance(clusters, dict):
+        raise ClusterError(f"{path}: expected a mapping 'clusters: {{NAME: {{hosts: [...]}}}}'")
+    return clusters
+
+
+def _parse_cluster(name: str, raw: Any) -> ClusterSpec:
+    path = clusters_file()
+    if not isinstance(raw, dict) or not isinstance(raw.get("hosts"), list) or not raw["hosts"]:
+        raise ClusterError(f"{path}: clusters.{name}.hosts must be a non-empty list")
+    hosts = []
+    for i, h in enumerate(raw["hosts"]):
+        if not isinstance(h, dict):
+            raise ClusterError(f"{path}: clusters.{name}.hosts[{i}] must be a mapping with an 'address'")
+        unknown = set(h) - set(HostSpec.__dataclass_fields__)
+        if unknown:
+            raise ClusterError(f"{path}: clusters.{name}.hosts[{i}]: unknown keys {sorted(unknown)} "
+                               f"(known: {sorted(HostSpec.__dataclass_fields__)})")
+        hosts.append(HostSpec(**h))
+    return ClusterSpec(name, tuple(hosts))
+
+
+def list_clusters() -> list[ClusterSpec]:
+    return [_parse_cluster(n, raw) for n, raw in sorted(_load_all().items())]
+
+
+def get_cluster(name: str) -> ClusterSpec:
+    clusters = _load_all()
+    if name not in clusters:
+        known = ", ".join(sorted(clusters)) or "none yet"
+        raise ClusterError(f"no cluster {name!r} in {clusters_file()} (known: {known}); "
+                           f"add it with `clustertune cluster add {name} HOST...`")
+    return _parse_cluster(name, clusters[name])
+
+
+def add_cluster(name: str, hosts: list[HostSpec], replace: bool = True) -> ClusterSpec:
+    check_name(name)
+    if not hosts:
+        raise ClusterError(f"cluster {name!r} needs at least one host")
+    clusters = _load_all()
+    if name in clusters and not replace:
+        raise ClusterError(f"cluster {name!r} exists already; remove it first or pass --replace")
+    spec = ClusterSpec(name, tuple(hosts))
+    clusters[name] = spec.to_dict()
+    _write_private(clusters_file(), yaml.safe_dump({"clusters": clusters}, sort_keys=True))
+    return spec
+
+
+def remove_cluster(name: str) -> None:
+    clusters = _load_all()
+    if name not in clusters:
+        raise ClusterError(f"no cluster {name!r} in {clusters_file()}")
+    del clusters[name]
+    _write_private(clusters_file(), yaml.safe_dump({"clusters": clusters}, sort_keys=True))
+
+
+# -- client identity -----------------------------------------------------------------------
+
+
+def identity_key() -> bytes:
+    """This client's secret (created on first use, mode 0600). It never leaves this machine:
+    remote processes only get per-run keys derived from it."""
+    path = config_dir() / "identity.key"
+    if not path.is_file():
+        _write_private(path, secrets.token_hex(32) + "\n")
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise ClusterError(f"{path} is readable by others (mode {mode:o}); `chmod 600 {path}`")
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except ValueError:
+        raise ClusterError(f"{path} is not a clustertune identity key; delete it to create a new one") from None
+
+
+def run_secret(run_key: str) -> str:
+    """The key that the remote process of ``run_key`` signs its result with."""
+    return hmac.new(identity_key(), b"run-result:" + run_key.encode(), hashlib.sha256).hexdigest()
+
+
+def client_id() -> str:
+    """A public name for this client's identity (recorded in run.json)."""
+    return hashlib.sha256(b"client-id:" + identity_key()).hexdigest()[:16]

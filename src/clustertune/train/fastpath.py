@@ -1,0 +1,92 @@
+"""The fast default path on a GPU: torch.compile, fused AdamW, a padded vocabulary.
+
+Each is a recipe switch whose unset value means "on where it is safe": on a CUDA device,
+off on CPU (where compile buys little and costs a long first step). A compile failure never
+stops training: the model falls back to eager mode and the log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import torch
+
+from clustertune.recipe.schema import Recipe
+
+log = logging.getLogger("clustertune")
+
+GPU_VOCAB_MULTIPLE = 64
+
+
+def on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def use_compile(recipe: Recipe) -> bool:
+    c = recipe.train.compile
+    return on_gpu() if c is None else c
+
+
+def use_fused_adamw(recipe: Recipe) -> bool:
+    f = recipe.train.fused_adamw
+    return on_gpu() if f is None else f
+
+
+def vocab_multiple(recipe: Recipe) -> int:
+    """Round a fresh model's vocabulary up to this (pretrained vocabularies are left alone)."""
+    if recipe.model.config is None:
+        return 1
+    m = recipe.train.pad_vocab_multiple
+    return (GPU_VOCAB_MULTIPLE if on_gpu() else 1) if m is None else m
+
+
+def pad_vocab(config: Any, multiple: int) -> None:
+    """Round ``config.vocab_size`` up; the extra rows are never a label, so they only cost memory."""
+    if multiple > 1 and isinstance(getattr(config, "vocab_size", None), int):
+        config.vocab_size = int(math.ceil(config.vocab_size / multiple) * multiple)
+
+
+def prepare_module(model: torch.nn.Module, recipe: Recipe) -> None:
+    """Switches applied to the bare model before a strategy wraps it (in place)."""
+    if recipe.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    if use_compile(recipe):
+        compile_with_fallback(model)
+
+
+def compile_with_fallback(model: torch.nn.Module) -> None:
+    """Compile ``model.forward`` in place; on a compile error, go eager and say why.
+
+    Only the instance's ``forward`` is replaced, so parameter names, state dicts and
+    ``save_pretrained`` are those of the plain model. Compilation happens at the first call,
+    so that is where failures surface; errors after a successful first call are not compile
+    failures and propagate.
+    """
+    eager = model.forward
+    compiled = torch.compile(eager)
+    state = {"calls": 0, "failed": False}
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if state["failed"]:
+            return eager(*args, **kwargs)
+        try:
+            out = compiled(*args, **kwargs)
+        except Exception as exc:
+            if state["calls"] > 0 and not _is_compile_error(exc):
+                raise
+            state["failed"] = True
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            log.warning("torch.compile failed (%s: %s); training continues in eager mode "
+                        "(set train.compile=false to skip the attempt)", type(exc).__name__, first[:300])
+            return eager(*args, **kwargs)
+        state["calls"] += 1
+        return out
+
+    model.forward = forward  # type: ignore[method-assign]
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    mod = type(exc).__module__ or ""
+    return mod.startswith(("torch._dynamo", "torch._inductor"))

@@ -1,0 +1,188 @@
+"""One RL run on TRL's trainers: build the trainer from the recipe, train, save the policy.
+
+The recipe's ``train`` section maps onto TRL's config (batch = completions per device per step,
+lr, schedule, steps, logging, checkpoints); the ``rl`` section supplies generation, KL and the
+rewards. Under ``accelerate launch``/``torchrun`` TRL's trainers distribute generation and
+training across the processes themselves; everything here that writes files runs on the main
+process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clustertune.errors import RewardError
+from clustertune.recipe.load import dump_recipe
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.paths import RunPaths
+from clustertune.train.metrics import truncate_after
+from clustertune.train.rl.callbacks import EvalSet, RunCallback
+from clustertune.train.rl.checkpoints import scratch_dir
+from clustertune.train.rl.rewards import build_rewards
+from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
+
+log = logging.getLogger("clustertune")
+
+
+def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
+    """TRL's config for this recipe (GRPOConfig, RLOOConfig or DPOConfig)."""
+    from trl import DPOConfig, GRPOConfig, RLOOConfig
+
+    from clustertune.train.entry import mixed_precision
+
+    t, rl = recipe.train, recipe.rl
+    assert rl is not None
+    precision = mixed_precision(recipe)
+    steps = t.max_steps or -1
+    common: dict[str, Any] = dict(
+        output_dir=str(scratch_dir(paths)),
+        use_cpu=not torch.cuda.is_available(),
+        per_device_train_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        learning_rate=t.lr, weight_decay=t.weight_decay,
+        adam_beta1=t.adam_beta1, adam_beta2=t.adam_beta2, adam_epsilon=t.adam_eps,
+        max_grad_norm=t.max_grad_norm if t.max_grad_norm is not None else 0.0,
+        lr_scheduler_type="constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler,
+        warmup_steps=t.warmup_steps or (int(t.warmup_ratio * t.max_steps) if t.max_steps else 0),
+        max_steps=steps, num_train_epochs=t.epochs,
+        logging_steps=t.log_every, logging_first_step=False,
+        save_strategy="steps" if t.save_every else "no", save_steps=t.save_every or 500,
+        seed=t.seed, data_seed=t.seed,
+        bf16=precision == "bf16", fp16=precision == "fp16",
+        report_to=[], disable_tqdm=True,
+        beta=rl.kl_beta(),
+        dataloader_num_workers=0,
+    )
+    # TRL turns activation recomputation on by default; the recipe decides (off unless asked for).
+    common["gradient_checkpointing"] = t.gradient_checkpointing
+    if rl.algorithm == "dpo":
+        return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
+    gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
+               top_p=rl.top_p, reward_weights=weights, shuffle_dataset=t.shuffle, log_completions=False)
+    return (GRPOConfig if rl.algorithm == "grpo" else RLOOConfig)(**common, **gen)
+
+
+def _cut_prompts(ds: Any, tok: Any, limit: int) -> Any:
+    """Prompts longer than ``limit`` tokens keep their first ``limit`` tokens."""
+    def cut(row: dict[str, Any]) -> dict[str, Any]:
+        ids = tok(row["prompt"], add_special_tokens=False)["input_ids"]
+        return {"prompt": tok.decode(ids[:limit])} if len(ids) > limit else {}
+
+    return ds.map(cut)
+
+
+def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> dict[str, Any]:
+    """Tune ``recipe.rl.policy`` into ``paths``; returns the summary written to summary.json."""
+    from transformers import AutoModelForCausalLM, set_seed
+
+    from clustertune.models.tokenizer import load_tokenizer
+    from clustertune.train.entry import reset_accelerate_state
+
+    rl, t = recipe.rl, recipe.train
+    assert rl is not None
+    if t.cpu_threads:
+        torch.set_num_threads(t.cpu_threads)
+    if not show_progress:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+    raw = load_rl_data(recipe)
+    policy_path = resolve_model(rl.policy, "rl.policy", recipe.tracking.runs_root)
+    tok = load_tokenizer(policy_path, "rl.policy")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if int(os.environ.get("RANK", "0")) == 0:  # before the trainer exists, torchrun's env says who writes
+        tok.save_pretrained(str(paths.tokenizer))
+    train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
+    model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
+                   for i, r in enumerate(rl.rewards)]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rewards = build_rewards(rl.rewards, model_paths, device)
+    if rl.algorithm == "dpo":
+        eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})
+    else:
+        eval_set = EvalSet(prompts=eval_prompts(recipe, raw))
+
+    set_seed(t.seed)
+    policy = AutoModelForCausalLM.from_pretrained(policy_path)
+    if policy.generation_config.pad_token_id is None:
+        policy.generation_config.pad_token_id = tok.pad_token_id
+    ref = None
+    if rl.reference:
+        ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
+        if rl.algorithm == "dpo":
+            ref = AutoModelForCausalLM.from_pretrained(ref_path)
+        else:
+            # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
+            # prepare it their own way); pointing that path at the reference makes them load it.
+            policy.config._name_or_path = ref_path
+    callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None)
+    args = trainer_args(recipe, paths, [r.weight for r in rewards])
+    trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
+    callback.trainer = trainer
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run's log has them already
+    main = trainer.accelerator.is_main_process
+    if resume_from is not None and main:
+        dropped = truncate_after(paths.metrics, _step_of(resume_from) or 0)
+        log.info("resumed from %s; dropped %d metric rows of the lost attempt", resume_from.name, dropped)
+    try:
+        try:
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
+        except RewardError:
+            _save_on_failure(trainer, callback, paths)
+            raise
+        if main:
+            trainer.save_model(str(paths.model))  # save_pretrained of the policy and its tokenizer
+            tok.save_pretrained(str(paths.model))
+        summary = {
+            "algorithm": rl.algorithm, "steps": trainer.state.global_step, "train_seconds": callback.train_seconds,
+            "resumed_from_step": _step_of(resume_from),
+            "initial_eval": next((e for e in callback.evals if e["step"] == 0), None),
+            "final_eval": callback.evals[-1] if callback.evals else None, "evals": callback.evals,
+            "policy": policy_path, "train_prompts": len(train_ds),
+        }
+        if main:
+            paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+            shutil.rmtree(scratch_dir(paths), ignore_errors=True)
+        trainer.accelerator.wait_for_everyone()
+        return summary
+    finally:
+        reset_accelerate_state()
+
+
+def _step_of(ckpt_dir: Path | None) -> int | None:
+    if ckpt_dir is None:
+        return None
+    return int(json.loads((ckpt_dir / "state.json").read_text())["step"])
+
+
+def _make_trainer(algorithm: str, policy: Any, ref: Any, args: Any, train_ds: Any, tok: Any,
+                  reward_funcs: list[Any], callback: RunCallback) -> Any:
+    from trl import DPOTrainer, GRPOTrainer, RLOOTrainer
+
+    if algorithm == "dpo":
+        return DPOTrainer(model=policy, ref_model=ref, args=args, train_dataset=train_ds, processing_class=tok,
+                          callbacks=[callback])
+    cls = GRPOTrainer if algorithm == "grpo" else RLOOTrainer
+    return cls(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tok,
+               callbacks=[callback])
+
+
+def _save_on_failure(trainer: Any, callback: RunCallback, paths: RunPaths) -> None:
+    """Keep the last completed step when a reward breaks mid-run, so the fixed run can --resume."""
+    step = trainer.state.global_step
+    if step == 0 or paths.checkpoint(step).is_dir():
+        return
+    trainer._save_checkpoint(trainer.model, trial=None)
+    callback.adopt(step, Path(trainer.args.output_dir) / f"checkpoint-{step}", trainer.state.max_steps)

@@ -1,0 +1,155 @@
+"""Where an RL run's models and examples come from.
+
+- models (policy, reference, reward models): a hub name, a ``save_pretrained`` directory, or
+  ``run:<run-id>``, the final model of an earlier clustertune run;
+- prompts and preference pairs: the recipe's ``data`` section as for any task, plus two offline
+  builtins made from Python's reference documentation:
+  ``builtin:pydoc-prompts`` (the opening words of prose passages) and
+  ``builtin:pydoc-preferences`` (those prompts with two real continuations each, ranked by the
+  shipped reward; see :func:`builtin_rl_rows`).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from clustertune.data import builtin
+from clustertune.data.sources import RawData, carve_validation, load_raw
+from clustertune.errors import DataError, ModelError, RunError
+from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.schema import Recipe
+
+RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
+PROMPT_WORDS = 4
+CONTINUATION_WORDS = 6
+PAIR_MARGIN = 0.05
+
+
+def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
+    """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it."""
+    from clustertune.runs.state import RunState
+    from clustertune.runs.store import list_runs, runs_root
+
+    if ref.startswith(RUN_PREFIX):
+        ident = ref[len(RUN_PREFIX):]
+        root = runs_root(runs_root_dir)
+        found = [r for r in list_runs(root) if r.id == ident] or [r for r in list_runs(root) if r.id.startswith(ident)]
+        if not found:
+            raise RunError(f"{key}: no run {ident!r} under {root}; `clustertune runs` lists them "
+                           "(set CLUSTERTUNE_RUNS or tracking.runs_root to look elsewhere)")
+        done = [r for r in found if r.state is RunState.COMPLETED and (r.paths.model / "config.json").is_file()]
+        if not done:
+            states = ", ".join(f"{r.id} {r.state.value}" for r in found[-3:])
+            raise RunError(f"{key}: run {ident!r} has no final model yet ({states}); finish it or name another run")
+        return str(done[-1].paths.model)  # list_runs is oldest first: the newest completed one
+    p = Path(ref).expanduser()
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise ModelError(f"{key}: {ref!r} has no config.json; give a save_pretrained directory")
+        return str(p.resolve())
+    if ref.startswith(("/", "./", "../", "~")):
+        raise ModelError(f"{key}: directory {ref!r} does not exist")
+    return ref
+
+
+def _prose_windows() -> list[list[str]]:
+    """Runs of PROMPT_WORDS + CONTINUATION_WORDS words from the prose of the builtin corpus."""
+    need = PROMPT_WORDS + CONTINUATION_WORDS
+    out = []
+    for para in builtin.pydoc_paragraphs():
+        words: list[str] = []
+        for ln in para.split("\n"):
+            text = ln.strip()
+            letters = sum(c.isalpha() or c.isspace() for c in text)
+            if len(text.split()) >= 4 and letters >= 0.85 * len(text):  # prose, not code or tables
+                words.extend(text.split())
+        out.extend(words[i:i + need] for i in range(0, len(words) - need + 1, need))
+    return out
+
+
+def builtin_rl_rows(name: str, seed: int) -> list[dict[str, str]]:
+    """Rows of ``builtin:pydoc-prompts`` or ``builtin:pydoc-preferences``.
+
+    A preference pair offers two real continuations for one prompt (its own and another
+    window's) and prefers the one the shipped ``char_fraction`` reward scores higher (more
+    letters ``e``), keeping only pairs it separates clearly: a labeller with a consistent taste
+    that a small policy can learn, so held-out accuracy starts near chance and has to be earned.
+    """
+    from clustertune.rewards import char_fraction
+
+    windows = _prose_windows()
+    rng = random.Random(seed)
+    rows = []
+    for w in windows:
+        prompt = " ".join(w[:PROMPT_WORDS])
+        if name == "pydoc-prompts":
+            rows.append({"prompt": prompt})
+            continue
+        own = " " + " ".join(w[PROMPT_WORDS:])
+        other = " " + " ".join(rng.choice(windows)[PROMPT_WORDS:])
+        a, b = char_fraction([prompt] * 2, [own, other])
+        if abs(a - b) >= PAIR_MARGIN:
+            chosen, rejected = (own, other) if a > b else (other, own)
+            rows.append({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+    rng.shuffle(rows)
+    return rows
+
+
+def _rename(ds: Any, mapping: dict[str, str]) -> Any:
+    mapping = {a: b for a, b in mapping.items() if a != b}
+    return ds.rename_columns(mapping) if mapping else ds
+
+
+def load_rl_data(recipe: Recipe) -> RawData:
+    """Train/validation splits with columns ``prompt`` (and ``chosen``/``rejected`` for DPO)."""
+    from datasets import Dataset
+
+    d, rl, seed = recipe.data, recipe.rl, recipe.train.seed
+    assert rl is not None
+    name = d.dataset or ""
+    if name.startswith(builtin.BUILTIN_PREFIX) and name[len(builtin.BUILTIN_PREFIX):] in RL_BUILTINS:
+        short = name[len(builtin.BUILTIN_PREFIX):]
+        ds = _rename(Dataset.from_list(builtin_rl_rows(short, seed)),
+                     {"prompt": rl.prompt_column, "chosen": rl.chosen_column, "rejected": rl.rejected_column})
+        train, val = carve_validation(ds, d.validation_fraction, seed)
+        raw = RawData(train=train, validation=val, identity={"kind": "builtin", "name": short}, carved=True)
+    elif name.startswith(builtin.BUILTIN_PREFIX) and name[len(builtin.BUILTIN_PREFIX):] in builtin.BUILTINS:
+        raise DataError(f"data.dataset: {name!r} has no prompts; for task rlhf use "
+                        + " or ".join(builtin.BUILTIN_PREFIX + b for b in RL_BUILTINS) + " or your own data")
+    else:
+        raw = load_raw(d.model_copy(update={"text_column": rl.prompt_column}), seed)
+    needed = [("rl.prompt_column", rl.prompt_column)]
+    if rl.algorithm == "dpo":
+        needed += [("rl.chosen_column", rl.chosen_column), ("rl.rejected_column", rl.rejected_column)]
+    for split, ds in (("train", raw.train), ("validation", raw.validation)):
+        for key, col in needed:
+            if col not in ds.column_names:
+                raise DataError(f"{key}: column {col!r} not in the {split} data; its columns are {', '.join(ds.column_names)}. "
+                                f"Set {key} to the column that holds it")
+    train = _clean(raw.train, rl.prompt_column, d.max_train_samples, "train")
+    val = _clean(raw.validation, rl.prompt_column, d.max_eval_samples, "validation")
+    rename = {rl.prompt_column: "prompt"}
+    if rl.algorithm == "dpo":
+        rename.update({rl.chosen_column: "chosen", rl.rejected_column: "rejected"})
+    keep = list(rename)
+    train = _rename(train.select_columns(keep), rename)
+    val = _rename(val.select_columns(keep), rename)
+    return RawData(train=train, validation=val, identity=raw.identity, carved=raw.carved)
+
+
+def _clean(ds: Any, col: str, limit: int | None, split: str) -> Any:
+    keep = [i for i, p in enumerate(ds[col]) if isinstance(p, str) and p.strip()]
+    if not keep:
+        raise DataError(f"rl.prompt_column: the {split} data has no non-empty prompts in column {col!r} "
+                        f"({len(ds)} rows); give prompts as text")
+    ds = ds.select(keep) if len(keep) != len(ds) else ds
+    return ds.select(range(min(limit, len(ds)))) if limit else ds
+
+
+def eval_prompts(recipe: Recipe, raw: RawData) -> list[str]:
+    rl = recipe.rl
+    assert rl is not None
+    base = list(rl.eval_prompts) or list(raw.validation["prompt"])
+    return [p for p in base for _ in range(rl.eval_repeats)]

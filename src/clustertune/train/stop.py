@@ -1,0 +1,67 @@
+"""Stop requests (preemption, time limits) agreed by all ranks.
+
+A request arrives as SIGTERM/SIGUSR2 to a training process or as a stop file in the run
+directory (SLURM's batch shell writes it: torchrun's agent does not pass USR2 on to its
+workers). Ranks may see it at different moments, so the loop asks :meth:`StopFlag.agreed`, an
+all-reduce, at the same step on every rank; they then checkpoint that step together and exit.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import signal
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+
+
+class StopFlag:
+    """Stop requests for one rank, and its hang watchdog.
+
+    With ``watchdog_seconds``, a rank that makes no step for that long (a dead peer, a stuck
+    collective) writes every thread's stack to ``watchdog_log`` and exits with an error, so the
+    job fails instead of hanging until its time limit; :meth:`beat` re-arms it at each step.
+    """
+
+    def __init__(self, stop_file: Path | None = None, install_handlers: bool = True,
+                 watchdog_seconds: float | None = None, watchdog_log: IO[str] | None = None):
+        self.stop_file = stop_file
+        self.requested_by: str | None = None
+        self.watchdog_seconds = watchdog_seconds
+        self.watchdog_log = watchdog_log
+        if install_handlers and threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, self._on_signal)
+        self.beat()
+
+    def beat(self) -> None:
+        if self.watchdog_seconds:
+            # faulthandler's timer runs in C: it fires even when Python is stuck in a collective.
+            faulthandler.dump_traceback_later(self.watchdog_seconds, exit=True,
+                                              file=self.watchdog_log or __import__("sys").stderr)
+
+    def close(self) -> None:
+        if self.watchdog_seconds:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        # Only set a flag: the loop acts at the next agreed step boundary.
+        self.requested_by = signal.Signals(signum).name
+
+    def local(self) -> bool:
+        if self.requested_by is None and self.stop_file is not None and self.stop_file.exists():
+            try:  # the batch shell writes the signal it received
+                why = self.stop_file.read_text(encoding="utf-8").strip()
+            except OSError:
+                why = ""
+            self.requested_by = f"SIG{why} via {self.stop_file.name}" if why else self.stop_file.name
+        return self.requested_by is not None
+
+    def agreed(self, ranks: Any) -> bool:
+        """True on every rank when any rank has a stop request (a collective: call on all ranks)."""
+        flag = torch.tensor([1.0 if self.local() else 0.0], device=ranks.device)
+        return bool(ranks.reduce(flag, reduction="sum").item() > 0)

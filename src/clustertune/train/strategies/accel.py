@@ -1,0 +1,129 @@
+"""DDP and FSDP2 through Accelerate.
+
+DDP keeps a whole model on every rank: the main process writes one full checkpoint and
+everyone reads it back. FSDP2 (``fully_shard``) shards parameters, gradients and optimizer
+state: every rank writes its own shards with torch.distributed.checkpoint and the full
+weights are gathered only for the final ``save_pretrained``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clustertune.recipe.schema import Recipe
+from clustertune.train.fastpath import prepare_module
+from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
+
+WEIGHTS = "model.safetensors"
+OPTIMIZER = "optimizer.pt"
+SCHEDULER = "scheduler.pt"
+SHARDS = "shards"  # torch.distributed.checkpoint directory (one file per rank + metadata)
+
+
+def fsdp_plugin(recipe: Recipe) -> Any:
+    """Accelerate's FSDP2 plugin: shard every transformer block and the root, reshard after forward."""
+    from accelerate import FullyShardedDataParallelPlugin
+
+    return FullyShardedDataParallelPlugin(
+        fsdp_version=2,
+        auto_wrap_policy="transformer_based_wrap",  # the model's own _no_split_modules blocks
+        reshard_after_forward=True,
+        cpu_offload=recipe.train.effective_offload != "none",
+        state_dict_type="SHARDED_STATE_DICT",
+    )
+
+
+class AccelerateStrategy(AcceleratorRanks):
+    def __init__(self, recipe: Recipe, accelerator: Any, sharded: bool):
+        self.recipe, self.accelerator, self.sharded = recipe, accelerator, sharded
+        self.name = "fsdp" if sharded else "ddp"
+
+    def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
+                make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
+        prepare_module(model, self.recipe)
+        optimizer = make_optimizer(model)
+        # The scheduler holds the optimizer's param_group dicts, which Accelerate keeps (it only
+        # swaps the parameters inside them for their shards), so it can be built first.
+        scheduler = make_scheduler(optimizer)
+        model, optimizer = self.accelerator.prepare(model, optimizer)
+        return model, optimizer, scheduler
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        return self.accelerator.autocast()
+
+    def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
+        # Gradients are all-reduced (or reduce-scattered) on the last micro-batch only.
+        return nullcontext() if last else self.accelerator.no_sync(model)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.accelerator.backward(loss)
+
+    def step(self, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float | None) -> Any:
+        norm = None
+        if max_grad_norm is not None:
+            norm = self.accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+            if hasattr(norm, "full_tensor"):  # FSDP2 returns the norm as a DTensor
+                norm = norm.full_tensor()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def unwrap(self, model: Any) -> torch.nn.Module:
+        return self.accelerator.unwrap_model(model)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        if self.sharded:
+            import torch.distributed.checkpoint as dcp
+
+            model_sd, optim_sd = self._dcp_state(model, optimizer)
+            dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(directory / SHARDS))
+        if self.is_main_process:
+            if not self.sharded:
+                from safetensors.torch import save_model
+
+                save_model(self.unwrap(model), str(directory / WEIGHTS))
+                torch.save(optimizer.state_dict(), directory / OPTIMIZER)
+            torch.save(scheduler.state_dict(), directory / SCHEDULER)
+
+    def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        if self.sharded:
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import set_state_dict
+
+            model_sd, optim_sd = self._dcp_state(model, optimizer)
+            state = {"model": model_sd, "optimizer": optim_sd}
+            dcp.load(state, checkpoint_id=str(directory / SHARDS))
+            set_state_dict(model, _inner(optimizer), model_state_dict=state["model"],
+                           optim_state_dict=state["optimizer"])
+        else:
+            from safetensors.torch import load_model
+
+            load_model(self.unwrap(model), str(directory / WEIGHTS))
+            optimizer.load_state_dict(torch.load(directory / OPTIMIZER, map_location="cpu", weights_only=False))
+        scheduler.load_state_dict(torch.load(directory / SCHEDULER, weights_only=False))
+
+    def _dcp_state(self, model: Any, optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        return get_state_dict(model, _inner(optimizer))
+
+    def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
+        if not self.sharded:
+            return self.unwrap(model).state_dict() if self.is_main_process else None
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        # A collective: every rank sends its shards, the main process ends up with the whole.
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return full if self.is_main_process else None
+
+
+def _inner(optimizer: Any) -> torch.optim.Optimizer:
+    """The torch optimizer inside Accelerate's wrapper."""
+    return getattr(optimizer, "optimizer", optimizer)

@@ -1,0 +1,130 @@
+"""The one interface the training loop drives, whatever splits the work across processes.
+
+Every strategy holds an Accelerator for the process group, reductions and trackers; what
+differs is how the model, gradients and optimizer state are held (whole on every rank,
+sharded by FSDP, partitioned by DeepSpeed ZeRO) and so how a step, a checkpoint and the
+final gathered weights are produced. The loop calls these methods in the same order for all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+OptimizerFactory = Callable[[torch.nn.Module], torch.optim.Optimizer]
+SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
+
+
+class Strategy(Protocol):
+    name: str
+    accelerator: Any  # process group, reduce, trackers
+
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def process_index(self) -> int: ...
+    @property
+    def num_processes(self) -> int: ...
+    @property
+    def is_main_process(self) -> bool: ...
+
+    def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
+                make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
+        """Wrap/shard the model and build the optimizer and scheduler on what it holds."""
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        """Mixed-precision context for forward passes."""
+
+    def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
+        """Around one micro-batch's forward and backward; gradients are synchronised when ``last``."""
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backward of a loss already divided by the number of micro-batches."""
+
+    def step(self, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float | None) -> Any:
+        """Clip, optimizer step, scheduler step, zero the gradients; returns the gradient norm
+        (a tensor or float, read only at log intervals) or None without clipping."""
+
+    def reduce(self, tensor: torch.Tensor, reduction: str) -> torch.Tensor: ...
+    def wait_for_everyone(self) -> None: ...
+
+    def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        """Every rank: write this rank's part of model, optimizer and scheduler state."""
+
+    def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        """Every rank: read back what ``save_state`` wrote (same strategy, same world size)."""
+
+    def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
+        """Every rank takes part; the main process gets the full, unsharded weights (CPU)."""
+
+    def unwrap(self, model: Any) -> torch.nn.Module:
+        """The transformers model inside whatever wrapper ``prepare`` returned."""
+
+    def end(self) -> None: ...
+
+
+class AcceleratorRanks:
+    """Rank bookkeeping shared by the strategies, from the Accelerator they hold."""
+
+    accelerator: Any
+
+    @property
+    def device(self) -> torch.device:
+        return self.accelerator.device
+
+    @property
+    def process_index(self) -> int:
+        return int(self.accelerator.process_index)
+
+    @property
+    def num_processes(self) -> int:
+        return int(self.accelerator.num_processes)
+
+    @property
+    def is_main_process(self) -> bool:
+        return bool(self.accelerator.is_main_process)
+
+    def reduce(self, tensor: torch.Tensor, reduction: str) -> torch.Tensor:
+        return self.accelerator.reduce(tensor, reduction=reduction)
+
+    def wait_for_everyone(self) -> None:
+        self.accelerator.wait_for_everyone()
+
+    def end(self) -> None:
+        self.accelerator.end_training()
+
+
+class OutOfMemory(Exception):
+    """The device ran out of memory; the message says what to change. Not a UserError: the
+    recipe is valid, the hardware is too small for it, and the run is marked FAILED."""
+
+
+def next_strategy(t: Any) -> str:
+    """The next rung of the memory ladder after the recipe's strategy, as recipe overrides."""
+    if t.strategy == "ddp":
+        return "train.strategy=fsdp (or train.strategy=deepspeed train.zero_stage=2)"
+    if t.strategy == "fsdp":
+        return ("train.offload=params" if t.effective_offload == "none"
+                else "train.gradient_checkpointing=true, or more GPUs")
+    stage, offload = t.effective_zero_stage, t.effective_offload
+    if stage < 3:
+        return f"train.zero_stage={stage + 1}"
+    if offload != "params":
+        return "train.deepspeed_preset=zero3-offload"
+    return "train.gradient_checkpointing=true, or more GPUs"
+
+
+def out_of_memory_message(t: Any, seq_len: int, cause: BaseException) -> str:
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return (
+        f"out of device memory at train.batch_size={t.batch_size}, sequence length {seq_len}, "
+        f"train.strategy={t.strategy}"
+        + (f" (zero_stage {t.effective_zero_stage}, offload {t.effective_offload})" if t.strategy == "deepspeed" else "")
+        + f": {first[:200]}. `clustertune estimate-memory RECIPE` shows the memory each strategy needs per "
+        f"device. Try a smaller train.batch_size with a larger train.gradient_accumulation_steps "
+        f"(same global batch), train.gradient_checkpointing=true, or {next_strategy(t)}."
+    )

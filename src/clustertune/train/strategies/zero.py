@@ -1,0 +1,152 @@
+"""DeepSpeed ZeRO (stages 1-3, optimizer and parameter offload), driven by ``deepspeed.initialize``.
+
+Accelerate's DeepSpeed path is not used: on CPU it drops the plugin, or without ``cpu=True``
+reports every rank as the main process and sums instead of averaging. The Accelerator kept
+here is a plain one (no plugin, no mixed precision: DeepSpeed casts the model itself) that
+only supplies ranks, reductions and trackers over the process group DeepSpeed shares.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clustertune.errors import UserError
+from clustertune.recipe.schema import Recipe
+from clustertune.train.fastpath import prepare_module
+from clustertune.train.optim import param_groups
+from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
+from clustertune.train.strategies.ds_config import build_config, merge_user_config, read_user_config
+
+TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
+
+
+class DeepSpeedMissing(UserError):
+    """train.strategy=deepspeed on a machine without DeepSpeed."""
+
+
+def require_deepspeed() -> Any:
+    try:
+        import deepspeed
+    except ImportError as exc:
+        raise DeepSpeedMissing(
+            "train.strategy: deepspeed is not installed here; install it with "
+            "`DS_BUILD_OPS=0 pip install 'clustertune[deepspeed]'` (its ops build on first use), "
+            f"or choose train.strategy=fsdp ({exc})"
+        ) from exc
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    return deepspeed
+
+
+def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str) -> dict[str, Any]:
+    """The recipe's config with the user's JSON (if any) merged over it; contradictions raise."""
+    t = recipe.train
+    cfg, origin = build_config(t, world_size, mixed_precision)
+    if t.deepspeed_config:
+        cfg = merge_user_config(cfg, origin, read_user_config(t.deepspeed_config), t.deepspeed_config)
+    return cfg
+
+
+def check_strategy(recipe: Recipe, mixed_precision: str) -> None:
+    """Before launch: DeepSpeed importable and the user's JSON agreeing with the recipe."""
+    if recipe.train.strategy != "deepspeed":
+        return
+    if importlib.util.find_spec("deepspeed") is None:
+        require_deepspeed()  # raises the install hint
+    deepspeed_config(recipe, None, mixed_precision)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DeepSpeedStrategy(AcceleratorRanks):
+    name = "deepspeed"
+
+    def __init__(self, recipe: Recipe, accelerator: Any, mixed_precision: str):
+        self.ds = require_deepspeed()
+        self.recipe, self.accelerator, self.mixed_precision = recipe, accelerator, mixed_precision
+        self.stage = recipe.train.effective_zero_stage
+        import torch.distributed as dist
+
+        self._own_env: list[str] = []
+        self._own_group = not dist.is_initialized()
+        if self._own_group:
+            # One process (no launcher): DeepSpeed still wants a process group of one. The
+            # variables set for it are removed in end(), so a later run does not see a launcher.
+            wanted = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
+                      "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+            self._own_env = [k for k in wanted if k not in os.environ]
+            os.environ.update({k: wanted[k] for k in self._own_env})
+        self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
+                make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
+        # The optimizer comes from the config (not ``make_optimizer``) so that DeepSpeed can pick
+        # its CPU Adam when the optimizer state lives in host memory.
+        prepare_module(model, self.recipe)
+        cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision)
+        engine, optimizer, _, scheduler = self.ds.initialize(
+            model=model, model_parameters=param_groups(model, self.recipe.train.weight_decay),
+            lr_scheduler=make_scheduler, config=cfg, dist_init_required=False,
+        )
+        self.engine = engine
+        return engine, optimizer, scheduler
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        return nullcontext()  # the engine holds the model in the training precision already
+
+    def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
+        # The engine reduces gradients and steps only at a boundary: the last micro-batch.
+        model.set_gradient_accumulation_boundary(last)
+        return nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.engine.backward(loss, scale_wrt_gas=False)  # the loop already divided by the micro-batches
+
+    def step(self, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float | None) -> Any:
+        # Clipping (gradient_clipping), the scheduler step and zeroing happen inside the engine.
+        model.step()
+        return model.get_global_grad_norm() if max_grad_norm is not None else None
+
+    def unwrap(self, model: Any) -> torch.nn.Module:
+        return getattr(model, "module", model)
+
+    def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        model.save_checkpoint(str(directory), tag=TAG, save_latest=False)
+
+    def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        path, _ = model.load_checkpoint(str(directory), tag=TAG, load_optimizer_states=True,
+                                        load_lr_scheduler_states=True)
+        if path is None:
+            raise UserError(f"checkpoint {directory} holds no DeepSpeed state; was it saved under another train.strategy?")
+
+    def end(self) -> None:
+        # Release ZeRO's hooks and buffers and let every rank get here before the process
+        # group goes away, so no collective is still in flight at teardown.
+        if getattr(self, "engine", None) is not None:
+            self.engine.destroy()
+        self.wait_for_everyone()
+        super().end()
+        # The process group itself stays: DeepSpeed keeps module-level references to it, and a
+        # later DeepSpeed run in this process reuses it.
+        for k in self._own_env:
+            os.environ.pop(k, None)
+
+    def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
+        if self.stage == 3:
+            full = model._zero3_consolidated_16bit_state_dict()  # a collective; rank 0 gets the dict
+        else:
+            full = model.module.state_dict() if self.is_main_process else None
+        if not self.is_main_process or full is None:
+            return None
+        return {k: v.detach().cpu() for k, v in full.items()}

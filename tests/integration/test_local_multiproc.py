@@ -1,0 +1,112 @@
+"""Several training processes on this host through torchrun (gloo on CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustertune.launch.submit import launch
+from clustertune.recipe.load import load_recipe
+from clustertune.runs.state import RunState
+from clustertune.runs.store import get_run
+from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+
+NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+
+
+def tiny(**sections):
+    base = with_(TINY_CAUSAL, model={"config_overrides": {**TINY_CAUSAL["model"]["config_overrides"], **NO_DROPOUT}})
+    return load_recipe(with_(base, **sections))
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"}
+
+
+def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path) -> None:
+    from clustertune.api import run as api_run
+
+    steps = {"max_steps": 20, "log_every": 1, "eval_at_start": False}
+    one = api_run(tiny(train={**steps, "batch_size": 8}), show_progress=False)
+    two = launch(tiny(train={**steps, "batch_size": 4}, launch={"procs_per_node": 2}))
+    assert one.state is RunState.COMPLETED
+    assert two.state is RunState.COMPLETED, two.info.get("reason")
+    a, b = train_losses(one.paths.root), train_losses(two.paths.root)
+    assert sorted(a) == sorted(b) == list(range(1, 21))
+    worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+    assert worst <= 1e-4, f"2 ranks x 4 vs 1 rank x 8: largest relative loss difference {worst:.2e}"
+    # Every rank logged to the run directory; rank 0 alone wrote metrics (one row per step).
+    logs = two.paths.logs_dir
+    assert {"rank-0.log", "rank-1.log", "run.log", "launcher.log"} <= {p.name for p in logs.iterdir()}
+    assert "rank 1/2" in (logs / "rank-1.log").read_text()
+
+
+def test_resume_at_another_world_size_continues_from_the_same_sample(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = tiny(train={"max_steps": 8, "log_every": 2, "save_every": 4, "batch_size": 4, "eval_at_start": False},
+                  launch={"procs_per_node": 2})
+    monkeypatch.setenv("CLUSTERTUNE_FAULT_KILL_AT_STEP", "6")
+    first = launch(recipe)
+    assert first.state is RunState.FAILED
+    assert "torchrun exited" in first.info["reason"]
+    monkeypatch.delenv("CLUSTERTUNE_FAULT_KILL_AT_STEP")
+
+    out = cli("run", "--resume", first.id, "launch.procs_per_node=1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    resumed = get_run(first.id)
+    assert resumed.state is RunState.COMPLETED, resumed.info.get("reason")
+    assert resumed.paths.recipe.read_text().count("procs_per_node: 1") == 1
+    assert resumed.attempts[-1]["resumed_from"] == "step-00000004"
+    rows = [r for r in read_jsonl(resumed.paths.metrics) if r["kind"] == "train"]
+    assert [r["step"] for r in rows] == [2, 4, 6, 8]  # the lost attempt's step-6 row was dropped
+    seen = {r["step"]: r["samples_seen"] for r in rows}
+    # Steps 1-4 at 2 ranks x 4 samples, then 1 rank x 4: continued from sample 32, nothing replayed.
+    assert seen[4] == 32 and seen[6] == 40 and seen[8] == 48
+
+
+def test_more_processes_than_cores_is_refused_before_anything_starts(runs_root: Path) -> None:
+    import os
+
+    from clustertune.errors import LaunchError
+
+    n = (os.cpu_count() or 1) + 1
+    with pytest.raises(LaunchError, match=f"procs_per_node={n}.*CPU core"):
+        launch(tiny(launch={"procs_per_node": n}))
+    assert not runs_root.exists() or not any(runs_root.iterdir())
+
+
+def test_cancel_of_a_local_multi_process_run_stops_every_rank(runs_root: Path, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from clustertune.runs.store import list_runs
+
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 5, "eval_at_start": False},
+                                           launch={"procs_per_node": 2})))
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "run", str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            runs = list_runs(runs_root)
+            if runs and runs[0].paths.metrics.is_file() and runs[0].paths.metrics.read_text().strip():
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the ranks never logged a step")
+        run_id = runs[0].id
+        out = cli("cancel", run_id)
+        assert out.returncode == 0, out.stderr
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    info = json.loads((runs_root / run_id / "run.json").read_text())
+    assert info["state"] == "CANCELLED"
+    pids = subprocess.run(["pgrep", "-f", f"clustertune.train.entry {runs_root / run_id}"], capture_output=True, text=True)
+    assert pids.stdout.strip() == ""  # no rank left behind

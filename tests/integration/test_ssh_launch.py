@@ -1,0 +1,136 @@
+"""`clustertune run RECIPE launch.backend=ssh` on two real sshd hosts: the tiny recipe trains
+across both (c10d rendezvous on the first), a new process follows it by run id (status, logs,
+cancel), the cancelled run resumes on the hosts from its checkpoint and its results come back
+to the local run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
+
+STEPS = 40
+SECRET = "s3cr3t-value-never-in-files"
+SECRET_ENV = {"CT_TEST_HF_TOKEN": SECRET}
+
+
+def _recipe(tmp_path: Path, **launch: object) -> Path:
+    recipe = with_(TINY_CAUSAL, train={"max_steps": STEPS, "log_every": 2, "save_every": 10, "eval_at_start": False},
+                   launch={"backend": "ssh", "cluster": "loop", "nodes": 2, "procs_per_node": 1,
+                           # The hosts reuse this interpreter's packages (torch) instead of installing them.
+                           "site_packages_from": sys.executable, "env_passthrough": ["CT_TEST_HF_TOKEN"], **launch})
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _wait_for_run(runs: Path, proc: subprocess.Popen, timeout: float = 300) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for rj in runs.glob("*/run.json"):
+            return rj.parent.name
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError("no run directory appeared")
+
+
+def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_path):
+    runs = Path(os.environ["CLUSTERTUNE_RUNS"])
+    exe = Path(sys.executable).with_name("clustertune")
+    first = subprocess.Popen([str(exe), "run", str(_recipe(tmp_path))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env={**os.environ, **SECRET_ENV})
+    try:
+        run_id = _wait_for_run(runs, first)
+        # Another process follows the run by its id alone, while the first one waits on it.
+        deadline = time.monotonic() + 300
+        while "RUNNING" not in (st := cli("status", run_id)).stdout:
+            assert st.returncode == 0 and ("PENDING" in st.stdout or "CREATED" in st.stdout), st.stdout + st.stderr
+            assert time.monotonic() < deadline, "the run never started on the hosts"
+            time.sleep(0.5)
+        cancelled = cli("cancel", run_id)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "CANCELLED" in cancelled.stdout
+        out, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 1 and "CANCELLED" in out, out
+    assert "CANCELLED" in cli("status", run_id).stdout
+    logs = cli("logs", run_id)
+    assert logs.returncode == 0
+    # One torchrun per host, two ranks in one world, stopped together at an agreed step.
+    assert "[node 0]" in logs.stdout and "[node 1]" in logs.stdout
+    assert "stop request" in logs.stdout, logs.stdout[-3000:]
+    run_dir = runs / run_id
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["backend"] == "ssh" and info["state"] == "CANCELLED"
+    # The checkpoint the ranks wrote on the cancel came back here (rank 0 was on either host).
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
+    assert ckpts, sorted(p.name for p in run_dir.iterdir())
+    stopped_at = int(ckpts[-1].split("-")[1])
+    assert 0 < stopped_at < STEPS
+    assert not (run_dir / "model").exists()
+
+    resumed = cli("run", "--resume", run_id, timeout=600, env=SECRET_ENV)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "COMPLETED" in resumed.stdout
+    info = json.loads((run_dir / "run.json").read_text())
+    assert [a["state"] for a in info["attempts"]] == ["CANCELLED", "COMPLETED"]
+    assert info["attempts"][1]["job_id"].startswith(f"{run_id}-2@")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS and summary["resumed_from_step"] == stopped_at
+    assert (run_dir / "model" / "config.json").is_file()
+    train_steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    assert train_steps == list(range(2, STEPS + 1, 2))  # no step lost or repeated across the attempts
+    assert "COMPLETED" in cli("status", run_id).stdout
+    # Each host holds one copy of the prepared data and of the code snapshot, in its own root.
+    fp = json.loads((run_dir / "data.json").read_text())["fingerprint"]
+    for h in sshd_service.hosts:
+        root = h.root / tmp_path.name
+        assert (root / "data" / fp / "manifest.json").is_file()
+        assert len(list((root / "code").glob("clustertune-*"))) == 1
+        assert (root / "train" / run_id / "recipe.yaml").is_file()
+        # The pass-through secret reached the hosts through stdin only: no file holds it.
+        assert not [name for name, data in tree_snapshot(root).items() if SECRET.encode() in data]
+    assert not [name for name, data in tree_snapshot(run_dir).items() if SECRET.encode() in data]
+
+
+def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):
+    """With results kept on the cluster only rank 0's host holds the checkpoints; a resume
+    needs the newest on every host. It is relayed through the submitting machine, not kept there."""
+    from clustertune.launch.ssh import spread_checkpoints
+    from clustertune.runs.run import Run
+    from clustertune.runs.store import runs_root
+
+    run = Run.create(runs_root(), "kept", "causal_lm", "name: kept\n", ["test"], backend="ssh")
+    run.info["remote"] = {"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],
+                          "key": f"{run.id}-1", "keep_on_cluster": True}
+    run.save()
+    holder = Path(ssh_cluster.hosts[1].root) / "train" / run.id / "checkpoints"
+    for step, payload in ((4, b"older"), (8, b"newest weights \x00\x01")):
+        (holder / f"step-{step:08d}").mkdir(parents=True)
+        (holder / f"step-{step:08d}" / "model.safetensors").write_bytes(payload)
+    spread_checkpoints(run)
+    other = Path(ssh_cluster.hosts[0].root) / "train" / run.id / "checkpoints"
+    assert sorted(p.name for p in other.iterdir()) == ["step-00000008"]
+    assert (other / "step-00000008" / "model.safetensors").read_bytes() == b"newest weights \x00\x01"
+    assert not run.paths.checkpoints.exists()  # relayed, not kept here
+
+
+def test_a_failing_node_fails_the_run_with_its_last_lines(ssh_cluster, tmp_path):
+    """An env without torch (pip is already there: nothing to download): torchrun cannot start
+    on either host; the run ends FAILED and status shows each node's last lines."""
+    recipe = _recipe(tmp_path, site_packages_from=None, requirements=["pip"], env_passthrough=[])
+    out = cli("run", str(recipe), timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "FAILED" in out.stdout and "No module named 'torch'" in out.stdout
+    run_id = out.stdout.split("run ", 1)[1].split()[0]
+    status = cli("status", run_id)
+    assert "FAILED" in status.stdout and "[node 0]" in status.stdout and "[node 1]" in status.stdout

@@ -1,0 +1,110 @@
+"""SSH cluster config, identity key, env hashing and quoting: no sshd needed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from clustertune.errors import ClusterError, EnvError
+from clustertune.remote.config import (HostSpec, add_cluster, client_id, clusters_file, get_cluster, identity_key,
+                                       list_clusters, remove_cluster, run_secret)
+from clustertune.remote.envs import Env, folder_files
+from clustertune.remote.transport import Connection, shell_join
+
+
+def test_host_parsing_and_validation():
+    h = HostSpec.parse("alice@gpu1:2222", key="/k", root="ct root")
+    assert (h.user, h.address, h.port, h.key, h.root) == ("alice", "gpu1", 2222, "/k", "ct root")
+    assert HostSpec.parse("gpu2", user="bob", port=22).label == "bob@gpu2:22"
+    for bad in ("-oProxyCommand=x", "a b", "host;rm", ""):
+        with pytest.raises(ClusterError):
+            HostSpec.parse(bad)
+    with pytest.raises(ClusterError, match="user"):
+        HostSpec(address="h", user="-l")
+    with pytest.raises(ClusterError, match="jump"):
+        HostSpec(address="h", jump="-oProxyCommand=x")
+
+
+def test_clusters_round_trip_in_a_private_file(ct_config):
+    add_cluster("c1", [HostSpec.parse("h1:2200"), HostSpec.parse("u@h2")])
+    assert [h.label for h in get_cluster("c1").hosts] == ["h1:2200", "u@h2"]
+    assert clusters_file().stat().st_mode & 0o077 == 0
+    assert [c.name for c in list_clusters()] == ["c1"]
+    with pytest.raises(ClusterError, match="cluster add c2"):
+        get_cluster("c2")
+    remove_cluster("c1")
+    assert list_clusters() == []
+    clusters_file().write_text("clusters:\n  c3:\n    hosts:\n      - {address: h, colour: red}\n")
+    with pytest.raises(ClusterError, match="colour"):
+        get_cluster("c3")
+
+
+def test_identity_key_is_private_and_stable(ct_config):
+    k = identity_key()
+    assert len(k) == 32 and identity_key() == k
+    assert (ct_config / "identity.key").stat().st_mode & 0o777 == 0o600
+    assert run_secret("a") != run_secret("b") and client_id() == client_id()
+    (ct_config / "identity.key").chmod(0o644)
+    with pytest.raises(ClusterError, match="chmod 600"):
+        identity_key()
+
+
+def test_env_hash_tracks_what_is_installed_not_runtime_vars(tmp_path):
+    base = Env(requirements=["a==1"])
+    assert base.content_hash("python3") == Env(requirements=["a==1"], env_vars={"X": "1"}).content_hash("python3")
+    assert base.content_hash("python3") != Env(requirements=["a==2"]).content_hash("python3")
+    assert base.content_hash("python3") != base.content_hash("/opt/py/bin/python3")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("x = 1\n")
+    e = Env(requirements=[str(pkg)])
+    h1 = e.content_hash("python3")
+    (pkg / "m.py").write_text("x = 2\n")
+    assert e.content_hash("python3") != h1
+    with pytest.raises(EnvError, match="variable name"):
+        Env(secrets=["BAD-NAME"])
+
+
+def test_folder_files_respects_gitignore_without_git(tmp_path):
+    (tmp_path / "keep.py").write_text("")
+    (tmp_path / "skip.bin").write_text("")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "x.py").write_text("")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "c.pyc").write_text("")
+    (tmp_path / ".gitignore").write_text("*.bin\nbuild/\n")
+    assert folder_files(tmp_path) == [".gitignore", "keep.py"]
+
+
+def test_remote_commands_are_quoted_word_by_word(tmp_path):
+    hostile = "we ird 'q\" ; touch " + str(tmp_path / "pwned")
+    line = shell_join(["printf", "%s\\n", hostile], "&&", ["echo", "second"])
+    assert shlex.split(line) == ["printf", "%s\\n", hostile, "&&", "echo", "second"]
+    # What the remote login shell does with it: two commands, the hostile word kept whole.
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True)
+    assert out.stdout.splitlines() == [hostile, "second"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_ssh_argv_pins_host_key_checking_and_keeps_paths_whole():
+    c = Connection(HostSpec(address="h", port=2222, user="u", key="/a b/key", known_hosts="/x y/kh"))
+    argv = c.ssh_argv("true")
+    assert "StrictHostKeyChecking=yes" in argv and "BatchMode=yes" in argv
+    assert 'UserKnownHostsFile="/x y/kh"' in argv and "/a b/key" in argv
+    assert argv[-3:] == ["--", "h", "true"]
+    assert "StrictHostKeyChecking=accept-new" in Connection(HostSpec(address="h"), accept_new_host_key=True).ssh_argv()
+    # Different settings, different master sockets (a master never skips another's checks).
+    other = Connection(HostSpec(address="h", port=2222, user="u", key="/a b/key"))
+    sock = [a for a in argv if a.startswith("ControlPath=")]
+    assert sock and sock[0] not in other.ssh_argv("true")
+
+
+def test_cli_cold_start_does_not_import_torch():
+    code = ("import sys; from clustertune.cli import main; "
+            "import clustertune.cli.cluster_cmds; print(json.dumps(['torch' in sys.modules, 'cloudpickle' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [False, False]

@@ -1,0 +1,251 @@
+"""Bad input to RL recipes: each gets a typed error naming the key and the fix, before a run exists."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import clustertune as ct
+from clustertune.errors import DataError, ModelError, RecipeError, RewardError, RunError
+from clustertune.recipe.rl_schema import RLSection, RewardSpec
+from clustertune.rewards import char_fraction, word_fraction
+from clustertune.train.rl import preflight_rl
+from clustertune.train.rl.rewards import check_scores
+from clustertune.train.rl.sources import builtin_rl_rows
+from tests.conftest import cli, tree_snapshot
+from tests.rl_fixtures import dpo_recipe, grpo_recipe
+
+
+def recipe_with(base: dict[str, Any], **rl: Any) -> dict[str, Any]:
+    out = json.loads(json.dumps(base))
+    out["rl"].update(rl)
+    return out
+
+
+@pytest.fixture
+def reward_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A user's reward module in the current directory, with good and bad functions."""
+    name = f"user_rewards_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(
+        "def good(prompts, completions):\n    return [len(c) / 100 for c in completions]\n"
+        "def raises(prompts, completions):\n    return 1 / 0  # user bug\n"
+        "def too_few(prompts, completions):\n    return [0.5]\n"
+        "def nan(prompts, completions):\n    return [float('nan')] * len(completions)\n"
+        "def words(prompts, completions):\n    return ['high'] * len(completions)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    yield name
+    sys.modules.pop(name, None)
+
+
+# -- schema: cross-field checks (no files, no network) ------------------------------------------
+
+def test_schema_cross_field_problems_all_at_once(tmp_path: Path) -> None:
+    bad = grpo_recipe("some/dir", tmp_path)
+    bad["rl"]["rewards"] = []
+    bad["model"] = {"config": "gpt2", "tokenizer": "train"}
+    bad["train"]["batch_size"] = 6
+    with pytest.raises(RecipeError) as ei:
+        ct.load_recipe(bad)
+    keys = {p.key for p in ei.value.problems}
+    assert {"rl.rewards", "model", "train.batch_size"} <= keys
+    assert "not a multiple of rl.num_generations=4" in str(ei.value)
+
+
+def test_ppo_is_refused_with_the_reason_and_the_alternative(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as ei:
+        ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), algorithm="ppo"))
+    msg = str(ei.value)
+    assert "rl.algorithm" in msg and "no PPOTrainer" in msg and "algorithm: grpo" in msg
+
+
+def test_dpo_takes_no_rewards_and_distinct_columns(tmp_path: Path) -> None:
+    bad = recipe_with(dpo_recipe("p", tmp_path), rewards=[{"function": "a:b"}], rejected_column="chosen")
+    with pytest.raises(RecipeError) as ei:
+        ct.load_recipe(bad)
+    keys = {p.key for p in ei.value.problems}
+    assert keys == {"rl.rewards", "rl.chosen_column"}
+
+
+def test_reward_spec_shapes(tmp_path: Path) -> None:
+    rewards = [{"function": "nocolon"}, {"model": "dir"}, {"function": "a:b", "model": "dir", "label": 1},
+               {"function": "a:b", "label": "x"}]
+    with pytest.raises(RecipeError) as ei:
+        ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), rewards=rewards))
+    keys = {p.key for p in ei.value.problems}
+    assert keys == {"rl.rewards.0.function", "rl.rewards.1.label", "rl.rewards.2", "rl.rewards.3.label"}
+
+
+def test_rl_section_only_with_task_rlhf_and_required_by_it(tmp_path: Path) -> None:
+    r = grpo_recipe("p", tmp_path)
+    with pytest.raises(RecipeError, match="rl: only valid with task: rlhf"):
+        ct.load_recipe({**r, "task": "causal_lm"})
+    with pytest.raises(RecipeError, match="rl: required for task rlhf"):
+        ct.load_recipe({k: v for k, v in r.items() if k != "rl"})
+    with pytest.raises(RecipeError, match="rl.policy: required"):
+        ct.load_recipe(recipe_with(r, policy=""))
+
+
+def test_every_rl_field_is_documented() -> None:
+    for model in (RLSection, RewardSpec):
+        assert not [n for n, f in model.model_fields.items() if not f.description], model.__name__
+
+
+def test_cli_validate_exits_2_without_traceback(tmp_path: Path) -> None:
+    p = tmp_path / "ppo.yaml"
+    p.write_text("task: rlhf\ndata: {dataset: 'builtin:pydoc-prompts'}\n"
+                 "rl: {algorithm: ppo, policy: gpt2, rewards: [{model: ./rm, label: POSITIVE}]}\n")
+    res = cli("validate", str(p))
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and "no PPOTrainer" in res.stderr
+
+
+# -- preflight: files, modules and models -------------------------------------------------------
+
+def test_reward_function_that_cannot_be_imported_names_module_and_sys_path(tiny_policy_run: Any, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), rewards=[{"function": "no_such_rewards_mod:score"}])
+    with pytest.raises(RewardError) as ei:
+        preflight_rl(ct.load_recipe(r))
+    msg = str(ei.value)
+    assert "rl.rewards.0.function" in msg and "'no_such_rewards_mod'" in msg and "sys.path" in msg
+    assert str(tmp_path) in msg  # the current directory is searched, and said so
+
+
+def test_missing_attribute_lists_the_module_callables(tiny_policy_run: Any, reward_module: str, tmp_path: Path) -> None:
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), rewards=[{"function": f"{reward_module}:gud"}])
+    with pytest.raises(RewardError, match=r"has no attribute 'gud'; its callables are good, nan, raises, too_few, words"):
+        preflight_rl(ct.load_recipe(r))
+
+
+@pytest.mark.parametrize("fn,expected", [
+    ("raises", r"(?s)raised:\nTraceback.*return 1 / 0  # user bug\n.*ZeroDivisionError: division by zero"),
+    ("too_few", r"returned 1 scores for 2 completions"),
+    ("nan", r"returned nan at position 0; scores must be finite"),
+    ("words", r"returned a non-number at position 0: 'high' \(str\)"),
+])
+def test_bad_reward_functions_are_caught_before_the_run(tiny_policy_run: Any, reward_module: str, tmp_path: Path,
+                                                        fn: str, expected: str) -> None:
+    runs = tmp_path / "runs"
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), runs), rewards=[{"function": f"{reward_module}:{fn}"}])
+    with pytest.raises(RewardError, match=expected) as ei:
+        ct.run(ct.load_recipe(r), show_progress=False)
+    assert str(ei.value).count("Traceback") <= 1  # the user's traceback, once
+    assert tree_snapshot(runs) == {}  # nothing was created
+
+
+def test_check_scores_accepts_numbers_of_any_kind() -> None:
+    import numpy as np
+    import torch
+
+    assert check_scores(np.array([1, 2.5]), 2, "f") == [1.0, 2.5]
+    assert check_scores(torch.tensor([0.25, 0.5]), 2, "f") == [0.25, 0.5]
+    with pytest.raises(RewardError, match="returned a bool"):
+        check_scores(True, 1, "f")
+    with pytest.raises(RewardError, match="non-number at position 1: True"):
+        check_scores([0.0, True], 2, "f")
+
+
+def test_reward_model_without_the_label(tiny_policy_run: Any, tiny_classifier_run: Any, tmp_path: Path) -> None:
+    rewards = [{"model": str(tiny_classifier_run.paths.model), "label": "POSITIVE"}]
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), rewards=rewards)
+    with pytest.raises(RewardError) as ei:
+        preflight_rl(ct.load_recipe(r))
+    msg = str(ei.value)
+    assert "rl.rewards.0.label: label 'POSITIVE' is not a label of the reward model" in msg
+    assert "its labels are 0=LABEL_0, 1=LABEL_1" in msg
+
+
+def test_empty_prompt_set(tiny_policy_run: Any, tmp_path: Path) -> None:
+    f = tmp_path / "prompts.jsonl"
+    f.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ["", "  ", "", "   "]))
+    r = grpo_recipe(str(tiny_policy_run.paths.model), tmp_path)
+    r["data"] = {"train_files": [str(f)]}
+    with pytest.raises(DataError, match="rl.prompt_column: the train data has no non-empty prompts in column 'prompt'"):
+        preflight_rl(ct.load_recipe(r))
+
+
+def test_preference_data_missing_a_column(tiny_policy_run: Any, tmp_path: Path) -> None:
+    f = tmp_path / "pairs.jsonl"
+    f.write_text("".join(json.dumps({"prompt": f"p{i}", "good": "a", "rejected": "b"}) + "\n" for i in range(10)))
+    r = dpo_recipe(str(tiny_policy_run.paths.model), tmp_path)
+    r["data"] = {"train_files": [str(f)]}
+    with pytest.raises(DataError) as ei:
+        preflight_rl(ct.load_recipe(r))
+    msg = str(ei.value)
+    assert "rl.chosen_column: column 'chosen' not in the train data" in msg and "good" in msg
+    r["rl"]["chosen_column"] = "good"
+    raw = preflight_rl(ct.load_recipe(r))  # naming the column fixes it
+    assert raw.train.column_names == ["prompt", "chosen", "rejected"]
+
+
+def test_reference_with_another_tokenizer(tiny_policy_run: Any, tmp_path: Path) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.data.builtin import pydoc_paragraphs
+    from clustertune.models.tokenizer import train_bpe
+
+    tok = train_bpe(pydoc_paragraphs()[:200], 300, classification=False, model_max_length=64)
+    other = tmp_path / "other-lm"
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=1, n_embd=32, n_head=2, n_positions=64)).save_pretrained(other)
+    tok.save_pretrained(other)
+    r = recipe_with(grpo_recipe(str(tiny_policy_run.paths.model), tmp_path), reference=str(other))
+    with pytest.raises(ModelError, match="rl.reference: .* has another tokenizer than rl.policy"):
+        preflight_rl(ct.load_recipe(r))
+
+
+def test_policy_run_that_does_not_exist(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="rl.policy: no run 'nope-123' under"):
+        preflight_rl(ct.load_recipe(grpo_recipe("run:nope-123", tmp_path)))
+    with pytest.raises(ModelError, match="rl.policy: directory './missing-policy' does not exist"):
+        preflight_rl(ct.load_recipe(grpo_recipe("./missing-policy", tmp_path)))
+
+
+def test_policy_by_run_prefix_takes_the_newest_completed_run(tiny_policy_run: Any, rl_runs_root: Path) -> None:
+    from clustertune.train.rl.sources import resolve_model
+
+    assert resolve_model("run:tiny-", "rl.policy", str(rl_runs_root)) == str(tiny_policy_run.paths.model)
+
+
+# -- the shipped rewards and pairs --------------------------------------------------------------
+
+def test_shipped_rewards_have_obvious_optima() -> None:
+    assert char_fraction(["p"] * 3, ["eee", "e e", "xyz"], chars="e") == [1.0, 1.0, 0.0]
+    assert char_fraction(["p"], [""]) == [0.0]
+    assert word_fraction(["p"] * 2, ["the The the", "a cat, the dog"], words="the") == [1.0, 0.25]
+
+
+def test_generated_preference_pairs_prefer_the_reward() -> None:
+    rows = builtin_rl_rows("pydoc-preferences", 0)
+    assert len(rows) > 1000
+    for row in rows[:200]:
+        c, r = char_fraction([row["prompt"]] * 2, [row["chosen"], row["rejected"]])
+        assert c >= r + 0.05
+    assert rows == builtin_rl_rows("pydoc-preferences", 0)  # deterministic for a seed
+
+
+def test_models_of_the_wrong_kind(tiny_policy_run: Any, tiny_classifier_run: Any, tmp_path: Path) -> None:
+    policy, classifier = str(tiny_policy_run.paths.model), str(tiny_classifier_run.paths.model)
+    with pytest.raises(ModelError, match=r"rl.policy: .* holds a BertForSequenceClassification, not a causal language model"):
+        preflight_rl(ct.load_recipe(grpo_recipe(classifier, tmp_path)))
+    r = recipe_with(grpo_recipe(policy, tmp_path), rewards=[{"model": policy, "label": 0}])
+    with pytest.raises(ModelError, match=r"rl.rewards.0.model: .* holds a GPT2LMHeadModel, not a sequence classifier"):
+        preflight_rl(ct.load_recipe(r))
+
+
+def test_evaluation_prompts_from_the_recipe_or_the_validation_split(tmp_path: Path) -> None:
+    from clustertune.train.rl.sources import eval_prompts, load_rl_data
+
+    r = ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), eval_prompts=["In my opinion"], eval_repeats=256))
+    raw = load_rl_data(r)
+    assert eval_prompts(r, raw) == ["In my opinion"] * 256
+    r = ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), eval_repeats=2))
+    raw = load_rl_data(r)
+    held_out = list(raw.validation["prompt"])
+    assert len(held_out) == 64  # the validation split, capped by data.max_eval_samples
+    assert eval_prompts(r, raw) == [p for p in held_out for _ in range(2)]

@@ -1,0 +1,164 @@
+"""Strategy switches in recipes, the DeepSpeed config they imply, a user's JSON merged over
+it, and the bad inputs: each names the key and the fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from clustertune.errors import RecipeError, UserError
+from clustertune.recipe.load import load_recipe
+from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_multiple
+from clustertune.train.strategies.base import next_strategy, out_of_memory_message
+from clustertune.train.strategies.ds_config import DeepSpeedConfigError, build_config, merge_user_config
+from clustertune.train.strategies.zero import DeepSpeedMissing, check_strategy, deepspeed_config
+from tests.conftest import TINY_CAUSAL, with_
+
+
+def recipe(**train: object):
+    return load_recipe(with_(TINY_CAUSAL, train=train))
+
+
+@pytest.mark.parametrize(
+    ("train", "key", "words"),
+    [
+        ({"strategy": "zero"}, "train.strategy", "'ddp', 'fsdp' or 'deepspeed'"),
+        ({"strategy": "deepspeed", "zero_stage": 4}, "train.zero_stage", "1, 2 or 3"),
+        ({"offload": "optimizer"}, "train.offload", "needs train.strategy=deepspeed or fsdp"),
+        ({"zero_stage": 3}, "train.zero_stage", "only used with train.strategy=deepspeed"),
+        ({"strategy": "deepspeed", "offload": "params"}, "train.offload", "needs train.zero_stage=3"),
+        ({"strategy": "deepspeed", "deepspeed_preset": "zero2-offload", "zero_stage": 3}, "train.zero_stage",
+         "contradicts deepspeed_preset 'zero2-offload'"),
+        ({"strategy": "fsdp", "deepspeed_config": "ds.json"}, "train.deepspeed_config", "only used with"),
+    ],
+)
+def test_bad_strategy_switches_name_the_key(train: dict, key: str, words: str) -> None:
+    with pytest.raises(RecipeError) as err:
+        recipe(**train)
+    assert f"{key}: " in str(err.value) and words in str(err.value)
+
+
+def test_presets_set_stage_and_offload_and_survive_a_round_trip() -> None:
+    r = recipe(strategy="deepspeed", deepspeed_preset="zero3-offload")
+    assert (r.train.effective_zero_stage, r.train.effective_offload) == (3, "params")
+    again = load_recipe(r.to_plain())  # the resolved recipe the nodes read back
+    assert (again.train.effective_zero_stage, again.train.effective_offload) == (3, "params")
+    cfg, _ = build_config(again.train, 4, "bf16")
+    zero = cfg["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_param"]["device"] == "cpu"
+    assert zero["offload_optimizer"]["device"] == "cpu"
+    assert cfg["optimizer"]["params"]["torch_adam"] is False  # offloaded steps use DeepSpeed's CPU Adam
+    assert cfg["bf16"]["enabled"] is True and cfg["fp16"]["enabled"] is False
+
+
+def test_config_follows_the_recipe() -> None:
+    r = recipe(strategy="deepspeed", batch_size=4, gradient_accumulation_steps=3, lr=1e-3, max_grad_norm=0.5)
+    cfg, origin = build_config(r.train, 2, "no")
+    assert cfg["train_batch_size"] == 4 * 3 * 2 and cfg["train_micro_batch_size_per_gpu"] == 4
+    assert cfg["zero_optimization"] == {"stage": 2} and cfg["gradient_clipping"] == 0.5
+    assert cfg["optimizer"]["params"]["lr"] == 1e-3 and cfg["optimizer"]["params"]["torch_adam"] is True
+    assert origin["optimizer.params.lr"] == "train.lr"
+    cfg_nw, origin_nw = build_config(r.train, None, "no")
+    assert "train_batch_size" not in cfg_nw and "train_batch_size" not in origin_nw
+
+
+def test_user_json_is_merged_and_contradictions_are_named_key_by_key(tmp_path: Path) -> None:
+    r = recipe(strategy="deepspeed", zero_stage=2, lr=1e-3)
+    agree = tmp_path / "agree.json"
+    agree.write_text(json.dumps({"zero_optimization": {"stage": 2, "overlap_comm": True,
+                                                       "reduce_bucket_size": "auto"},
+                                 "optimizer": {"params": {"lr": "auto"}}, "communication_data_type": "fp32"}))
+    merged = deepspeed_config(load_recipe(with_(TINY_CAUSAL, train={**r.train.model_dump(exclude_unset=True),
+                                                                    "deepspeed_config": str(agree)})), 2, "no")
+    assert merged["zero_optimization"]["overlap_comm"] is True and merged["zero_optimization"]["stage"] == 2
+    assert merged["communication_data_type"] == "fp32" and merged["optimizer"]["params"]["lr"] == 1e-3
+
+    built, origin = build_config(r.train, 2, "no")
+    clash = {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}},
+             "train_micro_batch_size_per_gpu": 16, "optimizer": {"params": {"lr": 1e-3}}}
+    with pytest.raises(DeepSpeedConfigError) as err:
+        merge_user_config(built, origin, clash, "ds.json")
+    text = str(err.value)
+    assert "zero_optimization.stage: 3 in ds.json, but 2 from train.zero_stage" in text
+    assert "train_micro_batch_size_per_gpu: 16 in ds.json, but 8 from train.batch_size" in text
+    assert "zero_optimization.offload_optimizer.device: 'cpu' in ds.json, but train.offload is 'none'" in text
+    assert "optimizer.params.lr" not in text  # the same value is no contradiction
+
+
+@pytest.mark.parametrize(("content", "words"), [(None, "does not exist"), ("{nope", "not valid JSON"),
+                                                  ("[1, 2]", "must hold a JSON object")])
+def test_unreadable_user_json_names_the_key(tmp_path: Path, content: str | None, words: str) -> None:
+    path = tmp_path / "ds.json"
+    if content is not None:
+        path.write_text(content)
+    r = recipe(strategy="deepspeed", deepspeed_config=str(path))
+    with pytest.raises(DeepSpeedConfigError, match=f"train.deepspeed_config: .*{words}"):
+        check_strategy(r, "no")
+
+
+def test_missing_deepspeed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes `import deepspeed` fail as it does where it is absent.
+    monkeypatch.setitem(sys.modules, "deepspeed", None)
+    with pytest.raises(DeepSpeedMissing) as err:
+        check_strategy(recipe(strategy="deepspeed"), "no")
+    assert isinstance(err.value, UserError)
+    assert "pip install 'clustertune[deepspeed]'" in str(err.value) and "train.strategy" in str(err.value)
+    check_strategy(recipe(strategy="fsdp"), "no")  # other strategies do not need it
+
+
+def test_out_of_memory_message_names_batch_sequence_and_the_next_strategy() -> None:
+    msg = out_of_memory_message(recipe(batch_size=32).train, 1024, RuntimeError("CUDA out of memory. Tried..."))
+    assert "train.batch_size=32" in msg and "sequence length 1024" in msg and "estimate-memory" in msg
+    assert "train.strategy=fsdp" in msg
+    ladder = [next_strategy(recipe(strategy="deepspeed", zero_stage=s).train) for s in (1, 2, 3)]
+    assert ladder == ["train.zero_stage=2", "train.zero_stage=3", "train.deepspeed_preset=zero3-offload"]
+
+
+def test_vocab_is_padded_for_fresh_models_only() -> None:
+    from transformers import GPT2Config
+
+    assert vocab_multiple(recipe()) == (64 if torch.cuda.is_available() else 1)
+    r = recipe(pad_vocab_multiple=64)
+    assert vocab_multiple(r) == 64
+    config = GPT2Config(vocab_size=50257)
+    pad_vocab(config, vocab_multiple(r))
+    assert config.vocab_size == 50304
+    pretrained = load_recipe(with_(TINY_CAUSAL, model={"config": None, "name_or_path": "/some/dir",
+                                                        "tokenizer": None}, train={"pad_vocab_multiple": 64}))
+    assert vocab_multiple(pretrained) == 1
+
+
+def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    # A real inductor failure: the C++ compiler it needs for CPU kernels is not there. A fresh
+    # kernel cache, so no kernel compiled earlier on this machine is reused instead.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    import torch._dynamo
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, "/nonexistent/bin/g++"))
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    # A run in this process (api.run) stops the clustertune logger propagating; caplog listens at the root.
+    monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    want = model(x)
+    compile_with_fallback(model)
+    with caplog.at_level("WARNING", logger="clustertune"):
+        got = model(x)
+        again = model(x)
+    assert torch.allclose(got, want) and torch.allclose(again, want)
+    failed = {id(r): r.getMessage() for r in caplog.records if "torch.compile failed" in r.getMessage()}
+    assert len(failed) == 1  # said once, not at every call
+    (msg,) = failed.values()
+    assert "eager mode" in msg and "train.compile=false" in msg
+    assert set(model.state_dict()) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # names unchanged
+    torch._dynamo.reset()
