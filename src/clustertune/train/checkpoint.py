@@ -9,7 +9,6 @@ file against ``state.json`` and names the one that does not match.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from clustertune.data.fingerprint import sha256_file
 from clustertune.errors import CheckpointError
 from clustertune.runs.paths import RunPaths
 
@@ -32,13 +32,6 @@ SCHEDULER = "scheduler.pt"
 RNG = "rng.pt"
 RECIPE = "recipe.yaml"
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def rng_state() -> dict[str, Any]:
@@ -129,7 +122,7 @@ def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: 
     torch.save(rng_state(), tmp / RNG)
     (tmp / RECIPE).write_text(recipe_yaml, encoding="utf-8")
     written = sorted(p for p in tmp.rglob("*") if p.is_file())
-    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in written}
+    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in written}
     state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
     (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     for p in [*written, tmp / STATE]:  # data on disk before the rename makes the directory visible
@@ -167,7 +160,7 @@ def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
         f = ckpt / name
         if not f.is_file():
             raise CheckpointError(f"checkpoint file {f} is missing")
-        if f.stat().st_size != want["bytes"] or _sha256(f) != want["sha256"]:
+        if f.stat().st_size != want["bytes"] or sha256_file(f) != want["sha256"]:
             raise CheckpointError(
                 f"checkpoint file {f} is corrupt (size or sha256 differs from {state_file}); "
                 f"delete {ckpt} to resume from an earlier checkpoint"

@@ -12,7 +12,6 @@ as it is.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clustertune.data.fingerprint import sha256_file
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 
@@ -32,13 +32,6 @@ def scratch_dir(paths: RunPaths) -> Path:
     return paths.root / SCRATCH
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def adopt_checkpoint(paths: RunPaths, src: Path, step: int, meta: dict[str, Any], recipe_yaml: str, keep_last: int) -> Path:
     """Turn the trainer's ``src`` directory into the complete checkpoint for ``step`` (main process)."""
@@ -49,7 +42,7 @@ def adopt_checkpoint(paths: RunPaths, src: Path, step: int, meta: dict[str, Any]
         shutil.rmtree(tmp)
     os.replace(src, tmp)
     (tmp / ckpt.RECIPE).write_text(recipe_yaml, encoding="utf-8")
-    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
              for p in sorted(tmp.rglob("*")) if p.is_file()}
     state = {"format": ckpt.FORMAT, "kind": KIND, "step": step, "saved_at": time.time(), "files": files, **meta}
     (tmp / ckpt.STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
