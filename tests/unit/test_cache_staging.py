@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import threading
@@ -13,7 +14,7 @@ import pytest
 
 from clustertune.data import staging
 from clustertune.data.cache import prepare
-from clustertune.data.manifest import MANIFEST
+from clustertune.data.manifest import MANIFEST, XXH3
 from clustertune.data.staging import open_run_data, resolve_stage_root, stage, write_run_data
 from clustertune.errors import DataError, RunError
 from clustertune.recipe import load_recipe
@@ -55,14 +56,37 @@ def test_stage_copies_verifies_and_skips_valid_files(src: Path, tmp_path: Path) 
     assert third.copied_files == 1 and shard.read_bytes() == (src / shard.name).read_bytes()
 
 
-def test_corrupt_shared_copy_is_refused_naming_the_file(src: Path, tmp_path: Path) -> None:
+def _drop_xxh3(src: Path) -> None:
+    """Make ``src``'s manifest look like one written before entries carried an XXH3-128."""
+    man = json.loads((src / MANIFEST).read_text())
+    for entry in man["files"].values():
+        del entry[XXH3]
+    (src / MANIFEST).write_text(json.dumps(man))
+
+
+def test_manifest_entries_carry_both_checksums(src: Path) -> None:
+    import xxhash
+
+    man = json.loads((src / MANIFEST).read_text())
+    for name, entry in man["files"].items():
+        data = (src / name).read_bytes()
+        assert entry[XXH3] == xxhash.xxh3_128(data).hexdigest() and entry["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("checksum", ["XXH3-128", "sha256"])
+def test_corrupt_shared_copy_is_refused_naming_the_file(src: Path, tmp_path: Path, checksum: str) -> None:
+    if checksum == "sha256":
+        _drop_xxh3(src)  # an older manifest: staging falls back to the sha256
+        assert stage(src, tmp_path / "clean").copied_files == len(json.loads((src / MANIFEST).read_text())["files"])
     shard = src / "validation.input_ids.00000.bin"
     data = bytearray(shard.read_bytes())
     data[0] ^= 1
     shard.write_bytes(bytes(data))
-    with pytest.raises(DataError, match=r"checksum error in .*validation.input_ids.00000.bin.*prepare RECIPE --force"):
+    with pytest.raises(DataError, match=rf"checksum error in .*validation.input_ids.00000.bin \(its {checksum} "
+                                        r"differs.*prepare RECIPE --force"):
         stage(src, tmp_path / "node")
     assert not (tmp_path / "node" / src.name / MANIFEST).exists()  # nothing that looks complete
+    assert not list((tmp_path / "node" / src.name).glob("validation.*"))  # the bad copy is not kept
 
 
 def test_unusable_destinations_say_why(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,8 +126,8 @@ def test_open_run_data_stages_once_per_node(prepared: Any, tmp_path: Path, monke
     assert (paths.tokenizer / "tokenizer.json").is_file()
     r = load_recipe(TINY_CAUSAL)
     copies: list[int] = []
-    real = staging._copy_hashing
-    monkeypatch.setattr(staging, "_copy_hashing", lambda s, d: (copies.append(1), real(s, d))[1])
+    real = staging._copy_checked
+    monkeypatch.setattr(staging, "_copy_checked", lambda s, d, w: (copies.append(1), real(s, d, w))[1])
     node = tmp_path / "node0"
     out: dict[int, Any] = {}
 

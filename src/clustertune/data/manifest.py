@@ -3,8 +3,9 @@
 A prepared directory ``<cache_root>/<fingerprint>/`` holds, per split, one or more raw
 little-endian shard files per array (``train.input_ids.00000.bin``: rows of token ids in the
 smallest unsigned integer type that holds the vocabulary), the tokenizer (``tokenizer/``) and
-``manifest.json``: the fingerprint and its inputs, every file with its byte size and sha256,
-per-split example, sample and token counts, shapes and dtypes. The manifest is written last.
+``manifest.json``: the fingerprint and its inputs, every file with its byte size, sha256 and
+XXH3-128 (the fast checksum staging checks), per-split example, sample and token counts,
+shapes and dtypes. The manifest is written last.
 
 Reading maps the shards (``np.memmap``, zero-copy); a split whose array spans several shards is
 read through :class:`ShardedArray`, which gathers rows by global index.
@@ -26,6 +27,8 @@ from clustertune.errors import DataError
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
+# Key of a file's XXH3-128 in its manifest entry; entries written before it existed have only sha256.
+XXH3 = "xxh3_128"
 TOKENIZER_DIR = "tokenizer"
 SHARD_BYTES_ENV = "CLUSTERTUNE_SHARD_BYTES"
 DEFAULT_SHARD_BYTES = 256 << 20
@@ -59,19 +62,26 @@ def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict
             fh.write(view)
             fh.flush()
             os.fsync(fh.fileno())
-        files[name] = {"bytes": len(view), "sha256": hashlib.sha256(view).hexdigest()}
+        files[name] = file_entry(view)
         shards.append({"file": name, "rows": len(part)})
     return {"dtype": arr.dtype.str, "shape": list(arr.shape), "shards": shards}
 
 
-def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
-    """Record every file under ``root/sub`` (e.g. the tokenizer) with size and sha256."""
-    from clustertune.data.fingerprint import sha256_file
+def file_entry(data: bytes | memoryview) -> dict[str, Any]:
+    """A file's manifest entry: size, sha256 (what ``cache verify`` checks) and XXH3-128 (what
+    staging checks on every copy, fast enough to keep up with the copy itself)."""
+    import xxhash
 
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            XXH3: xxhash.xxh3_128(data).hexdigest()}
+
+
+def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
+    """Record every file under ``root/sub`` (e.g. the tokenizer) with its manifest entry."""
     for p in sorted((root / sub).rglob("*")):
         if p.is_file():
             _fsync(p)
-            files[str(p.relative_to(root))] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            files[str(p.relative_to(root))] = file_entry(p.read_bytes())
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset
-from clustertune.data.fingerprint import sha256_file
+from clustertune.data.fingerprint import sha256_file, xxh3_file
 from clustertune.data.locks import file_lock
-from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, force_hint, load_manifest
+from clustertune.data.manifest import MANIFEST, XXH3, Manifest, MappedArrays, force_hint, load_manifest
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -37,7 +37,6 @@ log = logging.getLogger("clustertune")
 
 STAGE_TOKEN_ENV = "CLUSTERTUNE_STAGE_TOKEN"
 STAGE_TIMEOUT_ENV = "CLUSTERTUNE_STAGE_TIMEOUT"
-_CHUNK = 8 << 20
 
 
 # -- the run directory's reference to its prepared data -----------------------------------------
@@ -109,33 +108,32 @@ def resolve_stage_root(spec: str, job: str | None = None) -> Path:
     return Path(expanded)
 
 
-def _copy_hashing(src: Path, dst: Path) -> str:
-    """Copy ``src`` to ``dst`` in one pass, returning the sha256 of the bytes written.
+def _checksum(path: Path, want: dict[str, Any]) -> tuple[str, bool]:
+    """Which checksum of a manifest entry staging checks, and whether ``path`` matches it: the
+    XXH3-128 where the entry has one (fast), else the sha256 (entries written before XXH3)."""
+    if XXH3 in want:
+        return "XXH3-128", xxh3_file(path) == want[XXH3]
+    return "sha256", sha256_file(path) == want["sha256"]
 
-    Hashing runs on a second thread (hashlib releases the GIL), overlapping the reads and
-    writes: chunk k is hashed while it is written and chunk k+1 is read (two buffers).
+
+def _copy_checked(src: Path, dst: Path, want: dict[str, Any]) -> tuple[str, bool]:
+    """Copy ``src`` to ``dst`` durably and check the bytes that landed against ``want``.
+
+    The copy itself is the kernel's (``shutil.copyfile`` uses sendfile, no trip through user
+    space), like ``cp``; the check then reads ``dst`` back from the page cache, so it verifies
+    what was written rather than what was read. fsync last, so the disk write-back is not
+    waited for twice.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    h = hashlib.sha256()
-    bufs = [bytearray(_CHUNK), bytearray(_CHUNK)]
-    views = [memoryview(b) for b in bufs]
-    with ThreadPoolExecutor(1, thread_name_prefix="clustertune-sha256") as hasher, \
-            open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
-        pending = None
-        i = 0
-        while True:
-            n = fi.readinto(bufs[i])  # this buffer's previous chunk was hashed and written already
-            if pending is not None:
-                pending.result()
-            if not n:
-                break
-            chunk = views[i][:n]
-            pending = hasher.submit(h.update, chunk)
-            fo.write(chunk)
-            i ^= 1
-        os.fsync(fo.fileno())
-    return h.hexdigest()
+    shutil.copyfile(src, dst)
+    if dst.stat().st_size != int(want["bytes"]):
+        return "size", False
+    kind, ok = _checksum(dst, want)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return kind, ok
 
 
 def _workers() -> int:
@@ -147,7 +145,7 @@ def _workers() -> int:
 
 def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
     try:
-        return path.stat().st_size == int(want["bytes"]) and sha256_file(path) == want["sha256"]
+        return path.stat().st_size == int(want["bytes"]) and _checksum(path, want)[1]
     except OSError:
         return False
 
@@ -155,8 +153,8 @@ def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
 def stage(source: Path, dest_root: Path) -> StageResult:
     """Copy exactly the files of prepared directory ``source`` to ``dest_root/<fingerprint>/``.
 
-    Files already there with the right size and sha256 are kept; every copied file is checked
-    against the manifest as it is written (a mismatch means the shared copy is corrupt, and the
+    Files already there with the right size and checksum are kept; every copied file is
+    checked against the manifest once it is written (XXH3-128, or sha256 for entries without it) (a mismatch means the shared copy is corrupt, and the
     error names it). The manifest is copied last, so a staged directory with a manifest is
     complete. Concurrent stagers of the same data on one node copy once (file lock).
     """
@@ -192,17 +190,17 @@ def stage(source: Path, dest_root: Path) -> StageResult:
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
-                got = _copy_hashing(src, tmp)
-                if tmp.stat().st_size != int(want["bytes"]) or got != want["sha256"]:
+                kind, ok = _copy_checked(src, tmp, want)
+                if not ok:
                     raise DataError(
-                        f"prepared data {source}: checksum error in {src} (size or sha256 differs from "
+                        f"prepared data {source}: checksum error in {src} (its {kind} differs from "
                         f"{source / MANIFEST}); {force_hint(fp)}"
                     )
                 os.replace(tmp, dst)
             finally:
                 tmp.unlink(missing_ok=True)
 
-        # Largest first, several files at once: each copy also hashes on a thread of its own.
+        # Largest first, several files at once: one file's check overlaps another's copy.
         order = sorted(todo, key=lambda n: -int(todo[n]["bytes"]))
         with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
             for fut in [pool.submit(copy_one, n) for n in order]:

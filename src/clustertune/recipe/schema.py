@@ -118,7 +118,7 @@ class DataSection(Section):
 
     stage_to: str | None = None
     """Copy this run's prepared files to node-local disk before training, once per node (local
-    rank 0 copies, the other local ranks wait), verified by size and sha256. Environment
+    rank 0 copies, the other local ranks wait), verified by size and checksum. Environment
     variables expand on the node, e.g. ``$SLURM_TMPDIR``; where one is unset, a per-job
     directory under the node's temporary directory is used (and named in the log)."""
 
