@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
-from clustertune.data.prepare import _encode_range, _id_dtype, _tokenizers_single_threaded
+from clustertune.data.prepare import _encode_mixed, _encode_range, _id_dtype, _tokenizers_single_threaded
 
 CHUNK_TEXTS = 1000
 
@@ -62,6 +62,8 @@ class BlockStream:
         self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         self.backend.no_truncation()
         self.backend.no_padding()
+        self._fast: Any = None  # the pre-token cache, made (and checked) on the first chunk
+        self._fast_checked = False
 
     def _chunks(self, start_text: int) -> Iterator[tuple[int, list[str]]]:
         it = iter(self.texts())
@@ -73,6 +75,15 @@ class BlockStream:
             yield i, chunk
             i += len(chunk)
 
+    def _encode(self, chunk: list[str]) -> np.ndarray:
+        if not self._fast_checked:
+            from clustertune.data.piece_cache import piece_encoder
+
+            self._fast, self._fast_checked = piece_encoder(self.backend, probe=chunk), True
+        if self._fast is None:
+            return _encode_range(self.backend, chunk, self.dtype)
+        return _encode_mixed(self._fast, self.backend, chunk, 1, self.dtype)
+
     def blocks(self, state: StreamState | None = None, start_block: int = 0) -> Iterator[tuple[int, np.ndarray, StreamState]]:
         """``(global index, block, state after it)`` from ``state`` (or from ``start_block``, replayed)."""
         st = state or StreamState()
@@ -81,7 +92,7 @@ class BlockStream:
             for i, chunk in self._chunks(st.text_index):
                 carry = np.asarray(st.carry, dtype=self.dtype)
                 carried = list(st.carry)  # shared by the states of this chunk's blocks
-                buf = np.concatenate([carry, _encode_range(self.backend, chunk, self.dtype)])
+                buf = np.concatenate([carry, self._encode(chunk)])
                 n = len(buf) // bs
                 first = st.blocks_into_chunk
                 g = st.block
