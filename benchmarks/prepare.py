@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/prepare.py            # ~10 MB of text (the builtin corpus x22)
     .venv/bin/python benchmarks/prepare.py --repeat 5 --rounds 1
+    .venv/bin/python benchmarks/prepare.py --corpus stdlib   # ~10 MB of Python sources, no repeats
 
 Same corpus (Python's reference docs repeated to about 10 MB, one JSON line per paragraph),
 same tokenizer (the quickstart's byte-level BPE, 4,096 tokens, saved to a directory), same
@@ -44,10 +45,31 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def write_corpus(path: Path, repeat: int) -> tuple[list[str], int]:
+def stdlib_paragraphs(limit_bytes: int) -> list[str]:
+    """Blank-line separated paragraphs of the standard library's own .py files, in path order,
+    up to ``limit_bytes``: text that does not repeat (many distinct identifiers), unlike x22."""
+    import sysconfig
+
+    out: list[str] = []
+    size = 0
+    for f in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        try:
+            src = f.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for para in src.split("\n\n"):
+            if para.strip():
+                out.append(para)
+                size += len(para.encode("utf-8"))
+        if size >= limit_bytes:
+            break
+    return out
+
+
+def write_corpus(path: Path, repeat: int, kind: str = "docs") -> tuple[list[str], int]:
     from clustertune.data.builtin import pydoc_paragraphs
 
-    texts = pydoc_paragraphs() * repeat
+    texts = pydoc_paragraphs() * repeat if kind == "docs" else stdlib_paragraphs(repeat * 460_000)
     with path.open("w", encoding="utf-8") as fh:
         for t in texts:
             fh.write(json.dumps({"text": t}) + "\n")
@@ -103,6 +125,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=22, help="copies of the builtin corpus (22: about 10 MB)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--corpus", choices=["docs", "stdlib"], default="docs",
+                    help="docs: the builtin corpus repeated --repeat times; stdlib: the standard library's "
+                         "Python sources, not repeated, about as large")
     args = ap.parse_args()
 
     from clustertune.data.builtin import pydoc_paragraphs
@@ -113,9 +138,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ct-bench-prepare-"))
     try:
         corpus = work / "corpus.jsonl"
-        texts, n_bytes = write_corpus(corpus, args.repeat)
+        texts, n_bytes = write_corpus(corpus, args.repeat, args.corpus)
         small = work / "small.jsonl"
-        write_corpus(small, max(1, args.repeat // 4))
+        write_corpus(small, max(1, args.repeat // 4), args.corpus)
         val = work / "val.jsonl"
         val.write_text("".join(json.dumps({"text": t}) + "\n" for t in pydoc_paragraphs()[:200]))
         tok_dir = work / "tokenizer"
