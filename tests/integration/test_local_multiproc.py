@@ -110,3 +110,26 @@ def test_cancel_of_a_local_multi_process_run_stops_every_rank(runs_root: Path, t
     assert info["state"] == "CANCELLED"
     pids = subprocess.run(["pgrep", "-f", f"clustertune.train.entry {runs_root / run_id}"], capture_output=True, text=True)
     assert pids.stdout.strip() == ""  # no rank left behind
+
+
+def test_max_restarts_restarts_failed_workers_from_the_last_checkpoint(runs_root: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustertune.train.loop import KILL_AT_STEP_ENV, KILL_ONCE_ENV
+
+    train = {"max_steps": 8, "log_every": 1, "save_every": 4, "batch_size": 4, "eval_at_start": False}
+    steady = launch(tiny(train=train, launch={"procs_per_node": 2}))
+    assert steady.state is RunState.COMPLETED, steady.info.get("reason")
+
+    # One worker is SIGKILLed after step 6; torchrun's agent restarts both, and they continue from
+    # the step-4 checkpoint inside the same launch: no `--resume`, one attempt.
+    monkeypatch.setenv(KILL_AT_STEP_ENV, "6")
+    monkeypatch.setenv(KILL_ONCE_ENV, str(tmp_path / "killed-once"))
+    run = launch(tiny(train=train, launch={"procs_per_node": 2, "max_restarts": 1}))
+    assert (tmp_path / "killed-once").exists()  # the fault did fire
+    assert run.state is RunState.COMPLETED, run.info.get("reason")
+    assert len(run.attempts) == 1 and run.attempts[0]["resumed_from"] == "step-00000004"
+    assert "restart" in (run.paths.logs_dir / "launcher.log").read_text().lower()
+    steps = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
+    assert steps == list(range(1, 9))  # the killed workers' rows for steps 5-6 were dropped, then redone
+    got, want = train_losses(run.paths.root), train_losses(steady.paths.root)
+    assert max(abs(got[s] - want[s]) / abs(want[s]) for s in want) <= 1e-6

@@ -31,8 +31,21 @@ from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")
 
-# Fault injection for tests: SIGKILL this process right after this optimizer step.
+# Fault injection for tests: SIGKILL this process right after this optimizer step. With
+# KILL_ONCE_ENV naming a file, only the first process to create that file is killed, so the
+# workers torchrun restarts (launch.max_restarts) run on.
 KILL_AT_STEP_ENV = "CLUSTERTUNE_FAULT_KILL_AT_STEP"
+KILL_ONCE_ENV = "CLUSTERTUNE_FAULT_KILL_ONCE"
+
+
+def _fault_kill() -> None:
+    once = os.environ.get(KILL_ONCE_ENV)
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -199,7 +212,7 @@ def train_loop(
                 log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
                 break
             if kill_at and step == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
+                _fault_kill()
 
         train_seconds = time.perf_counter() - t_start
         if stopped_by is None:
