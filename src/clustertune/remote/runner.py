@@ -187,25 +187,81 @@ def _child_setup(rdir: str, header: dict) -> None:
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), line_buffering=True, write_through=True)
     for name, value in (header.get("env") or {}).items():
         os.environ[name] = value
-    if header.get("gpus_wanted"):
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in _pick_gpus(int(header["gpus_wanted"])))
+    if header.get("gpus") is not None:  # picked by the parent, before the run existed
+        # nvidia-smi numbers devices in PCI bus order; CUDA's default order may differ.
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in header["gpus"])
     cwd = header.get("cwd")
     if cwd:
         os.chdir(cwd)
 
 
-def _pick_gpus(n: int) -> list:
-    """``n`` devices with no compute process on them (nvidia-smi's view)."""
+# -- GPUs ---------------------------------------------------------------------------------------
+
+GPU_QUERY = "index,name,memory.total,memory.used,utilization.gpu"
+# A device counts as free when nothing much is loaded on it and it is not computing: a few
+# hundred MiB is what the driver and a display take; a job that holds memory but idles still
+# counts as busy (its memory is not ours to take).
+FREE_MEMORY_MIB = 1024
+FREE_UTILIZATION = 10
+
+
+def _number(text: str):
+    """``81559 MiB`` / ``81559`` / ``5 %`` -> a number; ``[N/A]``, ``[Not Supported]`` -> None."""
+    word = text.strip().split(" ")[0]
+    try:
+        return int(word)
+    except ValueError:
+        try:
+            return float(word)
+        except ValueError:
+            return None
+
+
+def parse_gpus(csv_text: str) -> list:
+    """Devices from ``nvidia-smi --query-gpu=GPU_QUERY --format=csv`` (header and units
+    included; ``noheader``/``nounits`` output reads the same): one dict per device."""
+    lines = [line for line in csv_text.splitlines() if line.strip()]
+    if lines and lines[0].lstrip().startswith("index"):
+        lines = lines[1:]
+    gpus = []
+    for line in lines:
+        # The name is the only field that may hold a comma: it is the middle of the row.
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 5:
+            continue
+        idx, name, total, used, util = fields[0], ",".join(fields[1:-3]), *fields[-3:]
+        if _number(idx) is None:
+            continue
+        gpus.append({"index": int(idx), "name": name.strip(), "memory_mib": _number(total),
+                     "used_mib": _number(used), "utilization": _number(util)})
+    return gpus
+
+
+def pick_free_gpus(gpus: list, n: int) -> list:
+    """The ``n`` least loaded free devices (by utilization, then memory in use, then index).
+    Raises LookupError, naming each device's load, when fewer than ``n`` are free."""
+    if not gpus:
+        raise LookupError(f"{n} GPU(s) asked for, but this host has no NVIDIA GPU (no nvidia-smi, or it lists "
+                          "none); call with gpus=0 or pick a host with GPUs (`clustertune cluster check NAME`)")
+
+    def free(g) -> bool:
+        return (g["used_mib"] or 0) <= FREE_MEMORY_MIB and (g["utilization"] or 0) <= FREE_UTILIZATION
+
+    ranked = sorted((g for g in gpus if free(g)), key=lambda g: (g["utilization"] or 0, g["used_mib"] or 0, g["index"]))
+    if len(ranked) < n:
+        load = "; ".join(f"GPU {g['index']}: {g['used_mib']} MiB used, {g['utilization']}% busy" for g in gpus)
+        raise LookupError(f"{n} GPU(s) asked for, {len(ranked)} free on this host ({load}); wait, or ask for fewer")
+    return sorted(g["index"] for g in ranked[:n])
+
+
+def query_gpus() -> list:
+    """This host's devices ([] without nvidia-smi or when it fails: a host without GPUs)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        raise RuntimeError(f"{n} GPU(s) asked for, but this host has no nvidia-smi (no NVIDIA GPUs)")
-    gpus = subprocess.run([smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True).stdout
-    busy = subprocess.run([smi, "--query-compute-apps=gpu_uuid", "--format=csv,noheader"], capture_output=True, text=True).stdout
-    busy_ids = {line.strip() for line in busy.splitlines()}
-    free = [int(idx) for idx, uuid in (line.split(", ") for line in gpus.splitlines() if line.strip()) if uuid.strip() not in busy_ids]
-    if len(free) < n:
-        raise RuntimeError(f"{n} GPU(s) asked for, {len(free)} free on this host")
-    return free[:n]
+        return []
+    out = subprocess.run([smi, f"--query-gpu={GPU_QUERY}", "--format=csv"], capture_output=True, text=True)
+    return parse_gpus(out.stdout) if out.returncode == 0 else []
 
 
 def _child_call(root: str, rdir: str, header: dict, payload: bytes) -> int:
@@ -294,6 +350,12 @@ def _tail(rdir: str, offset: int, until_done: bool, out, poll: float = 0.1, chil
 def _fork_run(root: str, key: str, kind: str, header: dict, payload: bytes) -> tuple:
     """Create the run directory and fork the run into its own session; (run dir, pid)."""
     rdir = _run_dir(root, key)
+    if header.get("gpus_wanted"):
+        # Picked here, before the run exists: a host that cannot serve the call says so at once.
+        try:
+            header["gpus"] = pick_free_gpus(query_gpus(), int(header["gpus_wanted"]))
+        except LookupError as exc:
+            raise SystemExit(f"runner: {exc}") from None
     try:
         os.makedirs(rdir)
     except FileExistsError:
@@ -449,14 +511,7 @@ def verb_build_env(root: str, env_hash: str) -> int:
 
 
 def verb_check(root: str) -> int:
-    info = {"python": sys.version.split()[0], "executable": sys.executable, "root": root, "gpus": []}
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        out = subprocess.run([smi, "--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True)
-        for line in out.stdout.splitlines():
-            idx, name, total, used = [x.strip() for x in line.split(",")]
-            info["gpus"].append({"index": int(idx), "name": name, "memory_mib": int(total), "used_mib": int(used)})
+    info = {"python": sys.version.split()[0], "executable": sys.executable, "root": root, "gpus": query_gpus()}
     os.makedirs(root, exist_ok=True)
     du = shutil.disk_usage(root)
     info["free_disk_gib"] = round(du.free / 2**30, 1)

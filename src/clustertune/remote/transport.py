@@ -148,6 +148,10 @@ class Connection:
             stderr = f"{self._jump_failure()}\n{stderr}"
         raise_ssh_failure(self.host, stderr)
 
+    def plain_ssh(self) -> list[str]:
+        """``ssh`` with this host's options but no multiplexing: a command a user can run."""
+        return ["ssh", *self._connect_options()]
+
     def ssh_argv(self, remote_command: str | None = None) -> list[str]:
         argv = ["ssh", *self.ssh_options(), "--", self.host.address]
         if remote_command is not None:
