@@ -86,6 +86,8 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     assert info["attempts"][1]["job_id"].startswith(f"{run_id}-2@")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["resumed_from_step"] == stopped_at
+    # Both hosts' ranks were one world: every step took a batch from each of the two ranks.
+    assert summary["samples_seen"] == STEPS * TINY_CAUSAL["train"]["batch_size"] * 2
     assert (run_dir / "model" / "config.json").is_file()
     train_steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     assert train_steps == list(range(2, STEPS + 1, 2))  # no step lost or repeated across the attempts
