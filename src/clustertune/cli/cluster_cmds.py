@@ -53,8 +53,8 @@ def register(app: typer.Typer) -> None:
         if not found:
             print("no clusters yet; `clustertune cluster add NAME HOST...`")
             return
-        _print_table(["cluster", "host", "root", "key"],
-                     [[c.name, h.label, h.root, h.key or "-"] for c in found for h in c.hosts])
+        _print_table(["cluster", "host", "root", "key", "jump"],
+                     [[c.name, h.label, h.root, h.key or "-", h.jump or "-"] for c in found for h in c.hosts])
 
     @cluster_app.command("check")
     def cluster_check(
