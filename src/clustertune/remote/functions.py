@@ -248,6 +248,10 @@ def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[s
         s.close()
         cluster.forget_agent(i, env)  # stale forward or agent gone: rebuilt on the next call
         return None
+    if accepted.startswith(b"refused\n"):
+        s.close()
+        reason = accepted.split(b"\n", 1)[1].decode("utf-8", "replace")
+        raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key}: {reason}")
     try:
         if accepted != b"accepted":
             raise ConnectionError(f"unexpected agent answer {accepted[:40]!r}")
