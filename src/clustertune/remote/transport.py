@@ -94,7 +94,8 @@ class Connection:
         if h.key:
             # Not `-i`: ssh drops an -i path it cannot stat before expanding its %-tokens, so a path
             # holding a literal % could not be given that way at all.
-            opts += ["-o", f"IdentityFile={_ssh_option_value(str(Path(h.key).expanduser()))}", "-o", "IdentitiesOnly=yes"]
+            opts += ["-o", f"IdentityFile={_ssh_option_value(str(Path(h.key).expanduser()))}",
+                     "-o", "IdentitiesOnly=yes"]
         if h.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={_ssh_option_value(str(Path(h.known_hosts).expanduser()))}"]
         return opts
@@ -251,8 +252,6 @@ def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
         if f"for {_known_hosts_name(hop)} " in text:  # "...is known for NAME and", "Host key for NAME has"
             keyed = hop
     keyscan = shlex.join(["ssh-keyscan", *(["-p", str(keyed.port)] if keyed.port else []), keyed.address])
-    if keyed is not host:
-        keyscan += f" (from a machine that reaches {keyed.address})"
     target = _known_hosts_name(keyed)
     which = "" if keyed is host else f" (jump host {keyed.label})"
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key for" in text and "has changed" in text:
