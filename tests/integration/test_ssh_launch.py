@@ -166,6 +166,8 @@ def test_results_kept_on_the_cluster_are_printed_where_they_are(ssh_cluster, ssh
     assert where == host.label and Path(model_path) == remote_root / "train" / run_id / "model"
     assert (Path(model_path) / "config.json").is_file()  # what is printed exists, on the host
     assert Path(lines["metrics"].partition(" on ")[0]).is_file()
+    shown = cli("runs", "show", run_id).stdout
+    assert "kept on cluster loop" in shown and str(run_dir / "metrics.jsonl") not in shown
     # The printed command brings them here, as printed (through a shell, as a user would run it).
     fetch = next(line for line in out.stdout.splitlines() if "copy them here with: " in line)
     got = subprocess.run(["sh", "-c", fetch.split("copy them here with: ", 1)[1]], capture_output=True, text=True)
