@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,14 @@ def test_jump_chains_unknown_jump_keys_and_bad_jumps_from_the_cli(sshd_service, 
     assert Connection(untrusted, accept_new_host_key=True).run(["true"]).rc == 0
     assert len(Path(untrusted.known_hosts).read_text().splitlines()) == 2  # the jump host's key, added
     Connection(untrusted, accept_new_host_key=True).close()
+
+    # Nothing listens behind the jump host at that port: the jump host's own answer is shown.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    with pytest.raises(ClusterError, match="unreachable through jump host") as info:
+        Connection(dataclasses.replace(spec, port=closed)).run(["true"])
+    assert "Connection refused" in str(info.value) or "connect failed" in str(info.value), info.value
 
     bad = cli("cluster", "add", "bad", "h1", "--jump", "bastion;touch${IFS}ct-pwned-a", cwd=in_tmp)
     assert bad.returncode == 2 and "jump host" in bad.stderr and "Traceback" not in bad.stderr

@@ -146,7 +146,7 @@ class Connection:
 
     def _ssh_failure(self, stderr: str) -> None:
         if self.host.jump:
-            stderr = f"{self._jump_failure()}\n{stderr}"
+            stderr = f"{stderr}\n{self._jump_failure()}"  # last: its last line is the one shown
         raise_ssh_failure(self.host, stderr)
 
     def plain_ssh(self) -> list[str]:
@@ -267,10 +267,15 @@ def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
     if "Permission denied" in text:
         raise ClusterError(f"{host.label}: authentication failed ({text.splitlines()[-1]}); check the user "
                            "and the identity file (`clustertune cluster add NAME HOST --user U --key FILE`)")
-    if any(s in text for s in ("Connection refused", "timed out", "No route to host", "Could not resolve",
-                               "Name or service not known", "Connection closed", "Network is unreachable")):
+    unreachable = ("Connection refused", "timed out", "No route to host", "Could not resolve",
+                   "Name or service not known", "Connection closed", "Network is unreachable")
+    if any(s in text for s in unreachable):
         via = f" through jump host {host.jump}" if host.jump else ""
-        raise ClusterError(f"{host.label}: unreachable{via} ({text.splitlines()[-1] if text else 'no answer'}); "
+        # The most specific line: through a jump host the last one is only "stdio forwarding failed".
+        lines = text.splitlines() or ["no answer"]
+        specific = [s for s in unreachable if s != "Connection closed"]
+        why = next((line for line in reversed(lines) if any(s in line for s in specific)), lines[-1])
+        raise ClusterError(f"{host.label}: unreachable{via} ({why.strip()}); "
                            "check the address and port and that sshd runs there")
     raise ClusterError(f"{host.label}: ssh failed: {text[-2000:] or 'exit 255'}")
 
