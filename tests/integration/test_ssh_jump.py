@@ -74,7 +74,10 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     assert not [m for m in MARKERS if (tmp_path / m).exists() or (Path.home() / m).exists()]
 
 
-def test_host_behind_a_jump_host_through_ssh_rsync_and_the_master(sshd_service, jump_host, ct_config, in_tmp):
+def test_host_behind_a_jump_host_through_ssh_rsync_and_the_master(sshd_service, jump_host, ct_config, in_tmp,
+                                                                  monkeypatch):
+    # ssh runs a ProxyCommand with $SHELL: the quoting must not depend on the user's shell.
+    monkeypatch.setenv("SHELL", "/usr/sbin/nologin")
     spec = _behind(sshd_service, jump_host, in_tmp)
     # Without the jump the name does not even resolve here: whatever works below went through it.
     with pytest.raises(ClusterError, match="unreachable"):

@@ -37,6 +37,12 @@ def _ssh_option_value(path: str) -> str:
     return f'"{escaped}"'
 
 
+def ssh_env() -> dict[str, str]:
+    """The environment for ssh and rsync: ssh runs a ProxyCommand with ``$SHELL -c``, and the
+    quoting in :func:`proxy_command` is POSIX shell quoting, whatever the user's login shell."""
+    return {**os.environ, "SHELL": "/bin/sh"}
+
+
 def proxy_command(argv: Sequence[str]) -> str:
     """A ``ProxyCommand`` value running ``argv``: ssh hands it to the user's shell after
     expanding %-tokens, so every word is shell-quoted and its % doubled; only the ``%h:%p``
@@ -139,7 +145,7 @@ class Connection:
         h = self.host
         argv = [f"{h.address}:{h.port or 22}" if a == "%h:%p" else a for a in self._proxy_argv(h.jump_hops())]
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=ssh_env())
         except subprocess.TimeoutExpired:
             return f"the jump host {h.jump} did not answer within 30 s"
         return proc.stderr.decode("utf-8", "replace") if proc.returncode == 255 else ""
@@ -167,7 +173,7 @@ class Connection:
         :func:`shell_join` and friends). ``on_stderr`` receives the remote stderr as it comes."""
         command = argv if isinstance(argv, str) else shlex.join(argv)
         proc = subprocess.Popen(self.ssh_argv(command), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ssh_env())
         err_chunks: list[bytes] = []
 
         def pump_stderr() -> None:
@@ -224,7 +230,7 @@ class Connection:
         ``:PATH`` (``remote(path)``); ``--protect-args`` keeps the remote shell off them."""
         ssh_cmd = shlex.join(["ssh", *self.ssh_options()])
         argv = ["rsync", "--protect-args", "-e", ssh_cmd, *args]
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=ssh_env())
         if proc.returncode == 255 or (proc.returncode != 0 and b"ssh:" in proc.stderr):
             self._ssh_failure(proc.stderr.decode("utf-8", "replace"))
         if proc.returncode != 0:
@@ -239,7 +245,7 @@ class Connection:
     def close(self) -> None:
         """Stop this host's multiplexed master connection (if any)."""
         subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", "--", self.host.address],
-                       capture_output=True, timeout=15)
+                       capture_output=True, timeout=15, env=ssh_env())
 
 
 def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
