@@ -6,7 +6,6 @@ master and its forwarded agent socket alike."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import socket
 import subprocess
