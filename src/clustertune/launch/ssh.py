@@ -92,7 +92,7 @@ def procs_on_host(plan: LaunchPlan, gpus: list[dict[str, Any]]) -> int:
 def host_gpus(cluster: Any, i: int) -> list[dict[str, Any]]:
     """Host i's GPUs, from its nvidia-smi (none without one): the same query and parser as
     ``cluster check``, without copying anything to the host (a dry run asks too)."""
-    from clustertune.remote.runner import GPU_QUERY, parse_gpus
+    from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
 
     r = cluster.conn(i).run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv"])
     return parse_gpus(r.text) if r.rc == 0 else []
