@@ -293,6 +293,20 @@ def test_connection_drop_mid_call_loses_nothing(ssh_cluster):
     assert ct.get_run(key).state is RunState.COMPLETED
 
 
+def _visible_devices():
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+
+
 def test_gpus_on_a_host_without_gpus(ssh_cluster):
-    with pytest.raises(RemoteCallError, match="no nvidia-smi"):
-        ct.function(_double).to(ct.cluster("loop"), gpus=1)(1)
+    """Without GPUs a call still runs (gpus=0, devices left alone); asking for one is refused
+    before anything starts there, with a typed error that says what to do (CLI: exit 2)."""
+    c = ct.cluster("loop")
+    assert ct.function(_visible_devices).to(c)() == "unset"
+    runs = Path(ssh_cluster.hosts[0].root) / "runs"
+    before = sorted(p.name for p in runs.iterdir())
+    with pytest.raises(RemoteCallError, match="no NVIDIA GPU") as info:
+        ct.function(_double).to(c, gpus=1)(1)
+    assert "gpus=0" in str(info.value)
+    assert sorted(p.name for p in runs.iterdir()) == before  # no run was started for it
+    out = cli("exec", "loop", "--host", "0", "--gpus", "1", "--", "true")
+    assert out.returncode == 2 and "no NVIDIA GPU" in out.stderr and "Traceback" not in out.stderr

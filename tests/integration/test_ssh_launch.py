@@ -86,6 +86,8 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     assert info["attempts"][1]["job_id"].startswith(f"{run_id}-2@")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["resumed_from_step"] == stopped_at
+    # Both hosts' ranks were one world: every step took a batch from each of the two ranks.
+    assert summary["samples_seen"] == STEPS * TINY_CAUSAL["train"]["batch_size"] * 2
     assert (run_dir / "model" / "config.json").is_file()
     train_steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     assert train_steps == list(range(2, STEPS + 1, 2))  # no step lost or repeated across the attempts
@@ -134,3 +136,41 @@ def test_a_failing_node_fails_the_run_with_its_last_lines(ssh_cluster, tmp_path)
     run_id = out.stdout.split("run ", 1)[1].split()[0]
     status = cli("status", run_id)
     assert "FAILED" in status.stdout and "[node 0]" in status.stdout and "[node 1]" in status.stdout
+
+
+def test_results_kept_on_the_cluster_are_printed_where_they_are(ssh_cluster, sshd_service, tmp_path):
+    """One host, procs_per_node left open on a host without GPUs (one process, shown in the
+    dry run and at launch); the results stay there and the run prints their host paths and a
+    command that fetches them, never local paths that do not exist."""
+    recipe = with_(TINY_CAUSAL, train={"max_steps": 2, "log_every": 1, "eval_at_start": False},
+                   launch={"backend": "ssh", "cluster": "loop", "nodes": 1, "keep_on_cluster": True,
+                           "site_packages_from": sys.executable})
+    path = tmp_path / "kept.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    dry = cli("run", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "1 process(es), no GPU" in dry.stdout and "--nproc-per-node=1" in dry.stdout
+
+    out = cli("run", str(path), timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "x 1 process(es)" in out.stderr
+    run_id = out.stdout.split("run ", 1)[1].split()[0]
+    run_dir = Path(os.environ["CLUSTERTUNE_RUNS"]) / run_id
+    assert json.loads((run_dir / "run.json").read_text())["remote"]["procs_per_node"] == [1]
+    assert str(run_dir / "model") not in out.stdout and not (run_dir / "model").exists()
+    lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in out.stdout.splitlines()
+             if line.strip().startswith(("model:", "metrics:", "checkpoints:"))}
+    host = ssh_cluster.hosts[0]
+    remote_root = (sshd_service.hosts[0].root / tmp_path.name).resolve()
+    model_path, _, where = lines["model"].partition(" on ")
+    assert where == host.label and Path(model_path) == remote_root / "train" / run_id / "model"
+    assert (Path(model_path) / "config.json").is_file()  # what is printed exists, on the host
+    assert Path(lines["metrics"].partition(" on ")[0]).is_file()
+    shown = cli("runs", "show", run_id).stdout
+    assert "kept on cluster loop" in shown and str(run_dir / "metrics.jsonl") not in shown
+    # The printed command brings them here, as printed (through a shell, as a user would run it).
+    fetch = next(line for line in out.stdout.splitlines() if "copy them here with: " in line)
+    got = subprocess.run(["sh", "-c", fetch.split("copy them here with: ", 1)[1]], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert (run_dir / "model" / "config.json").is_file() and (run_dir / "metrics.jsonl").is_file()
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "COMPLETED"  # run.json is not overwritten

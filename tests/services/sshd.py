@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +72,8 @@ class SshdService:
         return f"{self.user}@{self.hosts[i].address}:{self.hosts[i].port}"
 
 
-def _start_one(base: Path, name: str, user: str, authorized: Path, use_pam: bool) -> SshdHost:
+def _start_one(base: Path, name: str, user: str, authorized: Path, use_pam: bool, log_level: str = "ERROR",
+               wrapper: list[str] | None = None) -> SshdHost:
     d = base / name
     d.mkdir()
     key = d / "ssh_host_ed25519_key"
@@ -93,13 +95,13 @@ def _start_one(base: Path, name: str, user: str, authorized: Path, use_pam: bool
         # OpenSSH's default (10) drops parallel connections.
         "MaxStartups 100:30:200",
         "MaxSessions 100",
-        "LogLevel ERROR",
+        f"LogLevel {log_level}",
         "",
     ]))
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     log = d / "sshd.log"
-    subprocess.run([sshd, "-f", str(config), "-E", str(log)], check=True, stdin=subprocess.DEVNULL,
+    subprocess.run([*(wrapper or []), sshd, "-f", str(config), "-E", str(log)], check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # sshd listens before its daemonised child writes the pid file: wait for both.
     pid_file = d / "sshd.pid"
@@ -154,6 +156,45 @@ def sshd_service(tmp_path_factory: pytest.TempPathFactory):
                 os.kill(h.pid, signal.SIGTERM)
             except (ProcessLookupError, ValueError):
                 pass
+
+
+# A name only the jump host can resolve: a host under it is reachable through the jump host alone.
+BEHIND_JUMP = "ct-behind-jump"
+
+
+@dataclass
+class JumpHost:
+    host: SshdHost
+    log: Path  # its sshd log (LogLevel DEBUG1: forwarding requests are recorded)
+    behind: str  # the name of host1 that only this host resolves
+
+
+def _can_private_mount() -> bool:
+    probe = subprocess.run(["unshare", "--mount", "--", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def jump_host(sshd_service: SshdService) -> Iterator[JumpHost]:
+    """A third sshd, the jump host, started in its own mount namespace where /etc/hosts also
+    maps :data:`BEHIND_JUMP` to 127.0.0.1. The client cannot resolve that name, so ssh to
+    ``BEHIND_JUMP:<host1 port>`` works through this host and fails without it."""
+    if not shutil.which("unshare") or not _can_private_mount():
+        _require_or_skip("the jump host test needs `unshare --mount` (util-linux, as root) to give the jump "
+                         "host its own /etc/hosts")
+    base = sshd_service.dir
+    hosts_file = base / "jump-etc-hosts"
+    hosts_file.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {BEHIND_JUMP}\n")
+    # The bind mount lives in a private mount namespace: nothing outside it sees the name.
+    wrapper = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+               'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts_file)]
+    host = _start_one(base, "jump", sshd_service.user, base / "authorized_keys", _account_locked(sshd_service.user),
+                      log_level="DEBUG1", wrapper=wrapper)
+    yield JumpHost(host, base / "jump" / "sshd.log", BEHIND_JUMP)
+    try:
+        os.kill(host.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
 
 
 @pytest.fixture

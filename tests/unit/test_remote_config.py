@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -94,7 +97,7 @@ def test_ssh_argv_pins_host_key_checking_and_keeps_paths_whole():
     c = Connection(HostSpec(address="h", port=2222, user="u", key="/a b/key", known_hosts="/x y/kh"))
     argv = c.ssh_argv("true")
     assert "StrictHostKeyChecking=yes" in argv and "BatchMode=yes" in argv
-    assert 'UserKnownHostsFile="/x y/kh"' in argv and "/a b/key" in argv
+    assert 'UserKnownHostsFile="/x y/kh"' in argv and 'IdentityFile="/a b/key"' in argv
     assert argv[-3:] == ["--", "h", "true"]
     assert "StrictHostKeyChecking=accept-new" in Connection(HostSpec(address="h"), accept_new_host_key=True).ssh_argv()
     # Different settings, different master sockets (a master never skips another's checks).
@@ -108,3 +111,46 @@ def test_cli_cold_start_does_not_import_torch():
             "import clustertune.cli.cluster_cmds; print(json.dumps(['torch' in sys.modules, 'cloudpickle' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == [False, False]
+
+
+def _ssh_config(argv: list[str]) -> dict[str, str]:
+    """What ssh itself makes of an argv (``ssh -G``: options parsed, nothing connected)."""
+    out = subprocess.run(["ssh", "-G", *argv[1:]], capture_output=True, text=True, check=True).stdout
+    return {k: v for k, _, v in (line.partition(" ") for line in out.splitlines()) if k in
+            ("hostname", "port", "user", "identityfile", "userknownhostsfile", "proxycommand", "batchmode")}
+
+
+def _run_proxy(proxy: str, host: str, port: str) -> list[str]:
+    """The argv ssh runs for a ProxyCommand: %-tokens expanded once, then split by the shell."""
+    return shlex.split(re.sub(r"%(.)", lambda m: {"h": host, "p": port, "%": "%"}[m.group(1)], proxy))
+
+
+def test_every_jump_hop_gets_the_clusters_key_and_known_hosts():
+    if shutil.which("ssh") is None and os.environ.get("CLUSTERTUNE_REQUIRE_SERVICES") != "1":
+        pytest.skip("needs the OpenSSH client (`ssh -G` parses the options); apt-get install openssh-client")
+    weird = "/k ey's \"dir\" ; touch ct-pwned $(touch ct-pwned) %h"
+    host = HostSpec(address="inner", port=2200, user="u", key=weird + "/id", known_hosts=weird + "/kh",
+                    jump="a@bastion:2222,b@gate")
+    assert [(h.user, h.address, h.port) for h in host.jump_hops()] == [("a", "bastion", 2222), ("b", "gate", None)]
+    target = _ssh_config(Connection(host).ssh_argv())
+    assert (target["hostname"], target["port"], target["user"]) == ("inner", "2200", "u")
+    # Paths stay whole through ssh's quoting and %-expansion (-G shows known_hosts expanded).
+    assert target["userknownhostsfile"] == weird + "/kh"
+    # The last hop first: its ssh forwards stdio to the host and nests the hop before it.
+    gate_argv = _run_proxy(target["proxycommand"], "inner", "2200")
+    assert gate_argv[0] == "ssh" and gate_argv[-4:] == ["-W", "inner:2200", "--", "gate"]
+    gate = _ssh_config(gate_argv[:-4] + ["--", "gate"])
+    assert (gate["hostname"], gate["user"], gate["batchmode"]) == ("gate", "b", "yes")
+    assert gate["identityfile"] == target["identityfile"] and gate["userknownhostsfile"] == weird + "/kh"
+    bastion_argv = _run_proxy(gate["proxycommand"], "gate", "22")
+    assert bastion_argv[-4:] == ["-W", "gate:22", "--", "bastion"]
+    bastion = _ssh_config(bastion_argv[:-4] + ["--", "bastion"])
+    assert (bastion["port"], bastion["user"]) == ("2222", "a")
+    assert bastion["identityfile"] == target["identityfile"] and bastion["userknownhostsfile"] == weird + "/kh"
+    assert "proxycommand" not in bastion
+
+
+def test_bad_jump_hosts_are_refused_before_any_ssh():
+    for bad in ("bastion;touch${IFS}x", "a,,b", "a@-oProxyCommand=x", "a,b:notaport", "$(x)"):
+        with pytest.raises(ClusterError, match="jump host"):
+            HostSpec(address="h", jump=bad)

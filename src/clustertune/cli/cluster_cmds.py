@@ -53,8 +53,8 @@ def register(app: typer.Typer) -> None:
         if not found:
             print("no clusters yet; `clustertune cluster add NAME HOST...`")
             return
-        _print_table(["cluster", "host", "root", "key"],
-                     [[c.name, h.label, h.root, h.key or "-"] for c in found for h in c.hosts])
+        _print_table(["cluster", "host", "root", "key", "jump"],
+                     [[c.name, h.label, h.root, h.key or "-", h.jump or "-"] for c in found for h in c.hosts])
 
     @cluster_app.command("check")
     def cluster_check(
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
             if not r.get("ok"):
                 table.append([r["host"], "NO", "-", "-", "-", "-"])
                 continue
-            gpus = ", ".join(f"{g['name']} {g['memory_mib'] // 1024} GiB" for g in r["gpus"]) or "none"
+            gpus = ", ".join(f"{g['name']} {(g['memory_mib'] or 0) // 1024} GiB" for g in r["gpus"]) or "none"
             table.append([r["host"], "yes", r["python"], gpus, f"{r['free_disk_gib']} GiB", str(len(r["envs"]))])
         _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
         if bad:
@@ -131,6 +131,7 @@ def register(app: typer.Typer) -> None:
         cd: Optional[str] = typer.Option(None, "--cd", help="Remote working directory (relative: under the host's root)."),
         workdir: Optional[Path] = typer.Option(None, "--workdir", help="Local folder sent as a snapshot and used as the working directory."),
         detach: bool = typer.Option(False, "--detach", help="Print the run id and return; `clustertune logs ID -f` follows."),
+        gpus: int = typer.Option(0, "--gpus", help="Free GPUs to give the command on each host (CUDA_VISIBLE_DEVICES)."),
     ) -> None:
         """Run a command on the cluster's hosts, env activated, as a run with an id and logs."""
         from clustertune.remote.cluster import Cluster
@@ -143,7 +144,8 @@ def register(app: typer.Typer) -> None:
         c = Cluster.named(name)
         nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
         run, answers = remote_exec(c, list(command), hosts=nodes, env=Env.of(env or None),
-                                   workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach)
+                                   workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach,
+                                   gpus=gpus)
         print(f"run {run.id}", file=sys.stderr)
         if detach:
             print(run.id)

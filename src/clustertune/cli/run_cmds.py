@@ -102,8 +102,13 @@ def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, ru
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1]['job_id']}); follow it with `clustertune status {r.id}`")
         return True
     print(f"run {r.id} {r.state.value}" + (f": {r.info['reason']}" if r.state is not RunState.COMPLETED and r.info.get("reason") else ""))
-    print(f"  model:   {r.paths.model}")
-    print(f"  metrics: {r.paths.metrics}")
+    if (r.info.get("remote") or {}).get("keep_on_cluster"):
+        from clustertune.launch.ssh import kept_result_lines
+
+        print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
+    else:
+        print(f"  model:   {r.paths.model}")
+        print(f"  metrics: {r.paths.metrics}")
     if r.state is not RunState.COMPLETED:
         raise typer.Exit(1)
     return True

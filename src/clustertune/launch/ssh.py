@@ -78,10 +78,28 @@ def rendezvous_port(key: str) -> int:
     return 20000 + int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 20000
 
 
-def host_commands(plan: LaunchPlan, addresses: list[str], key: str) -> list[list[str]]:
+def host_commands(plan: LaunchPlan, addresses: list[str], key: str, procs: list[int]) -> list[list[str]]:
     """The argv each host runs (in its copy of the run directory, the env's bin first on PATH)."""
-    nproc = plan.procs_per_node or 1
-    return [node_command(plan, i, addresses, rendezvous_port(key), key, nproc) for i in range(plan.nodes)]
+    return [node_command(plan, i, addresses, rendezvous_port(key), key, procs[i]) for i in range(plan.nodes)]
+
+
+def procs_on_host(plan: LaunchPlan, gpus: list[dict[str, Any]]) -> int:
+    """Training processes on a host: ``launch.procs_per_node`` when set, else one per GPU the
+    host reports (``cluster check``'s list), 1 on a host without GPUs."""
+    return plan.procs_per_node or max(1, len(gpus))
+
+
+def host_gpus(cluster: Any, i: int) -> list[dict[str, Any]]:
+    """Host i's GPUs, from its nvidia-smi (none without one): the same query and parser as
+    ``cluster check``, without copying anything to the host (a dry run asks too)."""
+    from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
+
+    r = cluster.conn(i).run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv"])
+    return parse_gpus(r.text) if r.rc == 0 else []
+
+
+def describe_procs(procs: list[int]) -> str:
+    return str(procs[0]) if len(set(procs)) == 1 else "/".join(map(str, procs))
 
 
 def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
@@ -90,9 +108,23 @@ def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
     hosts = cluster.hosts[: plan.nodes]
     key = attempt_key(plan.run_id, 1)
     out = [f"# ssh cluster {cluster.name}: {plan.nodes} host(s), rendezvous at {hosts[0].address}:{rendezvous_port(key)}"]
-    for i, argv in enumerate(host_commands(plan, [h.address for h in hosts], key)):
+    procs, notes = [], []
+    for i in range(plan.nodes):
+        if plan.procs_per_node:
+            procs.append(plan.procs_per_node)
+            continue
+        # Unset: one process per GPU, as the host reports them now (the launch asks again).
+        try:
+            gpus = host_gpus(cluster, i)
+            procs.append(procs_on_host(plan, gpus))
+            notes.append(f"{len(gpus)} GPU(s)" if gpus else "no GPU")
+        except ClusterError as exc:
+            procs.append(1)
+            notes.append(f"GPUs unknown, 1 assumed ({exc})")
+    for i, argv in enumerate(host_commands(plan, [h.address for h in hosts], key, procs)):
         rdir = posixpath.join(hosts[i].root, "train", plan.run_id)
-        out.append(f"# host {i} {hosts[i].label}, in {shlex.quote(rdir)}:")
+        how = f"launch.procs_per_node={plan.procs_per_node}" if plan.procs_per_node else notes[i]
+        out.append(f"# host {i} {hosts[i].label}: {procs[i]} process(es), {how}; in {shlex.quote(rdir)}:")
         out.append(shlex.join(argv))
     return out
 
@@ -173,7 +205,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     nodes = list(range(plan.nodes))
     hosts = [cluster.hosts[i] for i in nodes]
     key = attempt_key(run.id, len(run.attempts) + 1)
-    argvs = host_commands(plan, [h.address for h in hosts], key)
+    addresses = [h.address for h in hosts]
     data_ref = json.loads(run.paths.data.read_text(encoding="utf-8"))
     code = _code_files()
     run.info["remote"] = {
@@ -187,13 +219,15 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     run.start_attempt(job_id=key, state=RunState.PENDING)
 
     def start(i: int) -> dict[str, Any]:
+        nproc = procs_on_host(plan, [] if plan.procs_per_node else host_gpus(cluster, i))
+        argv = node_command(plan, i, addresses, rendezvous_port(key), key, nproc)
         abs_rdir = _prepare_host(cluster, i, run, env, data_ref, code)
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         # The code snapshot first on the path: the run uses the code as it was when submitted.
         runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{code[2]}"),
                                                      runtime.get("PYTHONPATH")) if p)
-        header = {"argv": argvs[i], "cwd": abs_rdir, "env": runtime, "client": client_id()}
+        header = {"argv": argv, "cwd": abs_rdir, "env": runtime, "client": client_id()}
         _, py = cluster.env_python(i, env)
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",
                          [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", "exec"])
@@ -205,7 +239,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
             cluster.ensure_runner(i)
         if r.rc != 0:
             raise ClusterError(f"{cluster.hosts[i].label}: could not start attempt {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
-        return json.loads(r.text.strip().splitlines()[-1])
+        return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
 
     env = _env_for(plan, launch)
     try:
@@ -223,6 +257,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     run.reload()
     run.attempts[-1]["job_id"] = key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers))
     run.info["remote"]["started"] = True
+    run.info["remote"]["procs_per_node"] = [a["procs"] for a in answers]
     run.transition(RunState.RUNNING)
     return SshJob(run)
 
@@ -425,6 +460,50 @@ def gather(run: Run) -> None:
 
     for old in found[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+# What a finished run leaves behind, in the order `clustertune run` prints it.
+_RESULTS = (("model", "model"), ("metrics", "metrics.jsonl"), ("checkpoints", "checkpoints"))
+
+
+def kept_result_lines(run: Run) -> list[str]:
+    """Where the results of a run kept on the cluster are: which host holds each (rank 0 may
+    have been on any of them), its absolute path there, and the command that copies it here.
+    Nothing is printed as a local path, since nothing was brought back."""
+    from clustertune.remote.backend import cluster_of
+    from clustertune.remote.transport import shell_join
+
+    cluster = cluster_of(run)
+    found: dict[str, list[tuple[int, str]]] = {}
+    unreachable = []
+    for i in (int(n) for n in run.info["remote"]["nodes"]):
+        rdir = posixpath.join(cluster.root(i), "train", run.id)
+        # One round trip: the absolute run directory, then those of the results it holds.
+        try:
+            r = cluster.conn(i).run(shell_join(["cd", rdir], "&&", ["pwd", "-P"], "&&",
+                                               ["ls", "-d", "--", *(name for _, name in _RESULTS)], "2>/dev/null"))
+        except ClusterError as exc:
+            unreachable.append(f"  {cluster.hosts[i].label}: not listed now ({exc}); its results are under {rdir}")
+            continue
+        lines = r.text.splitlines()
+        if not lines:
+            continue  # no run directory there (removed by gc, or never started)
+        for name in lines[1:]:
+            found.setdefault(name, []).append((i, posixpath.join(lines[0], name)))
+    out = [f"  results kept on cluster {cluster.name} (launch.keep_on_cluster):"]
+    for label, name in _RESULTS:
+        where = "; ".join(f"{path} on {cluster.hosts[i].label}" for i, path in found.get(name, [])) or "none written"
+        out.append(f"  {label + ':':<13}{where}")
+    out += unreachable
+    holders = found.get("model") or found.get("metrics.jsonl")
+    if holders:
+        i, path = holders[0]
+        conn = cluster.conn(i)
+        src = conn.remote(posixpath.dirname(path) + "/")
+        fetch = ["rsync", "-a", "--protect-args", "--exclude=/run.json", "-e", shlex.join(conn.plain_ssh()),
+                 src, f"{run.paths.root}/"]
+        out.append("  copy them here with: " + shlex.join(fetch))
+    return out
 
 
 def spread_checkpoints(run: Run) -> None:

@@ -163,8 +163,9 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         job = ssh.submit(plan, run, recipe.launch)
         try:
             if announce is not None:
+                procs = ssh.describe_procs(job.remote.get("procs_per_node") or [plan.procs_per_node or 1])
                 announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
-                         f"{plan.procs_per_node or 1} process(es); Ctrl-C leaves it running there")
+                         f"{procs} process(es); Ctrl-C leaves it running there")
                 for line in job.follow():
                     announce(line)
             job.wait()

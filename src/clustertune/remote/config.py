@@ -70,12 +70,28 @@ class HostSpec:
             raise ClusterError(f"user {self.user!r} of host {self.address} is not a valid login name")
         if self.port is not None and not (isinstance(self.port, int) and 0 < self.port < 65536):
             raise ClusterError(f"port {self.port!r} of host {self.address} is not a TCP port (1-65535)")
-        if self.jump is not None and (not self.jump or self.jump.startswith("-") or any(c.isspace() for c in self.jump)):
-            raise ClusterError(f"jump host {self.jump!r} of host {self.address} is not a [user@]host[:port]")
+        if self.jump is not None:
+            self.jump_hops()  # raises on a hop that is not [user@]host[:port]
         if not self.python or self.python.startswith("-") or "\n" in self.python:
             raise ClusterError(f"python {self.python!r} of host {self.address} is not a command or path")
         if not self.root or "\n" in self.root or "\x00" in self.root:
             raise ClusterError(f"remote root {self.root!r} of host {self.address} is not a usable path")
+
+    def jump_hops(self) -> list[HostSpec]:
+        """The jump hosts, first hop first (``jump`` is ``[user@]host[:port]``, comma-separated
+        for a chain, as for ``ssh -J``). Each becomes an ssh argument, so each is validated."""
+        if self.jump is None:
+            return []
+        hops = []
+        for text in self.jump.split(","):
+            try:
+                if not text or text.startswith("-") or any(c.isspace() for c in text):
+                    raise ClusterError("empty, or starts with '-', or holds a space")
+                hops.append(HostSpec.parse(text))
+            except ClusterError as exc:
+                raise ClusterError(f"jump host {text!r} of host {self.address} is not a [user@]host[:port] "
+                                   f"({exc}); write it as for `ssh -J`, e.g. admin@bastion.example.org:2222") from None
+        return hops
 
     @property
     def label(self) -> str:

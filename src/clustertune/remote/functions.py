@@ -248,6 +248,10 @@ def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[s
         s.close()
         cluster.forget_agent(i, env)  # stale forward or agent gone: rebuilt on the next call
         return None
+    if accepted.startswith(b"refused\n"):
+        s.close()
+        reason = accepted.split(b"\n", 1)[1].decode("utf-8", "replace")
+        raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key}: {reason}")
     try:
         if accepted != b"accepted":
             raise ConnectionError(f"unexpected agent answer {accepted[:40]!r}")
@@ -331,13 +335,16 @@ def function(fn: Callable[..., Any] | str) -> Function:
 
 def remote_exec(cluster: Cluster, argv: list[str], hosts: list[int] | None = None, env: Env | None = None,
                 workdir: Path | None = None, cwd: str | None = None, wait: bool = True,
-                stream: bool = True) -> tuple[Run, dict[int, Any]]:
-    """Run a command on some or all hosts (env activated) as one run; returns per-host answers."""
+                stream: bool = True, gpus: int = 0) -> tuple[Run, dict[int, Any]]:
+    """Run a command on some or all hosts (env activated) as one run; returns per-host answers.
+    ``gpus``: that many free devices on each host, in ``CUDA_VISIBLE_DEVICES``."""
     if not argv:
         raise RemoteCallError("exec needs a command: `clustertune exec NAME -- CMD ARGS...`")
+    if gpus < 0:
+        raise RemoteCallError(f"gpus={gpus}: give a number of GPUs, 0 or more")
     nodes = hosts if hosts is not None else list(range(len(cluster.hosts)))
     run, answers = start_remote(cluster, nodes, "exec", posixpath.basename(argv[0]) or "exec", env or Env(),
-                                {"argv": list(argv)}, b"", wait, stream, workdir=workdir, cwd=cwd)
+                                {"argv": list(argv), "gpus_wanted": gpus}, b"", wait, stream, workdir=workdir, cwd=cwd)
     if wait:
         codes = {i: head.get("exit_code") for i, (head, _) in answers.items()}
         final = RunState.COMPLETED if all(c == 0 for c in codes.values()) else RunState.FAILED

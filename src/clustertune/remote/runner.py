@@ -187,25 +187,21 @@ def _child_setup(rdir: str, header: dict) -> None:
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), line_buffering=True, write_through=True)
     for name, value in (header.get("env") or {}).items():
         os.environ[name] = value
-    if header.get("gpus_wanted"):
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in _pick_gpus(int(header["gpus_wanted"])))
+    if header.get("gpus") is not None:  # picked by the parent, before the run existed
+        # nvidia-smi numbers devices in PCI bus order; CUDA's default order may differ.
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in header["gpus"])
     cwd = header.get("cwd")
     if cwd:
         os.chdir(cwd)
 
 
-def _pick_gpus(n: int) -> list:
-    """``n`` devices with no compute process on them (nvidia-smi's view)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        raise RuntimeError(f"{n} GPU(s) asked for, but this host has no nvidia-smi (no NVIDIA GPUs)")
-    gpus = subprocess.run([smi, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True).stdout
-    busy = subprocess.run([smi, "--query-compute-apps=gpu_uuid", "--format=csv,noheader"], capture_output=True, text=True).stdout
-    busy_ids = {line.strip() for line in busy.splitlines()}
-    free = [int(idx) for idx, uuid in (line.split(", ") for line in gpus.splitlines() if line.strip()) if uuid.strip() not in busy_ids]
-    if len(free) < n:
-        raise RuntimeError(f"{n} GPU(s) asked for, {len(free)} free on this host")
-    return free[:n]
+def _gpus():
+    try:  # on a host: shipped beside this file
+        import _clustertune_runner_gpus as mod
+    except ImportError:
+        from clustertune.remote import runner_gpus as mod
+    return mod
 
 
 def _child_call(root: str, rdir: str, header: dict, payload: bytes) -> int:
@@ -294,6 +290,12 @@ def _tail(rdir: str, offset: int, until_done: bool, out, poll: float = 0.1, chil
 def _fork_run(root: str, key: str, kind: str, header: dict, payload: bytes) -> tuple:
     """Create the run directory and fork the run into its own session; (run dir, pid)."""
     rdir = _run_dir(root, key)
+    if header.get("gpus_wanted"):
+        # Picked here, before the run exists: a host that cannot serve the call says so at once.
+        try:
+            header["gpus"] = _gpus().pick_free_gpus(_gpus().query_gpus(), int(header["gpus_wanted"]))
+        except LookupError as exc:
+            raise SystemExit(f"runner: {exc}") from None
     try:
         os.makedirs(rdir)
     except FileExistsError:
@@ -449,14 +451,7 @@ def verb_build_env(root: str, env_hash: str) -> int:
 
 
 def verb_check(root: str) -> int:
-    info = {"python": sys.version.split()[0], "executable": sys.executable, "root": root, "gpus": []}
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        out = subprocess.run([smi, "--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True)
-        for line in out.stdout.splitlines():
-            idx, name, total, used = [x.strip() for x in line.split(",")]
-            info["gpus"].append({"index": int(idx), "name": name, "memory_mib": int(total), "used_mib": int(used)})
+    info = {"python": sys.version.split()[0], "executable": sys.executable, "root": root, "gpus": _gpus().query_gpus()}
     os.makedirs(root, exist_ok=True)
     du = shutil.disk_usage(root)
     info["free_disk_gib"] = round(du.free / 2**30, 1)

@@ -118,7 +118,11 @@ def _agent_serve_one(root: str, conn) -> None:
         return
     head_line, _, payload = request.partition(b"\n")
     header = json.loads(head_line)
-    rdir, pid = base._fork_run(root, header["key"], "call", header, payload)
+    try:
+        rdir, pid = base._fork_run(root, header["key"], "call", header, payload)
+    except SystemExit as exc:  # refused before it started (no free GPU, a reused key): say why
+        conn.sendall(_frame(b"refused\n" + str(exc.code).encode()))
+        return
     conn.sendall(_frame(b"accepted"))
     os.waitpid(pid, 0)
     st = base._status(rdir)

@@ -30,8 +30,24 @@ def control_dir() -> Path:
 
 
 def _ssh_option_value(path: str) -> str:
-    # ssh's config parser splits option values on spaces (UserKnownHostsFile takes a list).
-    return f'"{path}"' if any(c.isspace() for c in path) else path
+    # ssh's option parser splits values on spaces (UserKnownHostsFile takes a list) and reads
+    # quotes: one double-quoted word, its backslashes and double quotes escaped, stays whole.
+    # It then expands %-tokens (%h, %d...) in identity and known_hosts paths: a literal % is %%.
+    escaped = path.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def ssh_env() -> dict[str, str]:
+    """The environment for ssh and rsync: ssh runs a ProxyCommand with ``$SHELL -c``, and the
+    quoting in :func:`proxy_command` is POSIX shell quoting, whatever the user's login shell."""
+    return {**os.environ, "SHELL": "/bin/sh"}
+
+
+def proxy_command(argv: Sequence[str]) -> str:
+    """A ``ProxyCommand`` value running ``argv``: ssh hands it to the user's shell after
+    expanding %-tokens, so every word is shell-quoted and its % doubled; only the ``%h:%p``
+    that ssh must fill in (the host and port being reached) stays a token."""
+    return " ".join(a if a == "%h:%p" else shlex.quote(a).replace("%", "%%") for a in argv)
 
 
 @dataclass
@@ -71,7 +87,9 @@ class Connection:
         return ["-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/{digest}",
                 "-o", "ControlPersist=600", *opts]
 
-    def _connect_options(self) -> list[str]:
+    def _trust_options(self) -> list[str]:
+        """Authentication, host key checking and timeouts: the same for the host and for each
+        of its jump hosts (the cluster's key and known_hosts reach every hop)."""
         h = self.host
         opts = [
             "-o", "BatchMode=yes",
@@ -79,17 +97,67 @@ class Connection:
             "-o", "ConnectTimeout=15",
             "-o", "ServerAliveInterval=15",
         ]
-        if h.port:
-            opts += ["-p", str(h.port)]
         if h.key:
-            opts += ["-i", str(Path(h.key).expanduser()), "-o", "IdentitiesOnly=yes"]
+            # Not `-i`: ssh drops an -i path it cannot stat before expanding its %-tokens, so a path
+            # holding a literal % could not be given that way at all.
+            opts += ["-o", f"IdentityFile={_ssh_option_value(str(Path(h.key).expanduser()))}",
+                     "-o", "IdentitiesOnly=yes"]
         if h.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={_ssh_option_value(str(Path(h.known_hosts).expanduser()))}"]
+        return opts
+
+    def _connect_options(self) -> list[str]:
+        h = self.host
+        opts = self._trust_options()
+        if h.port:
+            opts += ["-p", str(h.port)]
         if h.jump:
-            opts += ["-J", h.jump]
+            opts += ["-o", f"ProxyCommand={self._proxy_through(h.jump_hops())}"]
         if h.user:
             opts += ["-l", h.user]
         return opts
+
+    def _proxy_through(self, hops: list[HostSpec]) -> str:
+        return proxy_command(self._proxy_argv(hops))
+
+    def _proxy_argv(self, hops: list[HostSpec]) -> list[str]:
+        """The ProxyCommand reaching the host through ``hops`` (first hop first): ssh to the
+        last hop with this host's trust options, forwarding stdio to the host (``-W``); earlier
+        hops nest as that ssh's own ProxyCommand. ``ssh -J`` would not do: it gives the hops
+        none of the command line's options (identity file, known_hosts, BatchMode), only what
+        ~/.ssh/config says about them. A ProxyCommand is a plain option, so ssh, rsync's ssh
+        and the multiplexed master all take the same path, and ~/.ssh/config still applies."""
+        *before, last = hops
+        argv = ["ssh", *self._trust_options()]
+        if last.port:
+            argv += ["-p", str(last.port)]
+        if last.user:
+            argv += ["-l", last.user]
+        if before:
+            argv += ["-o", f"ProxyCommand={self._proxy_through(before)}"]
+        argv += ["-W", "%h:%p", "--", last.address]
+        return argv
+
+    def _jump_failure(self) -> str:
+        """What the jump hosts say when the connection through them failed. A ControlPersist
+        master sends its ProxyCommand's stderr to /dev/null, so the hop's own words (unknown
+        host key, authentication) are lost: ask the hops once more, in the foreground."""
+        h = self.host
+        argv = [f"{h.address}:{h.port or 22}" if a == "%h:%p" else a for a in self._proxy_argv(h.jump_hops())]
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=ssh_env())
+        except subprocess.TimeoutExpired:
+            return f"the jump host {h.jump} did not answer within 30 s"
+        return proc.stderr.decode("utf-8", "replace") if proc.returncode == 255 else ""
+
+    def _ssh_failure(self, stderr: str) -> None:
+        if self.host.jump:
+            stderr = f"{stderr}\n{self._jump_failure()}"  # last: its last line is the one shown
+        raise_ssh_failure(self.host, stderr)
+
+    def plain_ssh(self) -> list[str]:
+        """``ssh`` with this host's options but no multiplexing: a command a user can run."""
+        return ["ssh", *self._connect_options()]
 
     def ssh_argv(self, remote_command: str | None = None) -> list[str]:
         argv = ["ssh", *self.ssh_options(), "--", self.host.address]
@@ -105,7 +173,7 @@ class Connection:
         :func:`shell_join` and friends). ``on_stderr`` receives the remote stderr as it comes."""
         command = argv if isinstance(argv, str) else shlex.join(argv)
         proc = subprocess.Popen(self.ssh_argv(command), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ssh_env())
         err_chunks: list[bytes] = []
 
         def pump_stderr() -> None:
@@ -147,7 +215,7 @@ class Connection:
             self.bytes_received += len(out) + len(err)
         result = Result(proc.returncode, out, err)
         if check_ssh and result.rc == 255:
-            raise_ssh_failure(self.host, result.err)
+            self._ssh_failure(result.err)
         return result
 
     def check_call(self, argv: Sequence[str] | str, input: bytes | None = None, timeout: float | None = None,
@@ -162,9 +230,9 @@ class Connection:
         ``:PATH`` (``remote(path)``); ``--protect-args`` keeps the remote shell off them."""
         ssh_cmd = shlex.join(["ssh", *self.ssh_options()])
         argv = ["rsync", "--protect-args", "-e", ssh_cmd, *args]
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=ssh_env())
         if proc.returncode == 255 or (proc.returncode != 0 and b"ssh:" in proc.stderr):
-            raise_ssh_failure(self.host, proc.stderr.decode("utf-8", "replace"))
+            self._ssh_failure(proc.stderr.decode("utf-8", "replace"))
         if proc.returncode != 0:
             raise ClusterError(f"{self.host.label}: rsync failed (exit {proc.returncode}): "
                                f"{proc.stderr.decode('utf-8', 'replace').strip()[-2000:]}")
@@ -177,33 +245,50 @@ class Connection:
     def close(self) -> None:
         """Stop this host's multiplexed master connection (if any)."""
         subprocess.run(["ssh", *self.ssh_options(), "-O", "exit", "--", self.host.address],
-                       capture_output=True, timeout=15)
+                       capture_output=True, timeout=15, env=ssh_env())
 
 
 def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
     """Turn ssh's own failure (exit 255) into an error that says what to do."""
     text = stderr.strip()
     kh = host.known_hosts or "~/.ssh/known_hosts"
-    keyscan = shlex.join(["ssh-keyscan", *(["-p", str(host.port)] if host.port else []), host.address])
-    target = f"[{host.address}]:{host.port}" if host.port else host.address
+    # Through jump hosts, the hop whose key ssh complains about is the one to scan and accept.
+    keyed = host
+    for hop in host.jump_hops():
+        if f"for {_known_hosts_name(hop)} " in text:  # "...is known for NAME and", "Host key for NAME has"
+            keyed = hop
+    keyscan = shlex.join(["ssh-keyscan", *(["-p", str(keyed.port)] if keyed.port else []), keyed.address])
+    target = _known_hosts_name(keyed)
+    which = "" if keyed is host else f" (jump host {keyed.label})"
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key for" in text and "has changed" in text:
         raise HostKeyError(
-            f"{host.label}: the host key CHANGED since it was recorded in {kh}. This can be an attack. "
+            f"{host.label}: the host key{which} CHANGED since it was recorded in {kh}. This can be an attack. "
             f"If the host was really reinstalled, remove the old key with "
             f"`ssh-keygen -R {shlex.quote(target)} -f {kh}` and accept the new one.")
     if "Host key verification failed" in text or "No ED25519 host key is known" in text or "host key is not known" in text.lower():
         raise HostKeyError(
-            f"{host.label}: its host key is not in {kh}, so the connection was refused. Check the key "
+            f"{host.label}: the host key{which} is not in {kh}, so the connection was refused. Check the key "
             f"and add it (`{keyscan} >> {kh}`), or accept it once with "
             f"`clustertune cluster check NAME --accept-new-host-keys`.")
     if "Permission denied" in text:
         raise ClusterError(f"{host.label}: authentication failed ({text.splitlines()[-1]}); check the user "
                            "and the identity file (`clustertune cluster add NAME HOST --user U --key FILE`)")
-    if any(s in text for s in ("Connection refused", "timed out", "No route to host", "Could not resolve",
-                               "Name or service not known", "Connection closed", "Network is unreachable")):
-        raise ClusterError(f"{host.label}: unreachable ({text.splitlines()[-1] if text else 'no answer'}); "
+    unreachable = ("Connection refused", "timed out", "No route to host", "Could not resolve",
+                   "Name or service not known", "Connection closed", "Network is unreachable")
+    if any(s in text for s in unreachable):
+        via = f" through jump host {host.jump}" if host.jump else ""
+        # The most specific line: through a jump host the last one is only "stdio forwarding failed".
+        lines = text.splitlines() or ["no answer"]
+        specific = [s for s in unreachable if s != "Connection closed"]
+        why = next((line for line in reversed(lines) if any(s in line for s in specific)), lines[-1])
+        raise ClusterError(f"{host.label}: unreachable{via} ({why.strip()}); "
                            "check the address and port and that sshd runs there")
     raise ClusterError(f"{host.label}: ssh failed: {text[-2000:] or 'exit 255'}")
+
+
+def _known_hosts_name(host: HostSpec) -> str:
+    """How ssh names ``host`` in known_hosts and in its messages."""
+    return f"[{host.address}]:{host.port}" if host.port and host.port != 22 else host.address
 
 
 _CONNECTIONS: dict[tuple, Connection] = {}

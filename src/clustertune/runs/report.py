@@ -72,7 +72,15 @@ def show_text(run: Run) -> str:
         lines.append(f"eval @ {r['step']:<6} {figs}")
     if run.paths.model.is_dir():
         lines.append(f"model     {run.paths.model}")
-    lines.append(f"metrics   {run.paths.metrics}")
+    remote = info.get("remote") or {}
+    if remote.get("keep_on_cluster") and not run.paths.metrics.is_file():
+        # Nothing came back: name where the results are, not a local path that does not exist.
+        where = ", ".join(f"{h.get('address')}:{h.get('root', '~')}/train/{run.id}"
+                          for n, h in enumerate(remote.get("hosts") or []) if n in remote.get("nodes", []))
+        lines.append(f"results   kept on cluster {remote.get('cluster')} (launch.keep_on_cluster), "
+                     f"in the run directory on the host that ran rank 0: {where}")
+    else:
+        lines.append(f"metrics   {run.paths.metrics}")
     return "\n".join(lines)
 
 
