@@ -195,7 +195,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
         trainer.accelerator.wait_for_everyone()
         return RLResult(steps=trainer.state.global_step, summary=summary)
     finally:
-        trainer.accelerator.end_training()  # flushes and closes the trackers
+        for tracker in trainer.accelerator.trackers:  # flush and close them; the process group stays as TRL left it
+            tracker.finish()
         reset_accelerate_state()
 
 
