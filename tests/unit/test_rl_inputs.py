@@ -69,6 +69,11 @@ def test_ppo_takes_exactly_one_reward_model_and_no_reward_function(tmp_path: Pat
     ok = ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), algorithm="ppo", rewards=[{"model": "rm", "label": 1}],
                                     ppo_epochs=2))
     assert ok.rl is not None and ok.rl.algorithm == "ppo" and ok.rl.ppo_epochs == 2
+    # TRL 1.12's PPO cannot save under several processes: refused before anything starts.
+    many = recipe_with(grpo_recipe("p", tmp_path), algorithm="ppo", rewards=[{"model": "rm", "label": 1}])
+    many["launch"] = {"procs_per_node": 2}
+    with pytest.raises(RecipeError, match="launch.procs_per_node: TRL 1.12's PPOTrainer runs on one process only"):
+        ct.load_recipe(many)
     # PPO's own knobs are errors elsewhere, not silently ignored.
     with pytest.raises(RecipeError, match="rl.value_model: only used by algorithm: ppo"):
         ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), value_model="v"))

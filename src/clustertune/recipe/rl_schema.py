@@ -16,6 +16,10 @@ RUN_PREFIX = "run:"
 # TRL's PPOTrainer lives in trl.experimental.ppo up to TRL 1.12 (1.13 removed it); pyproject pins
 # that range, and the runner says so if another TRL is installed.
 PPO_TRL = "trl>=1.12,<1.13"
+# Measured with TRL 1.12 under torchrun (2 CPU ranks): saving its DDP-wrapped policy-and-value
+# model fails safetensors' shared-tensor check (and its model card reads a config DDP lacks).
+PPO_ONE_PROCESS = ("TRL 1.12's PPOTrainer runs on one process only (under several, saving its "
+                   "wrapped policy and value model fails)")
 
 
 class _Section(BaseModel):
@@ -143,6 +147,10 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
                 problems.append((key, f"only used by algorithm: ppo (this recipe's algorithm is {rl.algorithm})"))
     if rl.algorithm == "ppo":
         problems.extend(_ppo_problems(rl))
+        ln = recipe.launch
+        if ln.nodes > 1 or (ln.procs_per_node or 1) > 1:
+            problems.append(("launch.procs_per_node", f"{PPO_ONE_PROCESS}: set launch.nodes and launch.procs_per_node "
+                             "to 1, or use grpo, which runs on several processes"))
     elif rl.algorithm == "dpo":
         if rl.rewards:
             problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards: remove rl.rewards or use grpo"))

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from clustertune.errors import RunError, UserError
-from clustertune.recipe.rl_schema import PPO_TRL
+from clustertune.recipe.rl_schema import PPO_ONE_PROCESS, PPO_TRL
 from clustertune.recipe.schema import Recipe
 
 DEFAULT_PPO_EPOCHS = 4
@@ -116,11 +116,14 @@ def make_ppo_trainer(recipe: Recipe, policy: Any, ref: Any, value_path: str, rew
                      train_ds: Any, tok: Any, callback: Any) -> Any:
     """PPOTrainer for the recipe; ``reward`` is the run's one ModelReward (its classifier is reused)."""
     _, PPOTrainer = ppo_classes()
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:  # e.g. one rank per GPU chosen on a multi-GPU host
+        raise UserError(f"rl.algorithm: {PPO_ONE_PROCESS}; set launch.procs_per_node: 1 or use grpo")
     tok.padding_side = "left"  # queries are generated from: decoder-only models continue at the end
     prompts = tokenized_prompts(train_ds, tok)
-    return PPOTrainer(
+    trainer = PPOTrainer(
         args=args, processing_class=tok, model=policy, ref_model=ref,
         reward_model=LabelProbability(reward.model, reward.index),
         value_model=value_model(value_path, tok.pad_token_id),
         train_dataset=prompts, eval_dataset=prompts.select(range(min(8, len(prompts)))), callbacks=[callback],
     )
+    return trainer
