@@ -96,8 +96,7 @@ def ppo_config(recipe: Recipe, common: dict[str, Any]) -> Any:
     rl, t = recipe.rl, recipe.train
     assert rl is not None
     args = {k: v for k, v in common.items() if k not in ("beta", "max_steps")}
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    episodes = t.max_steps * t.batch_size * t.gradient_accumulation_steps * world if t.max_steps else None
+    episodes = t.max_steps * t.batch_size * t.gradient_accumulation_steps if t.max_steps else None  # one process
     return PPOConfig(
         **args, total_episodes=episodes, response_length=rl.max_new_tokens, temperature=rl.temperature,
         kl_coef=rl.kl_beta(), num_ppo_epochs=rl.ppo_epochs or DEFAULT_PPO_EPOCHS, num_mini_batches=1,
@@ -120,10 +119,9 @@ def make_ppo_trainer(recipe: Recipe, policy: Any, ref: Any, value_path: str, rew
         raise UserError(f"rl.algorithm: {PPO_ONE_PROCESS}; set launch.procs_per_node: 1 or use grpo")
     tok.padding_side = "left"  # queries are generated from: decoder-only models continue at the end
     prompts = tokenized_prompts(train_ds, tok)
-    trainer = PPOTrainer(
+    return PPOTrainer(
         args=args, processing_class=tok, model=policy, ref_model=ref,
         reward_model=LabelProbability(reward.model, reward.index),
         value_model=value_model(value_path, tok.pad_token_id),
         train_dataset=prompts, eval_dataset=prompts.select(range(min(8, len(prompts)))), callbacks=[callback],
     )
-    return trainer
