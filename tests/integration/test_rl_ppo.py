@@ -1,15 +1,15 @@
 """PPO through TRL's PPOTrainer on CPU, and stop requests (signals, the stop file) in RL runs.
 
-Tiny PPO on CPU cannot show a reward model's score rising within a test's budget (the score
-moves by less than its noise in tens of steps); what it can show, and what is asserted here, is
-that the whole PPO machinery runs as a clustertune run: rollouts scored by a reward model that
-clustertune's classification task trained, a value model, the metrics, checkpoints, trackers,
-a final policy that differs measurably from the starting one, and refusals where TRL's PPO
-cannot follow (resume).
+The reward model is a prose-vs-code classifier that clustertune's classification task trained
+from the tiny policy itself (so it shares the policy's tokenizer, as TRL's PPO needs); the reward
+is its probability of "code", which the starting policy's completions rarely earn (about 0.07).
+Measured here: 40 PPO steps raise it to about 0.8 on the 64 evaluation prompts, far beyond the
+noise; the test asks for a tripling and five standard errors.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -35,9 +35,9 @@ from tests.rl_fixtures import grpo_recipe
 
 def ppo_recipe(policy: Run, reward: Run, runs_root: Path) -> dict:
     recipe = grpo_recipe(str(policy.paths.model), runs_root, algorithm="ppo",
-                         rewards=[{"model": f"run:{reward.id}", "label": 1}], ppo_epochs=2)
-    recipe["train"].update(max_steps=8, log_every=2, save_every=4)
-    recipe["data"]["max_eval_samples"] = 16
+                         rewards=[{"model": f"run:{reward.id}", "label": 1}], beta=0.01)
+    recipe["train"].update(max_steps=40, log_every=10, save_every=20, lr=2e-3, lr_scheduler="constant")
+    recipe["data"]["max_eval_samples"] = 64
     return recipe
 
 
@@ -53,16 +53,20 @@ def test_ppo_trains_with_a_reward_model_from_the_classification_task(tiny_policy
     assert run.state is RunState.COMPLETED
     rows = read_jsonl(run.paths.metrics)
     train = [r for r in rows if r["kind"] == "train"]
-    assert [r["step"] for r in train] == [2, 4, 6, 8]  # PPO logs every step; log_every keeps these
+    assert [r["step"] for r in train] == [10, 20, 30, 40]  # PPO logs every step; log_every keeps these
     for r in train:
         for key in ("loss", "reward_mean", "kl", "policy_loss", "value_loss", "tokens_per_s", "lr"):
             assert isinstance(r[key], float), (key, r)
         assert 0.0 < r["reward_mean"] < 1.0 and r["tokens_per_s"] > 0 and r["value_loss"] >= 0.0
     evals = [r for r in rows if r["kind"] == "eval"]
-    assert [e["step"] for e in evals] == [0, 8] and all(0.0 < e["eval_reward"] < 1.0 for e in evals)
+    assert [e["step"] for e in evals] == [0, 40]
+    # The reward model's score of the policy's completions rises, by many standard errors.
+    first, last = evals
+    se = math.hypot(first["eval_reward_stderr"], last["eval_reward_stderr"])
+    assert last["eval_reward"] - first["eval_reward"] > 5 * se and last["eval_reward"] > 3 * first["eval_reward"], evals
     # Checkpoints adopted into the run's atomic layout, with the value model's state beside the policy.
     found = ckpt.list_checkpoints(run.paths)
-    assert [p.name for p in found] == ["step-00000004", "step-00000008"]
+    assert [p.name for p in found] == ["step-00000020", "step-00000040"]
     state = ckpt.verify_checkpoint(found[-1])
     assert state["kind"] == "trl" and state["algorithm"] == "ppo" and "optimizer.pt" in state["files"]
     # The final model is the policy alone (not the value model), it loads and it moved.
@@ -78,7 +82,7 @@ def test_ppo_trains_with_a_reward_model_from_the_classification_task(tiny_policy
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert {"train/reward_mean", "train/kl", "train/policy_loss", "train/value_loss", "eval/eval_reward"} <= tags
-    assert [e.step for e in acc.Scalars("train/reward_mean")] == [2, 4, 6, 8]
+    assert [e.step for e in acc.Scalars("train/reward_mean")] == [10, 20, 30, 40]
     # TRL's PPOTrainer has no resume: a typed error naming the checkpoint to start from instead.
     with pytest.raises(RunError, match="PPOTrainer cannot resume") as ei:
         execute_rl(ct.load_recipe(run.paths.recipe), run.paths, found[-1], False)
@@ -87,7 +91,8 @@ def test_ppo_trains_with_a_reward_model_from_the_classification_task(tiny_policy
 
 def test_ppo_stop_request_checkpoints_and_ends_the_loop(tiny_policy_run: Run, policy_reward_model_run: Run,
                                                         rl_runs_root: Path) -> None:
-    recipe = ct.load_recipe(ppo_recipe(tiny_policy_run, policy_reward_model_run, rl_runs_root), ["train.save_every=null"])
+    recipe = ct.load_recipe(ppo_recipe(tiny_policy_run, policy_reward_model_run, rl_runs_root),
+                            ["train.save_every=null", "train.log_every=2"])
     run = Run.create(rl_runs_root, "ppostop", recipe.task, dump_recipe(recipe), ["test"])
     stop_file = run.paths.root / STOP_FILE
     stop_file.write_text("USR2\n")  # what SLURM's batch shell writes on the time-limit signal
