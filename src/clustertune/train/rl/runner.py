@@ -177,6 +177,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
             _save_on_failure(trainer, callback, paths)
             raise
         except StopRequested as stopped:
+            if callback.progress is not None:
+                callback.progress.close()
             log.info("stop request (%s): checkpoint at step %d written; stopping", stopped.by, stopped.step)
             return RLResult(steps=stopped.step, stopped_by=stopped.by)
         if main:
