@@ -57,3 +57,16 @@ def tiny_classifier_run(rl_runs_root: Path) -> Any:
     run = ct.run(ct.load_recipe(with_(TINY_CLS, name="tinyreward")), runs_root_dir=rl_runs_root, show_progress=False)
     assert run.state.value == "COMPLETED"
     return run
+
+
+@pytest.fixture(scope="session")
+def policy_reward_model_run(tiny_policy_run: Any, rl_runs_root: Path) -> Any:
+    """A prose-vs-code classifier trained from the tiny policy, so it shares the policy's tokenizer:
+    the reward model TRL's PPO needs (it scores the policy's token ids as they are)."""
+    import clustertune as ct
+
+    recipe = with_(TINY_CLS, name="policyreward", train={"max_steps": 60})
+    recipe["model"] = {"name_or_path": str(tiny_policy_run.paths.model), "num_labels": 2}
+    run = ct.run(ct.load_recipe(recipe), runs_root_dir=rl_runs_root, show_progress=False)
+    assert run.state.value == "COMPLETED"
+    return run

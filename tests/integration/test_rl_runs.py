@@ -184,3 +184,25 @@ def test_rloo_with_a_named_reference(tiny_policy_run: Run, rl_runs_root: Path) -
     train = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert [r["step"] for r in train] == [2, 4]
     assert all(isinstance(r["kl"], float) and r["kl"] >= 0.0 and isinstance(r["reward_mean"], float) for r in train)
+
+
+def test_batched_completion_log_probs_equal_one_sequence_at_a_time(tiny_policy_run: Run) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from clustertune.train.rl.evaluate import GEN_BATCH, sequence_logps
+    from clustertune.train.rl.sources import builtin_rl_rows
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy_run.paths.model)
+    tok = AutoTokenizer.from_pretrained(tiny_policy_run.paths.model)
+    rows = builtin_rl_rows("pydoc-preferences", 0)[: GEN_BATCH + 5]  # two batches, sequences of many lengths
+    prompts, completions = [r["prompt"] for r in rows], [r["rejected"] for r in rows]
+    got = sequence_logps(model, tok, prompts, completions, max_prompt_tokens=16)
+    want = []
+    with torch.no_grad():
+        for p, c in zip(prompts, completions):
+            p_ids = tok(p, add_special_tokens=False)["input_ids"][:16]
+            c_ids = tok(c, add_special_tokens=False)["input_ids"][:16]
+            logits = model(input_ids=torch.tensor([p_ids + c_ids])).logits[0].float().log_softmax(-1)
+            want.append(sum(logits[len(p_ids) - 1 + i, t].item() for i, t in enumerate(c_ids)))
+    assert len({len(tok(c)["input_ids"]) for c in completions}) > 3  # padding really was exercised
+    assert got.tolist() == pytest.approx(want, abs=1e-3)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 RUN_PREFIX = "run:"
-# TRL 1.x removed PPOTrainer (PPO on a value head); the reward-model route is GRPO/RLOO.
-PPO_MESSAGE = (
-    "ppo is not available: TRL 1.x has no PPOTrainer any more (it was removed upstream). "
-    "Use algorithm: grpo (or rloo) with the same reward model under rl.rewards: [{model: DIR, label: ...}]"
-)
+# TRL's PPOTrainer lives in trl.experimental.ppo up to TRL 1.12 (1.13 removed it); pyproject pins
+# that range, and the runner says so if another TRL is installed.
+PPO_TRL = "trl>=1.12,<1.13"
+# Measured with TRL 1.12 under torchrun (2 CPU ranks): saving its DDP-wrapped policy-and-value
+# model fails safetensors' shared-tensor check (and its model card reads a config DDP lacks).
+PPO_ONE_PROCESS = ("TRL 1.12's PPOTrainer runs on one process only (under several, saving its "
+                   "wrapped policy and value model fails)")
 
 
 class _Section(BaseModel):
@@ -48,9 +50,10 @@ class RewardSpec(_Section):
 
 
 class RLSection(_Section):
-    algorithm: Literal["grpo", "rloo", "dpo"] = "grpo"
+    algorithm: Literal["grpo", "rloo", "ppo", "dpo"] = "grpo"
     """``grpo`` (group-relative policy optimisation against rewards), ``rloo`` (REINFORCE
-    leave-one-out, same inputs) or ``dpo`` (direct preference optimisation on pairs)."""
+    leave-one-out, same inputs), ``ppo`` (proximal policy optimisation with a value model,
+    against one reward model) or ``dpo`` (direct preference optimisation on pairs)."""
 
     policy: str = ""
     """The model to tune: a hub name, a local ``save_pretrained`` directory, or ``run:<run-id>``
@@ -62,7 +65,17 @@ class RLSection(_Section):
     starting weights. It must share the policy's tokenizer."""
 
     rewards: list[RewardSpec] = Field(default_factory=list)
-    """GRPO/RLOO: reward functions and/or reward models, summed with their weights."""
+    """GRPO/RLOO: reward functions and/or reward models, summed with their weights. PPO: exactly
+    one reward model that shares the policy's tokenizer (TRL's PPO scores the policy's token ids
+    with it)."""
+
+    value_model: str | None = None
+    """PPO: starting weights of the value model (same forms as ``policy``; a causal LM or a
+    sequence classifier sharing the policy's tokenizer); its backbone gets a fresh one-output
+    value head. Defaults to the policy."""
+
+    ppo_epochs: int | None = Field(default=None, ge=1)
+    """PPO: optimisation passes over each batch of rollouts (default 4)."""
 
     prompt_column: str = "prompt"
     """Column of ``data`` holding the prompts (GRPO/RLOO) or the shared prompt of a pair (DPO)."""
@@ -108,13 +121,6 @@ class RLSection(_Section):
     num_samples: int = Field(default=4, ge=1)
     """Prompts sampled each time samples are written."""
 
-    @field_validator("algorithm", mode="before")
-    @classmethod
-    def _no_ppo(cls, v: Any) -> Any:
-        if isinstance(v, str) and v.lower() == "ppo":
-            raise ValueError(PPO_MESSAGE)
-        return v
-
     def kl_beta(self) -> float:
         if self.beta is not None:
             return self.beta
@@ -135,7 +141,17 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
         problems.append(("rl.policy", "required: a hub name, a save_pretrained directory or run:<run-id>"))
     elif rl.policy == RUN_PREFIX:
         problems.append(("rl.policy", "run: needs a run id after it, e.g. run:quickstart-20260101-120000-ab12"))
-    if rl.algorithm == "dpo":
+    if rl.algorithm != "ppo":
+        for key, value in (("rl.value_model", rl.value_model), ("rl.ppo_epochs", rl.ppo_epochs)):
+            if value is not None:
+                problems.append((key, f"only used by algorithm: ppo (this recipe's algorithm is {rl.algorithm})"))
+    if rl.algorithm == "ppo":
+        problems.extend(_ppo_problems(rl))
+        ln = recipe.launch
+        if ln.nodes > 1 or (ln.procs_per_node or 1) > 1:
+            problems.append(("launch.procs_per_node", f"{PPO_ONE_PROCESS}: set launch.nodes and launch.procs_per_node "
+                             "to 1, or use grpo, which runs on several processes"))
+    elif rl.algorithm == "dpo":
         if rl.rewards:
             problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards: remove rl.rewards or use grpo"))
         cols = [rl.prompt_column, rl.chosen_column, rl.rejected_column]
@@ -160,4 +176,27 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
         if t.batch_size % rl.num_generations:
             problems.append(("train.batch_size", f"{t.batch_size} completions per step is not a multiple of "
                              f"rl.num_generations={rl.num_generations}, so set train.batch_size to a multiple of it"))
+    return problems
+
+
+def _ppo_problems(rl: RLSection) -> list[tuple[str, str]]:
+    """TRL's PPO takes one reward model (no reward functions) and samples with plain temperature."""
+    if not rl.rewards:
+        return [("rl.rewards", "ppo needs one reward model: [{model: DIR, label: NAME}] (a sequence classifier "
+                 "sharing the policy's tokenizer)")]
+    problems: list[tuple[str, str]] = []
+    if len(rl.rewards) > 1:
+        problems.append(("rl.rewards", f"ppo takes exactly one reward model, got {len(rl.rewards)}, "
+                         "so use grpo or rloo to combine several rewards"))
+    r = rl.rewards[0]
+    if r.function is not None:
+        problems.append(("rl.rewards.0.function", "TRL's PPO takes a reward model, not a reward function: "
+                         "use algorithm: grpo (or rloo) with this function, or give {model: DIR, label: NAME}"))
+    elif r.label is None:
+        problems.append(("rl.rewards.0.label", "required with model: the label whose probability is the reward"))
+    if r.weight != 1.0:
+        problems.append(("rl.rewards.0.weight", "ppo has a single reward: leave weight unset"))
+    if rl.top_p != 1.0:
+        problems.append(("rl.top_p", "TRL's PPO samples from the full distribution (top_p 1.0), "
+                         "so leave rl.top_p unset or use grpo"))
     return problems

@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,6 +25,9 @@ from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.base import OutOfMemory, out_of_memory_message
+
+if TYPE_CHECKING:
+    from clustertune.train.rl.runner import RLResult
 
 log = logging.getLogger("clustertune")
 
@@ -96,7 +99,7 @@ def reset_accelerate_state() -> None:
 
 
 def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
-            local_rank: int | None = None, stage_dir: str | None = None, stop: Any = None) -> LoopResult:
+            local_rank: int | None = None, stage_dir: str | None = None, stop: Any = None) -> LoopResult | RLResult:
     """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
 
     The data was prepared by the submitting side (``data.json`` and ``tokenizer/`` in the run
@@ -114,7 +117,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
         from clustertune.train.rl import execute_rl
 
-        return execute_rl(recipe, paths, resume_from, show_progress)
+        return execute_rl(recipe, paths, resume_from, show_progress, stop=stop)
 
     t = recipe.train
     if t.cpu_threads:
@@ -248,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         # The data was prepared before the ranks started (data.json in the run directory); each
         # node stages it once when data.stage_to says so (local rank 0 copies, the others wait).
         result = execute(recipe, paths, resume_from, False, local_rank=topo.local_rank, stop=stop)
-        # RL runs return TRL's summary (a dict): their trainer has no agreed stop step.
-        stopped_by = getattr(result, "stopped_by", None)
+        stopped_by = result.stopped_by  # supervised and RL results both say whether a stop request ended them
         if run is not None:
             if stopped_by is not None:
                 run.reload().transition(_stopped_state(recipe, topo, paths, stopped_by),

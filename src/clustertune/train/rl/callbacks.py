@@ -38,11 +38,25 @@ RENAMES = {
     "reward": "reward_mean",
     "reward_std": "reward_std",
     "kl": "kl",
+    # PPO's own names: the reward model's score, KL to the reference, the two losses.
+    "objective/scores": "reward_mean",
+    "objective/kl": "kl",
+    "loss/policy_avg": "policy_loss",
+    "loss/value_avg": "value_loss",
     "learning_rate": "lr",
     "completions/mean_length": "completion_tokens",
     "rewards/accuracies": "preference_accuracy",
     "rewards/margins": "reward_margin",
 }
+
+
+class StopRequested(Exception):
+    """Raised from the callback once a stop request's checkpoint is written: it ends TRL's loop
+    (PPO's loop has no other way out) without a final evaluation or a final model."""
+
+    def __init__(self, step: int, by: str):
+        super().__init__(f"stop request ({by}) at step {step}")
+        self.step, self.by = step, by
 
 
 def samples_path(paths: RunPaths) -> Path:
@@ -59,12 +73,14 @@ class EvalSet:
 
 class RunCallback(TrainerCallback):  # type: ignore[misc]
     def __init__(self, recipe: Recipe, paths: RunPaths, tokenizer: Any, rewards: list[Reward], eval_set: EvalSet,
-                 recipe_yaml: str, show_progress: bool, resumed: bool):
+                 recipe_yaml: str, show_progress: bool, resumed: bool, stop: Any = None):
         rl = recipe.rl
         assert rl is not None
         self.recipe, self.rl, self.paths, self.tok = recipe, rl, paths, tokenizer
         self.rewards, self.eval_set, self.recipe_yaml = rewards, eval_set, recipe_yaml
         self.show_progress, self.resumed = show_progress, resumed
+        self.stop = stop  # a StopFlag (signals, stop file) on the node side; None in-process
+        self.stopped_by: str | None = None
         self.trainer: Any = None  # set by the runner once the trainer exists
         self.metrics: MetricsWriter | None = None
         self.progress: Progress | None = None
@@ -89,6 +105,7 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         """Measure the policy and log an eval row (main process only)."""
         if not self.main:
             return {}
+        model = _policy(model)
         rl = self.rl
         if self.eval_set.pairs is not None:
             base_file = self.paths.root / BASELINE_FILE
@@ -112,6 +129,7 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
     def write_samples(self, model: Any, step: int) -> None:
         if not self.main or self.eval_set.pairs is not None or not self.eval_set.prompts:
             return
+        model = _policy(model)
         rl = self.rl
         prompts = self.eval_set.prompts[: rl.num_samples]
         comps = evaluate.generate(model, self.tok, prompts, max_new_tokens=rl.max_new_tokens, temperature=rl.temperature,
@@ -134,10 +152,17 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         logs = dict(logs or {})
-        if "loss" not in logs or self.metrics is None:  # the end-of-training summary has train_loss only
-            return
+        if self.metrics is None or not ("loss" in logs or "loss/policy_avg" in logs):
+            return  # the end-of-training summary has train_loss only
+        step = state.global_step
+        if step % self.recipe.train.log_every and step != state.max_steps:
+            return  # PPO logs every step; the recipe's log_every decides what is kept
+        if "loss" not in logs:  # PPO: what it minimises, the clipped policy loss plus the weighted value loss
+            logs["loss"] = logs["loss/policy_avg"] + args.vf_coef * logs["loss/value_avg"]
         now = time.perf_counter()
         tokens = logs.get("num_tokens")
+        if tokens is None and "episode" in logs:  # PPO counts rollouts: each generates max_new_tokens
+            tokens = logs["episode"] * self.rl.max_new_tokens
         tok_s = None
         if isinstance(tokens, (int, float)) and self._tokens_at_log is not None and tokens >= self._tokens_at_log:
             tok_s = (tokens - self._tokens_at_log) / max(now - self._t_log, 1e-9)
@@ -165,9 +190,18 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             self.evaluate(model, step)
         if self.kill_at and step == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume tests
+        if self.stop is not None:
+            self.stop.beat()  # the hang watchdog counts from the last step
+            # Agreed at log steps only (an all-reduce, so every rank asks at the same step); the
+            # trainer then saves this step's checkpoint and on_save ends the loop.
+            if step % self.recipe.train.log_every == 0 and step != state.max_steps and self.stop.agreed(self.trainer.accelerator):
+                self.stopped_by = self.stop.requested_by or "another rank"
+                control.should_save = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.adopt(state.global_step, Path(args.output_dir) / f"checkpoint-{state.global_step}", state.max_steps)
+        if self.stopped_by is not None:
+            raise StopRequested(state.global_step, self.stopped_by)
 
     def adopt(self, step: int, src: Path, total_steps: int) -> None:
         """Every rank has written its part (RNG states per rank); then the main process adopts it."""
@@ -183,3 +217,8 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         if self.progress is not None:
             self.progress.close()
         self.evaluate(model, state.global_step)
+
+
+def _policy(model: Any) -> Any:
+    """The policy inside what a trainer hands its callbacks (PPO: a policy-and-value wrapper)."""
+    return getattr(model, "policy", model)

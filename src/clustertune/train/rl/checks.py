@@ -36,6 +36,31 @@ def check_architecture(path: str, key: str, suffixes: tuple[str, ...], what: str
                          f"{what} ({' or '.join('*' + s for s in suffixes)})")
 
 
+def _same_tokenizer(tok: Any, other_path: str, key: str, why: str) -> None:
+    from clustertune.models.tokenizer import load_tokenizer
+
+    a, b = _vocab(tok), _vocab(load_tokenizer(other_path, key))
+    if a != b:
+        diff = sorted(set(a.items()) ^ set(b.items()))[:3]
+        raise ModelError(f"{key}: {other_path!r} has another tokenizer than rl.policy ({len(a)} vs {len(b)} tokens; "
+                         f"first differences {diff}); {why}")
+
+
+def _check_ppo_models(rl: Any, root: str | None, tok: Any, model_paths: list[str | None]) -> None:
+    """TRL's PPO feeds the policy's token ids to the reward and value models as they are."""
+    reward = model_paths[0]
+    assert reward is not None  # the schema requires a reward model for ppo
+    _same_tokenizer(tok, reward, "rl.rewards.0.model", "TRL's PPO scores the policy's token ids with it, so train "
+                    "the reward model from the policy (model.name_or_path: the policy directory) or use grpo, "
+                    "which scores the text")
+    if rl.value_model:
+        value = resolve_model(rl.value_model, "rl.value_model", root)
+        check_architecture(value, "rl.value_model", CAUSAL_LM + ("ForSequenceClassification",),
+                           "a causal language model or a sequence classifier")
+        _same_tokenizer(tok, value, "rl.value_model", "the value model reads the policy's token ids: "
+                        "leave rl.value_model unset (the policy) or give a model with the policy's tokenizer")
+
+
 def preflight_rl(recipe: Recipe) -> RawData:
     """Everything an RL run needs, checked; returns the loaded prompts/pairs."""
     from clustertune.models.tokenizer import load_tokenizer
@@ -64,6 +89,8 @@ def preflight_rl(recipe: Recipe) -> RawData:
     for i, path in enumerate(model_paths):
         if path is not None:
             check_architecture(path, f"rl.rewards.{i}.model", ("ForSequenceClassification",), "a sequence classifier")
+    if rl.algorithm == "ppo":
+        _check_ppo_models(rl, root, tok, model_paths)
     rewards = build_rewards(rl.rewards, model_paths)
     # One call on two real prompts catches a reward that raises or returns the wrong shape now,
     # before a run directory exists, rather than after the first generation.

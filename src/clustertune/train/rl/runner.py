@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from clustertune.errors import RewardError
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
-from clustertune.train.metrics import truncate_after
-from clustertune.train.rl.callbacks import EvalSet, RunCallback
+from clustertune.train.metrics import flat_config, tracker_env, truncate_after
+from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
 from clustertune.train.rl.rewards import build_rewards
 from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
@@ -31,8 +32,17 @@ from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_mod
 log = logging.getLogger("clustertune")
 
 
+@dataclass
+class RLResult:
+    """How an RL run ended: its summary, or the step a stop request checkpointed and ended it at."""
+
+    steps: int
+    summary: dict[str, Any] = field(default_factory=dict)
+    stopped_by: str | None = None  # a stop request (signal, stop file) ended it; checkpoint written
+
+
 def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
-    """TRL's config for this recipe (GRPOConfig, RLOOConfig or DPOConfig)."""
+    """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
     from trl import DPOConfig, GRPOConfig, RLOOConfig
 
     from clustertune.train.entry import mixed_precision
@@ -64,6 +74,10 @@ def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
     common["gradient_checkpointing"] = t.gradient_checkpointing
     if rl.algorithm == "dpo":
         return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
+    if rl.algorithm == "ppo":
+        from clustertune.train.rl.ppo import ppo_config
+
+        return ppo_config(recipe, common)
     gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
                top_p=rl.top_p, reward_weights=weights, shuffle_dataset=t.shuffle, log_completions=False)
     return (GRPOConfig if rl.algorithm == "grpo" else RLOOConfig)(**common, **gen)
@@ -78,8 +92,13 @@ def _cut_prompts(ds: Any, tok: Any, limit: int) -> Any:
     return ds.map(cut)
 
 
-def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool) -> dict[str, Any]:
-    """Tune ``recipe.rl.policy`` into ``paths``; returns the summary written to summary.json."""
+def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
+               stop: Any = None) -> RLResult:
+    """Tune ``recipe.rl.policy`` into ``paths`` (the summary goes to summary.json).
+
+    ``stop`` (a StopFlag) ends the run early: at the next logging step all ranks agree, write a
+    checkpoint and return with ``stopped_by`` set and no final model, as a preempted job needs.
+    """
     from transformers import AutoModelForCausalLM, set_seed
 
     from clustertune.models.tokenizer import load_tokenizer
@@ -87,6 +106,10 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
 
     rl, t = recipe.rl, recipe.train
     assert rl is not None
+    if rl.algorithm == "ppo" and resume_from is not None:
+        from clustertune.train.rl.ppo import refuse_resume
+
+        raise refuse_resume(str(resume_from))
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
     if not show_progress:
@@ -119,16 +142,24 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     ref = None
     if rl.reference:
         ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
-        if rl.algorithm == "dpo":
+        if rl.algorithm in ("dpo", "ppo"):
             ref = AutoModelForCausalLM.from_pretrained(ref_path)
         else:
             # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
             # prepare it their own way); pointing that path at the reference makes them load it.
             policy.config._name_or_path = ref_path
-    callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None)
+    callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None,
+                           stop=stop)
     args = trainer_args(recipe, paths, [r.weight for r in rewards])
-    trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
+    if rl.algorithm == "ppo":
+        from clustertune.train.rl.ppo import make_ppo_trainer
+
+        value_path = resolve_model(rl.value_model, "rl.value_model", recipe.tracking.runs_root) if rl.value_model else policy_path
+        trainer = make_ppo_trainer(recipe, policy, ref, value_path, rewards[0].score, args, train_ds, tok, callback)
+    else:
+        trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
     callback.trainer = trainer
+    _open_trackers(trainer.accelerator, recipe, paths)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run's log has them already
@@ -138,10 +169,18 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
         log.info("resumed from %s; dropped %d metric rows of the lost attempt", resume_from.name, dropped)
     try:
         try:
-            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
+            if rl.algorithm == "ppo":
+                trainer.train()  # no resume_from_checkpoint: refused above
+            else:
+                trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
         except RewardError:
             _save_on_failure(trainer, callback, paths)
             raise
+        except StopRequested as stopped:
+            if callback.progress is not None:
+                callback.progress.close()
+            log.info("stop request (%s): checkpoint at step %d written; stopping", stopped.by, stopped.step)
+            return RLResult(steps=stopped.step, stopped_by=stopped.by)
         if main:
             trainer.save_model(str(paths.model))  # save_pretrained of the policy and its tokenizer
             tok.save_pretrained(str(paths.model))
@@ -156,9 +195,27 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
             paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
             shutil.rmtree(scratch_dir(paths), ignore_errors=True)
         trainer.accelerator.wait_for_everyone()
-        return summary
+        return RLResult(steps=trainer.state.global_step, summary=summary)
     finally:
+        for tracker in trainer.accelerator.trackers:  # flush and close them; the process group stays as TRL left it
+            tracker.finish()
         reset_accelerate_state()
+
+
+def _open_trackers(acc: Any, recipe: Recipe, paths: RunPaths) -> None:
+    """The recipe's trackers on the trainer's Accelerator, as supervised runs open them on theirs;
+    the run callback's MetricsWriter then forwards every metrics row to them."""
+    from accelerate.tracking import filter_trackers
+
+    trackers = list(recipe.tracking.trackers)
+    if not trackers:
+        return
+    paths.trackers.mkdir(exist_ok=True)
+    tracker_env(trackers, paths.trackers)
+    acc.project_configuration.project_dir = acc.project_configuration.logging_dir = str(paths.trackers)
+    acc.log_with = filter_trackers(trackers, str(paths.trackers))
+    name = f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project
+    acc.init_trackers(name, config=flat_config(recipe.to_plain()))
 
 
 def _step_of(ckpt_dir: Path | None) -> int | None:
