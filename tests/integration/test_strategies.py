@@ -1,4 +1,4 @@
-"""DDP, FSDP2 and DeepSpeed ZeRO-2/3 (and ZeRO-2 with CPU optimizer offload) on 2 CPU ranks.
+"""DDP, FSDP2 and DeepSpeed ZeRO-2/3 (and ZeRO-2 and FSDP2 with CPU offload) on 2 CPU ranks.
 
 For each strategy, in its own launched job (Accelerate and DeepSpeed keep process-wide state):
 - the 20-step loss curve is within 1e-3 of single-process training on the same global batch;
@@ -194,3 +194,16 @@ def test_zero2_with_cpu_optimizer_offload_matches_single_process(baseline: Path,
     assert worst < 1e-3, f"zero2 + offload: loss curve differs from single-process by {worst}"
     assert abs(plain_eval_loss(run_dir / "model", run_dir) - final_eval_loss(run_dir)) < 1e-4
     check_state_memory(run_dir, "zero2+offload")
+
+
+def test_fsdp_with_cpu_offload_matches_single_process(baseline: Path, tmp_path: Path) -> None:
+    # FSDP2's CPUOffloadPolicy on CPU with gloo: the shards, their gradients and the optimizer
+    # state are host memory (where, on CPU, everything is); the maths must not change.
+    train = {"strategy": "fsdp", "offload": "params", "batch_size": 4}
+    run_dir = job_dir(tmp_path / "fsdp-offload", with_(BASE, train=train), baseline)
+    launch(run_dir, sizes=SIZES)
+    want, got = train_losses(baseline), train_losses(run_dir)
+    worst = max(abs(got[s] - want[s]) for s in want)
+    assert worst < 1e-3, f"fsdp + offload: loss curve differs from single-process by {worst}"
+    assert abs(plain_eval_loss(run_dir / "model", run_dir) - final_eval_loss(run_dir)) < 1e-4
+    check_state_memory(run_dir, "fsdp+offload")

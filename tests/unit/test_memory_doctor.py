@@ -92,4 +92,8 @@ def test_shared_memory_is_counted_once_for_the_first_kind_that_holds_it() -> Non
         "optimizer": [flat],  # whatever of the buffer the others do not cover
     })
     assert held == {"params": (10 + 10) * 4, "grads": (20 + 10) * 4, "optimizer": 60 * 4, "host": 0}
-    assert memory.offloaded(held, ("grads", "optimizer")) == {"params": 80, "grads": 0, "optimizer": 0, "host": 360}
+    before = memory.offloaded(held, ("grads", "optimizer"))
+    assert (before["params"], before["grads"], before["optimizer"], before["host_grads"]) == (80, 0, 0, 120)
+    # Host-side kinds are compared one by one around the step, then added up.
+    after = memory.offloaded({**held, "grads": 0, "optimizer": 300}, ("grads", "optimizer"))
+    assert memory.held_around_first_step(before, after) == {"params": 80, "grads": 0, "optimizer": 0, "host": 420}

@@ -284,10 +284,11 @@ def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimize
 
 
 def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:
-    """``held`` with the bytes of ``kinds`` moved to ``host`` (where the strategy keeps them)."""
+    """``held`` with the bytes of ``kinds`` moved to host memory (``host_<kind>``), where the
+    strategy keeps them; kept apart by kind until held_around_first_step adds them up."""
     out = dict(held)
     for k in kinds:
-        out["host"] = out.get("host", 0) + out.get(k, 0)
+        out[f"host_{k}"] = out.get(f"host_{k}", 0) + out.get(k, 0)
         out[k] = 0
     return out
 
@@ -295,7 +296,10 @@ def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:
 def held_around_first_step(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """The most of each kind a rank held just before and just after its first optimizer step:
     gradients exist before it (torch frees them after), optimizer state only after it."""
-    return {k: max(before.get(k, 0), after.get(k, 0)) for k in KINDS}
+    most = {k: max(before.get(k, 0), after.get(k, 0)) for k in {*before, *after}}
+    host = sum(v for k, v in most.items() if k.startswith("host"))
+    return {"params": most.get("params", 0), "grads": most.get("grads", 0),
+            "optimizer": most.get("optimizer", 0), "host": host}
 
 
 def gather_per_rank(strategy: Any, held: dict[str, int]) -> list[dict[str, int]]:

@@ -149,7 +149,7 @@ class DeepSpeedStrategy(AcceleratorRanks):
             })
             partitions = held.pop("partitions")
             if offload == "params":
-                held["host"] += partitions
+                held["host_params"] = partitions
             else:
                 held["params"] += partitions
         else:
