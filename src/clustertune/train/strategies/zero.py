@@ -64,6 +64,43 @@ def check_strategy(recipe: Recipe, mixed_precision: str) -> None:
     deepspeed_config(recipe, None, mixed_precision)
 
 
+def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offload: str) -> dict[str, int]:
+    """What one rank holds under a ZeRO optimizer (see train/memory.py for the kinds).
+
+    DeepSpeed's optimizer wrapper keeps the state in its own attributes (DeepSpeed 0.19): the
+    fp32 master copy it steps, the gradient partitions, and the torch/CPU Adam inside it.
+    """
+    params = list(module.parameters())
+    moments = memory.optimizer_state_tensors(optimizer.optimizer)
+    if stage == 3:
+        held = memory.distinct_bytes({
+            "params": [p.data for p in params],  # whole only where persistent or gathered
+            "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
+            "grads": [optimizer.grad_partitions_flat_buffer],
+            # Where the master copy is the partitions themselves it is counted above, once.
+            "optimizer": [*optimizer.fp32_partitioned_groups_flat, *moments],
+        })
+        partitions = held.pop("partitions")
+        if offload == "params":
+            held["host_params"] = partitions
+        else:
+            held["params"] += partitions
+    else:
+        masters = list(optimizer.single_partition_of_fp32_groups)
+        grads = _tensors(getattr(optimizer, "averaged_gradients", {}))
+        grads += [m.grad for m in masters if m.grad is not None]  # offload: the host partition
+        grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
+        held = memory.distinct_bytes({
+            # With offload, updated weights come back through a partition-sized device buffer.
+            "params": [*params, *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
+            "grads": grads,
+            "optimizer": [*masters, *moments],
+        })
+    if offload != "none":
+        held = memory.offloaded(held, ("grads", "optimizer"))
+    return held
+
+
 def _tensors(obj: Any) -> list[torch.Tensor]:
     """Every tensor in nested lists/tuples/dicts (DeepSpeed keeps its buffers in such)."""
     if isinstance(obj, torch.Tensor):
@@ -134,38 +171,7 @@ class DeepSpeedStrategy(AcceleratorRanks):
         return getattr(model, "module", model)
 
     def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
-        # DeepSpeed's optimizer wrapper holds the state in its own attributes (DeepSpeed 0.19):
-        # the master copy it steps, the gradient partitions, and the torch/CPU Adam inside.
-        offload = self.recipe.train.effective_offload
-        params = list(self.unwrap(model).parameters())
-        moments = memory.optimizer_state_tensors(optimizer.optimizer)
-        if self.stage == 3:
-            held = memory.distinct_bytes({
-                "params": [p.data for p in params],  # whole only where persistent or gathered
-                "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
-                "grads": [optimizer.grad_partitions_flat_buffer],
-                # In fp32 the master copy is the partitions themselves (counted above, once).
-                "optimizer": [*optimizer.fp32_partitioned_groups_flat, *moments],
-            })
-            partitions = held.pop("partitions")
-            if offload == "params":
-                held["host_params"] = partitions
-            else:
-                held["params"] += partitions
-        else:
-            masters = list(optimizer.single_partition_of_fp32_groups)
-            grads = [g for g in _tensors(getattr(optimizer, "averaged_gradients", {}))]
-            grads += [m.grad for m in masters if m.grad is not None]  # offload: the host partition
-            grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
-            held = memory.distinct_bytes({
-                # With offload, updated weights come back through a partition-sized device buffer.
-                "params": [*params, *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
-                "grads": grads,
-                "optimizer": [*masters, *moments],
-            })
-        if offload != "none":
-            held = memory.offloaded(held, ("grads", "optimizer"))
-        return held
+        return zero_state_bytes(self.unwrap(model), optimizer, self.stage, self.recipe.train.effective_offload)
 
     def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
         model.save_checkpoint(str(directory), tag=TAG, save_latest=False)
