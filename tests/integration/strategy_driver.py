@@ -1,19 +1,26 @@
 """Node side of one run under ``torch.distributed.run``: what each rank of a launched job does.
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 \\
-        tests/integration/strategy_driver.py RUN_DIR [CHECKPOINT_TO_RESUME]
+        tests/integration/strategy_driver.py RUN_DIR [CHECKPOINT_TO_RESUME] [--sizes 4x128,6x256]
 
 RUN_DIR holds the resolved recipe.yaml, the tokenizer and data.json (the prepared data), so
 no rank tokenizes anything.
 Every rank runs clustertune's node-side ``execute``: data, model, strategy, the loop, the
 final gathered save.
+
+``--sizes LAYERSxWIDTH,...``: afterwards, in the same processes, one more step of the same
+recipe for each of these model shapes, each in RUN_DIR/sizes/LAYERSxWIDTH, so that the state
+each rank holds (the loop's ``state_memory`` metrics row) is recorded for several model sizes
+without launching a job per size.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
-import sys
+import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -22,20 +29,65 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def sized_run(run_dir: Path, layers: int, width: int) -> Path:
+    """RUN_DIR's recipe with another model shape, one step, as a run directory of its own."""
+    import yaml
+
+    from clustertune.recipe.load import load_recipe
+
+    sub = run_dir / "sizes" / f"{layers}x{width}"
+    plain = load_recipe(run_dir / "recipe.yaml").to_plain()
+    plain["model"]["config_overrides"].update({"n_layer": layers, "n_embd": width})
+    plain["train"].update({"max_steps": 1, "save_every": None, "eval_at_start": False})
+    plain["data"]["max_eval_samples"] = 8
+    if os.environ.get("RANK", "0") == "0":
+        sub.mkdir(parents=True)
+        (sub / "recipe.yaml").write_text(yaml.safe_dump(plain))
+        shutil.copytree(run_dir / "tokenizer", sub / "tokenizer")
+        shutil.copy2(run_dir / "data.json", sub / "data.json")
+    return sub
+
+
 def main() -> None:
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
     from clustertune.train.entry import execute
 
-    run_dir = Path(sys.argv[1])
-    resume = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    p = argparse.ArgumentParser()
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("resume", type=Path, nargs="?")
+    p.add_argument("--sizes", default="")
+    a = p.parse_args()
     # The deprecation warnings DeepSpeed triggers on every collective would bury the log.
     warnings.filterwarnings("ignore", category=FutureWarning)
     if os.environ.get("RANK", "0") == "0":
         logging.basicConfig(level=logging.INFO, format="%(message)s")
-    paths = RunPaths(run_dir)
-    recipe = load_recipe(paths.recipe)
-    execute(recipe, paths, resume, show_progress=False)
+    paths = RunPaths(a.run_dir)
+    sizes = [tuple(int(x) for x in s.split("x")) for s in a.sizes.split(",") if s]
+    # Rank 0 writes the extra run directories first (the process group comes and goes with
+    # each run, so the others wait for a file rather than a barrier).
+    subs = [sized_run(a.run_dir, layers, width) for layers, width in sizes]
+    ready = a.run_dir / "sizes" / "ready"
+    if sizes and os.environ.get("RANK", "0") == "0":
+        ready.touch()
+    deadline = time.monotonic() + 120
+    while sizes and not ready.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{ready} never appeared")
+        time.sleep(0.1)
+    if subs:
+        # One process group for all the runs of this launch: Accelerate's end_training destroys
+        # it after each run, and a gloo group made again under the same launcher store can hang
+        # in its connect. Each run finds it up (Accelerate then does not create one).
+        import torch.distributed as dist
+
+        destroy = dist.destroy_process_group
+        dist.destroy_process_group = lambda group=None: None
+    execute(load_recipe(paths.recipe), paths, a.resume, show_progress=False)
+    for sub in subs:
+        execute(load_recipe(sub / "recipe.yaml"), RunPaths(sub), None, show_progress=False)
+    if subs:
+        destroy()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""DDP, FSDP2 and DeepSpeed ZeRO-2/3 (and ZeRO-2 with CPU optimizer offload) on 2 CPU ranks.
+"""DDP, FSDP2 and DeepSpeed ZeRO-2/3 (and ZeRO-2 and FSDP2 with CPU offload) on 2 CPU ranks.
 
 For each strategy, in its own launched job (Accelerate and DeepSpeed keep process-wide state):
 - the 20-step loss curve is within 1e-3 of single-process training on the same global batch;
@@ -85,12 +85,46 @@ def job_dir(where: Path, recipe: dict[str, Any], baseline: Path) -> Path:
     return where
 
 
-def launch(run_dir: Path, resume: Path | None = None) -> None:
+def launch(run_dir: Path, resume: Path | None = None, sizes: str = "") -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(DRIVER), str(run_dir)] + ([str(resume)] if resume else [])
+           str(DRIVER), str(run_dir)] + ([str(resume)] if resume else []) + (["--sizes", sizes] if sizes else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=DRIVER.parents[2])
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-8000:]}"
+
+
+# estimate-memory is checked against what each rank really holds after its first step, on three
+# model sizes: the recipe's own (2 layers x 64) and two more that the same launch trains for one
+# step after the 20-step run (strategy_driver.py --sizes), in the same processes. A DeepSpeed
+# engine is destroyed at the end of each run, so one process can build the next; piggy-backing
+# costs a few seconds per size where a launch per size would cost a torch import and a process
+# group each. The sizes are chosen so that the largest tensors cross ZeRO-3's persistence
+# threshold (100,000 elements: smaller ones stay whole on every rank) at the larger sizes.
+SIZES = "4x128,6x256"
+MEMORY_KEY = {"fsdp": "fsdp", "zero2": "zero2", "zero3": "zero3"}
+
+
+def check_state_memory(run_dir: Path, key: str) -> None:
+    """Each rank's measured bytes of weights, gradients and optimizer state (device and host)
+    within 10% of ``estimate`` for the strategy, at each model size the launch trained."""
+    from transformers import AutoConfig
+
+    from clustertune.train import memory
+
+    dirs = [run_dir, *sorted((run_dir / "sizes").glob("*x*"))]
+    assert len(dirs) == 3, dirs
+    sizes = []
+    for d in dirs:
+        shape = memory.model_shape(AutoConfig.from_pretrained(d / "model"), "causal_lm")
+        est = memory.estimate(shape, key, 2, activations=0)
+        rows = [r for r in read_jsonl(d / "metrics.jsonl") if r["kind"] == "state_memory"]
+        assert len(rows) == 1 and rows[0]["step"] == 1 and len(rows[0]["ranks"]) == 2, rows
+        for rank, held in enumerate(rows[0]["ranks"]):
+            for kind in memory.KINDS:
+                want, got = getattr(est, kind), held[kind]
+                assert abs(got - want) <= 0.10 * want if want else got == 0, (d.name, key, rank, kind, got, want)
+        sizes.append(shape.n_params)
+    assert len(set(sizes)) == 3 and max(sizes) > 30 * min(sizes)  # three sizes, far apart
 
 
 def plain_eval_loss(model_dir: Path, run_dir: Path) -> float:
@@ -119,7 +153,7 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     need_deepspeed(train)
     recipe = with_(BASE, train=train)
     full = job_dir(tmp_path / "full", recipe, baseline)
-    launch(full)
+    launch(full, sizes=SIZES if name in MEMORY_KEY else "")
 
     want, got = train_losses(baseline), train_losses(full)
     assert sorted(got) == list(range(1, STEPS + 1))
@@ -146,14 +180,30 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     # The final model, gathered from the shards, is a plain save_pretrained directory.
     assert (full / "model" / "config.json").is_file()
     assert abs(plain_eval_loss(full / "model", full) - final_eval_loss(full)) < 1e-4
+    if name in MEMORY_KEY:
+        check_state_memory(full, MEMORY_KEY[name])
 
 
 def test_zero2_with_cpu_optimizer_offload_matches_single_process(baseline: Path, tmp_path: Path) -> None:
     train = {"strategy": "deepspeed", "zero_stage": 2, "offload": "optimizer", "batch_size": 4}
     need_deepspeed(train)
     run_dir = job_dir(tmp_path / "offload", with_(BASE, train=train), baseline)
-    launch(run_dir)  # DeepSpeed's CPU Adam compiles on first use here (cached afterwards)
+    launch(run_dir, sizes=SIZES)  # DeepSpeed's CPU Adam compiles on first use here (cached afterwards)
     want, got = train_losses(baseline), train_losses(run_dir)
     worst = max(abs(got[s] - want[s]) for s in want)
     assert worst < 1e-3, f"zero2 + offload: loss curve differs from single-process by {worst}"
     assert abs(plain_eval_loss(run_dir / "model", run_dir) - final_eval_loss(run_dir)) < 1e-4
+    check_state_memory(run_dir, "zero2+offload")
+
+
+def test_fsdp_with_cpu_offload_matches_single_process(baseline: Path, tmp_path: Path) -> None:
+    # FSDP2's CPUOffloadPolicy on CPU with gloo: the shards, their gradients and the optimizer
+    # state are host memory (where, on CPU, everything is); the maths must not change.
+    train = {"strategy": "fsdp", "offload": "params", "batch_size": 4}
+    run_dir = job_dir(tmp_path / "fsdp-offload", with_(BASE, train=train), baseline)
+    launch(run_dir, sizes=SIZES)
+    want, got = train_losses(baseline), train_losses(run_dir)
+    worst = max(abs(got[s] - want[s]) for s in want)
+    assert worst < 1e-3, f"fsdp + offload: loss curve differs from single-process by {worst}"
+    assert abs(plain_eval_loss(run_dir / "model", run_dir) - final_eval_loss(run_dir)) < 1e-4
+    check_state_memory(run_dir, "fsdp+offload")

@@ -30,15 +30,26 @@ def test_estimate_matches_measured_state_after_one_step(layers: int, width: int,
         assert abs(predicted - measured[kind]) <= 0.10 * measured[kind], (kind, predicted, measured[kind])
 
 
-def test_sharding_divides_what_each_strategy_shards() -> None:
-    shape = memory.ModelShape(n_params=1_000_001, layers=2, hidden=64, vocab=100)
-    full = memory.estimate(shape, "ddp", 4, 0)
-    z1, z2, z3 = (memory.estimate(shape, s, 4, 0) for s in ("zero1", "zero2", "zero3"))
-    assert (z1.params, z1.grads) == (full.params, full.grads) and z1.optimizer == -(-full.optimizer // 4)
-    assert z2.params == full.params and z2.grads == -(-full.grads // 4)
-    assert z3.params == -(-full.params // 4)
-    off = memory.estimate(shape, "zero3+offload", 4, 0)
-    assert off.params == 0 and off.optimizer == 0 and off.host == z3.optimizer + z3.params
+def test_each_strategy_holds_what_it_shards_and_keeps_small_tensors_whole_under_zero3() -> None:
+    numels = (1_000_000, 50_000, 1)  # ZeRO-3 keeps tensors under 100,000 elements whole
+    shape = memory.ModelShape(sum(numels), layers=2, hidden=64, vocab=100, numels=numels)
+    n, shard, part, small = sum(numels), 250_000 + 12_500 + 1, -(-sum(numels) // 4), 50_001
+    est = {s: memory.estimate(shape, s, 4, 0) for s in memory.STRATEGIES}
+    held = {s: (e.params, e.grads, e.optimizer, e.host) for s, e in est.items()}
+    assert held["ddp"] == (4 * n, 4 * n, 8 * n, 0)
+    assert held["fsdp"] == (4 * shard, 4 * shard, 8 * shard, 0)
+    assert held["fsdp+offload"] == (0, 0, 0, 16 * shard)
+    # DeepSpeed's fp32 master copy of the partition sits beside the moments: 12 bytes.
+    assert held["zero1"] == (4 * n, 4 * n, 12 * part, 0)
+    assert held["zero2"] == (4 * n, 4 * part, 12 * part, 0)
+    assert held["zero2+offload"] == (4 * n + 4 * part, 0, 0, 16 * part)
+    assert held["zero3"] == (4 * (shard + small), 4 * shard, 12 * shard, 0)
+    assert held["zero3+offload"] == (4 * small, 0, 0, 20 * shard)
+    # A user's DeepSpeed JSON may lower the threshold: then everything is partitioned.
+    assert memory.estimate(shape, "zero3", 4, 0, persistence_threshold=0).params == 4 * shard
+    # Under mixed precision DeepSpeed's model weights are 2-byte; the master stays fp32.
+    mixed = memory.estimate(shape, "zero2", 4, 0, mixed=True)
+    assert (mixed.params, mixed.optimizer) == (2 * n, 12 * part)
     with pytest.raises(ValueError):
         memory.estimate(shape, "zero4", 4, 0)
 
@@ -70,3 +81,19 @@ def test_doctor_reports_versions_tools_and_fixes(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         assert "none visible" in out
     assert out.strip().endswith("problem(s) found")
+
+
+def test_shared_memory_is_counted_once_for_the_first_kind_that_holds_it() -> None:
+    flat = torch.zeros(100)  # one buffer, as DeepSpeed keeps weights and gradients
+    tied = torch.zeros(10)
+    held = memory.distinct_bytes({
+        "params": [tied, tied.view(2, 5), flat[:10]],  # a tied weight (twice) and a view
+        "grads": [flat[5:30], flat[50:60]],  # overlaps the weights' view by 5 elements
+        "optimizer": [flat],  # whatever of the buffer the others do not cover
+    })
+    assert held == {"params": (10 + 10) * 4, "grads": (20 + 10) * 4, "optimizer": 60 * 4, "host": 0}
+    before = memory.offloaded(held, ("grads", "optimizer"))
+    assert (before["params"], before["grads"], before["optimizer"], before["host_grads"]) == (80, 0, 0, 120)
+    # Host-side kinds are compared one by one around the step, then added up.
+    after = memory.offloaded({**held, "grads": 0, "optimizer": 300}, ("grads", "optimizer"))
+    assert memory.held_around_first_step(before, after) == {"params": 80, "grads": 0, "optimizer": 0, "host": 420}

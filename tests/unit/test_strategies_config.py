@@ -14,7 +14,7 @@ import torch
 from clustertune.errors import RecipeError, UserError
 from clustertune.recipe.load import load_recipe
 from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_multiple
-from clustertune.train.strategies.base import next_strategy, out_of_memory_message
+from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory, next_strategy
 from clustertune.train.strategies.ds_config import DeepSpeedConfigError, build_config, merge_user_config
 from clustertune.train.strategies.zero import DeepSpeedMissing, check_strategy, deepspeed_config
 from tests.conftest import TINY_CAUSAL, with_
@@ -111,10 +111,34 @@ def test_missing_deepspeed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
     check_strategy(recipe(strategy="fsdp"), "no")  # other strategies do not need it
 
 
-def test_out_of_memory_message_names_batch_sequence_and_the_next_strategy() -> None:
-    msg = out_of_memory_message(recipe(batch_size=32).train, 1024, RuntimeError("CUDA out of memory. Tried..."))
-    assert "train.batch_size=32" in msg and "sequence length 1024" in msg and "estimate-memory" in msg
-    assert "train.strategy=fsdp" in msg
+@pytest.mark.parametrize(("train", "here", "after", "advice"), [
+    ({}, "ddp", "fsdp", "train.strategy=fsdp"),
+    ({"strategy": "deepspeed", "zero_stage": 2}, "zero2", "zero3", "train.zero_stage=3"),
+    ({"strategy": "deepspeed", "zero_stage": 3}, "zero3", "zero3+offload", "train.deepspeed_preset=zero3-offload"),
+])
+def test_out_of_memory_names_batch_sequence_the_estimate_and_the_next_strategy(
+        train: dict, here: str, after: str, advice: str) -> None:
+    from transformers import GPT2Config
+
+    from clustertune.train import memory
+
+    r = recipe(batch_size=32, **train)
+    config = GPT2Config(vocab_size=50304, n_positions=1024, bos_token_id=0, eos_token_id=0)  # GPT-2 124M
+    # The real error type torch raises, through the code path the training run takes.
+    with pytest.raises(OutOfMemory) as err:
+        with explain_out_of_memory(r, config, 4, True, 1024):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    msg = str(err.value)
+    assert isinstance(err.value.__cause__, torch.OutOfMemoryError)
+    assert "train.batch_size=32" in msg and "sequence length 1024" in msg and "Tried to allocate 2.00 GiB" in msg
+    est = {e.strategy: e for e in memory.estimate_all(r, config, 4, True, [here, after])}
+    assert est[after].device_total < est[here].device_total  # the advice goes down the ladder
+    assert f"puts {here} over 4 device(s) at {est[here].device_total / memory.GiB:.2f} GiB per device" in msg
+    assert f"{after} would need {est[after].device_total / memory.GiB:.2f} GiB per device" in msg
+    assert advice in msg
+    with pytest.raises(ValueError):  # other errors pass through as they are
+        with explain_out_of_memory(r, config, 4, True, 1024):
+            raise ValueError("not memory")
     ladder = [next_strategy(recipe(strategy="deepspeed", zero_stage=s).train) for s in (1, 2, 3)]
     assert ladder == ["train.zero_stage=2", "train.zero_stage=3", "train.deepspeed_preset=zero3-offload"]
 

@@ -24,7 +24,7 @@ from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.strategies import Strategy
-from clustertune.train.strategies.base import OutOfMemory, out_of_memory_message
+from clustertune.train.strategies.base import explain_out_of_memory
 
 if TYPE_CHECKING:
     from clustertune.train.rl.runner import RLResult
@@ -141,12 +141,10 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     strategy = make_strategy(recipe, paths)
     try:
-        try:
+        seq_len = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
+        with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):
             result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
                                 resume_from=resume_from, show_progress=show_progress, stop=stop)
-        except torch.OutOfMemoryError as exc:
-            seq_len = int(train_arrays.input_ids.shape[1])
-            raise OutOfMemory(out_of_memory_message(recipe.train, seq_len, exc)) from exc
         if result.stopped_by is not None:  # stopped on request: the checkpoint is the result
             strategy.end()
             return result

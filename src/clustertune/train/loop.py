@@ -23,6 +23,7 @@ from clustertune.data.prepare import Arrays
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
+from clustertune.train import memory
 from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer, make_scheduler
 from clustertune.train.strategies import Strategy
@@ -163,6 +164,7 @@ def train_loop(
         steps_at_log = step
         tok_s = None
         it = batches.iterate(pos, strategy.device)
+        probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
         while step < steps:
             micro_batches, next_pos = next(it)
             for i, batch in enumerate(micro_batches):
@@ -172,9 +174,16 @@ def train_loop(
                         loss = model(**batch).loss / len(micro_batches)
                     strategy.backward(loss)
                 loss_sum += loss.detach()
+            held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
             # Clip, optimizer and scheduler step, zero the gradients.
             grad_norm = strategy.step(model, optimizer, scheduler, t.max_grad_norm)
             step, pos = step + 1, next_pos
+            if held_before is not None:
+                held = memory.held_around_first_step(held_before, strategy.state_bytes(model, optimizer))
+                per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
+                metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
+                log.info("state held per rank after step %d (MiB): %s", step, "; ".join(
+                    f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items()) for i, r in enumerate(per_rank)))
             n_since_log += 1
             if stop is not None:
                 stop.beat()  # the hang watchdog counts from the last step

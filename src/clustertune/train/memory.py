@@ -1,16 +1,38 @@
 """How much device memory a recipe needs per device, for each training strategy.
 
 The model is built on the meta device (its real structure, no memory, no download beyond the
-config), so the parameter count is exact. Per parameter, training with AdamW keeps:
+config), so the parameter count is exact, tensor by tensor. Per parameter, training with AdamW
+keeps the weights, their gradients and the optimizer state (AdamW's two moments in fp32, 8
+bytes). How each strategy holds them, per device, over ``W`` devices (``S`` is the sum of each
+tensor's shard, ``ceil(n / W)``: every tensor is split on its own, so the first ranks hold the
+remainders):
 
-- the weights: 4 bytes (fp32; mixed precision autocasts the compute, the weights stay fp32),
-- the gradients: 4 bytes,
-- the optimizer state: 8 bytes (AdamW's two moments in fp32),
+- DDP: everything whole: 4 bytes of weights, 4 of gradients, 8 of optimizer state.
+- FSDP (full shard): weights, gradients and optimizer state of ``S`` elements; mixed precision
+  autocasts the compute, the sharded weights stay fp32. With ``offload`` all three live in host
+  memory.
+- DeepSpeed ZeRO keeps its own fp32 master copy of the weights it steps, beside the model's
+  weights (which are bf16 under mixed precision). ZeRO-1/2: the model's weights are whole on
+  every device; ZeRO-1 keeps whole gradients, ZeRO-2 only this rank's partition of them; the
+  master copy and the moments are partitioned (12 bytes per element of the partition). In fp32
+  the master copy is still a separate tensor (DeepSpeed clones it).
+- ZeRO-3 partitions the weights too, except that parameters smaller than
+  ``stage3_param_persistence_threshold`` elements (DeepSpeed's default 100,000) are also kept
+  whole on every rank, so that it need not gather them for every layer. Its fp32 master
+  partition is a tensor of its own as well (measured so in fp32 on CPU; DeepSpeed may share
+  it with the weight partitions in fp32 on a GPU, where this overestimates by 4 bytes per
+  partition element).
+- Offload (``zero2+offload``: optimizer; ``zero3+offload``: optimizer and parameters): the
+  master copy, the moments and the gradient partitions live in host memory; ZeRO-2 keeps one
+  partition-sized buffer on the device for copying the updated weights back; ZeRO-3 with
+  parameter offload keeps only the persistent parameters whole on the device.
 
-and each strategy divides some of those by the number of devices ``W`` (or moves them to the
-host): DDP keeps all of them on every device; ZeRO-1 shards the optimizer state, ZeRO-2 also the
-gradients, ZeRO-3 and FSDP (full shard) everything. Offload moves the optimizer state (and with
-``params`` the weights) to host memory.
+Communication buckets (DeepSpeed's ``reduce_bucket_size``, DDP's buckets) and the CUDA context
+are not counted: ``estimate-memory`` leaves ~10% of the device for them.
+
+These figures are checked per rank against the tensors a real 2-rank run holds after its first
+step under FSDP, ZeRO-2, ZeRO-3 and ZeRO-2 with optimizer offload (fp32, on CPU), for three
+model sizes. The mixed-precision variants follow the same layouts with 2-byte model weights.
 
 Activations are an estimate (they depend on kernels, which the arithmetic cannot see): per layer
 and token, about ``34·h`` values kept for the backward pass with fused attention (the attention
@@ -21,13 +43,18 @@ fp32. Mixed precision stores them in 2 bytes, fp32 in 4.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 GiB = 1024**3
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "zero2+offload", "zero3+offload")
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "zero3+offload")
+# The memory ladder the out-of-memory message walks down, one rung at a time.
+LADDER = ("ddp", "zero2", "zero3", "zero3+offload")
+# DeepSpeed's default stage3_param_persistence_threshold (elements).
+ZERO3_PERSISTENCE_THRESHOLD = 100_000
 
 # Memory of common GPUs, by a substring of the device name (GiB as vendors state them, in GB).
 DEVICE_MEMORY_GB: dict[str, float] = {
@@ -57,6 +84,18 @@ class ModelShape:
     layers: int
     hidden: int
     vocab: int
+    # Element count of each distinct parameter tensor: sharding splits tensors one by one.
+    numels: tuple[int, ...] = field(default=(), repr=False)
+
+    def shard(self, world: int) -> int:
+        """Elements of one rank's shards: each tensor split on its own, rounded up."""
+        if not self.numels:
+            return -(-self.n_params // world)
+        return sum(-(-n // world) for n in self.numels)
+
+    def small(self, threshold: int) -> int:
+        """Elements in tensors smaller than ``threshold`` (ZeRO-3 keeps them whole)."""
+        return sum(n for n in self.numels if n < threshold)
 
 
 def model_shape(config: Any, task: str) -> ModelShape:
@@ -66,12 +105,16 @@ def model_shape(config: Any, task: str) -> ModelShape:
     auto = AutoModelForCausalLM if task == "causal_lm" else AutoModelForSequenceClassification
     with torch.device("meta"):
         model = auto.from_config(config)
+    return shape_of(model, config)
+
+
+def shape_of(model: torch.nn.Module, config: Any) -> ModelShape:
     # Tied weights are one tensor: count each distinct parameter once, as the optimizer does.
-    n = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    numels = tuple(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     layers = _first_int(config, "n_layer", "num_hidden_layers", "num_layers") or 0
     hidden = _first_int(config, "n_embd", "hidden_size", "d_model") or 0
     vocab = _first_int(config, "vocab_size") or 0
-    return ModelShape(n, layers, hidden, vocab)
+    return ModelShape(sum(numels), layers, hidden, vocab, numels)
 
 
 def _first_int(config: Any, *names: str) -> int | None:
@@ -96,38 +139,69 @@ def activation_bytes(shape: ModelShape, micro_batch: int, seq: int, mixed: bool,
     return int(act)
 
 
-def estimate(shape: ModelShape, strategy: str, world: int, activations: int) -> MemoryEstimate:
-    """Per-device bytes for ``strategy`` over ``world`` devices (fp32 weights, AdamW)."""
+def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mixed: bool = False,
+             persistence_threshold: int = ZERO3_PERSISTENCE_THRESHOLD) -> MemoryEstimate:
+    """Per-device bytes for ``strategy`` over ``world`` devices (AdamW; see the module's notes).
+    ``mixed``: DeepSpeed holds the model's weights in 2 bytes (bf16/fp16) beside its fp32 master."""
     n, w = shape.n_params, max(1, world)
-    p, g, o = 4 * n, 4 * n, 8 * n
-
-    def shard(x: int) -> int:
-        return -(-x // w)  # ceil: the first ranks hold the remainder
-
+    s = shape.shard(w)
+    ds_weight = 2 if mixed else 4  # bytes of a model weight under DeepSpeed
     host = 0
     if strategy == "ddp":
-        pass
-    elif strategy == "zero1":
-        o = shard(o)
-    elif strategy == "zero2":
-        g, o = shard(g), shard(o)
-    elif strategy in ("zero3", "fsdp"):
-        p, g, o = shard(p), shard(g), shard(o)
+        p, g, o = 4 * n, 4 * n, 8 * n
+    elif strategy == "fsdp":
+        p, g, o = 4 * s, 4 * s, 8 * s
+    elif strategy == "fsdp+offload":
+        p, g, o, host = 0, 0, 0, 16 * s
+    elif strategy in ("zero1", "zero2"):
+        part = -(-n // w)  # ZeRO-1/2 split one flat buffer of all weights
+        p, g, o = ds_weight * n, (ds_weight * n if strategy == "zero1" else 4 * part), 12 * part
     elif strategy == "zero2+offload":
-        g, host, o = shard(g), shard(o), 0
+        part = -(-n // w)
+        p, g, o, host = ds_weight * n + ds_weight * part, 0, 0, 16 * part
+    elif strategy == "zero3":
+        whole = shape.small(persistence_threshold)
+        p, g, o = ds_weight * (s + whole), 4 * s, 12 * s
     elif strategy == "zero3+offload":
-        g, host, o, p = shard(g), shard(o) + shard(p), 0, 0
+        whole = shape.small(persistence_threshold)
+        p, g, o, host = ds_weight * whole, 0, 0, (ds_weight + 16) * s
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
     return MemoryEstimate(strategy, p, g, o, activations, host)
 
 
-def estimate_all(recipe: Any, config: Any, world: int, mixed: bool) -> list[MemoryEstimate]:
+def strategy_key(t: Any) -> str:
+    """The name (one of STRATEGIES) of the way a recipe's ``train`` section holds the state."""
+    offload = t.effective_offload
+    if t.strategy == "ddp":
+        return "ddp"
+    if t.strategy == "fsdp":
+        return "fsdp+offload" if offload != "none" else "fsdp"
+    stage = t.effective_zero_stage
+    if offload == "none":
+        return f"zero{stage}"
+    return "zero3+offload" if stage == 3 else "zero2+offload"
+
+
+def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
+    """ZeRO-3's threshold as the run's DeepSpeed config sets it (a user JSON may change it)."""
+    if recipe.train.strategy != "deepspeed":
+        return ZERO3_PERSISTENCE_THRESHOLD
+    from clustertune.train.strategies.zero import deepspeed_config
+
+    zero = deepspeed_config(recipe, world, mixed_precision).get("zero_optimization", {})
+    value = zero.get("stage3_param_persistence_threshold", ZERO3_PERSISTENCE_THRESHOLD)
+    return int(value) if isinstance(value, (int, float)) else ZERO3_PERSISTENCE_THRESHOLD
+
+
+def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
+                 strategies: Iterable[str] = STRATEGIES) -> list[MemoryEstimate]:
     shape = model_shape(config, recipe.task)
     seq = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
                            recipe.task == "causal_lm")
-    return [estimate(shape, s, world, act) for s in STRATEGIES]
+    thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
+    return [estimate(shape, s, world, act, mixed, thr) for s in strategies]
 
 
 def device_memory_bytes(name: str | None = None) -> tuple[str, int] | None:
@@ -143,28 +217,94 @@ def device_memory_bytes(name: str | None = None) -> tuple[str, int] | None:
     return None
 
 
-def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    """Bytes of this rank's distinct parameter, gradient and optimizer-state tensors.
+# -- what a rank actually holds ------------------------------------------------------------------
 
-    Storages are counted once each (tied weights, views). Sharded tensors (DTensor) count
-    their local shard only: what this rank actually holds.
+KINDS = ("params", "grads", "optimizer", "host")
+
+
+def distinct_bytes(groups: dict[str, Iterable[Any]]) -> dict[str, int]:
+    """Bytes of each kind's tensors, every stretch of memory counted once.
+
+    Tensors that share a storage (tied weights, views into one flat buffer, an fp32 master
+    copy that is the weights' own partition) count the elements they cover in it once, for the
+    first kind (in ``groups``' order) that covers them; the part of a buffer no tensor covers
+    (DeepSpeed's gradient buckets hold other ranks' gradients too) is not this rank's state.
+    Sharded tensors (DTensor) count their local shard only: what this rank actually holds.
+    Meta and empty tensors (released ZeRO-3 weights) count nothing.
     """
-
-    def local(t: torch.Tensor) -> torch.Tensor:
-        return t.to_local() if hasattr(t, "to_local") else t
-
-    def total(tensors: list[torch.Tensor]) -> int:
-        seen: dict[int, int] = {}
+    spans: dict[int, list[tuple[int, int, str]]] = {}  # storage -> (start, end, kind) in bytes
+    for kind, tensors in groups.items():
         for t in tensors:
-            t = local(t)
+            if not isinstance(t, torch.Tensor):
+                continue
+            t = t.to_local() if hasattr(t, "to_local") else t
             if t.device.type == "meta" or t.numel() == 0:
                 continue
-            s = t.untyped_storage()
-            seen[s.data_ptr()] = max(seen.get(s.data_ptr(), 0), s.nbytes())
-        return sum(seen.values())
+            start = t.storage_offset() * t.element_size()
+            spans.setdefault(t.untyped_storage().data_ptr(), []).append((start, start + t.numel() * t.element_size(), kind))
+    out = {k: 0 for k in (*groups, *KINDS)}
+    for pieces in spans.values():
+        # Earlier kinds claim their stretches first; a later kind counts only what is left.
+        claimed: list[tuple[int, int]] = []
+        for kind in groups:
+            mine = _merge([(a, b) for a, b, k in pieces if k == kind])
+            for a, b in mine:
+                out[kind] += (b - a) - _overlap(a, b, claimed)
+            claimed = _merge(claimed + mine)
+    return out
 
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: int, b: int, spans: list[tuple[int, int]]) -> int:
+    return sum(max(0, min(b, y) - max(a, x)) for x, y in spans)
+
+
+def optimizer_state_tensors(optimizer: Any) -> list[torch.Tensor]:
+    """The optimizer's per-parameter state (moments); the scalar step counters are left out."""
+    return [v for st in optimizer.state.values() for v in st.values()
+            if isinstance(v, torch.Tensor) and v.dim() > 0]
+
+
+def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes of this rank's distinct parameter, gradient and optimizer-state tensors for a plain
+    torch optimizer over the model's parameters (DDP, FSDP; DeepSpeed has its own, see
+    strategies/zero.py)."""
     params = list(model.parameters())
     grads = [p.grad for p in params if p.grad is not None]
-    state = [v for st in optimizer.state.values() for v in st.values()
-             if isinstance(v, torch.Tensor) and v.dim() > 0]  # the step counters are scalars
-    return {"params": total(params), "grads": total(grads), "optimizer": total(state)}
+    return distinct_bytes({"params": params, "grads": grads, "optimizer": optimizer_state_tensors(optimizer)})
+
+
+def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:
+    """``held`` with the bytes of ``kinds`` moved to host memory (``host_<kind>``), where the
+    strategy keeps them; kept apart by kind until held_around_first_step adds them up."""
+    out = dict(held)
+    for k in kinds:
+        out[f"host_{k}"] = out.get(f"host_{k}", 0) + out.get(k, 0)
+        out[k] = 0
+    return out
+
+
+def held_around_first_step(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The most of each kind a rank held just before and just after its first optimizer step:
+    gradients exist before it (torch frees them after), optimizer state only after it."""
+    most = {k: max(before.get(k, 0), after.get(k, 0)) for k in {*before, *after}}
+    host = sum(v for k, v in most.items() if k.startswith("host"))
+    return {"params": most.get("params", 0), "grads": most.get("grads", 0),
+            "optimizer": most.get("optimizer", 0), "host": host}
+
+
+def gather_per_rank(strategy: Any, held: dict[str, int]) -> list[dict[str, int]]:
+    """Every rank's ``held``, in rank order, on every rank (a collective: all ranks call it)."""
+    rows = torch.zeros(strategy.num_processes, len(KINDS), dtype=torch.int64, device=strategy.device)
+    rows[strategy.process_index] = torch.tensor([held[k] for k in KINDS], dtype=torch.int64)
+    rows = strategy.reduce(rows, reduction="sum")
+    return [dict(zip(KINDS, (int(v) for v in row))) for row in rows.tolist()]

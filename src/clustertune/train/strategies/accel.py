@@ -4,6 +4,11 @@ DDP keeps a whole model on every rank: the main process writes one full checkpoi
 everyone reads it back. FSDP2 (``fully_shard``) shards parameters, gradients and optimizer
 state: every rank writes its own shards with torch.distributed.checkpoint and the full
 weights are gathered only for the final ``save_pretrained``.
+
+On a GPU Accelerate's FSDP2 plugin shards the model. On CPU Accelerate drops the plugin
+without a word (``Accelerator(cpu=True)`` runs plain DDP whatever plugin it is given), so there
+the model is sharded here, with the same calls the plugin makes: ``fully_shard`` on each
+transformer block and then on the root, resharding after forward.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import torch
 
 from clustertune.recipe.schema import Recipe
+from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 
@@ -42,9 +48,22 @@ class AccelerateStrategy(AcceleratorRanks):
         self.recipe, self.accelerator, self.sharded = recipe, accelerator, sharded
         self.name = "fsdp" if sharded else "ddp"
 
+    @property
+    def shards_itself(self) -> bool:
+        """FSDP asked for, but the Accelerator will not do it (CPU): ``fully_shard`` here."""
+        from accelerate.utils import DistributedType
+
+        return self.sharded and self.accelerator.distributed_type != DistributedType.FSDP
+
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         prepare_module(model, self.recipe)
+        if self.shards_itself:
+            shard_model(model, self.recipe.train.effective_offload != "none")
+            # The optimizer is built on the shards (DTensors), as FSDP2 wants; Accelerate is
+            # not asked to prepare the model, which it would wrap in DDP on top.
+            optimizer = make_optimizer(model)
+            return model, optimizer, make_scheduler(optimizer)
         optimizer = make_optimizer(model)
         # The scheduler holds the optimizer's param_group dicts, which Accelerate keeps (it only
         # swaps the parameters inside them for their shards), so it can be built first.
@@ -57,6 +76,9 @@ class AccelerateStrategy(AcceleratorRanks):
 
     def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
         # Gradients are all-reduced (or reduce-scattered) on the last micro-batch only.
+        if self.shards_itself:
+            model.set_requires_gradient_sync(last)
+            return nullcontext()
         return nullcontext() if last else self.accelerator.no_sync(model)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -75,6 +97,14 @@ class AccelerateStrategy(AcceleratorRanks):
 
     def unwrap(self, model: Any) -> torch.nn.Module:
         return self.accelerator.unwrap_model(model)
+
+    def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
+        held = memory.measured_state_bytes(model, _inner(optimizer))
+        if self.sharded and self.recipe.train.effective_offload != "none":
+            # FSDP's CPU offload keeps the sharded weights, their gradients and so the
+            # optimizer state in host memory; only the gathered layers visit the device.
+            held = memory.offloaded(held, ("params", "grads", "optimizer"))
+        return held
 
     # -- checkpoints -------------------------------------------------------------------------
 
@@ -122,6 +152,20 @@ class AccelerateStrategy(AcceleratorRanks):
         # A collective: every rank sends its shards, the main process ends up with the whole.
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return full if self.is_main_process else None
+
+
+def shard_model(model: torch.nn.Module, offload: bool) -> None:
+    """FSDP2 over the model: each of its transformer blocks (the model's own
+    ``_no_split_modules`` classes) is one unit, the root holds the rest (embeddings, head)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+
+    block_names = set(getattr(model, "_no_split_modules", None) or [])
+    policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
+    blocks = [m for m in model.modules() if type(m).__name__ in block_names]
+    assert blocks, f"{type(model).__name__} names no transformer blocks (_no_split_modules)"
+    for block in blocks:
+        fully_shard(block, reshard_after_forward=True, offload_policy=policy)
+    fully_shard(model, reshard_after_forward=True, offload_policy=policy)
 
 
 def _inner(optimizer: Any) -> torch.optim.Optimizer:

@@ -8,8 +8,8 @@ final gathered weights are produced. The loop calls these methods in the same or
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,6 +63,10 @@ class Strategy(Protocol):
 
     def unwrap(self, model: Any) -> torch.nn.Module:
         """The transformers model inside whatever wrapper ``prepare`` returned."""
+
+    def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
+        """Bytes of the distinct tensors this rank holds, by kind: ``params``, ``grads``,
+        ``optimizer`` (on the device) and ``host`` (offloaded); see train/memory.py."""
 
     def end(self) -> None: ...
 
@@ -118,13 +122,50 @@ def next_strategy(t: Any) -> str:
     return "train.gradient_checkpointing=true, or more GPUs"
 
 
-def out_of_memory_message(t: Any, seq_len: int, cause: BaseException) -> str:
+def next_strategy_key(t: Any) -> str | None:
+    """The next rung's name in train/memory.py's terms (None: no strategy saves more)."""
+    if t.strategy == "ddp":
+        return "fsdp"
+    offload = t.effective_offload
+    if t.strategy == "fsdp":
+        return "fsdp+offload" if offload == "none" else None
+    stage = t.effective_zero_stage
+    if stage < 3:
+        return f"zero{stage + 1}" if offload == "none" else ("zero2+offload" if stage == 1 else "zero3+offload")
+    return "zero3+offload" if offload != "params" else None
+
+
+def out_of_memory_message(recipe: Any, config: Any, world: int, mixed: bool, seq_len: int,
+                          cause: BaseException) -> str:
+    """What ran out, with estimate-memory's figures for this strategy and the next one."""
+    from clustertune.train import memory
+
+    t = recipe.train
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    here, after = memory.strategy_key(t), next_strategy_key(t)
+    est = {e.strategy: e for e in memory.estimate_all(recipe, config, world, mixed,
+                                                      [here] + ([after] if after else []))}
+    gib = memory.GiB
+    e = est[here]
+    figures = (f"estimate-memory puts {here} over {world} device(s) at {e.device_total / gib:.2f} GiB per device "
+               f"(weights {e.params / gib:.2f}, gradients {e.grads / gib:.2f}, optimizer {e.optimizer / gib:.2f}, "
+               f"activations {e.activations / gib:.2f} GiB)")
+    if after:
+        figures += f"; {after} would need {est[after].device_total / gib:.2f} GiB per device"
     return (
         f"out of device memory at train.batch_size={t.batch_size}, sequence length {seq_len}, "
         f"train.strategy={t.strategy}"
         + (f" (zero_stage {t.effective_zero_stage}, offload {t.effective_offload})" if t.strategy == "deepspeed" else "")
-        + f": {first[:200]}. `clustertune estimate-memory RECIPE` shows the memory each strategy needs per "
-        f"device. Try a smaller train.batch_size with a larger train.gradient_accumulation_steps "
+        + f": {first[:200]}. {figures} (`clustertune estimate-memory RECIPE` shows every strategy). "
+        f"Try a smaller train.batch_size with a larger train.gradient_accumulation_steps "
         f"(same global batch), train.gradient_checkpointing=true, or {next_strategy(t)}."
     )
+
+
+@contextmanager
+def explain_out_of_memory(recipe: Any, config: Any, world: int, mixed: bool, seq_len: int) -> Iterator[None]:
+    """Turns the device's out-of-memory error inside into OutOfMemory with the advice above."""
+    try:
+        yield
+    except torch.OutOfMemoryError as exc:
+        raise OutOfMemory(out_of_memory_message(recipe, config, world, mixed, seq_len, exc)) from exc

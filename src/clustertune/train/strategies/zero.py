@@ -20,6 +20,7 @@ import torch
 
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
+from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
@@ -61,6 +62,54 @@ def check_strategy(recipe: Recipe, mixed_precision: str) -> None:
     if importlib.util.find_spec("deepspeed") is None:
         require_deepspeed()  # raises the install hint
     deepspeed_config(recipe, None, mixed_precision)
+
+
+def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offload: str) -> dict[str, int]:
+    """What one rank holds under a ZeRO optimizer (see train/memory.py for the kinds).
+
+    DeepSpeed's optimizer wrapper keeps the state in its own attributes (DeepSpeed 0.19): the
+    fp32 master copy it steps, the gradient partitions, and the torch/CPU Adam inside it.
+    """
+    params = list(module.parameters())
+    moments = memory.optimizer_state_tensors(optimizer.optimizer)
+    if stage == 3:
+        held = memory.distinct_bytes({
+            "params": [p.data for p in params],  # whole only where persistent or gathered
+            "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
+            "grads": [optimizer.grad_partitions_flat_buffer],
+            # Where the master copy is the partitions themselves it is counted above, once.
+            "optimizer": [*optimizer.fp32_partitioned_groups_flat, *moments],
+        })
+        partitions = held.pop("partitions")
+        if offload == "params":
+            held["host_params"] = partitions
+        else:
+            held["params"] += partitions
+    else:
+        masters = list(optimizer.single_partition_of_fp32_groups)
+        grads = _tensors(getattr(optimizer, "averaged_gradients", {}))
+        grads += [m.grad for m in masters if m.grad is not None]  # offload: the host partition
+        grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
+        held = memory.distinct_bytes({
+            # With offload, updated weights come back through a partition-sized device buffer.
+            "params": [*params, *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
+            "grads": grads,
+            "optimizer": [*masters, *moments],
+        })
+    if offload != "none":
+        held = memory.offloaded(held, ("grads", "optimizer"))
+    return held
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    """Every tensor in nested lists/tuples/dicts (DeepSpeed keeps its buffers in such)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for x in obj for t in _tensors(x)]
+    return []
 
 
 def _free_port() -> int:
@@ -121,6 +170,9 @@ class DeepSpeedStrategy(AcceleratorRanks):
     def unwrap(self, model: Any) -> torch.nn.Module:
         return getattr(model, "module", model)
 
+    def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
+        return zero_state_bytes(self.unwrap(model), optimizer, self.stage, self.recipe.train.effective_offload)
+
     def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
         model.save_checkpoint(str(directory), tag=TAG, save_latest=False)
 
@@ -136,9 +188,12 @@ class DeepSpeedStrategy(AcceleratorRanks):
         if getattr(self, "engine", None) is not None:
             self.engine.destroy()
         self.wait_for_everyone()
-        super().end()
-        # The process group itself stays: DeepSpeed keeps module-level references to it, and a
-        # later DeepSpeed run in this process reuses it.
+        # Not accelerator.end_training(): it also destroys the default process group, which
+        # DeepSpeed's comm module keeps referencing; a later run in this process (a next
+        # recipe, another model size) reuses the group instead. A group torn down and made
+        # again under the same launcher store hangs in gloo's connect.
+        for tracker in self.accelerator.trackers:
+            tracker.finish()
         for k in self._own_env:
             os.environ.pop(k, None)
 
