@@ -102,8 +102,11 @@ def test_host_behind_a_jump_host_through_ssh_rsync_and_the_master(sshd_service, 
     assert _forwards(jump_host) == before + 1
 
     # A remote function: env, helper, and the agent socket forwarded over that master.
-    assert ct.function(_double).to(c, env=Env(site_packages_from=sys.executable))(21) == 42
-    assert _forwards(jump_host) == before + 1
+    try:
+        assert ct.function(_double).to(c, env=Env(site_packages_from=sys.executable))(21) == 42
+        assert _forwards(jump_host) == before + 1
+    finally:
+        c.down()  # the call agent it started on host1 would otherwise idle on for half an hour
 
 
 def test_jump_chains_unknown_jump_keys_and_bad_jumps_from_the_cli(sshd_service, jump_host, ct_config, in_tmp):
