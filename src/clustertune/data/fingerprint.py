@@ -45,14 +45,17 @@ def digest(obj: Any, n: int = 20) -> str:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:n]
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
+def _digest_file(path: Path, h: Any, chunk: int) -> str:
     with open(path, "rb", buffering=0) as fh:
         buf = bytearray(chunk)
         view = memoryview(buf)
         while n := fh.readinto(buf):
             h.update(view[:n])
-    return h.hexdigest()
+    return str(h.hexdigest())
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    return _digest_file(path, hashlib.sha256(), chunk)
 
 
 def xxh3_file(path: Path, chunk: int = 1 << 22) -> str:
@@ -60,13 +63,7 @@ def xxh3_file(path: Path, chunk: int = 1 << 22) -> str:
     against sha256's one or two), so checking every staged byte costs little more than copying."""
     import xxhash
 
-    h = xxhash.xxh3_128()
-    with open(path, "rb", buffering=0) as fh:
-        buf = bytearray(chunk)
-        view = memoryview(buf)
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
+    return _digest_file(path, xxhash.xxh3_128(), chunk)
 
 
 class HashMemo:
