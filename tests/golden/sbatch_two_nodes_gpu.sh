@@ -27,6 +27,7 @@ export NCCL_SOCKET_IFNAME=ib0
 export OMP_NUM_THREADS=1
 export PYTHONUNBUFFERED=1
 export TOKENIZERS_PARALLELISM=false
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 # passed through from the submitting environment (values never written here): HF_TOKEN
 
 step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }

@@ -90,6 +90,11 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
     if ln.nccl_socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = ln.nccl_socket_ifname
+    if ln.max_restarts:
+        # torchrun's agent shares its rendezvous TCPStore with the workers by default; workers it
+        # restarts then read the previous attempt's gloo/NCCL addresses from that store and fail
+        # to connect (pytorch/pytorch#135712). With sharing off, each attempt gets a fresh store.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     env.update(ln.env)
     return LaunchPlan(
         run_id=run_id,
