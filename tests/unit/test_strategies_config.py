@@ -186,3 +186,15 @@ def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.
     assert "eager mode" in msg and "train.compile=false" in msg
     assert set(model.state_dict()) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # names unchanged
     torch._dynamo.reset()
+
+
+def test_fsdp_refuses_a_model_that_names_no_blocks_to_shard() -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.errors import ModelError
+    from clustertune.train.strategies.accel import shard_model
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=16))
+    model._no_split_modules = []  # a custom model that does not say what its blocks are
+    with pytest.raises(ModelError, match=r"train.strategy: fsdp .*GPT2LMHeadModel names none.*train.strategy=ddp"):
+        shard_model(model, offload=False)

@@ -162,7 +162,13 @@ def shard_model(model: torch.nn.Module, offload: bool) -> None:
     block_names = set(getattr(model, "_no_split_modules", None) or [])
     policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
     blocks = [m for m in model.modules() if type(m).__name__ in block_names]
-    assert blocks, f"{type(model).__name__} names no transformer blocks (_no_split_modules)"
+    if not blocks:
+        from clustertune.errors import ModelError
+
+        raise ModelError(
+            f"train.strategy: fsdp shards each transformer block, but {type(model).__name__} names none "
+            "(its _no_split_modules is empty); use train.strategy=ddp, or deepspeed with train.zero_stage=3"
+        )
     for block in blocks:
         fully_shard(block, reshard_after_forward=True, offload_policy=policy)
     fully_shard(model, reshard_after_forward=True, offload_policy=policy)
