@@ -25,7 +25,7 @@ from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.entry import mixed_precision
+from clustertune.train.precision import mixed_precision
 from clustertune.train.metrics import check_trackers
 from clustertune.train.strategies.zero import check_strategy
 

@@ -21,12 +21,12 @@ import pytest
 
 import clustertune as ct
 from clustertune.errors import ModelError, RunError
-from clustertune.launch.plan import STOP_FILE
+from clustertune.runs.paths import STOP_FILE
 from clustertune.recipe import dump_recipe
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.metrics import read_metrics
+from clustertune.runs.metrics_file import read_metrics
 from clustertune.train.rl import execute_rl, preflight_rl
 from clustertune.train.stop import StopFlag
 from tests.conftest import read_jsonl

@@ -54,7 +54,7 @@ def test_sharded_over_ranks_and_workers_by_block_index(setup: dict[str, Any]) ->
 def test_resume_from_a_state_or_a_block_index(setup: dict[str, Any]) -> None:
     stream, ref = setup["stream"], setup["prepared"]
     it = stream.blocks()
-    for g, _, state in it:
+    for g, _, state in it:  # noqa: B007  (state is read after the loop)
         if g == 150:
             break
     saved = StreamState.from_dict(json.loads(json.dumps(state.to_dict())))  # as a checkpoint keeps it

@@ -12,7 +12,7 @@ from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.plan import build_plan, node_command
 from clustertune.launch.slurm import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for
-from clustertune.launch.topology import Topology
+from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe
 from tests.conftest import TINY_CAUSAL, with_
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from clustertune.errors import RecipeError, RecipeNotFound
 from clustertune.recipe import dump_recipe, load_recipe, shipped_recipes
@@ -126,5 +127,5 @@ def test_every_field_is_documented() -> None:
 
 def test_recipe_is_frozen() -> None:
     r = load_recipe(TINY_CAUSAL)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         r.train.lr = 1.0  # type: ignore[misc]

@@ -34,7 +34,7 @@ from clustertune.data.fingerprint import (
     fingerprint_inputs,
     tokenizer_content_hash,
 )
-from clustertune.data.locks import file_lock
+from clustertune.fsutil import atomic_write_json, file_lock, replace_dir
 from clustertune.data.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -216,9 +216,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
         tok.sha256 = tokenizer_content_hash(tok.load())
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
-            tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"dir": str(local.resolve()), "sha256": tok.sha256}), encoding="utf-8")
-            os.replace(tmp, entry)
+            atomic_write_json(entry, {"dir": str(local.resolve()), "sha256": tok.sha256}, indent=None)
         except OSError:
             pass
         return tok
@@ -252,7 +250,7 @@ def _fault(stage: str) -> None:
 
 def _clean_stale(root: Path, fp: str) -> None:
     """Remove what crashed builds of ``fp`` left (called with its lock held: no one else builds it)."""
-    for p in list(root.glob(f".tmp-{fp}-*")) + list(root.glob(f".old-{fp}-*")):
+    for p in list(root.glob(f".tmp-{fp}-*")) + list(root.glob(f".old-{fp}-*")) + list(root.glob(f".{fp}.*.old")):
         log.info("removing %s, left by an interrupted prepare", p)
         shutil.rmtree(p, ignore_errors=True)
 
@@ -302,13 +300,7 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
         try:
             n = resolve_workers(workers, recipe)
             _build(recipe, tmp, tok, raw, n, inputs, fp)
-            if final.exists():  # --force, or a damaged entry: swap, then delete the old one
-                old = root / f".old-{fp}-{os.getpid()}"
-                os.replace(final, old)
-                os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
+            replace_dir(tmp, final)  # --force, or a damaged entry: the old one goes once the new is in
             _fsync_dir(root)  # the rename itself survives a crash of the machine
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

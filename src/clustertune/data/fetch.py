@@ -19,6 +19,7 @@ from typing import Any
 
 from clustertune.data import builtin
 from clustertune.errors import DataError, ModelError, UserError
+from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
 
 log = logging.getLogger("clustertune")
@@ -90,13 +91,9 @@ def fetch(recipe: Recipe, store: str | os.PathLike[str], out: str | os.PathLike[
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DataError(f"data.dataset: cannot download {name!r} from the Hugging Face Hub ({first})") from exc
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        tmp = temp_sibling(dest)
         ds.save_to_disk(str(tmp))
-        if dest.exists():
-            import shutil
-
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
+        replace_dir(tmp, dest)
         plain["data"].update({"dataset": str(dest), "dataset_config": None, "dataset_revision": None})
         fetched.append(("data.dataset", name, dest))
 

@@ -28,42 +28,16 @@ from typing import Any
 
 from clustertune.data import builtin
 from clustertune.errors import DataError
+from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
+from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
 from clustertune.recipe.schema import DataSection, Recipe
+
+# Re-exported: the prepared-data code names these as part of what a fingerprint is made of.
+__all__ = ["FORMAT_VERSION", "TOKENIZER_FORMAT", "canonical_json", "digest", "fingerprint", "sha256_file",
+           "tokenizer_content_hash", "xxh3_file"]
 
 # Bump when the bytes prepare writes for the same inputs change (tokenization, packing, layout).
 FORMAT_VERSION = 1
-# Bump when the files of a tokenizer trained on the spot change for the same inputs.
-TOKENIZER_FORMAT = 1
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def digest(obj: Any, n: int = 20) -> str:
-    """Hex sha256 of the canonical JSON of ``obj``, cut to ``n`` characters."""
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:n]
-
-
-def _digest_file(path: Path, h: Any, chunk: int) -> str:
-    with open(path, "rb", buffering=0) as fh:
-        buf = bytearray(chunk)
-        view = memoryview(buf)
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-    return str(h.hexdigest())
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    return _digest_file(path, hashlib.sha256(), chunk)
-
-
-def xxh3_file(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex XXH3-128 of a file: the fast checksum staging verifies copies with (tens of GB/s
-    against sha256's one or two), so checking every staged byte costs little more than copying."""
-    import xxhash
-
-    return _digest_file(path, xxhash.xxh3_128(), chunk)
 
 
 class HashMemo:
@@ -94,9 +68,7 @@ class HashMemo:
         if entry is not None:
             try:
                 entry.parent.mkdir(parents=True, exist_ok=True)
-                tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({**key, "sha256": value}), encoding="utf-8")
-                os.replace(tmp, entry)
+                atomic_write_json(entry, {**key, "sha256": value}, indent=None)
             except OSError:
                 pass  # a read-only cache still works, it just re-hashes
         return value
@@ -233,21 +205,6 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
     proc["max_train_samples"] = d.max_train_samples
     proc["max_eval_samples"] = d.max_eval_samples
     return proc
-
-
-def tokenizer_content_hash(tok: Any) -> str:
-    """sha256 of what decides a tokenizer's output: never its class name or path."""
-    special = {k: (v if isinstance(v, list) else str(v)) for k, v in sorted(tok.special_tokens_map.items())}
-    if getattr(tok, "is_fast", False) and getattr(tok, "backend_tokenizer", None) is not None:
-        backend = json.loads(tok.backend_tokenizer.to_str())
-        # Truncation/padding on the backend are call-time state, not content.
-        backend.pop("truncation", None)
-        backend.pop("padding", None)
-        content: dict[str, Any] = {"backend": backend}
-    else:
-        content = {"vocab": sorted(tok.get_vocab().items(), key=lambda kv: kv[1])}
-    content.update({"special": special, "padding_side": getattr(tok, "padding_side", "right")})
-    return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
 
 
 def fingerprint_inputs(recipe: Recipe, corpus: dict[str, Any], tokenizer_sha256: str) -> dict[str, Any]:

@@ -139,7 +139,7 @@ class StreamBatches:
         per_rank = self.micro * self.accum
         while True:
             produced = False
-            for blocks, pos in self._epoch(pos):
+            for blocks, pos in self._epoch(pos):  # noqa: B020  (pos advances with the stream)
                 produced = True
                 arrays = Arrays(input_ids=blocks)
                 micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]

@@ -24,6 +24,7 @@ import numpy as np
 
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
+from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -36,14 +37,6 @@ DEFAULT_SHARD_BYTES = 256 << 20
 
 def shard_bytes() -> int:
     return int(os.environ.get(SHARD_BYTES_ENV) or DEFAULT_SHARD_BYTES)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -80,15 +73,12 @@ def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
     """Record every file under ``root/sub`` (e.g. the tokenizer) with its manifest entry."""
     for p in sorted((root / sub).rglob("*")):
         if p.is_file():
-            _fsync(p)
+            fsync_file(p)
             files[str(p.relative_to(root))] = file_entry(p.read_bytes())
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = out_dir / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    _fsync(tmp)
-    os.replace(tmp, out_dir / MANIFEST)
+    atomic_write_json(out_dir / MANIFEST, manifest, fsync=True)
 
 
 def force_hint(fp: str) -> str:
@@ -142,8 +132,6 @@ class Manifest:
 
     def verify(self) -> None:
         """Sizes and full sha256 of every file; the error names the first bad one."""
-        from clustertune.data.fingerprint import sha256_file
-
         self.check_sizes()
         for name, want in self.files.items():
             p = self.dir / name

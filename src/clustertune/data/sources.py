@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
-from clustertune.data.fingerprint import sha256_file
 from clustertune.errors import DataError
+from clustertune.fsutil import sha256_file
 from clustertune.recipe.schema import DataSection
 
 TEXT_SUFFIXES = {".txt", ".text"}

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset
-from clustertune.data.fingerprint import sha256_file, xxh3_file
-from clustertune.data.locks import file_lock
+from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, replace_dir, sha256_file, temp_sibling, xxh3_file
 from clustertune.data.manifest import MANIFEST, XXH3, Manifest, MappedArrays, force_hint, load_manifest
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
@@ -53,16 +52,12 @@ def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> dict[str, Any]
         "task": prepared.manifest.data.get("task"),
         "splits": {s: prepared.counts(s) for s in ("train", "validation")},
     }
-    tmp = paths.data.with_name(f".{paths.data.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(ref, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, paths.data)
-    if not (paths.tokenizer / "tokenizer_config.json").is_file():
-        ttmp = paths.root / f".tokenizer.{os.getpid()}.tmp"
+    atomic_write_json(paths.data, ref)
+    if not paths.has_tokenizer:
+        ttmp = temp_sibling(paths.tokenizer)
         shutil.rmtree(ttmp, ignore_errors=True)
         shutil.copytree(prepared.tokenizer_dir, ttmp)
-        if paths.tokenizer.exists():
-            shutil.rmtree(paths.tokenizer)
-        os.replace(ttmp, paths.tokenizer)
+        replace_dir(ttmp, paths.tokenizer)
     return ref
 
 
@@ -205,9 +200,7 @@ def stage(source: Path, dest_root: Path) -> StageResult:
         with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
             for fut in [pool.submit(copy_one, n) for n in order]:
                 fut.result()
-        mtmp = dest / f".{MANIFEST}.{os.getpid()}.tmp"
-        shutil.copyfile(source / MANIFEST, mtmp)
-        os.replace(mtmp, dest / MANIFEST)
+        atomic_write_bytes(dest / MANIFEST, (source / MANIFEST).read_bytes())
     res = StageResult(dest, len(man.files), len(todo), need, time.perf_counter() - t0)
     log.info("data: staged %s to %s: %.1f MB copied (%d of %d files; the rest were there and valid) "
              "in %.2fs, %.0f MB/s", fp, dest, need / 1e6, len(todo), len(man.files), res.seconds, res.mb_per_s)

@@ -1,13 +1,14 @@
 """Launcher / Job protocols and the backend registry.
 
-A backend (local, slurm, ssh, remote functions) registers a :class:`Launcher` under the name
-that it writes into ``run.json["backend"]``. Everything that follows a run by its id (status,
+Each backend (local, slurm, ssh, remote functions) is a :class:`Launcher` listed in
+:data:`BACKENDS` under the name that it writes into ``run.json["backend"]``. Everything that follows a run by its id (status,
 logs, cancel, wait) goes through :func:`job_for`, which reattaches to the run's job from
 ``run.json`` alone, so it works from any process, long after the one that submitted it exited.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -50,28 +51,32 @@ class Launcher(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[[], Launcher]] = {}
+# Backend name (as run.json records it) -> "module:factory". Modules are imported on first use,
+# so the CLI's cold start pays only for the backend it talks to, and no backend module needs to
+# import this one to make itself known.
+BACKENDS: dict[str, str] = {
+    "local": "clustertune.launch.local:LocalLauncher",
+    "slurm": "clustertune.launch.slurm:SlurmLauncher",
+    "ssh": "clustertune.launch.ssh:SshLauncher",
+    "ssh-remote": "clustertune.remote.backend:RemoteLauncher",  # calls, exec, objects on SSH hosts
+}
+_EXTRA: dict[str, Callable[[], Launcher]] = {}
 
 
 def register(name: str, factory: Callable[[], Launcher]) -> None:
-    """Make backend ``name`` known; ``factory`` is called lazily (imports stay cheap)."""
-    _REGISTRY[name] = factory
-
-
-def _load_builtin_backends() -> None:
-    # Importing a backend module registers it. Imported here, not at the top, so that the
-    # CLI's cold start does not pay for backends it does not use.
-    from clustertune.launch import local, slurm, ssh  # noqa: F401
-    from clustertune.remote import backend  # noqa: F401  (ssh-remote: calls, exec, objects on SSH hosts)
+    """Make another backend ``name`` known (a plugin, a test)."""
+    _EXTRA[name] = factory
 
 
 def launcher(name: str) -> Launcher:
-    _load_builtin_backends()
+    if name in _EXTRA:
+        return _EXTRA[name]()
     try:
-        factory = _REGISTRY[name]
+        module, attr = BACKENDS[name].split(":")
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "(none)"
+        known = ", ".join(sorted({*BACKENDS, *_EXTRA}))
         raise RunError(f"backend {name!r} is not known to this clustertune (known: {known})") from None
+    factory: Callable[[], Launcher] = getattr(importlib.import_module(module), attr)
     return factory()
 
 

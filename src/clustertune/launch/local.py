@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.base import register
-from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, node_command
+from clustertune.launch.plan import LaunchPlan, node_command
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
 
@@ -72,9 +72,6 @@ class LocalLauncher:
 
     def job(self, run: Run) -> LocalJob:
         return LocalJob(run)
-
-
-register("local", LocalLauncher)
 
 
 # -- several processes on this host through torchrun ----------------------------------------

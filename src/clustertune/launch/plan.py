@@ -22,11 +22,6 @@ from clustertune.recipe.schema import Recipe
 ENTRY_MODULE = "clustertune.train.entry"
 # Variables every job gets: offline-safe tokenizers, no thread oversubscription across ranks.
 BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-# Written into the run directory to ask every rank to checkpoint and stop (the batch shell's
-# signal trap writes it); removed when a job (re)starts.
-STOP_FILE = "stop-request"
-# Written by `clustertune cancel` before it asks the scheduler: the ranks then record CANCELLED.
-CANCEL_FILE = "cancel-request"
 # Names that look like secrets must travel by env_passthrough, never in the plan's env.
 SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.base import register
-from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, entry_args, torchrun_args
+from clustertune.launch.plan import LaunchPlan, entry_args, torchrun_args
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 
@@ -365,6 +365,3 @@ class SlurmLauncher:
 
     def job(self, run: Run) -> SlurmJob:
         return SlurmJob(run)
-
-
-register("slurm", SlurmLauncher)

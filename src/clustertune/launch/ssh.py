@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ClusterError, LaunchError, RunError
-from clustertune.launch.base import register
-from clustertune.launch.plan import CANCEL_FILE, STOP_FILE, LaunchPlan, node_command
+from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -156,10 +156,9 @@ def own_dependencies() -> list[str]:
 
 def _code_files() -> tuple[Path, list[str], str]:
     """clustertune's own package: the folder, its files, their hash."""
-    import clustertune
     from clustertune.remote.envs import folder_files, tree_hash
 
-    pkg = Path(clustertune.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]  # clustertune/launch/ssh.py -> clustertune/
     files = folder_files(pkg)
     return pkg, files, tree_hash(pkg, files)
 
@@ -232,11 +231,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",
                          [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", "exec"])
         payload = json.dumps(header).encode() + b"\n"
-        for _ in range(2):
-            r = cluster.conn(i).run(cmd, input=payload)
-            if r.rc != EXIT_MISSING:
-                break
-            cluster.ensure_runner(i)
+        r = cluster.run_or_repair(i, cmd, input=payload)
         if r.rc != 0:
             raise ClusterError(f"{cluster.hosts[i].label}: could not start attempt {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
         return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
@@ -548,6 +543,3 @@ class SshLauncher:
 
     def job(self, run: Run) -> SshJob:
         return SshJob(run)
-
-
-register(BACKEND, SshLauncher)

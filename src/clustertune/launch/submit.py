@@ -55,7 +55,7 @@ def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
 def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     """Prepare the recipe's data once, before any rank starts (a cache hit when it was prepared
     before), and record it in the run directory with the tokenizer every rank will use."""
-    if paths.data.is_file() and (paths.tokenizer / "tokenizer_config.json").is_file():
+    if paths.data.is_file() and paths.has_tokenizer:
         return  # a resumed or requeued run keeps the data it started with
     if recipe.task == "rlhf":
         return  # TRL's trainers load their own prompts and preference pairs on the ranks

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError
+from clustertune.fsutil import atomic_write_json, build_dir_once, canonical_json, digest
 
 log = logging.getLogger("clustertune")
 TOKENIZER_META = "clustertune-tokenizer.json"
+# Bump when the files of a tokenizer trained on the spot change for the same inputs.
+TOKENIZER_FORMAT = 1
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"
@@ -118,16 +121,13 @@ def cached_trained_tokenizer(
     """A byte-level BPE trained on ``texts()`` once per ``key``, cached under ``cache_root/tokenizers/``.
 
     ``key`` identifies the training corpus (its fingerprint); the trainer settings, the
-    tokenizers version and :data:`~clustertune.data.fingerprint.TOKENIZER_FORMAT` are added
+    tokenizers version and :data:`TOKENIZER_FORMAT` are added
     here. Training is deterministic (two runs give the same files byte for byte, a test checks
     it), and the prepared data's fingerprint uses the trained tokenizer's content anyway.
     Returns the directory (``save_pretrained`` layout) and the content sha256. ``texts`` is
     only called on a miss; concurrent callers build once (file lock) and the others wait.
     """
     import tokenizers
-
-    from clustertune.data.fingerprint import TOKENIZER_FORMAT, digest, tokenizer_content_hash
-    from clustertune.data.locks import file_lock
 
     full_key = {
         "corpus": key, "vocab_size": vocab_size, "classification": classification,
@@ -143,22 +143,32 @@ def cached_trained_tokenizer(
         except (OSError, ValueError, KeyError):
             return None
 
-    if found := hit():
-        return found
-    with file_lock(base / f".{final.name}.lock", f"the tokenizer being trained for {final.name}"):
-        if found := hit():
-            return found
+    def build(tmp: Path) -> None:
         t0 = time.perf_counter()
         tok = train_bpe(texts(), vocab_size, classification=classification, model_max_length=model_max_length)
-        tmp = base / f".tmp-{final.name}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
         tok.save_pretrained(str(tmp))
-        sha = tokenizer_content_hash(tok)
-        (tmp / TOKENIZER_META).write_text(json.dumps({"sha256": sha, "key": full_key}, indent=2) + "\n", encoding="utf-8")
-        if final.exists():  # damaged (no meta): replace
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        atomic_write_json(tmp / TOKENIZER_META, {"sha256": tokenizer_content_hash(tok), "key": full_key})
         log.info("trained a byte-level BPE tokenizer (%d tokens) in %.1fs; cached in %s",
                  len(tok), time.perf_counter() - t0, final)
-    return final, sha
+
+    # A directory without its meta file is damaged (a crash before this layout existed): rebuilt.
+    build_dir_once(final, build, what=f"the tokenizer being trained for {final.name}",
+                   is_complete=lambda _: hit() is not None, lock=base / f".{final.name}.lock")
+    found = hit()
+    assert found is not None  # build_dir_once returns only once the meta file is in place
+    return found
+
+
+def tokenizer_content_hash(tok: Any) -> str:
+    """sha256 of what decides a tokenizer's output: never its class name or path."""
+    special = {k: (v if isinstance(v, list) else str(v)) for k, v in sorted(tok.special_tokens_map.items())}
+    if getattr(tok, "is_fast", False) and getattr(tok, "backend_tokenizer", None) is not None:
+        backend = json.loads(tok.backend_tokenizer.to_str())
+        # Truncation/padding on the backend are call-time state, not content.
+        backend.pop("truncation", None)
+        backend.pop("padding", None)
+        content: dict[str, Any] = {"backend": backend}
+    else:
+        content = {"vocab": sorted(tok.get_vocab().items(), key=lambda kv: kv[1])}
+    content.update({"special": special, "padding_side": getattr(tok, "padding_side", "right")})
+    return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()

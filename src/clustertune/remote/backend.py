@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustertune.errors import RemoteCallError, RunError
-from clustertune.launch.base import register
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import ClusterSpec, HostSpec, client_id, run_secret
 from clustertune.runs.run import Run
@@ -188,6 +187,3 @@ class RemoteLauncher:
         if "remote" not in run.info:
             raise RunError(f"run {run.id} says backend {BACKEND} but has no 'remote' section in run.json")
         return RemoteJob(run)
-
-
-register(BACKEND, RemoteLauncher)

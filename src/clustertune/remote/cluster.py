@@ -132,17 +132,30 @@ class Cluster:
         self.conn(i).check_call(cmd, input=_BUNDLE, what="copying clustertune's helper")
         self._present.add((i, "runner"))
 
+    def run_or_repair(self, i: int, cmd: str, *, repair: Callable[[], object] | None = None,
+                      input: bytes | None = None, on_stderr: Callable[[bytes], None] | None = None,
+                      timeout: float | None = None) -> Result:
+        """Run ``cmd`` on host ``i``; when it exits :data:`EXIT_MISSING` (its own check found the
+        helper, or an env, missing), ``repair`` (by default: copy the helper) and run it once more.
+
+        Commands check what they need in the same round trip as the work, so a warm host costs
+        one ssh call and a cold one two."""
+        r = self.conn(i).run(cmd, input=input, on_stderr=on_stderr, timeout=timeout)
+        if r.rc == EXIT_MISSING:
+            if repair is not None:
+                repair()
+            else:
+                self.ensure_runner(i)
+            r = self.conn(i).run(cmd, input=input, on_stderr=on_stderr, timeout=timeout)
+        return r
+
     def helper(self, i: int, verb: str, *args: str, input: bytes | None = None, python: str | None = None,
                on_stderr: Callable[[bytes], None] | None = None, timeout: float | None = None) -> Result:
         """Run a helper verb on host ``i`` (copying the helper there first if needed)."""
         py = python or self.hosts[i].python
         runner = self.runner_path(i)
         cmd = shell_join(["test", "-f", runner], "||", f"exit {EXIT_MISSING};", [py, runner, verb, self.root(i), *args])
-        for _ in range(2):
-            r = self.conn(i).run(cmd, input=input, on_stderr=on_stderr, timeout=timeout)
-            if r.rc != EXIT_MISSING:
-                break
-            self.ensure_runner(i)
+        r = self.run_or_repair(i, cmd, input=input, on_stderr=on_stderr, timeout=timeout)
         if r.rc == 127:
             raise ClusterError(f"{self.hosts[i].label}: {py!r} was not found there ({r.err.strip()[-300:]}); "
                                "install Python 3 on the host or set the host's python in the cluster config")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from clustertune.errors import ClusterError
+from clustertune.fsutil import atomic_write_text
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Addresses and users end up as ssh arguments: a leading "-" would be read as an option.
@@ -136,11 +137,7 @@ def check_name(name: str) -> str:
 
 def _write_private(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text, mode=0o600)
 
 
 def _load_all() -> dict[str, Any]:

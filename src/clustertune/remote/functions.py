@@ -188,21 +188,20 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
                          "||", f"exit {EXIT_MISSING};", "exec", argv)
         prefix = f"[{cluster.hosts[i].label}] " if len(nodes) > 1 else ""
         printer = _stderr_printer(prefix, to_stdout=kind == "exec") if stream else None
-        for attempt in range(2):
-            try:
-                r = cluster.conn(i).run(cmd, input=data, on_stderr=printer)
-            except ClusterError as exc:
-                # Did the run start before the connection went? Then it goes on remotely.
-                st = _status_quietly(cluster, i, key)
-                if st in (None, "UNKNOWN"):
-                    raise
-                raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on "
-                                     f"remotely: `clustertune logs {key} --follow`, or get_ref({key!r}).result() "
-                                     f"({exc})", key) from None
-            if r.rc != EXIT_MISSING:
-                break
+        def repair() -> None:
             cluster.ensure_runner(i)
             cluster.ensure_env(i, env, stream=True)
+
+        try:
+            r = cluster.run_or_repair(i, cmd, input=data, on_stderr=printer, repair=repair)
+        except ClusterError as exc:
+            # Did the run start before the connection went? Then it goes on remotely.
+            st = _status_quietly(cluster, i, key)
+            if st in (None, "UNKNOWN"):
+                raise
+            raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on "
+                                 f"remotely: `clustertune logs {key} --follow`, or get_ref({key!r}).result() "
+                                 f"({exc})", key) from None
         if r.rc != 0:
             raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
         if wait:

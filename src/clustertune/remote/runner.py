@@ -247,6 +247,7 @@ def _sockets():
         import _clustertune_runner_sockets as mod
     except ImportError:
         from clustertune.remote import runner_sockets as mod
+    mod.base = sys.modules[__name__]  # the sockets half calls back into this helper
     return mod
 
 

@@ -14,10 +14,10 @@ import struct
 import sys
 import traceback
 
-try:  # on a host: the helper script beside this file
-    import _clustertune_runner as base
-except ImportError:  # in the client's package
-    from clustertune.remote import runner as base
+# The host helper that loaded this module (its state files, signing, forking): set by that
+# helper when it loads this one, so the dependency runs one way, helper -> sockets, on a host
+# (where both are loose scripts) and in the client's package alike.
+base = None
 
 
 def _child_serve(root: str, rdir: str, header: dict, payload: bytes) -> int:

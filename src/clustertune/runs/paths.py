@@ -1,9 +1,40 @@
-"""Every file of a run directory, named in one place."""
+"""Every file of a run directory, named in one place, and the stop/cancel request protocol.
+
+The run directory is the only contract between the submitting machine and the nodes, so the
+names below are shared by both sides: the launcher writes a request file, every rank polls for
+it (:mod:`clustertune.train.stop`) and checkpoints before it stops.
+"""
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
+
+# Written into the run directory to ask every rank to checkpoint and stop (the batch shell's
+# signal trap writes it); removed when a job (re)starts.
+STOP_FILE = "stop-request"
+# Written by `clustertune cancel` before it asks the scheduler: the ranks then record CANCELLED.
+CANCEL_FILE = "cancel-request"
+LOGS_DIR = "logs"
+RUN_LOG = "run.log"
+# What marks a tokenizer directory as complete (save_pretrained writes it last of the configs).
+TOKENIZER_MARKER = "tokenizer_config.json"
+
+
+def rank_log_name(rank: int) -> str:
+    """One rank's own log inside ``logs/``."""
+    return f"rank-{rank}.log"
+
+
+def node_log_name(node: int | str) -> str:
+    """One node's log inside ``logs/`` (``%n`` lets SLURM fill in the node id)."""
+    return f"node-{node}.log"
+
+
+def has_tokenizer(directory: Path) -> bool:
+    """Whether ``directory`` holds a saved tokenizer (the run's own copy, a cache entry)."""
+    return (directory / TOKENIZER_MARKER).is_file()
 
 
 @dataclass(frozen=True)
@@ -38,12 +69,33 @@ class RunPaths:
 
     @property
     def logs_dir(self) -> Path:
-        return self.root / "logs"
+        return self.root / LOGS_DIR
 
     @property
     def log(self) -> Path:
         """The run's log (progress lines, warnings, failures)."""
-        return self.logs_dir / "run.log"
+        return self.logs_dir / RUN_LOG
+
+    def rank_log(self, rank: int) -> Path:
+        return self.logs_dir / rank_log_name(rank)
+
+    def node_log(self, node: int | str) -> Path:
+        return self.logs_dir / node_log_name(node)
+
+    @property
+    def stop_request(self) -> Path:
+        """Asks every rank to checkpoint at the next step and stop (see :data:`STOP_FILE`)."""
+        return self.root / STOP_FILE
+
+    @property
+    def cancel_request(self) -> Path:
+        """Says a stop is a cancel: the ranks record CANCELLED (see :data:`CANCEL_FILE`)."""
+        return self.root / CANCEL_FILE
+
+    @property
+    def has_tokenizer(self) -> bool:
+        """The run's tokenizer was saved (trained on the spot or copied) before training."""
+        return has_tokenizer(self.tokenizer)
 
     @property
     def checkpoints(self) -> Path:
@@ -75,3 +127,33 @@ class RunPaths:
 
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step-{step:08d}"
+
+
+@dataclass(frozen=True)
+class HostRunPaths:
+    """The same run directory on an SSH host, as POSIX path strings for remote commands.
+
+    ``root`` is the host's clustertune root; a run's directory sits at ``<root>/train/<run id>``.
+    """
+
+    root: str
+    run_id: str
+
+    @property
+    def run_dir(self) -> str:
+        return posixpath.join(self.root, "train", self.run_id)
+
+    def file(self, *parts: str) -> str:
+        return posixpath.join(self.run_dir, *parts)
+
+    @property
+    def stop_request(self) -> str:
+        return self.file(STOP_FILE)
+
+    @property
+    def cancel_request(self) -> str:
+        return self.file(CANCEL_FILE)
+
+    @property
+    def logs_dir(self) -> str:
+        return self.file(LOGS_DIR)

@@ -10,7 +10,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.runs.run import Run
-from clustertune.train.metrics import read_metrics
+from clustertune.runs.metrics_file import read_metrics
 
 
 def age(iso: str | None) -> str:

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.state import RunState, check_transition
 
@@ -30,12 +31,6 @@ def new_run_id(name: str) -> str:
     """``<name>-<UTC timestamp>-<4 hex>``: sortable by time, unique, safe in paths and shells."""
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-")[:40] or "run"
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _versions() -> dict[str, str]:
@@ -134,7 +129,7 @@ class Run:
         return cls(paths, info)
 
     def save(self) -> None:
-        write_json_atomic(self.paths.run_json, self.info)
+        atomic_write_json(self.paths.run_json, self.info)
 
     def reload(self) -> Run:
         self.info = json.loads(self.paths.run_json.read_text(encoding="utf-8"))

@@ -121,10 +121,11 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
     from clustertune.data.prepare import Arrays
     from clustertune.recipe.load import dump_recipe, load_recipe
     from clustertune.runs.paths import RunPaths
-    from clustertune.train.entry import make_strategy, reset_accelerate_state
+    from clustertune.train.entry import make_strategy
+    from clustertune.train.precision import reset_accelerate_state
     from clustertune.train.fastpath import pad_vocab, vocab_multiple
     from clustertune.train.loop import train_loop
-    from clustertune.train.metrics import read_metrics
+    from clustertune.runs.metrics_file import read_metrics
 
     recipe = load_recipe({
         "name": "bench",

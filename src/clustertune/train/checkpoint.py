@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from clustertune.data.fingerprint import sha256_file
+from clustertune.fsutil import sha256_file
 from clustertune.errors import CheckpointError
 from clustertune.runs.paths import RunPaths
 

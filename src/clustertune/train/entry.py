@@ -23,6 +23,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
+from clustertune.train.precision import mixed_precision, reset_accelerate_state
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.base import explain_out_of_memory
 
@@ -32,24 +33,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("clustertune")
 
 
-def mixed_precision(recipe: Recipe) -> str:
-    """Accelerate's mixed_precision for this recipe on this machine."""
-    p = recipe.train.precision
-    if p == "auto":
-        if torch.cuda.is_available():
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return "no"
-    if p == "fp16" and not torch.cuda.is_available():
-        raise UserError("train.precision: fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
-    return {"fp32": "no"}.get(p, p)
-
-
 def run_tokenizer(paths: RunPaths) -> Any:
     """The run's tokenizer, as the submitting side put it in the run directory (the one the
     prepared data was tokenized with; trained or loaded there, never here)."""
     from transformers import AutoTokenizer
 
-    if not (paths.tokenizer / "tokenizer_config.json").is_file():
+    if not paths.has_tokenizer:
         raise DataError(f"run directory {paths.root} has no tokenizer/: its data was never prepared "
                         "(`clustertune run` prepares it before training starts)")
     return AutoTokenizer.from_pretrained(str(paths.tokenizer))
@@ -88,14 +77,6 @@ def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
 
     plugin = fsdp_plugin(recipe) if strategy == "fsdp" else None
     return AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
-
-
-def reset_accelerate_state() -> None:
-    """Accelerate keeps process-wide state; clear it so this process can run another recipe."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
@@ -173,7 +154,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
 
 def _node_logging(paths: RunPaths, rank: int) -> None:
     fmt = logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s")
-    handlers: list[logging.Handler] = [logging.FileHandler(paths.logs_dir / f"rank-{rank}.log", encoding="utf-8"),
+    handlers: list[logging.Handler] = [logging.FileHandler(paths.rank_log(rank), encoding="utf-8"),
                                        logging.StreamHandler()]
     if rank == 0:
         handlers.append(logging.FileHandler(paths.log, encoding="utf-8"))
@@ -204,10 +185,9 @@ def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -
 def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
     """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
     signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
-    from clustertune.launch.plan import CANCEL_FILE
     from clustertune.runs.state import RunState
 
-    if (paths.root / CANCEL_FILE).exists():
+    if paths.cancel_request.exists():
         return RunState.CANCELLED
     if "USR2" in stopped_by and topo.restart_count >= recipe.launch.max_requeues:
         return RunState.TIMEOUT
@@ -219,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import traceback
 
-    from clustertune.launch.plan import STOP_FILE
-    from clustertune.launch.topology import Topology
+    from clustertune.runs.topology import Topology
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.run import Run
     from clustertune.runs.state import RunState
@@ -237,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     run = Run.load(paths.root) if topo.is_main else None
     recipe = load_recipe(paths.recipe)
     minutes = recipe.launch.watchdog_minutes
-    watchdog_log = (paths.logs_dir / f"rank-{topo.rank}.log").open("a", encoding="utf-8") if minutes else None
-    stop = StopFlag(paths.root / STOP_FILE, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
+    watchdog_log = paths.rank_log(topo.rank).open("a", encoding="utf-8") if minutes else None
+    stop = StopFlag(paths.stop_request, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
     try:
         found = ckpt.list_checkpoints(paths)
         resume_from = found[-1] if found else None  # a restart or requeue continues from here

@@ -187,7 +187,7 @@ def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
     """ZeRO-3's threshold as the run's DeepSpeed config sets it (a user JSON may change it)."""
     if recipe.train.strategy != "deepspeed":
         return ZERO3_PERSISTENCE_THRESHOLD
-    from clustertune.train.strategies.zero import deepspeed_config
+    from clustertune.train.ds_config import deepspeed_config
 
     zero = deepspeed_config(recipe, world, mixed_precision).get("zero_optimization", {})
     value = zero.get("stage3_param_persistence_threshold", ZERO3_PERSISTENCE_THRESHOLD)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import TrackingError
+from clustertune.fsutil import atomic_write_text
+from clustertune.runs.metrics_file import read_metrics
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 
@@ -64,28 +66,11 @@ class MetricsWriter:
             self.accelerator.log(nums, step=int(row["step"]))
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut short by a kill
-    return rows
-
-
 def truncate_after(path: Path, step: int) -> int:
     """Drop rows written after ``step`` (by an attempt that died); returns how many were dropped."""
     rows = read_metrics(path)
     keep = [r for r in rows if int(r.get("step", 0)) <= step]
     if len(keep) == len(rows) and path.is_file() and path.read_text(encoding="utf-8").endswith("\n"):
         return 0
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
     return len(rows) - len(keep)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.fingerprint import sha256_file
+from clustertune.fsutil import sha256_file
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 

@@ -45,7 +45,7 @@ def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
     """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
     from trl import DPOConfig, GRPOConfig, RLOOConfig
 
-    from clustertune.train.entry import mixed_precision
+    from clustertune.train.precision import mixed_precision
 
     t, rl = recipe.train, recipe.rl
     assert rl is not None
@@ -102,7 +102,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     from transformers import AutoModelForCausalLM, set_seed
 
     from clustertune.models.tokenizer import load_tokenizer
-    from clustertune.train.entry import reset_accelerate_state
+    from clustertune.train.precision import reset_accelerate_state
 
     rl, t = recipe.rl, recipe.train
     assert rl is not None

@@ -24,7 +24,7 @@ from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
-from clustertune.train.strategies.ds_config import build_config, merge_user_config, read_user_config
+from clustertune.train.ds_config import deepspeed_config
 
 TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
 
@@ -44,15 +44,6 @@ def require_deepspeed() -> Any:
         ) from exc
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     return deepspeed
-
-
-def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str) -> dict[str, Any]:
-    """The recipe's config with the user's JSON (if any) merged over it; contradictions raise."""
-    t = recipe.train
-    cfg, origin = build_config(t, world_size, mixed_precision)
-    if t.deepspeed_config:
-        cfg = merge_user_config(cfg, origin, read_user_config(t.deepspeed_config), t.deepspeed_config)
-    return cfg
 
 
 def check_strategy(recipe: Recipe, mixed_precision: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
-from clustertune.recipe.schema import TrainSection
+from clustertune.recipe.schema import Recipe, TrainSection
 
 
 class DeepSpeedConfigError(UserError):
@@ -144,3 +144,12 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
+
+
+def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str) -> dict[str, Any]:
+    """The recipe's config with the user's JSON (if any) merged over it; contradictions raise."""
+    t = recipe.train
+    cfg, origin = build_config(t, world_size, mixed_precision)
+    if t.deepspeed_config:
+        cfg = merge_user_config(cfg, origin, read_user_config(t.deepspeed_config), t.deepspeed_config)
+    return cfg

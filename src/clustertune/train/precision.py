@@ -1,0 +1,30 @@
+"""What every node-side trainer (the supervised loop and TRL's) needs from Accelerate's process
+state: the mixed precision for this machine, and a reset between recipes in one process."""
+
+from __future__ import annotations
+
+import torch
+
+from clustertune.errors import UserError
+from clustertune.recipe.schema import Recipe
+
+
+def mixed_precision(recipe: Recipe) -> str:
+    """Accelerate's mixed_precision for this recipe on this machine."""
+    p = recipe.train.precision
+    if p == "auto":
+        if torch.cuda.is_available():
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "no"
+    if p == "fp16" and not torch.cuda.is_available():
+        raise UserError("train.precision: fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
+    return {"fp32": "no"}.get(p, p)
+
+
+
+def reset_accelerate_state() -> None:
+    """Accelerate keeps process-wide state; clear it so this process can run another recipe."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
