@@ -108,8 +108,9 @@ def _resume_target(run: Run) -> Path | None:
     if run.state is RunState.COMPLETED:
         raise RunError(f"run {run.id} already COMPLETED; start a new run instead of --resume")
     if run.state is RunState.RUNNING:
-        att = run.attempts[-1] if run.attempts else {}
-        raise RunError(f"run {run.id} is still RUNNING (pid {att.get('pid')} on {att.get('host')}); it cannot be resumed twice")
+        att = run.last_attempt
+        where = f"pid {att.pid} on {att.host}" if att else "no attempt recorded"
+        raise RunError(f"run {run.id} is still RUNNING ({where}); it cannot be resumed twice")
     if run.state not in RESUMABLE and run.state is not RunState.CREATED:
         raise RunError(f"run {run.id} is {run.state.value}; only failed, cancelled or preempted runs resume")
     found = ckpt.list_checkpoints(run.paths)

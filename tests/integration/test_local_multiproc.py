@@ -31,7 +31,7 @@ def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path) -> None:
     one = api_run(tiny(train={**steps, "batch_size": 8}), show_progress=False)
     two = launch(tiny(train={**steps, "batch_size": 4}, launch={"procs_per_node": 2}))
     assert one.state is RunState.COMPLETED
-    assert two.state is RunState.COMPLETED, two.info.get("reason")
+    assert two.state is RunState.COMPLETED, two.info.reason
     a, b = train_losses(one.paths.root), train_losses(two.paths.root)
     assert sorted(a) == sorted(b) == list(range(1, 21))
     worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
@@ -48,15 +48,15 @@ def test_resume_at_another_world_size_continues_from_the_same_sample(runs_root: 
     monkeypatch.setenv("CLUSTERTUNE_FAULT_KILL_AT_STEP", "6")
     first = launch(recipe)
     assert first.state is RunState.FAILED
-    assert "torchrun exited" in first.info["reason"]
+    assert "torchrun exited" in first.info.reason
     monkeypatch.delenv("CLUSTERTUNE_FAULT_KILL_AT_STEP")
 
     out = cli("run", "--resume", first.id, "launch.procs_per_node=1")
     assert out.returncode == 0, out.stdout + out.stderr
     resumed = get_run(first.id)
-    assert resumed.state is RunState.COMPLETED, resumed.info.get("reason")
+    assert resumed.state is RunState.COMPLETED, resumed.info.reason
     assert resumed.paths.recipe.read_text().count("procs_per_node: 1") == 1
-    assert resumed.attempts[-1]["resumed_from"] == "step-00000004"
+    assert resumed.attempts[-1].resumed_from == "step-00000004"
     rows = [r for r in read_jsonl(resumed.paths.metrics) if r["kind"] == "train"]
     assert [r["step"] for r in rows] == [2, 4, 6, 8]  # the lost attempt's step-6 row was dropped
     seen = {r["step"]: r["samples_seen"] for r in rows}
@@ -118,7 +118,7 @@ def test_max_restarts_restarts_failed_workers_from_the_last_checkpoint(runs_root
 
     train = {"max_steps": 8, "log_every": 1, "save_every": 4, "batch_size": 4, "eval_at_start": False}
     steady = launch(tiny(train=train, launch={"procs_per_node": 2}))
-    assert steady.state is RunState.COMPLETED, steady.info.get("reason")
+    assert steady.state is RunState.COMPLETED, steady.info.reason
 
     # One worker is SIGKILLed after step 6; torchrun's agent restarts both, and they continue from
     # the step-4 checkpoint inside the same launch, with no `--resume`.
@@ -126,11 +126,11 @@ def test_max_restarts_restarts_failed_workers_from_the_last_checkpoint(runs_root
     monkeypatch.setenv(KILL_ONCE_ENV, str(tmp_path / "killed-once"))
     run = launch(tiny(train=train, launch={"procs_per_node": 2, "max_restarts": 1}))
     assert (tmp_path / "killed-once").exists()  # the fault did fire
-    assert run.state is RunState.COMPLETED, run.info.get("reason")
+    assert run.state is RunState.COMPLETED, run.info.reason
     # Whichever rank died, the restart continued from the checkpoint; if the survivor was rank 0
     # it recorded its own failure first (an ended attempt), and the restart opened another.
-    assert run.attempts[-1]["resumed_from"] == "step-00000004" and len(run.attempts) in (1, 2)
-    assert all(a.get("ended_at") and a.get("reason") for a in run.attempts[:-1])
+    assert run.attempts[-1].resumed_from == "step-00000004" and len(run.attempts) in (1, 2)
+    assert all(a.ended_at and a.reason for a in run.attempts[:-1])
     assert "restart" in (run.paths.logs_dir / "launcher.log").read_text().lower()
     steps = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert steps == list(range(1, 9))  # the killed workers' rows for steps 5-6 were dropped, then redone

@@ -135,13 +135,13 @@ def test_sigterm_checkpoints_an_rl_run_and_resume_continues(tiny_policy_run: Run
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
     run = run.reload()
-    assert run.state is RunState.PREEMPTED and "SIGTERM" in run.info["reason"]
+    assert run.state is RunState.PREEMPTED and "SIGTERM" in run.info.reason
     (found,) = ckpt.list_checkpoints(run.paths)
     stopped_at = ckpt.verify_checkpoint(found)["step"]
     assert stopped_at % 2 == 0 and 2 <= stopped_at < 30 and not run.paths.model.exists()
     assert max(row["step"] for row in read_jsonl(run.paths.metrics)) == stopped_at
     resumed = ct.run(resume=run.id, runs_root_dir=rl_runs_root, show_progress=False)
-    assert resumed.state is RunState.COMPLETED and resumed.attempts[-1]["resumed_from"] == found.name
+    assert resumed.state is RunState.COMPLETED and resumed.attempts[-1].resumed_from == found.name
     steps = [row["step"] for row in read_jsonl(resumed.paths.metrics) if row["kind"] == "train"]
     assert steps == list(range(2, 31, 2))  # each log step once: before the stop, then after the resume
     assert (resumed.paths.model / "model.safetensors").is_file()

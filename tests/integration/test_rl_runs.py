@@ -104,7 +104,7 @@ def test_resume_after_sigkill_continues_from_the_last_checkpoint(tiny_policy_run
     assert [p.name for p in ckpt.list_checkpoints(run.paths)] == ["step-00000004"]
     run = ct.run(resume=run_id, runs_root_dir=rl_runs_root, show_progress=False)
     assert run.state is RunState.COMPLETED
-    assert run.attempts[-1]["resumed_from"] == "step-00000004"
+    assert run.attempts[-1].resumed_from == "step-00000004"
     train_steps = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert train_steps == [2, 4, 6, 8]  # rows of the killed attempt after step 4 were dropped
     assert [e["step"] for e in evals(run)] == [0, 8]
@@ -166,7 +166,7 @@ def test_reward_that_raises_mid_run_fails_it_cleanly_with_a_checkpoint(tiny_poli
     assert msg.startswith("reward function flaky_rewards:flaky raised:\nTraceback")
     assert "raise KeyError('a column the user forgot')" in msg and msg.count("Traceback") == 1
     (run,) = ct.list_runs(runs)
-    assert run.state is RunState.FAILED and run.info["reason"] == msg
+    assert run.state is RunState.FAILED and run.info.reason == msg
     # The last completed step is kept, so a fixed reward can continue with --resume.
     (found,) = ckpt.list_checkpoints(run.paths)
     state = ckpt.verify_checkpoint(found)

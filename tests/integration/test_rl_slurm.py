@@ -31,12 +31,12 @@ def test_grpo_on_slurm_stops_on_usr2_requeues_and_resumes(tiny_policy_run: Run, 
     subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)
     state = job.wait(timeout=400)
     run.reload()
-    assert state is RunState.COMPLETED, f"{run.info.get('reason')}\n{job.logs()}"
+    assert state is RunState.COMPLETED, f"{run.info.reason}\n{job.logs()}"
     first, second = run.attempts[0], run.attempts[-1]
-    assert first["state"] == "PREEMPTED" and "USR2" in first["reason"], first
-    stop_step = int(first["reason"].split("at step ")[1].split(";")[0])
+    assert first.state == "PREEMPTED" and "USR2" in first.reason, first
+    stop_step = int(first.reason.split("at step ")[1].split(";")[0])
     assert stop_step % 4 == 0 and stop_step < 48
-    assert second["resumed_from"] == f"step-{stop_step:08d}" and second["job_id"] == first["job_id"]
+    assert second.resumed_from == f"step-{stop_step:08d}" and second.job_id == first.job_id
     assert "requeue:" in job.logs() and "restart 1" in job.logs()
     # Every log step once, the evaluation before and after, and the final policy.
     rows = read_jsonl(run.paths.metrics)

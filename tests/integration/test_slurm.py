@@ -45,7 +45,7 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert "submitted (SLURM job" in out.stdout
     state = job_for(get_run(run_id, root)).wait(timeout=300)
     run = get_run(run_id, root)
-    assert state is RunState.COMPLETED, f"{run.info.get('reason')}\n{job_for(run).logs()}"
+    assert state is RunState.COMPLETED, f"{run.info.reason}\n{job_for(run).logs()}"
     assert not pwned.exists()
     assert f"secret length {len(secret)}" in job_for(run).logs()
     leaked = [p for p in run.paths.root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
@@ -64,12 +64,12 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert node5.returncode == 2 and "no log for node 5 (has: node-0.log)" in node5.stderr
     assert run.paths.model.is_dir() and (run.paths.root / "job.sbatch").is_file()
     att = run.attempts[-1]
-    assert att["backend"] == "slurm" and att["job_id"].isdigit()
+    assert att.backend == "slurm" and att.job_id.isdigit()
     # This cluster has no accounting: sacct gives nothing and squeue -t all still knows the job.
     from clustertune.launch.slurm import sacct_view, scontrol_view, squeue_view
 
-    assert sacct_view(att["job_id"]) is None
-    assert scontrol_view(att["job_id"]).raw == squeue_view(att["job_id"]).raw == "COMPLETED"
+    assert sacct_view(att.job_id) is None
+    assert scontrol_view(att.job_id).raw == squeue_view(att.job_id).raw == "COMPLETED"
 
 
 def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: P
     run = launch(tiny(launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1, "cpus_per_task": 1},
                       data={"stage_to": f"{stage}/$SLURMD_NODENAME"}))
     state = job_for(run).wait(timeout=300)
-    assert state is RunState.COMPLETED, f"{run.reload().info.get('reason')}\n{job_for(run).logs()}"
+    assert state is RunState.COMPLETED, f"{run.reload().info.reason}\n{job_for(run).logs()}"
     logs = run.paths.logs_dir
     assert (logs / "node-0.log").is_file() and (logs / "node-1.log").is_file()
     r0, r1 = (logs / "rank-0.log").read_text(), (logs / "rank-1.log").read_text()
@@ -138,6 +138,6 @@ def test_a_data_problem_fails_the_job_at_its_data_step(runs_root: Path) -> None:
     state = job_for(run).wait(timeout=300)
     run = run.reload()
     assert state is RunState.FAILED
-    assert "data step: data.text_column: column 'body' not in the train data" in run.info["reason"]
+    assert "data step: data.text_column: column 'body' not in the train data" in run.info.reason
     assert not (run.paths.logs_dir / "rank-0.log").exists()  # no rank ever started
 

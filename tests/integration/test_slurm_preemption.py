@@ -41,13 +41,13 @@ def test_usr2_checkpoints_requeues_and_resumes_to_the_same_loss(runs_root: Path)
     subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)
     state = job.wait(timeout=400)
     run.reload()
-    assert state is RunState.COMPLETED, f"{run.info.get('reason')}\n{job.logs()}"
+    assert state is RunState.COMPLETED, f"{run.info.reason}\n{job.logs()}"
 
     first, second = run.attempts[0], run.attempts[-1]
-    assert first["state"] == "PREEMPTED" and "USR2" in first["reason"]
-    stop_step = int(first["reason"].split("at step ")[1].split(";")[0])
+    assert first.state == "PREEMPTED" and "USR2" in first.reason
+    stop_step = int(first.reason.split("at step ")[1].split(";")[0])
     assert stop_step % TRAIN["log_every"] == 0 and stop_step < TRAIN["max_steps"]
-    assert second["resumed_from"] == f"step-{stop_step:08d}" and second["job_id"] == first["job_id"]
+    assert second.resumed_from == f"step-{stop_step:08d}" and second.job_id == first.job_id
     batch_log = job.logs()
     assert "received SIGUSR2" in batch_log and "requeue:" in batch_log and "restart 1" in batch_log
 
@@ -71,9 +71,9 @@ def test_time_limit_signal_stops_with_a_checkpoint_and_no_requeue_left_is_timeou
     job = job_for(run)
     state = job.wait(timeout=200)
     run.reload()
-    assert state is RunState.TIMEOUT, f"{run.info.get('reason')}\n{job.logs()}"
-    assert "SIGUSR2" in run.info["reason"]
-    step = int(run.info["reason"].split("at step ")[1].split(";")[0])
+    assert state is RunState.TIMEOUT, f"{run.info.reason}\n{job.logs()}"
+    assert "SIGUSR2" in run.info.reason
+    step = int(run.info.reason.split("at step ")[1].split(";")[0])
     assert (run.paths.checkpoint(step) / "state.json").is_file()
     assert "not requeued" in job.logs() and len(run.attempts) == 1
 
@@ -89,14 +89,14 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root:
     # What a preemption's SIGTERM does to the batch shell; SLURM itself decides about requeueing.
     subprocess.run(["scancel", "--signal=TERM", "--batch", job.job_id], check=True, timeout=30)
     assert job.wait(timeout=300) is RunState.PREEMPTED, job.logs()
-    stopped_at = int(run.reload().info["reason"].split("at step ")[1].split(";")[0])
+    stopped_at = int(run.reload().info.reason.split("at step ")[1].split(";")[0])
 
     out = cli("run", "--resume", run.id)
     assert out.returncode == 0 and "submitted" in out.stdout, out.stderr
     run.reload()
-    assert len(run.attempts) == 2 and run.attempts[1]["job_id"] != run.attempts[0]["job_id"]
+    assert len(run.attempts) == 2 and run.attempts[1].job_id != run.attempts[0].job_id
     assert job_for(run).wait(timeout=300) is RunState.COMPLETED, job_for(run).logs()
     run.reload()
-    assert run.attempts[-1]["resumed_from"] == f"step-{stopped_at:08d}"
+    assert run.attempts[-1].resumed_from == f"step-{stopped_at:08d}"
     rows = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert [r["step"] for r in rows] == list(range(4, 241, 4))

@@ -109,7 +109,7 @@ def test_sync_call_streams_logs_and_async_ref(ssh_cluster, capfd):
     assert ref.status() is RunState.COMPLETED
     assert "doubling 5" in ref.logs()
     run = ct.get_run(ref.run_key)
-    assert run.info["backend"] == "ssh-remote" and run.state is RunState.COMPLETED
+    assert run.info.backend == "ssh-remote" and run.state is RunState.COMPLETED
     # Lambdas and closures travel by value.
     k = 7
     assert ct.function(lambda y: y + k).to(c)(1) == 8

@@ -112,9 +112,8 @@ def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluste
     from clustertune.runs.store import runs_root
 
     run = Run.create(runs_root(), "kept", "causal_lm", "name: kept\n", ["test"], backend="ssh")
-    run.info["remote"] = {"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],
-                          "key": f"{run.id}-1", "keep_on_cluster": True}
-    run.save()
+    run.set_remote({"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],
+                    "key": f"{run.id}-1", "keep_on_cluster": True})
     holder = Path(ssh_cluster.hosts[1].root) / "train" / run.id / "checkpoints"
     for step, payload in ((4, b"older"), (8, b"newest weights \x00\x01")):
         (holder / f"step-{step:08d}").mkdir(parents=True)

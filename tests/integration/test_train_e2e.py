@@ -127,4 +127,4 @@ def test_failure_after_the_run_started_is_recorded(runs_root: Path) -> None:
     (run,) = ct.list_runs()
     assert run.state is RunState.FAILED
     att = run.attempts[-1]
-    assert att["state"] == "FAILED" and "divisible" in att["reason"] and att["ended_at"]
+    assert att.state == "FAILED" and "divisible" in att.reason and att.ended_at

@@ -195,7 +195,7 @@ def test_run_prepares_once_writes_the_run_dir_and_stages(runs_root: Path, tmp_pa
     assert "staged" in run.paths.log.read_text()
     assert len([r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]) == 2
     # A resumed run must keep its data: changed data is refused before anything changes.
-    run.info["state"] = "FAILED"  # as if it had died
+    run.info.state = "FAILED"  # as if it had died
     run.save()
     data_file = run.paths.data
     ref["fingerprint"] = "0" * 20

@@ -99,10 +99,10 @@ def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, ru
                       runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
                       announce=lambda text: print(text, file=sys.stderr, flush=True))
     if r.state is RunState.PENDING:
-        print(f"run {r.id} submitted (SLURM job {r.attempts[-1]['job_id']}); follow it with `clustertune status {r.id}`")
+        print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return True
-    print(f"run {r.id} {r.state.value}" + (f": {r.info['reason']}" if r.state is not RunState.COMPLETED and r.info.get("reason") else ""))
-    if (r.info.get("remote") or {}).get("keep_on_cluster"):
+    print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
+    if (r.info.remote or {}).get("keep_on_cluster"):
         from clustertune.launch.ssh import kept_result_lines
 
         print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it

@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
             return
         found = list_runs(runs_root)
         if cluster is not None:
-            found = [r for r in found if (r.info.get("remote") or {}).get("cluster") == cluster]
+            found = [r for r in found if (r.info.remote or {}).get("cluster") == cluster]
         if not found:
             print("no runs yet")
             return
@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
 
         r = get_run(run_id, runs_root)
         state = job_for(r).state()
-        print(f"{r.id} {state.value}" + (f": {r.info['reason']}" if r.info.get("reason") else ""))
+        print(f"{r.id} {state.value}" + (f": {r.info.reason}" if r.info.reason else ""))
 
     @app.command()
     def cancel(

@@ -52,7 +52,7 @@ def _record_failure(paths: RunPaths, reason: str) -> None:
         run = Run.load(paths.root)
         if not run.state.terminal:
             run.transition(RunState.FAILED, reason=reason)
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):
         pass  # the log line above still says why
 
 

@@ -82,4 +82,4 @@ def launcher(name: str) -> Launcher:
 
 def job_for(run: Run) -> Job:
     """The job of ``run``, whatever backend ran it."""
-    return launcher(str(run.info.get("backend", "local"))).job(run)
+    return launcher(run.info.backend).job(run)

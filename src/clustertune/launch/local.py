@@ -22,8 +22,6 @@ from clustertune.runs.state import RunState
 class LocalJob:
     run: Run
 
-    def _attempt(self) -> dict:
-        return self.run.attempts[-1] if self.run.attempts else {}
 
     def state(self) -> RunState:
         return self.run.reload().reconcile().state
@@ -46,10 +44,10 @@ class LocalJob:
         state = self.state()
         if state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
-        att = self._attempt()
-        if att.get("host") != socket.gethostname():
-            raise RunError(f"run {self.run.id} runs on host {att.get('host')}; cancel it there")
-        pid = int(att.get("pid") or 0)
+        att = self.run.last_attempt
+        if att is not None and att.host != socket.gethostname():
+            raise RunError(f"run {self.run.id} runs on host {att.host}; cancel it there")
+        pid = (att.pid if att else None) or 0
         if pid and pid_alive(pid):
             # SIGINT: the training process records CANCELLED itself on KeyboardInterrupt.
             os.kill(pid, signal.SIGINT)
@@ -59,7 +57,7 @@ class LocalJob:
                 time.sleep(0.1)
             else:
                 os.kill(pid, signal.SIGKILL)
-                group = int(att.get("torchrun_pid") or 0)
+                group = (att.torchrun_pid if att else None) or 0
                 if group and pid_alive(group):
                     os.killpg(group, signal.SIGKILL)  # torchrun and its ranks run in their own session
         self.run.reload()
@@ -129,8 +127,7 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
         # Own session: Ctrl-C and `clustertune cancel` reach torchrun through this process,
         # which forwards SIGINT; torchrun passes it on to every rank.
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=node_env(plan), start_new_session=True)
-        run.attempts[-1]["torchrun_pid"] = proc.pid  # so a cancel can reach the ranks if this process is gone
-        run.save()
+        run.record_attempt(torchrun_pid=proc.pid)  # so a cancel can reach the ranks if this process is gone
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
@@ -146,7 +143,6 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
     run.reload()
     if not run.state.terminal:
         run.transition(RunState.FAILED, reason=f"torchrun exited with code {rc}; last lines of {out}:\n{tail(out)}")
-    elif run.state is RunState.FAILED and rc != 0 and "last lines" not in str(run.info.get("reason", "")):
-        run.info["reason"] = f"{run.info.get('reason')}\nlast lines of {out}:\n{tail(out)}"
-        run.save()
+    elif run.state is RunState.FAILED and rc != 0 and "last lines" not in (run.info.reason or ""):
+        run.explain(f"last lines of {out}:\n{tail(out)}")
     return run.state

@@ -288,8 +288,8 @@ class SlurmJob:
     @property
     def job_id(self) -> str:
         for att in reversed(self.run.attempts):
-            if att.get("backend") == "slurm" and att.get("job_id"):
-                return str(att["job_id"])
+            if att.backend == "slurm" and att.job_id:
+                return att.job_id
         raise RunError(f"run {self.run.id} has no SLURM job id in {self.run.paths.run_json}")
 
     def state(self) -> RunState:
@@ -300,13 +300,12 @@ class SlurmJob:
             return run.state
         if run.state.terminal:
             # Requeued (SLURM counts the restarts): a new attempt, PENDING until rank 0 starts it.
-            seen = sum(1 for a in run.attempts if str(a.get("job_id")) == self.job_id)
+            seen = sum(1 for a in run.attempts if a.job_id == self.job_id)
             if (view.state is RunState.PENDING and run.state in RESUMABLE and view.restarts is not None
                     and view.restarts >= seen):
                 run.start_attempt(job_id=self.job_id, state=RunState.PENDING)
             return run.state
         if view.state is RunState.RUNNING and run.state is RunState.PENDING:
-            run.attempts[-1]["state"] = RunState.RUNNING.value
             run.transition(RunState.RUNNING)
         elif view.state.terminal:
             # The job ended but the ranks did not record how: take SLURM's word for it.

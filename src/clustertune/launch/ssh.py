@@ -33,6 +33,7 @@ from clustertune.errors import ClusterError, LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
+from clustertune.runs.records import RunInfo
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -207,12 +208,12 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     addresses = [h.address for h in hosts]
     data_ref = json.loads(run.paths.data.read_text(encoding="utf-8"))
     code = _code_files()
-    run.info["remote"] = {
+    run.set_remote({
         "cluster": cluster.name, "kind": "train", "nodes": nodes, "client": client_id(),
         "hosts": [h.to_dict() for h in cluster.hosts], "key": key, "keep_on_cluster": launch.keep_on_cluster,
         "rendezvous": f"{hosts[0].address}:{rendezvous_port(key)}", "env_vars": sorted(plan.env_passthrough),
         "gathered": False,
-    }
+    })
     # Opened (PENDING) before the copy: every host's run.json then shows this attempt open, and
     # the node entry on global rank 0 records how it ends. RUNNING once every host has started.
     run.start_attempt(job_id=key, state=RunState.PENDING)
@@ -250,11 +251,16 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
             run.transition(RunState.FAILED, reason=f"could not start on the cluster: {exc}")
         raise
     run.reload()
-    run.attempts[-1]["job_id"] = key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers))
-    run.info["remote"]["started"] = True
-    run.info["remote"]["procs_per_node"] = [a["procs"] for a in answers]
+    run.record_attempt(job_id=key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers)))
+    run.update_remote(started=True, procs_per_node=[a["procs"] for a in answers])
     run.transition(RunState.RUNNING)
     return SshJob(run)
+
+
+def _remote(run: Run) -> dict[str, Any]:
+    if run.info.remote is None:
+        raise RunError(f"run {run.id} has no 'remote' section in {run.paths.run_json}")
+    return run.info.remote
 
 
 # -- following a run ----------------------------------------------------------------------------
@@ -266,7 +272,9 @@ class SshJob:
 
     @property
     def remote(self) -> dict[str, Any]:
-        return self.run.info["remote"]
+        if self.run.info.remote is None:
+            raise RunError(f"run {self.run.id} has no 'remote' section in {self.run.paths.run_json}")
+        return self.run.info.remote
 
     @property
     def key(self) -> str:
@@ -297,19 +305,18 @@ class SshJob:
         for i in self._nodes():
             r = cluster.conn(i).run(["cat", posixpath.join(self._rdir(cluster, i), "run.json")])
             try:
-                info = json.loads(r.text) if r.rc == 0 else {}
-            except ValueError:
+                info = RunInfo.model_validate_json(r.text) if r.rc == 0 else None
+            except ValueError:  # pydantic's ValidationError is one: a torn or foreign file
                 continue
-            if len(info.get("attempts") or []) != len(self.run.attempts):
+            if info is None or len(info.attempts) != len(self.run.attempts):
                 continue  # a copy from an earlier attempt
-            st = RunState(info.get("state", "RUNNING"))
-            if st.terminal:
-                return st, info.get("reason")
+            if info.state.terminal:
+                return info.state, info.reason
         return None
 
     def state(self) -> RunState:
         self.run.reload()
-        if "remote" not in self.run.info:
+        if self.run.info.remote is None:
             return self.run.state  # data still being prepared here: no host has it yet
         if self.run.state.terminal:
             self._gather_once()
@@ -352,7 +359,7 @@ class SshJob:
         return self.run.state
 
     def logs(self, node: int | None = None) -> str:
-        if "remote" not in self.run.reload().info:
+        if self.run.reload().info.remote is None:
             return ""
         cluster = self._cluster()
         nodes = self._nodes(node)
@@ -365,9 +372,9 @@ class SshJob:
         return "".join(out)
 
     def follow(self, node: int | None = None, poll: float = 1.0) -> Iterator[str]:
-        while "remote" not in self.run.reload().info and not self.run.state.terminal:
+        while self.run.reload().info.remote is None and not self.run.state.terminal:
             time.sleep(poll)  # not on the hosts yet
-        if "remote" not in self.run.info:
+        if self.run.info.remote is None:
             return
         cluster = self._cluster()
         nodes = self._nodes(node)
@@ -414,11 +421,10 @@ class SshJob:
             state = self.state()
         if state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
-        if "remote" not in self.run.info:  # its submitting process went away before any host had it
+        if self.run.info.remote is None:  # its submitting process went away before any host had it
             self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` before it started")
             return
-        self.remote["cancel_requested"] = True
-        self.run.save()
+        self.run.update_remote(cancel_requested=True)
         self.stop_hosts(GRACEFUL_CANCEL_S)
         self.state()
 
@@ -433,8 +439,7 @@ class SshJob:
             # The state is known; the results wait on the hosts for the next status/resume.
             print(f"clustertune: results of run {self.run.id} not brought back yet: {exc}", file=sys.stderr)
             return
-        self.remote["gathered"] = True
-        self.run.save()
+        self.run.update_remote(gathered=True)
 
 
 def gather(run: Run) -> None:
@@ -445,7 +450,7 @@ def gather(run: Run) -> None:
 
     cluster = cluster_of(run)
     excludes = [f"--exclude={p}" for p in (*_LOCAL_ONLY, *_SCRATCH)]
-    for i in run.info["remote"]["nodes"]:
+    for i in _remote(run)["nodes"]:
         conn = cluster.conn(int(i))
         src = posixpath.join(cluster.root(int(i)), "train", run.id)
         conn.rsync(["-a", "--update", *excludes, conn.remote(src + "/"), f"{run.paths.root}/"])
@@ -471,7 +476,7 @@ def kept_result_lines(run: Run) -> list[str]:
     cluster = cluster_of(run)
     found: dict[str, list[tuple[int, str]]] = {}
     unreachable = []
-    for i in (int(n) for n in run.info["remote"]["nodes"]):
+    for i in (int(n) for n in _remote(run)["nodes"]):
         rdir = posixpath.join(cluster.root(i), "train", run.id)
         # One round trip: the absolute run directory, then those of the results it holds.
         try:
@@ -508,7 +513,7 @@ def spread_checkpoints(run: Run) -> None:
     from clustertune.remote.backend import cluster_of
 
     cluster = cluster_of(run)
-    nodes = [int(n) for n in run.info["remote"]["nodes"]]
+    nodes = [int(n) for n in _remote(run)["nodes"]]
     rdir = {i: posixpath.join(cluster.root(i), "train", run.id) for i in nodes}
     have: dict[int, set[str]] = {}
     for i in nodes:

@@ -114,13 +114,12 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         if bad:
             raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
         recipe = load_recipe(run.paths.recipe, overrides or [])
-        if run.info.get("backend") == "ssh" and "remote" in run.info:
+        if run.info.backend == "ssh" and run.info.remote is not None:
             from clustertune.launch.ssh import before_resume
 
             before_resume(run)
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
-        run.info["backend"] = recipe.launch.backend
-        run.save()
+        run.set_backend(recipe.launch.backend)
     else:
         assert recipe is not None
         # Problems found without heavy imports fail here, before any run directory exists;

@@ -33,7 +33,9 @@ class RemoteTraceback(Exception):
 
 
 def cluster_of(run: Run) -> Cluster:
-    rem = run.info["remote"]
+    rem = run.info.remote
+    if rem is None:
+        raise RunError(f"run {run.id} has no 'remote' section in {run.paths.run_json}")
     return Cluster(ClusterSpec(rem["cluster"], tuple(HostSpec(**h) for h in rem["hosts"])))
 
 
@@ -69,7 +71,7 @@ class RemoteJob:
 
     @property
     def remote(self) -> dict[str, Any]:
-        return self.run.info["remote"]
+        return self.run.info.remote or {}
 
     def _cluster(self) -> Cluster:
         return cluster_of(self.run)
@@ -184,6 +186,6 @@ class RemoteLauncher:
     name = BACKEND
 
     def job(self, run: Run) -> RemoteJob:
-        if "remote" not in run.info:
+        if run.info.remote is None:
             raise RunError(f"run {run.id} says backend {BACKEND} but has no 'remote' section in run.json")
         return RemoteJob(run)

@@ -52,7 +52,7 @@ class Ref:
 
     @property
     def node(self) -> int:
-        return int(self.run.info["remote"]["nodes"][0])
+        return int((self.run.info.remote or {"nodes": [0]})["nodes"][0])
 
     def result(self, timeout: float | None = None, stream_logs: bool = False) -> Any:
         return self._job().fetch_result(timeout=timeout, stream=stream_logs)
@@ -73,8 +73,8 @@ class Ref:
 def get_ref(run_key: str) -> Ref:
     """The ref of an earlier call, from any process (``clustertune runs`` lists run keys)."""
     run = get_run(run_key)
-    if run.info.get("backend") != BACKEND:
-        raise RemoteCallError(f"run {run.id} is not a remote call (backend {run.info.get('backend')})")
+    if run.info.backend != BACKEND:
+        raise RemoteCallError(f"run {run.id} is not a remote call (backend {run.info.backend})")
     return Ref(run.id)
 
 
@@ -151,14 +151,11 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     runtime_vars = env.runtime_vars()
     if run is None:
         run = Run.create(runs_root(), name, f"remote_{kind}", "", [kind, name], backend=BACKEND)
-    else:
-        run.info["backend"] = BACKEND
-    run.info["remote"] = {
+    run.set_remote({
         "cluster": cluster.name, "kind": kind, "nodes": nodes, "client": client_id(),
         "hosts": [h.to_dict() for h in cluster.hosts],
         "env_vars": sorted(runtime_vars),  # names only: values never land in files
-    }
-    run.save()
+    }, backend=BACKEND)
     key = run.id
     node_header_fn = node_header
     header = {"secret": run_secret(key), "env": runtime_vars, "client": client_id(),
@@ -303,7 +300,7 @@ class BoundFunction:
         node = self.host
         if refs:
             ref_nodes = {Ref(k).node for k in refs}
-            ref_clusters = {get_run(k).info["remote"]["cluster"] for k in refs}
+            ref_clusters = {(get_run(k).info.remote or {}).get("cluster") for k in refs}
             if len(ref_nodes) > 1 or ref_clusters != {self.cluster.name}:
                 raise RemoteCallError(f"refs {refs} live on different hosts/clusters; a call can only load refs "
                                       "stored on the host it runs on")
@@ -320,7 +317,7 @@ class BoundFunction:
         state = {"COMPLETED": RunState.COMPLETED, "FAILED": RunState.FAILED, "CANCELLED": RunState.CANCELLED}.get(head.get("state"))
         if state is not None:
             job._record(state, head.get("reason"))
-        return decode_outcome(run.id, head, data, self.cluster.hosts[int(run.info["remote"]["nodes"][0])].label)
+        return decode_outcome(run.id, head, data, self.cluster.hosts[int((run.info.remote or {"nodes": [0]})["nodes"][0])].label)
 
     def remote(self, *args: Any, **kwargs: Any) -> Ref:
         run, _ = self._start(args, kwargs, wait=False, stream=False)

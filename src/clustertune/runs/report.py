@@ -39,11 +39,11 @@ def run_row(run: Run) -> dict[str, str]:
     best = best_eval(rows)
     return {
         "id": run.id,
-        "task": str(run.info.get("task", "?")),
+        "task": run.info.task,
         "state": run.state.value,
         "steps": str(steps),
         "best": f"{best[0]} {best[1]:.4g}" if best else "-",
-        "age": age(run.info.get("created_at")),
+        "age": age(run.info.created_at or None),
     }
 
 
@@ -52,15 +52,15 @@ def show_text(run: Run) -> str:
     rows = read_metrics(run.paths.metrics)
     lines = [
         f"run       {run.id}",
-        f"recipe    {info.get('name')} ({info.get('task')})",
-        f"state     {run.state.value}" + (f": {info['reason']}" if info.get("reason") else ""),
-        f"created   {info.get('created_at')} on {info.get('host')}",
+        f"recipe    {info.name} ({info.task})",
+        f"state     {run.state.value}" + (f": {info.reason}" if info.reason else ""),
+        f"created   {info.created_at} on {info.host}",
         f"dir       {run.paths.root}",
     ]
     for att in run.attempts:
         lines.append(
-            f"attempt {att['n']}  {att.get('state')}  {att.get('started_at')} -> {att.get('ended_at') or '...'}"
-            f"  pid {att.get('pid')}" + (f"  resumed from {att['resumed_from']}" if att.get("resumed_from") else "")
+            f"attempt {att.n}  {att.state.value}  {att.started_at} -> {att.ended_at or '...'}"
+            f"  pid {att.pid}" + (f"  resumed from {att.resumed_from}" if att.resumed_from else "")
         )
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
@@ -72,7 +72,7 @@ def show_text(run: Run) -> str:
         lines.append(f"eval @ {r['step']:<6} {figs}")
     if run.paths.model.is_dir():
         lines.append(f"model     {run.paths.model}")
-    remote = info.get("remote") or {}
+    remote = info.remote or {}
     if remote.get("keep_on_cluster") and not run.paths.metrics.is_file():
         # Nothing came back: name where the results are, not a local path that does not exist.
         where = ", ".join(f"{h.get('address')}:{h.get('root', '~')}/train/{run.id}"
@@ -98,7 +98,7 @@ def plot(run: Run, out: Path | None = None) -> Path:
     evals = [r for r in rows if r.get("kind") == "eval"]
     if not train and not evals:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
-    if run.info.get("task") == "rlhf":
+    if run.info.task == "rlhf":
         from clustertune.runs.report_rl import plot_rl
 
         return plot_rl(run, train, evals, plt, out or run.paths.plot)

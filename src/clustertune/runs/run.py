@@ -13,13 +13,17 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from clustertune.errors import RunError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
+from clustertune.runs.records import Attempt, RunInfo
 from clustertune.runs.state import RunState, check_transition
 
 
@@ -70,10 +74,13 @@ def pid_alive(pid: int) -> bool:
 
 @dataclass
 class Run:
-    """One run directory and its ``run.json``."""
+    """One run directory and its ``run.json``; the only code that changes a run's state.
+
+    Every change goes through a method here, along the edges of
+    :data:`~clustertune.runs.state.ALLOWED`, and is saved at once (atomically)."""
 
     paths: RunPaths
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RunInfo
 
     @property
     def id(self) -> str:
@@ -81,11 +88,15 @@ class Run:
 
     @property
     def state(self) -> RunState:
-        return RunState(self.info["state"])
+        return self.info.state
 
     @property
-    def attempts(self) -> list[dict[str, Any]]:
-        return self.info.setdefault("attempts", [])
+    def attempts(self) -> list[Attempt]:
+        return self.info.attempts
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        return self.info.attempts[-1] if self.info.attempts else None
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -105,81 +116,122 @@ class Run:
         paths = RunPaths(root)
         paths.logs_dir.mkdir()
         paths.recipe.write_text(recipe_yaml, encoding="utf-8")
-        run = cls(paths, {
-            "id": root.name,
-            "name": name,
-            "task": task,
-            "state": RunState.CREATED.value,
-            "created_at": now_iso(),
-            "host": socket.gethostname(),
-            "command": command,
-            "cwd": os.getcwd(),
-            "git_commit": _git_commit(Path.cwd()),
-            "versions": _versions(),
-            "backend": backend,
-            "attempts": [],
-        })
+        run = cls(paths, RunInfo(
+            id=root.name, name=name, task=task, state=RunState.CREATED, created_at=now_iso(),
+            host=socket.gethostname(), command=command, cwd=os.getcwd(), git_commit=_git_commit(Path.cwd()),
+            versions=_versions(), backend=backend,
+        ))
         run.save()
         return run
 
     @classmethod
     def load(cls, root: Path) -> Run:
         paths = RunPaths(root)
-        info = json.loads(paths.run_json.read_text(encoding="utf-8"))
-        return cls(paths, info)
+        return cls(paths, _read_info(paths))
 
     def save(self) -> None:
-        atomic_write_json(self.paths.run_json, self.info)
+        atomic_write_json(self.paths.run_json, self.info.to_json())
 
     def reload(self) -> Run:
-        self.info = json.loads(self.paths.run_json.read_text(encoding="utf-8"))
+        self.info = _read_info(self.paths)
         return self
 
     # -- state changes -----------------------------------------------------------------------
 
     def transition(self, new: RunState, reason: str | None = None, traceback_text: str | None = None) -> None:
         check_transition(self.state, new, self.id)
-        self.info["state"] = new.value
-        self.info["updated_at"] = now_iso()
-        if self.attempts and self.attempts[-1].get("ended_at") is None and new.terminal:
-            att = self.attempts[-1]
-            att["ended_at"] = now_iso()
-            att["state"] = new.value
-            if reason:
-                att["reason"] = reason
-            if traceback_text:
-                att["traceback"] = traceback_text
+        self.info.state = new
+        self.info.updated_at = now_iso()
+        att = self.last_attempt
+        if att is not None and att.open:
+            att.state = new  # the open attempt follows the run: PENDING, RUNNING, then how it ended
+            if new.terminal:
+                att.ended_at = now_iso()
+                if reason:
+                    att.reason = reason
+                if traceback_text:
+                    att.traceback = traceback_text
         if reason and new.terminal:
-            self.info["reason"] = reason
+            self.info.reason = reason
         elif not new.terminal:
-            self.info.pop("reason", None)
+            self.info.reason = None
         self.save()
 
     def start_attempt(self, resumed_from: str | None = None, job_id: str | None = None,
-                      state: RunState = RunState.RUNNING) -> dict[str, Any]:
+                      state: RunState = RunState.RUNNING) -> Attempt:
         """Open a new attempt and move to ``state`` (RUNNING here, PENDING when a scheduler
         queued it). ``job_id`` is the backend's handle (default: this process's pid)."""
-        att = {
-            "n": len(self.attempts) + 1,
-            "backend": self.info.get("backend", "local"),
-            "job_id": job_id or str(os.getpid()),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "started_at": now_iso(),
-            "ended_at": None,
-            "state": state.value,
-            "argv": list(sys.argv),
-        }
-        if resumed_from:
-            att["resumed_from"] = resumed_from
+        att = Attempt(
+            n=len(self.attempts) + 1, backend=self.info.backend, job_id=job_id or str(os.getpid()),
+            host=socket.gethostname(), pid=os.getpid(), started_at=now_iso(), state=state,
+            argv=list(sys.argv), resumed_from=resumed_from or None,
+        )
         self.attempts.append(att)
         self.transition(state)
         return att
 
+    def node_started(self, job_id: str | None, resumed_from: str | None) -> None:
+        """The node side's rank 0 is training: the attempt the launcher opened (PENDING or
+        RUNNING) becomes RUNNING, or a new attempt opens (a requeue, a restart)."""
+        att = self.last_attempt
+        if att is not None and att.open and self.state in (RunState.PENDING, RunState.RUNNING):
+            if resumed_from is not None:
+                att.resumed_from = resumed_from
+            if self.state is RunState.PENDING:
+                self.transition(RunState.RUNNING)
+            else:
+                att.state = RunState.RUNNING
+                self.save()
+        else:
+            self.start_attempt(resumed_from=resumed_from, job_id=job_id)
+
+    def record_attempt(self, **fields: Any) -> None:
+        """Backend details of the current attempt (its job id once known, torchrun's pid)."""
+        att = self.last_attempt
+        if att is None:
+            raise RunError(f"run {self.id} has no attempt to record {sorted(fields)} on")
+        for key, value in fields.items():
+            setattr(att, key, value)
+        self.save()
+
+    def set_backend(self, backend: str) -> None:
+        self.info.backend = backend
+        self.save()
+
+    def set_remote(self, remote: dict[str, Any], backend: str | None = None) -> None:
+        """Where on an SSH cluster this run lives (replacing what an earlier attempt recorded)."""
+        self.info.remote = remote
+        if backend is not None:
+            self.info.backend = backend
+        self.save()
+
+    def update_remote(self, **fields: Any) -> None:
+        if self.info.remote is None:
+            raise RunError(f"run {self.id} has no 'remote' section in {self.paths.run_json}")
+        self.info.remote = {**self.info.remote, **fields}
+        self.save()
+
+    def explain(self, more: str) -> None:
+        """Add to the reason the run ended (a log tail the node side could not see)."""
+        self.info.reason = f"{self.info.reason}\n{more}" if self.info.reason else more
+        self.save()
+
     def reconcile(self) -> Run:
         """A RUNNING local run whose process is gone was killed: record it as FAILED."""
-        if self.state is RunState.RUNNING and self.attempts and self.info.get("backend", "local") == "local":
-            att = self.attempts[-1]
-            if att.get("host") == socket.gethostname() and att.get("pid") and not pid_alive(int(att["pid"])):
+        att = self.last_attempt
+        if self.state is RunState.RUNNING and att is not None and self.info.backend == "local":
+            if att.host == socket.gethostname() and att.pid and not pid_alive(att.pid):
                 self.transition(RunState.FAILED, reason="the training process ended without reporting (killed?)")
         return self
+
+
+def _read_info(paths: RunPaths) -> RunInfo:
+    try:
+        raw = json.loads(paths.run_json.read_text(encoding="utf-8"))
+        return RunInfo.model_validate(raw)
+    except OSError as exc:
+        raise RunError(f"cannot read {paths.run_json}: {exc.strerror or exc}") from exc
+    except (ValueError, ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise RunError(f"{paths.run_json} is not a run record clustertune can read ({first}); "
+                       "was it edited by hand? Remove the run directory if it is damaged") from exc

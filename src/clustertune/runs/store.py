@@ -27,9 +27,9 @@ def list_runs(root: str | os.PathLike[str] | None = None) -> list[Run]:
         if (d / "run.json").is_file():
             try:
                 out.append(Run.load(d).reconcile())
-            except (OSError, ValueError):
+            except (OSError, ValueError, RunError):  # a damaged run directory is left out of the list
                 continue
-    out.sort(key=lambda r: r.info.get("created_at", ""))
+    out.sort(key=lambda r: r.info.created_at)
     return out
 
 

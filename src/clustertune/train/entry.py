@@ -165,23 +165,6 @@ def _node_logging(paths: RunPaths, rank: int) -> None:
     log.propagate = False
 
 
-def _open_node_attempt(run: Any, job_id: str | None, resume_from: Path | None) -> None:
-    """Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue."""
-    from clustertune.runs.state import RunState
-
-    att = run.attempts[-1] if run.attempts else None
-    if att is not None and att.get("ended_at") is None and run.state in (RunState.PENDING, RunState.RUNNING):
-        att["state"] = RunState.RUNNING.value
-        if resume_from is not None:
-            att["resumed_from"] = resume_from.name
-        if run.state is RunState.PENDING:
-            run.transition(RunState.RUNNING)
-        else:
-            run.save()
-    else:
-        run.start_attempt(resumed_from=resume_from.name if resume_from else None, job_id=job_id)
-
-
 def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
     """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
     signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
@@ -222,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         found = ckpt.list_checkpoints(paths)
         resume_from = found[-1] if found else None  # a restart or requeue continues from here
         if run is not None:
-            _open_node_attempt(run, topo.job_id, resume_from)
+            # Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue.
+            run.node_started(topo.job_id, resume_from.name if resume_from else None)
         log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
                  f", resuming from {resume_from.name}" if resume_from else "")
         # The data was prepared before the ranks started (data.json in the run directory); each
