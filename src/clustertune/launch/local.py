@@ -13,7 +13,6 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
 
@@ -120,8 +119,8 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
     nproc = local_procs(plan)
     argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
     out = run.paths.logs_dir / "launcher.log"
-    for stale in (STOP_FILE, CANCEL_FILE):  # left by an earlier attempt (a SLURM job, a cancel)
-        (run.paths.root / stale).unlink(missing_ok=True)
+    for stale in (run.paths.stop_request, run.paths.cancel_request):  # left by an earlier attempt
+        stale.unlink(missing_ok=True)
     run.start_attempt()
     with out.open("ab") as fh:
         # Own session: Ctrl-C and `clustertune cancel` reach torchrun through this process,

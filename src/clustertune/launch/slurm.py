@@ -25,13 +25,13 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, entry_args, torchrun_args
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 
 SCRIPT_NAME = "job.sbatch"
 # Per-node logs: srun's %n is the node's index within the job.
-NODE_LOG = "node-%n.log"
+NODE_LOG = node_log_name("%n")  # SLURM fills in the node id
 
 SLURM_STATES: dict[str, RunState] = {
     "PENDING": RunState.PENDING, "CONFIGURING": RunState.RUNNING, "RUNNING": RunState.RUNNING,
@@ -261,7 +261,7 @@ RENDEZVOUS_ERRORS = ("RendezvousConnectionError", "RendezvousTimeoutError", "Ren
 def rendezvous_problem(run: Run, job_id: str) -> str | None:
     """A sentence naming the rendezvous endpoint when a node failed to join it."""
     logs = run.paths.logs_dir
-    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs.glob("node-*.log"))
+    text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in logs.glob(node_log_name("*")))
     if not any(e in text for e in RENDEZVOUS_ERRORS):
         return None
     batch = logs / batch_log_name(job_id)
@@ -274,7 +274,7 @@ def rendezvous_problem(run: Run, job_id: str) -> str | None:
 
 def node_log_tails(run: Run, lines: int = 8) -> str:
     parts = []
-    for log in sorted(run.paths.logs_dir.glob("node-*.log")):
+    for log in sorted(run.paths.logs_dir.glob(node_log_name("*"))):
         text = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
         if text:
             parts.append(f"--- last lines of {log.name}:\n" + "\n".join(text))
@@ -333,9 +333,9 @@ class SlurmJob:
     def logs(self, node: int | None = None) -> str:
         logs = self.run.paths.logs_dir
         if node is not None:
-            f = logs / f"node-{node}.log"
+            f = self.run.paths.node_log(node)
             if not f.is_file():
-                have = sorted(p.name for p in logs.glob("node-*.log"))
+                have = sorted(p.name for p in logs.glob(node_log_name("*")))
                 raise RunError(f"run {self.run.id} has no log for node {node} (has: {', '.join(have) or 'none yet'})")
             return f.read_text(encoding="utf-8", errors="replace")
         parts = [p for p in [logs / batch_log_name(self.job_id), self.run.paths.log] if p.is_file()]
@@ -345,7 +345,7 @@ class SlurmJob:
         state = self.state()
         if state.terminal and (query_job(self.job_id) or SchedulerView(state, "")).state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
-        (self.run.paths.root / CANCEL_FILE).write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
+        self.run.paths.cancel_request.write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
         out = _run(["scancel", self.job_id])
         if out.returncode != 0:
             raise LaunchError(f"scancel {self.job_id} failed: {(out.stderr or out.stdout).strip()}")

@@ -32,7 +32,7 @@ from typing import Any
 from clustertune.errors import ClusterError, LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -123,7 +123,7 @@ def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
             procs.append(1)
             notes.append(f"GPUs unknown, 1 assumed ({exc})")
     for i, argv in enumerate(host_commands(plan, [h.address for h in hosts], key, procs)):
-        rdir = posixpath.join(hosts[i].root, "train", plan.run_id)
+        rdir = HostRunPaths(hosts[i].root, plan.run_id).run_dir
         how = f"launch.procs_per_node={plan.procs_per_node}" if plan.procs_per_node else notes[i]
         out.append(f"# host {i} {hosts[i].label}: {procs[i]} process(es), {how}; in {shlex.quote(rdir)}:")
         out.append(shlex.join(argv))
@@ -171,7 +171,7 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: dict[str, 
     from clustertune.remote.transport import shell_join
 
     conn = cluster.conn(i)
-    rdir = posixpath.join(cluster.root(i), "train", run.id)
+    rdir = HostRunPaths(cluster.root(i), run.id).run_dir
     # One round trip: the run directory exists, last attempt's stop requests are gone, and the
     # absolute path comes back (a relative root is under the login directory).
     r = conn.check_call(shell_join(["mkdir", "-p", rdir], "&&", ["cd", rdir], "&&",
@@ -293,9 +293,6 @@ class SshJob:
             raise RunError(f"run {self.run.id} ran on nodes {nodes}; it has no node {node}")
         return [node]
 
-    def _rdir(self, cluster: Any, i: int) -> str:
-        return posixpath.join(cluster.root(i), "train", self.run.id)
-
     def _host_states(self, cluster: Any) -> list[dict[str, Any]]:
         return [cluster.helper_json(i, "status", self.key) for i in self._nodes()]
 
@@ -303,7 +300,7 @@ class SshJob:
         """How global rank 0 recorded the attempt's end in its host's run.json (it may be on
         any host); None when no host has a terminal record (a crash before it could write)."""
         for i in self._nodes():
-            r = cluster.conn(i).run(["cat", posixpath.join(self._rdir(cluster, i), "run.json")])
+            r = cluster.conn(i).run(["cat", HostRunPaths(cluster.root(i), self.run.id).file(self.run.paths.run_json.name)])
             try:
                 info = RunInfo.model_validate_json(r.text) if r.rc == 0 else None
             except ValueError:  # pydantic's ValidationError is one: a torn or foreign file
@@ -399,9 +396,9 @@ class SshJob:
         nodes = self._nodes()
 
         def ask(i: int) -> None:
-            rdir = self._rdir(cluster, i)
-            cluster.conn(i).run(shell_join(["test", "-d", rdir], "&&", "{", ["touch", posixpath.join(rdir, CANCEL_FILE)],
-                                           "&&", ["echo", "TERM"], ">", [posixpath.join(rdir, STOP_FILE)], ";", "}"))
+            host = HostRunPaths(cluster.root(i), self.run.id)
+            cluster.conn(i).run(shell_join(["test", "-d", host.run_dir], "&&", "{", ["touch", host.cancel_request],
+                                           "&&", ["echo", "TERM"], ">", [host.stop_request], ";", "}"))
 
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             list(pool.map(ask, nodes))
@@ -452,7 +449,7 @@ def gather(run: Run) -> None:
     excludes = [f"--exclude={p}" for p in (*_LOCAL_ONLY, *_SCRATCH)]
     for i in _remote(run)["nodes"]:
         conn = cluster.conn(int(i))
-        src = posixpath.join(cluster.root(int(i)), "train", run.id)
+        src = HostRunPaths(cluster.root(int(i)), run.id).run_dir
         conn.rsync(["-a", "--update", *excludes, conn.remote(src + "/"), f"{run.paths.root}/"])
     keep = load_recipe(run.paths.recipe).train.keep_last
     found = sorted(p for p in run.paths.checkpoints.glob("step-*") if p.is_dir()) if run.paths.checkpoints.is_dir() else []
@@ -477,7 +474,7 @@ def kept_result_lines(run: Run) -> list[str]:
     found: dict[str, list[tuple[int, str]]] = {}
     unreachable = []
     for i in (int(n) for n in _remote(run)["nodes"]):
-        rdir = posixpath.join(cluster.root(i), "train", run.id)
+        rdir = HostRunPaths(cluster.root(i), run.id).run_dir
         # One round trip: the absolute run directory, then those of the results it holds.
         try:
             r = cluster.conn(i).run(shell_join(["cd", rdir], "&&", ["pwd", "-P"], "&&",
@@ -514,7 +511,7 @@ def spread_checkpoints(run: Run) -> None:
 
     cluster = cluster_of(run)
     nodes = [int(n) for n in _remote(run)["nodes"]]
-    rdir = {i: posixpath.join(cluster.root(i), "train", run.id) for i in nodes}
+    rdir = {i: HostRunPaths(cluster.root(i), run.id).run_dir for i in nodes}
     have: dict[int, set[str]] = {}
     for i in nodes:
         r = cluster.conn(i).run(["ls", posixpath.join(rdir[i], "checkpoints")])
