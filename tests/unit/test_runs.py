@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,32 @@ def test_requeue_reopens_an_attempt_and_the_node_side_starts_it(tmp_path: Path) 
     assert [(a.state.value, a.resumed_from) for a in loaded.attempts] == [("PREEMPTED", None),
                                                                         ("RUNNING", "step-00000004")]
     assert loaded.info.reason is None and loaded.attempts[0].reason.startswith("stop request")
+
+
+def test_follow_and_wait_read_a_growing_log_until_the_run_ends(tmp_path: Path) -> None:
+    import threading
+
+    from clustertune.launch.base import follow, job_for, wait
+
+    r = make(tmp_path)
+    r.start_attempt()  # this process is the attempt's pid: alive, so it is not reconciled away
+    job = job_for(r)
+
+    def write_then_finish() -> None:
+        with r.paths.log.open("a") as fh:
+            for i in range(3):
+                fh.write(f"step {i}\n")
+                fh.flush()
+                time.sleep(0.1)
+            fh.write("done without a newline")
+        Run.load(r.paths.root).transition(RunState.COMPLETED)
+
+    t = threading.Thread(target=write_then_finish)
+    t.start()
+    lines = list(follow(job, poll=0.05))
+    t.join()
+    assert lines == ["step 0", "step 1", "step 2", "done without a newline"]
+    assert wait(job, timeout=5, poll=0.05) is RunState.COMPLETED
+    assert job.logs() == "step 0\nstep 1\nstep 2\ndone without a newline"
+    with pytest.raises(RunError, match="has no node 1"):
+        job.logs(1)

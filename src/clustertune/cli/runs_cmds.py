@@ -59,19 +59,16 @@ def register(app: typer.Typer) -> None:
         runs_root: Optional[Path] = RunsRoot,
     ) -> None:
         """Print a run's log."""
-        from clustertune.launch import job_for
+        from clustertune.launch.base import follow as follow_job
+        from clustertune.launch.base import job_for
 
         r = get_run(run_id, runs_root)
-        job_follow = getattr(job_for(r), "follow", None) if follow else None
-        if job_follow is not None:  # backends whose logs live elsewhere (SSH hosts) follow them there
-            for line in job_follow(node):
+        job = job_for(r)
+        if follow:  # wherever the log is written (this machine, SSH hosts), line by line
+            for line in follow_job(job, node, poll=0.5):
                 print(line, flush=True)
             return
-        if follow:
-            for line in report.follow(r):
-                print(line, flush=True)
-            return
-        print(job_for(r).logs(node), end="")
+        print(job.logs(node), end="")
 
     @app.command()
     def status(

@@ -10,34 +10,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from clustertune.errors import RunError
+from clustertune.runs.job import Job, follow, wait
 from clustertune.runs.run import Run
-from clustertune.runs.state import RunState
 
-
-@runtime_checkable
-class Job(Protocol):
-    """One run's job on some backend, reattached from ``run.json``."""
-
-    run: Run
-
-    def state(self) -> RunState:
-        """Ask the backend, record any change in ``run.json``, return the run's state."""
-        ...
-
-    def wait(self, timeout: float | None = None) -> RunState:
-        """Block until the run reaches a terminal state (or ``timeout`` seconds pass)."""
-        ...
-
-    def logs(self, node: int | None = None) -> str:
-        """The run's log text (one node's where the backend has several)."""
-        ...
-
-    def cancel(self) -> None:
-        """Stop the run; it ends CANCELLED."""
-        ...
+__all__ = ["BACKENDS", "Job", "Launcher", "follow", "job_for", "launcher", "register", "wait"]
 
 
 class Launcher(Protocol):

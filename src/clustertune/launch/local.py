@@ -13,6 +13,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
+from clustertune.runs.job import read_file_from, read_logs, wait
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
 
@@ -25,19 +26,22 @@ class LocalJob:
     def state(self) -> RunState:
         return self.run.reload().reconcile().state
 
-    def wait(self, timeout: float | None = None) -> RunState:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.state().terminal:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        return self.run.state
+    def settled(self) -> bool:
+        return True
 
-    def logs(self, node: int | None = None) -> str:
+    def log_nodes(self, node: int | None) -> list[int | None]:
         if node not in (None, 0):
             raise RunError(f"run {self.run.id} ran on one host; it has no node {node}")
-        log = self.run.paths.log
-        return log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+        return [None]  # the run's own log
+
+    def read_log(self, node: int | None, offset: int) -> bytes:
+        return read_file_from(self.run.paths.log, offset)
+
+    def wait(self, timeout: float | None = None) -> RunState:
+        return wait(self, timeout, poll=0.2)
+
+    def logs(self, node: int | None = None) -> str:
+        return read_logs(self, node)
 
     def cancel(self) -> None:
         state = self.state()

@@ -26,6 +26,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, entry_args, torchrun_args
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
+from clustertune.runs.job import read_file_from, read_logs, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 
@@ -318,28 +319,31 @@ class SlurmJob:
             run.transition(final, reason=why)
         return run.state
 
+    def settled(self) -> bool:
+        """No longer in SLURM's hands (a requeued job would be PENDING again)."""
+        view = query_job(self.job_id)
+        return view is None or view.state.terminal
+
+    def log_nodes(self, node: int | None) -> list[int | None]:
+        if node is None:
+            return [None]  # the run's own log
+        if not self.run.paths.node_log(node).is_file():
+            have = sorted(p.name for p in self.run.paths.logs_dir.glob(node_log_name("*")))
+            raise RunError(f"run {self.run.id} has no log for node {node} (has: {', '.join(have) or 'none yet'})")
+        return [node]
+
+    def read_log(self, node: int | None, offset: int) -> bytes:
+        return read_file_from(self.run.paths.log if node is None else self.run.paths.node_log(node), offset)
+
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> RunState:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            state = self.state()
-            view = query_job(self.job_id)
-            # Terminal in run.json and no longer in SLURM's hands (a requeue would be PENDING).
-            if state.terminal and (view is None or view.state.terminal):
-                return state
-            if deadline is not None and time.monotonic() > deadline:
-                return state
-            time.sleep(poll)
+        return wait(self, timeout, poll)
 
     def logs(self, node: int | None = None) -> str:
-        logs = self.run.paths.logs_dir
         if node is not None:
-            f = self.run.paths.node_log(node)
-            if not f.is_file():
-                have = sorted(p.name for p in logs.glob(node_log_name("*")))
-                raise RunError(f"run {self.run.id} has no log for node {node} (has: {', '.join(have) or 'none yet'})")
-            return f.read_text(encoding="utf-8", errors="replace")
-        parts = [p for p in [logs / batch_log_name(self.job_id), self.run.paths.log] if p.is_file()]
-        return "".join(p.read_text(encoding="utf-8", errors="replace") for p in parts)
+            return read_logs(self, node)
+        # The batch script's own lines (data step, requeues, signals), then the ranks' run log.
+        parts = [self.run.paths.logs_dir / batch_log_name(self.job_id), self.run.paths.log]
+        return "".join(read_file_from(p, 0).decode("utf-8", "replace") for p in parts)
 
     def cancel(self) -> None:
         state = self.state()

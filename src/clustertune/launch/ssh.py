@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
+from clustertune.runs.job import follow, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -269,6 +270,7 @@ def _remote(run: Run) -> dict[str, Any]:
 @dataclass
 class SshJob:
     run: Run
+    _hosts: Any = field(default=None, init=False, repr=False)  # the cluster, connected once
 
     @property
     def remote(self) -> dict[str, Any]:
@@ -347,13 +349,22 @@ class SshJob:
             out += [f"[node {i}] {line}" for line in text.splitlines()[-lines:]]
         return "\n".join(out)
 
+    def settled(self) -> bool:
+        return True
+
     def wait(self, timeout: float | None = None) -> RunState:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.state().terminal:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            time.sleep(1.0)
-        return self.run.state
+        return wait(self, timeout)
+
+    def log_nodes(self, node: int | None) -> list[int | None]:
+        if self.run.reload().info.remote is None:
+            return []  # not on the hosts yet
+        return list(self._nodes(node))
+
+    def read_log(self, node: int | None, offset: int) -> bytes:
+        assert node is not None  # every log of an SSH run is a host's
+        if self._hosts is None:
+            self._hosts = self._cluster()
+        return self._hosts.helper(node, "logs", self.key, "--offset", str(offset)).stdout
 
     def logs(self, node: int | None = None) -> str:
         if self.run.reload().info.remote is None:
@@ -369,23 +380,7 @@ class SshJob:
         return "".join(out)
 
     def follow(self, node: int | None = None, poll: float = 1.0) -> Iterator[str]:
-        while self.run.reload().info.remote is None and not self.run.state.terminal:
-            time.sleep(poll)  # not on the hosts yet
-        if self.run.info.remote is None:
-            return
-        cluster = self._cluster()
-        nodes = self._nodes(node)
-        offsets = {i: 0 for i in nodes}
-        while True:
-            done = self.state().terminal  # first: the last poll then sees all output
-            for i in nodes:
-                r = cluster.helper(i, "logs", self.key, "--offset", str(offsets[i]))
-                offsets[i] += len(r.stdout)
-                for line in r.stdout.decode("utf-8", "replace").splitlines():
-                    yield line if len(nodes) == 1 else f"[node {i}] {line}"
-            if done:
-                return
-            time.sleep(poll)
+        return follow(self, node, poll)
 
     def stop_hosts(self, graceful_s: float = 0.0) -> None:
         """Ask every host's ranks to checkpoint and stop (the stop file, agreed at the next log

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from clustertune.errors import RemoteCallError, RunError
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import ClusterSpec, HostSpec, client_id, run_secret
+from clustertune.runs.job import follow, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -68,6 +68,7 @@ def parse_frame(stdout: bytes) -> tuple[dict[str, Any], bytes]:
 @dataclass
 class RemoteJob:
     run: Run
+    _hosts: Cluster | None = field(default=None, init=False, repr=False)  # connected once
 
     @property
     def remote(self) -> dict[str, Any]:
@@ -108,13 +109,20 @@ class RemoteJob:
         self._record(_REMOTE_STATES[final], "; ".join(reasons) or None)
         return self.run.state
 
+    def settled(self) -> bool:
+        return True
+
     def wait(self, timeout: float | None = None) -> RunState:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.state().terminal:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        return self.run.state
+        return wait(self, timeout, poll=0.5)
+
+    def log_nodes(self, node: int | None) -> list[int | None]:
+        return list(self._nodes(node))
+
+    def read_log(self, node: int | None, offset: int) -> bytes:
+        assert node is not None  # every log of a remote call is a host's
+        if self._hosts is None:
+            self._hosts = self._cluster()
+        return self._hosts.helper(node, "logs", self.run.id, "--offset", str(offset)).stdout
 
     def logs(self, node: int | None = None) -> str:
         c = self._cluster()
@@ -130,26 +138,7 @@ class RemoteJob:
 
     def follow(self, node: int | None = None, poll: float = 1.0) -> Iterator[str]:
         """Log lines as they come, until the run ends (polls each node's log from an offset)."""
-        c = self._cluster()
-        nodes = self._nodes(node)
-        offsets = {i: 0 for i in nodes}
-        partial = {i: b"" for i in nodes}
-        while True:
-            done = self.state().terminal  # read the state first: the last poll then sees all output
-            for i in nodes:
-                r = c.helper(i, "logs", self.run.id, "--offset", str(offsets[i]))
-                offsets[i] += len(r.stdout)
-                buf = partial[i] + r.stdout
-                *complete, partial[i] = buf.split(b"\n")
-                if done and partial[i]:
-                    complete.append(partial[i])
-                    partial[i] = b""
-                for line in complete:
-                    text = line.decode("utf-8", "replace")
-                    yield text if len(nodes) == 1 else f"[node {i}] {text}"
-            if done:
-                return
-            time.sleep(poll)
+        return follow(self, node, poll)
 
     def cancel(self) -> None:
         state = self.state()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -123,21 +121,3 @@ def plot(run: Run, out: Path | None = None) -> Path:
     fig.savefig(target, dpi=100)
     plt.close(fig)
     return target
-
-
-def follow(run: Run, poll: float = 0.5) -> Iterator[str]:
-    """Lines of the run's log; keeps reading until the run reaches a final state."""
-    path = run.paths.log
-    pos = 0
-    while True:
-        if path.is_file():
-            with path.open("r", encoding="utf-8", errors="replace") as fh:
-                fh.seek(pos)
-                chunk = fh.read()
-                pos = fh.tell()
-            yield from chunk.splitlines()
-        if run.reload().reconcile().state.terminal:
-            if path.is_file() and path.stat().st_size > pos:
-                continue
-            return
-        time.sleep(poll)
