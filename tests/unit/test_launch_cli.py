@@ -102,3 +102,9 @@ def test_stop_file_request_is_seen_with_its_signal(tmp_path: Path) -> None:
     assert not flag.local()
     stop_file.write_text("USR2\n")
     assert flag.local() and flag.requested_by == "SIGUSR2 via stop-request"
+
+
+def test_launching_a_users_own_command_is_refused_before_anything_is_written(runs_root: Path) -> None:
+    with pytest.raises(LaunchError, match="not supported yet"):
+        launch(None, user_command=["python", "train.py"], runs_root_dir=runs_root)
+    assert not runs_root.exists() or not any(runs_root.iterdir())

@@ -13,17 +13,35 @@ from collections.abc import Callable
 from typing import Protocol
 
 from clustertune.errors import RunError
-from clustertune.runs.job import Job, follow, wait
+from clustertune.launch.plan import LaunchPlan
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.job import Announce, Job, follow, wait
 from clustertune.runs.run import Run
 
 __all__ = ["BACKENDS", "Job", "Launcher", "follow", "job_for", "launcher", "register", "wait"]
 
 
 class Launcher(Protocol):
-    """A backend. Each starts runs in its own way (a ``submit`` of its own); all of them can
-    reattach to a run they started."""
+    """A backend: checks a recipe against it, describes a plan (the dry run), submits a run,
+    and reattaches to a run it started from ``run.json`` alone."""
 
     name: str
+    prepares_data_here: bool
+    """Whether the data is prepared on this machine before submitting (else as the job's first
+    step, where the job runs)."""
+
+    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+        """Problems found without side effects (a missing ``sbatch``, too few hosts), before
+        any run directory exists."""
+        ...
+
+    def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
+        """What a launch would start, as lines to print (``--dry-run``)."""
+        ...
+
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> Job:
+        """Start ``run``; returns its job (finished or not, as the backend goes)."""
+        ...
 
     def job(self, run: Run) -> Job:
         """The job of an existing run of this backend."""

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
-from clustertune.runs.job import read_file_from, read_logs, wait
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.job import Announce, read_file_from, read_logs, wait
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
 
@@ -69,7 +70,25 @@ class LocalJob:
 
 
 class LocalLauncher:
+    """Several processes on this host through torchrun."""
+
     name = "local"
+    prepares_data_here = True
+
+    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+        local_procs(plan)  # more processes than this host can run is an error now, not at start
+
+    def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
+        argv = node_command(plan, 0, ["127.0.0.1"], 0, plan.run_id, local_procs(plan))
+        return ["# command", " ".join(argv)]
+
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> LocalJob:
+        """Runs the ranks and returns once they end (the run is then terminal)."""
+        if announce is not None:
+            announce(f"run {run.id}: {plan.procs_per_node or 'one per GPU'} processes through torchrun; "
+                     f"follow with `clustertune logs {run.id} --follow`")
+        run_torchrun(plan, run)
+        return LocalJob(run)
 
     def job(self, run: Run) -> LocalJob:
         return LocalJob(run)

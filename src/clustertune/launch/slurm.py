@@ -26,7 +26,8 @@ from pathlib import Path
 from clustertune.errors import LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, entry_args, torchrun_args
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
-from clustertune.runs.job import read_file_from, read_logs, wait
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.job import Announce, read_file_from, read_logs, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RESUMABLE, RunState
 
@@ -364,7 +365,25 @@ class SlurmJob:
 
 
 class SlurmLauncher:
+    """An sbatch job: the data is prepared as its first step, on the cluster."""
+
     name = "slurm"
+    prepares_data_here = False
+
+    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+        if shutil.which("sbatch") is None:
+            raise LaunchError(
+                "launch.backend=slurm: `sbatch` is not on PATH; run on a SLURM login node "
+                "(or install the SLURM client commands), or use launch.backend=local"
+            )
+
+    def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
+        return ["# sbatch script", render_sbatch(plan)]
+
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> SlurmJob:
+        """Returns once SLURM accepted the job (the run is PENDING)."""
+        submit(plan, run)
+        return SlurmJob(run)
 
     def job(self, run: Run) -> SlurmJob:
         return SlurmJob(run)

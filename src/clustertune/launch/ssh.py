@@ -31,10 +31,10 @@ from typing import Any
 
 from clustertune.errors import ClusterError, LaunchError, RunError
 from clustertune.launch.plan import LaunchPlan, node_command
-from clustertune.recipe.schema import LaunchSection
+from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
-from clustertune.runs.job import follow, wait
+from clustertune.runs.job import Announce, follow, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -536,7 +536,35 @@ def before_resume(run: Run) -> None:
 
 
 class SshLauncher:
+    """The ranks on the hosts of an SSH cluster; the run directory comes back when it ends."""
+
     name = BACKEND
+    prepares_data_here = True
+
+    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+        check_nodes(recipe.launch, len(find_cluster(str(recipe.launch.cluster)).hosts))
+
+    def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
+        return dry_run_lines(plan, recipe.launch)
+
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> SshJob:
+        """Starts the ranks on the hosts and, with ``announce``, prints their lines until the run
+        ends (Ctrl-C leaves it running there); returns once it ended."""
+        job = submit(plan, run, recipe.launch)
+        try:
+            if announce is not None:
+                procs = describe_procs(job.remote.get("procs_per_node") or [plan.procs_per_node or 1])
+                announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
+                         f"{procs} process(es); Ctrl-C leaves it running there")
+                for line in job.follow():
+                    announce(line)
+            job.wait()
+        except KeyboardInterrupt:
+            if announce is not None:
+                announce(f"run {run.id} goes on on the cluster: `clustertune logs {run.id} --follow`, "
+                         f"`clustertune cancel {run.id}`")
+            raise
+        return job
 
     def job(self, run: Run) -> SshJob:
         return SshJob(run)

@@ -8,12 +8,11 @@ be trained or fetched here): a launch should not pay for imports the ranks pay a
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
+from clustertune.launch.base import Announce, launcher
 from clustertune.launch.plan import LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
@@ -72,22 +71,10 @@ def dry_run_text(recipe: Recipe, root: Path) -> str:
     run_id = new_run_id(recipe.name)
     plan = plan_for(recipe, run_id, root / run_id)
     out = ["# launch plan", plan.to_json()]
-    if plan.backend == "slurm":
-        from clustertune.launch.slurm import render_sbatch
-
-        out += ["# sbatch script", render_sbatch(plan)]
-    elif plan.backend == "ssh":
-        from clustertune.launch.ssh import dry_run_lines
-
-        out += dry_run_lines(plan, recipe.launch)
-    elif not needs_launcher(recipe):
+    if not needs_launcher(recipe):
         out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
     else:
-        from clustertune.launch.local import local_procs
-        from clustertune.launch.plan import node_command
-
-        argv = node_command(plan, 0, ["127.0.0.1"], 0, run_id, local_procs(plan))
-        out += ["# command", " ".join(argv)]
+        out += launcher(plan.backend).describe(plan, recipe)
     return "\n".join(out)
 
 
@@ -100,13 +87,21 @@ def _relaunch_target(run: Run) -> None:
 
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
-           announce: Callable[[str], None] | None = None) -> Run:
+           announce: Announce | None = None, user_command: list[str] | None = None) -> Run:
     """Create (or resume) a run and start it through its backend.
+
+    Exactly one of ``recipe`` (a new run), ``resume`` (a run id) or ``user_command`` (a user's
+    own script; not supported yet) says what to launch.
 
     Local: waits for the ranks and returns the finished run. SLURM: returns once submitted
     (the run is PENDING; `clustertune status RUN_ID` follows it). On resume, ``overrides`` may
     change only ``launch.*`` keys (e.g. another world size); the data position carries over.
     """
+    if user_command is not None:
+        # The slot for a user's own script under torchrun on every node, with the same run
+        # directory, logs, stop requests and requeue. Not built yet: a typed refusal, not a guess.
+        raise LaunchError("launching your own command is not supported yet; run a recipe "
+                          "(`clustertune run RECIPE`) or start the command with torchrun yourself")
     if resume is not None:
         run = get_run(resume, runs_root_dir)
         _relaunch_target(run)
@@ -121,63 +116,24 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
         run.set_backend(recipe.launch.backend)
     else:
-        assert recipe is not None
+        if recipe is None:
+            raise UserError("give a recipe to launch, or --resume RUN_ID")
         # Problems found without heavy imports fail here, before any run directory exists;
         # the ranks check the model and data themselves (their errors land in run.json).
         from clustertune.train.metrics import check_trackers
 
         check_trackers(list(recipe.tracking.trackers))
-        early = plan_for(recipe, "", Path("."))
-        if recipe.launch.backend == "local":
-            from clustertune.launch.local import local_procs
-
-            local_procs(early)
-        elif recipe.launch.backend == "ssh":
-            from clustertune.launch.ssh import check_nodes, find_cluster
-
-            check_nodes(recipe.launch, len(find_cluster(str(recipe.launch.cluster)).hosts))
-        elif shutil.which("sbatch") is None:
-            raise LaunchError(
-                "launch.backend=slurm: `sbatch` is not on PATH; run on a SLURM login node "
-                "(or install the SLURM client commands), or use launch.backend=local"
-            )
+        launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
                          backend=recipe.launch.backend)
+    backend = launcher(recipe.launch.backend)
     plan = plan_for(recipe, run.id, run.paths.root)
     try:
-        if plan.backend != "slurm":  # on SLURM the data is the job's first step
+        if backend.prepares_data_here:  # else the data is the job's first step, where it runs
             prepare_run_data(recipe, run.paths)
     except UserError as exc:
         run.transition(RunState.FAILED, reason=str(exc))
         raise
-    if plan.backend == "slurm":
-        from clustertune.launch.slurm import submit
-
-        submit(plan, run)
-        return run
-    if plan.backend == "ssh":
-        from clustertune.launch import ssh
-
-        job = ssh.submit(plan, run, recipe.launch)
-        try:
-            if announce is not None:
-                procs = ssh.describe_procs(job.remote.get("procs_per_node") or [plan.procs_per_node or 1])
-                announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
-                         f"{procs} process(es); Ctrl-C leaves it running there")
-                for line in job.follow():
-                    announce(line)
-            job.wait()
-        except KeyboardInterrupt:
-            if announce is not None:
-                announce(f"run {run.id} goes on on the cluster: `clustertune logs {run.id} --follow`, "
-                         f"`clustertune cancel {run.id}`")
-            raise
-        return run.reload()
-    from clustertune.launch.local import run_torchrun
-
-    if announce is not None:
-        announce(f"run {run.id}: {plan.procs_per_node or 'one per GPU'} processes through torchrun; "
-                 f"follow with `clustertune logs {run.id} --follow`")
-    run_torchrun(plan, run)
-    return run
+    # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
+    return backend.submit(plan, run, recipe, announce).run

@@ -8,12 +8,16 @@ processes on SSH hosts), reattached from ``run.json`` alone. It lives below ``re
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
+
+
+# How a launch reports progress to whoever started it (the CLI prints to stderr).
+Announce = Callable[[str], None]
 
 
 @runtime_checkable
