@@ -31,15 +31,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
         if resume is None and recipe is None:
             raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
-        if _launch_cmd(recipe, overrides or [], resume, runs_root, dry_run):
-            return
-        from clustertune.api import run as api_run
-
-        r = api_run(recipe, overrides or [], resume=resume, runs_root_dir=runs_root,
-                    show_progress=progress, command=["clustertune", *sys.argv[1:]])
-        print(f"run {r.id} {r.state.value}")
-        print(f"  model:   {r.paths.model}")
-        print(f"  metrics: {r.paths.metrics}")
+        _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
 
     @app.command()
     def validate(
@@ -67,40 +59,33 @@ def register(app: typer.Typer) -> None:
         Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
 
 
-def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
-                dry_run: bool) -> bool:
-    """Multi-process and SLURM runs (and --dry-run) go through the launcher, which keeps torch
-    out of this process; True when it handled the command."""
+def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
+             dry_run: bool, progress: bool) -> None:
+    """Where and how it runs is decided by the library (``launch``); this prints the outcome."""
     from clustertune.launch import submit
-    from clustertune.runs.store import get_run
 
-    launch_overrides: list[str] | None = None
     if resume is not None:
         # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
         launch_overrides = [o for o in [recipe, *overrides] if o]
-        run = get_run(resume, runs_root)
-        the_recipe = load_recipe(run.paths.recipe, launch_overrides)
-        # A run that was launched stays with the launcher, even when resumed on one process.
-        use_launcher = submit.needs_launcher(the_recipe) or submit.needs_launcher(load_recipe(run.paths.recipe))
-        if not use_launcher and launch_overrides:
-            raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
+        if dry_run:
+            from clustertune.runs.store import get_run
+
+            the_recipe = load_recipe(get_run(resume, runs_root).paths.recipe, launch_overrides)
     else:
-        assert recipe is not None
+        assert recipe is not None  # the command checked it
+        launch_overrides = None
         the_recipe = load_recipe(recipe, overrides)
-        use_launcher = submit.needs_launcher(the_recipe)
     if dry_run:
         from clustertune.runs.store import runs_root as root_of
 
         print(submit.dry_run_text(the_recipe, root_of(runs_root or the_recipe.tracking.runs_root)))
-        return True
-    if not use_launcher:
-        return False
+        return
     r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
                       runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
-                      announce=lambda text: print(text, file=sys.stderr, flush=True))
+                      announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
-        return True
+        return
     print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
     if (r.info.remote or {}).get("keep_on_cluster"):
         from clustertune.launch.ssh import kept_result_lines
@@ -111,4 +96,3 @@ def _launch_cmd(recipe: str | None, overrides: list[str], resume: str | None, ru
         print(f"  metrics: {r.paths.metrics}")
     if r.state is not RunState.COMPLETED:
         raise typer.Exit(1)
-    return True

@@ -11,14 +11,14 @@ import os
 import sys
 from pathlib import Path
 
-from clustertune.errors import LaunchError, RunError, UserError
+from clustertune.errors import LaunchError, UserError
 from clustertune.launch.base import Announce, launcher
 from clustertune.launch.plan import LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run
-from clustertune.runs.state import RESUMABLE, RunState
+from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 
 def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
@@ -78,22 +78,17 @@ def dry_run_text(recipe: Recipe, root: Path) -> str:
     return "\n".join(out)
 
 
-def _relaunch_target(run: Run) -> None:
-    if run.state is RunState.COMPLETED:
-        raise RunError(f"run {run.id} already COMPLETED; start a new run instead of --resume")
-    if run.state not in RESUMABLE and run.state is not RunState.CREATED:
-        raise RunError(f"run {run.id} is {run.state.value}; only failed, cancelled or preempted runs resume")
-
-
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
-           announce: Announce | None = None, user_command: list[str] | None = None) -> Run:
+           announce: Announce | None = None, user_command: list[str] | None = None,
+           show_progress: bool = True) -> Run:
     """Create (or resume) a run and start it through its backend.
 
     Exactly one of ``recipe`` (a new run), ``resume`` (a run id) or ``user_command`` (a user's
     own script; not supported yet) says what to launch.
 
-    Local: waits for the ranks and returns the finished run. SLURM: returns once submitted
+    One rank on this machine trains in this process; several processes go through torchrun
+    and wait for the ranks. SLURM: returns once submitted
     (the run is PENDING; `clustertune status RUN_ID` follows it). On resume, ``overrides`` may
     change only ``launch.*`` keys (e.g. another world size); the data position carries over.
     """
@@ -104,11 +99,17 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
                           "(`clustertune run RECIPE`) or start the command with torchrun yourself")
     if resume is not None:
         run = get_run(resume, runs_root_dir)
-        _relaunch_target(run)
         bad = [o for o in overrides or [] if not o.strip().startswith("launch.")]
         if bad:
             raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
+        started_with = load_recipe(run.paths.recipe)
         recipe = load_recipe(run.paths.recipe, overrides or [])
+        # A run that was launched stays with the launcher, even when resumed on one process.
+        if not (needs_launcher(recipe) or needs_launcher(started_with)):
+            if overrides:
+                raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
+            return _in_process(recipe, run, runs_root_dir, show_progress, command)
+        run.check_resumable()
         if run.info.backend == "ssh" and run.info.remote is not None:
             from clustertune.launch.ssh import before_resume
 
@@ -118,6 +119,8 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     else:
         if recipe is None:
             raise UserError("give a recipe to launch, or --resume RUN_ID")
+        if not needs_launcher(recipe):
+            return _in_process(recipe, None, runs_root_dir, show_progress, command)
         # Problems found without heavy imports fail here, before any run directory exists;
         # the ranks check the model and data themselves (their errors land in run.json).
         from clustertune.train.metrics import check_trackers
@@ -137,3 +140,12 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan, run, recipe, announce).run
+
+
+def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,
+                show_progress: bool, command: list[str] | None) -> Run:
+    # Imported here: in-process training imports torch, which a launching process never needs.
+    from clustertune.launch.inprocess import train_in_process
+
+    return train_in_process(recipe, existing=existing, runs_root=runs_root(runs_root_dir or recipe.tracking.runs_root),
+                            show_progress=show_progress, command=command or list(sys.argv))

@@ -24,7 +24,7 @@ from clustertune.errors import RunError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.records import Attempt, RunInfo
-from clustertune.runs.state import RunState, check_transition
+from clustertune.runs.state import RESUMABLE, RunState, check_transition
 
 
 def now_iso() -> str:
@@ -215,6 +215,18 @@ class Run:
         """Add to the reason the run ended (a log tail the node side could not see)."""
         self.info.reason = f"{self.info.reason}\n{more}" if self.info.reason else more
         self.save()
+
+    def check_resumable(self) -> None:
+        """The one rule for ``--resume``: a run that stopped part-way (failed, cancelled, timed
+        out, preempted) or never started continues; a finished or running one does not."""
+        if self.state is RunState.COMPLETED:
+            raise RunError(f"run {self.id} already COMPLETED; start a new run instead of --resume")
+        if self.state is RunState.RUNNING:
+            att = self.last_attempt
+            where = f"pid {att.pid} on {att.host}" if att else "no attempt recorded"
+            raise RunError(f"run {self.id} is still RUNNING ({where}); it cannot be resumed twice")
+        if self.state not in RESUMABLE and self.state is not RunState.CREATED:
+            raise RunError(f"run {self.id} is {self.state.value}; only failed, cancelled or preempted runs resume")
 
     def reconcile(self) -> Run:
         """A RUNNING local run whose process is gone was killed: record it as FAILED."""

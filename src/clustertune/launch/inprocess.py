@@ -1,0 +1,153 @@
+"""Training in this process: one rank, no launcher (what a single CPU or GPU run needs).
+
+The submitting checks, the data preparation (a cache hit when it was prepared before), the
+run directory and the training itself all happen here, in that order, so a bad input fails
+before any run directory exists. The CLI imports this module only when it trains: it imports
+torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
+from clustertune.data.staging import write_run_data
+from clustertune.errors import RunError, UserError
+from clustertune.models.build import check_sequence_fits, resolve_config
+from clustertune.recipe.load import dump_recipe
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
+from clustertune.train import checkpoint as ckpt
+from clustertune.train.entry import execute
+from clustertune.train.metrics import check_trackers
+from clustertune.train.precision import mixed_precision
+from clustertune.train.strategies.zero import check_strategy
+
+log = logging.getLogger("clustertune")
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is now (rich's live display swaps it while a bar is shown)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+@dataclass
+class Checked:
+    """What preflight learnt: the prepared data and the model config it checked (neither for
+    RL runs, whose trainers load their own prompts and models)."""
+
+    prepared: PreparedDataset | None
+    config: Any
+
+
+def preflight(recipe: Recipe) -> Checked:
+    """Checks that need data or a model config, and the data preparation itself (a cache hit
+    when the same data was prepared before), done before any run directory exists."""
+    check_trackers(list(recipe.tracking.trackers))
+    check_strategy(recipe, mixed_precision(recipe))
+    if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
+        from clustertune.train.rl import preflight_rl
+
+        preflight_rl(recipe)
+        return Checked(prepared=None, config=None)
+    config = resolve_config(recipe, None)
+    check_sequence_fits(recipe, config)
+    with log_to_stderr():
+        prepared = prepare(recipe)
+    return Checked(prepared=prepared, config=config)
+
+
+def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
+    """A resumed run must train on the data it started with."""
+    p = run.paths.data
+    if p.is_file():
+        import json
+
+        before = json.loads(p.read_text(encoding="utf-8")).get("fingerprint")
+        if before != prepared.fingerprint:
+            raise RunError(
+                f"run {run.id} trained on prepared data {before}, but its recipe's data now gives "
+                f"{prepared.fingerprint} (the source files or the tokenizer changed); start a new run instead of --resume"
+            )
+
+
+def _attach_log(run: Run) -> list[logging.Handler]:
+    log.setLevel(logging.DEBUG)
+    fh = logging.FileHandler(run.paths.log, encoding="utf-8")
+    fh.setLevel(logging.DEBUG)
+    fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    sh = _StderrHandler()
+    sh.setLevel(logging.INFO)
+    sh.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(fh)
+    log.addHandler(sh)
+    log.propagate = False
+    return [fh, sh]
+
+
+def resume_target(run: Run) -> Path | None:
+    """Latest complete checkpoint of ``run``, verified; None when it has none."""
+    run.check_resumable()
+    found = ckpt.list_checkpoints(run.paths)
+    if not found:
+        return None
+    ckpt.verify_checkpoint(found[-1])  # a corrupt one stops here, before anything changes
+    return found[-1]
+
+
+def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, show_progress: bool,
+                     command: list[str]) -> Run:
+    """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
+    last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
+    traceback in run.json) and raises."""
+    resume_from = resume_target(existing) if existing is not None else None
+    checked = preflight(recipe)
+    if existing is not None:
+        the_run = existing
+        if checked.prepared is not None:
+            _check_same_data(the_run, checked.prepared)
+    else:
+        the_run = Run.create(runs_root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
+    handlers = _attach_log(the_run)
+    try:
+        the_run.start_attempt(resumed_from=resume_from.name if resume_from else None)
+        if existing is not None and resume_from is None:
+            log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
+        log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
+        if checked.prepared is not None:
+            p = checked.prepared
+            log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
+                     p.seconds, p.dir, p.total_bytes / 1e6)
+            write_run_data(p, the_run.paths)  # what the nodes read: never raw data
+        execute(recipe, the_run.paths, resume_from, show_progress)
+        the_run.transition(RunState.COMPLETED)
+        log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
+    except KeyboardInterrupt:
+        the_run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+        raise
+    except UserError as exc:
+        the_run.transition(RunState.FAILED, reason=str(exc))
+        log.error("run %s failed: %s", the_run.id, exc)
+        raise
+    except BaseException as exc:
+        the_run.transition(RunState.FAILED, reason=f"{type(exc).__name__}: {exc}", traceback_text=traceback.format_exc())
+        log.error("run %s failed: %s: %s", the_run.id, type(exc).__name__, exc)
+        raise
+    finally:
+        for h in handlers:
+            log.removeHandler(h)
+            h.close()
+    return the_run
