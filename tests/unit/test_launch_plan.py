@@ -177,3 +177,22 @@ def test_launcher_is_used_for_several_processes_or_gpus_and_slurm() -> None:
     assert not needs_launcher(recipe({"procs_per_node": 1}), four_gpus)
     assert needs_launcher(recipe({"procs_per_node": 2}), no_gpu)
     assert needs_launcher(recipe({"backend": "slurm"}), no_gpu)
+
+
+def test_slurm_options_are_the_launch_sections_keys() -> None:
+    """Every scheduler option of a plan is a launch key with the same default: the schema is
+    the one place they are declared and documented."""
+    from dataclasses import fields
+
+    from clustertune.launch.plan import SLURM_KEY_OF, SlurmOptions
+    from clustertune.recipe.schema import LaunchSection
+
+    defaults = LaunchSection()
+    for f in fields(SlurmOptions):
+        key = SLURM_KEY_OF.get(f.name, f.name)
+        assert key in LaunchSection.model_fields, f"SlurmOptions.{f.name} has no launch.{key}"
+        want = getattr(defaults, key)
+        assert getattr(SlurmOptions(), f.name) == (tuple(want) if isinstance(want, list) else want)
+    plan = build_plan(load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "partition": "gpu",
+                                                              "sbatch_extra": ["--exclusive"]})), "r", "/tmp/r", "python")
+    assert plan.slurm.partition == "gpu" and plan.slurm.extra == ("--exclusive",)

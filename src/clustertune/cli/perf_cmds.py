@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         if gpu is not None and dev is None:
             raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
         shape = memory.model_shape(config, r.task)
-        seq = r.data.block_size if r.task == "causal_lm" else r.data.max_length
+        seq = r.sequence_length
         print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
               f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
               + (", activation checkpointing" if r.train.gradient_checkpointing else ""))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from clustertune.recipe.schema import Recipe
+from clustertune.recipe.schema import LaunchSection, Recipe
 
 # The node-side entry point; it reads everything else from the run directory.
 ENTRY_MODULE = "clustertune.train.entry"
@@ -24,6 +24,10 @@ ENTRY_MODULE = "clustertune.train.entry"
 BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 # Names that look like secrets must travel by env_passthrough, never in the plan's env.
 SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
+
+
+# SlurmOptions fields whose launch key has another name.
+SLURM_KEY_OF = {"extra": "sbatch_extra"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,13 @@ class SlurmOptions:
     signal: str = "B:USR2@90"
     extra: tuple[str, ...] = ()
     max_requeues: int = 3
+
+    @classmethod
+    def from_launch(cls, ln: LaunchSection) -> SlurmOptions:
+        """Each option is the ``launch`` key of the same name (``extra``: ``launch.sbatch_extra``);
+        the recipe schema documents and validates them, this only carries them into the plan."""
+        values = {f.name: getattr(ln, SLURM_KEY_OF.get(f.name, f.name)) for f in fields(cls)}
+        return cls(**{**values, "extra": tuple(values["extra"])})
 
 
 @dataclass(frozen=True)
@@ -104,12 +115,7 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
         rdzv_timeout=ln.rdzv_timeout,
         max_restarts=ln.max_restarts,
         node_address_suffix=ln.node_address_suffix,
-        slurm=SlurmOptions(
-            gpus_per_node=ln.gpus_per_node, cpus_per_gpu=ln.cpus_per_gpu, cpus_per_task=ln.cpus_per_task,
-            mem=ln.mem, time=ln.time, partition=ln.partition, account=ln.account, qos=ln.qos,
-            constraint=ln.constraint, dependency=ln.dependency, signal=ln.signal,
-            extra=tuple(ln.sbatch_extra), max_requeues=ln.max_requeues,
-        ),
+        slurm=SlurmOptions.from_launch(ln),
     )
 
 

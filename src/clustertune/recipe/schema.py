@@ -458,6 +458,11 @@ class Recipe(Section):
             raise ValueError("; ".join(f"{k}: {msg}" for k, msg in problems))
         return self
 
+    @property
+    def sequence_length(self) -> int:
+        """Tokens per example the model sees: the packed block (causal LM), else the padded length."""
+        return self.data.block_size if self.task == "causal_lm" else self.data.max_length
+
     def to_plain(self) -> dict[str, Any]:
         """The fully resolved recipe as plain data (what runs/<id>/recipe.yaml holds)."""
         return self.model_dump(mode="json")

@@ -122,7 +122,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     strategy = make_strategy(recipe, paths)
     try:
-        seq_len = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
+        seq_len = recipe.sequence_length
         with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):
             result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
                                 resume_from=resume_from, show_progress=show_progress, stop=stop)

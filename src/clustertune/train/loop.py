@@ -25,9 +25,10 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train import memory
 from clustertune.train.metrics import MetricsWriter, truncate_after
-from clustertune.train.optim import make_optimizer, make_scheduler
+from clustertune.train.optim import make_optimizer
 from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
+from clustertune.train.schedule import make_scheduler
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")

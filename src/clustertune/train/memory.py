@@ -197,7 +197,7 @@ def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
 def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
                  strategies: Iterable[str] = STRATEGIES) -> list[MemoryEstimate]:
     shape = model_shape(config, recipe.task)
-    seq = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
+    seq = recipe.sequence_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
                            recipe.task == "causal_lm")
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")

@@ -1,4 +1,4 @@
-"""AdamW with decoupled weight decay on matrices only, and the learning-rate schedule."""
+"""AdamW with decoupled weight decay on matrices only (the schedule: :mod:`train.schedule`)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,3 @@ def make_optimizer(recipe: Recipe, model: torch.nn.Module) -> torch.optim.Optimi
     extra = {"fused": True} if use_fused_adamw(recipe) else {}
     return torch.optim.AdamW(param_groups(model, t.weight_decay), lr=t.lr, betas=(t.adam_beta1, t.adam_beta2),
                              eps=t.adam_eps, **extra)
-
-
-def make_scheduler(recipe: Recipe, optimizer: torch.optim.Optimizer, steps: int) -> Any:
-    from transformers import get_scheduler
-
-    t = recipe.train
-    warmup = t.warmup_steps or int(t.warmup_ratio * steps)
-    name = "constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler
-    return get_scheduler(name, optimizer, num_warmup_steps=warmup, num_training_steps=steps)

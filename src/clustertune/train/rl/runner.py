@@ -28,6 +28,7 @@ from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
 from clustertune.train.rl.rewards import build_rewards
 from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
+from clustertune.train.schedule import trainer_schedule
 
 log = logging.getLogger("clustertune")
 
@@ -59,8 +60,7 @@ def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
         learning_rate=t.lr, weight_decay=t.weight_decay,
         adam_beta1=t.adam_beta1, adam_beta2=t.adam_beta2, adam_epsilon=t.adam_eps,
         max_grad_norm=t.max_grad_norm if t.max_grad_norm is not None else 0.0,
-        lr_scheduler_type="constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler,
-        warmup_steps=t.warmup_steps or (int(t.warmup_ratio * t.max_steps) if t.max_steps else 0),
+        **trainer_schedule(t),
         max_steps=steps, num_train_epochs=t.epochs,
         logging_steps=t.log_every, logging_first_step=False,
         save_strategy="steps" if t.save_every else "no", save_steps=t.save_every or 500,

@@ -1,0 +1,35 @@
+"""The learning-rate schedule, for the supervised loop and for TRL's trainers alike.
+
+Both take the scheduler's name and the number of warmup steps from here, so a supervised run
+and an RL run of the same ``train`` section warm up and decay the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustertune.recipe.schema import Recipe, TrainSection
+
+
+def scheduler_name(t: TrainSection) -> str:
+    """transformers' name for ``train.lr_scheduler`` ("constant" still warms up)."""
+    return "constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler
+
+
+def warmup_steps(t: TrainSection, total_steps: int) -> int:
+    """``train.warmup_steps``, else ``train.warmup_ratio`` of the run's optimizer steps (rounded
+    down); without a known total (an RL run counted in epochs) only explicit steps warm up."""
+    return t.warmup_steps or int(t.warmup_ratio * total_steps)
+
+
+def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:
+    """The supervised loop's scheduler over ``steps`` optimizer steps."""
+    from transformers import get_scheduler
+
+    t = recipe.train
+    return get_scheduler(scheduler_name(t), optimizer, num_warmup_steps=warmup_steps(t, steps), num_training_steps=steps)
+
+
+def trainer_schedule(t: TrainSection) -> dict[str, Any]:
+    """The same schedule as TrainingArguments for TRL's trainers."""
+    return {"lr_scheduler_type": scheduler_name(t), "warmup_steps": warmup_steps(t, t.max_steps or 0)}
