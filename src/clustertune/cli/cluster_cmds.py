@@ -19,138 +19,134 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
 
 
-def register(app: typer.Typer) -> None:
-    cluster_app = typer.Typer(help="SSH clusters: add, list, check, stop, clean up.", no_args_is_help=True)
+cluster_app = typer.Typer(help="SSH clusters: add, list, check, stop, clean up.", no_args_is_help=True)
 
-    @cluster_app.command("add")
-    def cluster_add(
-        name: str = typer.Argument(..., help="Cluster name."),
-        hosts: List[str] = typer.Argument(..., help="Hosts as [user@]address[:port] (or ~/.ssh/config aliases)."),
-        user: Optional[str] = typer.Option(None, "--user", help="Login user for hosts that do not name one."),
-        key: Optional[Path] = typer.Option(None, "--key", help="SSH identity file."),
-        port: Optional[int] = typer.Option(None, "--port", help="SSH port for hosts that do not name one."),
-        jump: Optional[str] = typer.Option(None, "--jump", help="Jump host ([user@]host[:port]), as ssh -J."),
-        root: Optional[str] = typer.Option(None, "--root", help="clustertune's directory on each host (default ~/.clustertune)."),
-        known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", help="known_hosts file to verify host keys against."),
-        python: Optional[str] = typer.Option(None, "--python", help="The hosts' Python (default python3)."),
-    ) -> None:
-        """Add (or replace) a cluster in the user config file."""
-        from clustertune.remote.config import HostSpec, add_cluster, clusters_file
+@cluster_app.command("add")
+def cluster_add(
+    name: str = typer.Argument(..., help="Cluster name."),
+    hosts: List[str] = typer.Argument(..., help="Hosts as [user@]address[:port] (or ~/.ssh/config aliases)."),
+    user: Optional[str] = typer.Option(None, "--user", help="Login user for hosts that do not name one."),
+    key: Optional[Path] = typer.Option(None, "--key", help="SSH identity file."),
+    port: Optional[int] = typer.Option(None, "--port", help="SSH port for hosts that do not name one."),
+    jump: Optional[str] = typer.Option(None, "--jump", help="Jump host ([user@]host[:port]), as ssh -J."),
+    root: Optional[str] = typer.Option(None, "--root", help="clustertune's directory on each host (default ~/.clustertune)."),
+    known_hosts: Optional[Path] = typer.Option(None, "--known-hosts", help="known_hosts file to verify host keys against."),
+    python: Optional[str] = typer.Option(None, "--python", help="The hosts' Python (default python3)."),
+) -> None:
+    """Add (or replace) a cluster in the user config file."""
+    from clustertune.remote.config import HostSpec, add_cluster, clusters_file
 
-        specs = [HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
-                                jump=jump, root=root, known_hosts=str(known_hosts.expanduser().resolve()) if known_hosts else None,
-                                python=python) for h in hosts]
-        spec = add_cluster(name, specs)
-        print(f"cluster {spec.name}: {len(spec.hosts)} host(s) saved in {clusters_file()}; "
-              f"`clustertune cluster check {spec.name}` tries them")
+    specs = [HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
+                            jump=jump, root=root, known_hosts=str(known_hosts.expanduser().resolve()) if known_hosts else None,
+                            python=python) for h in hosts]
+    spec = add_cluster(name, specs)
+    print(f"cluster {spec.name}: {len(spec.hosts)} host(s) saved in {clusters_file()}; "
+          f"`clustertune cluster check {spec.name}` tries them")
 
-    @cluster_app.command("ls")
-    def cluster_ls() -> None:
-        """List clusters and their hosts."""
-        from clustertune.remote.config import list_clusters
+@cluster_app.command("ls")
+def cluster_ls() -> None:
+    """List clusters and their hosts."""
+    from clustertune.remote.config import list_clusters
 
-        found = list_clusters()
-        if not found:
-            print("no clusters yet; `clustertune cluster add NAME HOST...`")
-            return
-        _print_table(["cluster", "host", "root", "key", "jump"],
-                     [[c.name, h.label, h.root, h.key or "-", h.jump or "-"] for c in found for h in c.hosts])
+    found = list_clusters()
+    if not found:
+        print("no clusters yet; `clustertune cluster add NAME HOST...`")
+        return
+    _print_table(["cluster", "host", "root", "key", "jump"],
+                 [[c.name, h.label, h.root, h.key or "-", h.jump or "-"] for c in found for h in c.hosts])
 
-    @cluster_app.command("check")
-    def cluster_check(
-        name: str = typer.Argument(..., help="Cluster name."),
-        accept_new_host_keys: bool = typer.Option(False, "--accept-new-host-keys",
-                                                  help="Trust hosts whose key is not known yet (never a changed key)."),
-    ) -> None:
-        """Reachable? Python version, GPUs and memory, free disk, envs present, per host."""
-        from clustertune.remote.cluster import Cluster
+@cluster_app.command("check")
+def cluster_check(
+    name: str = typer.Argument(..., help="Cluster name."),
+    accept_new_host_keys: bool = typer.Option(False, "--accept-new-host-keys",
+                                              help="Trust hosts whose key is not known yet (never a changed key)."),
+) -> None:
+    """Reachable? Python version, GPUs and memory, free disk, envs present, per host."""
+    from clustertune.remote.cluster import Cluster
 
-        rows = Cluster.named(name, accept_new_host_keys).check()
-        bad = [r for r in rows if not r.get("ok")]
-        table = []
-        for r in rows:
-            if not r.get("ok"):
-                table.append([r["host"], "NO", "-", "-", "-", "-"])
-                continue
-            gpus = ", ".join(f"{g['name']} {(g['memory_mib'] or 0) // 1024} GiB" for g in r["gpus"]) or "none"
-            table.append([r["host"], "yes", r["python"], gpus, f"{r['free_disk_gib']} GiB", str(len(r["envs"]))])
-        _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
-        if bad:
-            from clustertune.errors import ClusterError
+    rows = Cluster.named(name, accept_new_host_keys).check()
+    bad = [r for r in rows if not r.get("ok")]
+    table = []
+    for r in rows:
+        if not r.get("ok"):
+            table.append([r["host"], "NO", "-", "-", "-", "-"])
+            continue
+        gpus = ", ".join(f"{g['name']} {(g['memory_mib'] or 0) // 1024} GiB" for g in r["gpus"]) or "none"
+        table.append([r["host"], "yes", r["python"], gpus, f"{r['free_disk_gib']} GiB", str(len(r["envs"]))])
+    _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
+    if bad:
+        from clustertune.errors import ClusterError
 
-            raise ClusterError("\n".join(r["error"] for r in bad))
+        raise ClusterError("\n".join(r["error"] for r in bad))
 
-    @cluster_app.command("down")
-    def cluster_down(name: str = typer.Argument(..., help="Cluster name.")) -> None:
-        """Stop everything clustertune started on the cluster's hosts."""
-        from clustertune.remote.cluster import Cluster
+@cluster_app.command("down")
+def cluster_down(name: str = typer.Argument(..., help="Cluster name.")) -> None:
+    """Stop everything clustertune started on the cluster's hosts."""
+    from clustertune.remote.cluster import Cluster
 
-        for r in Cluster.named(name).down():
-            print(f"{r['host']}: stopped {len(r['stopped'])} run(s)" + (f": {', '.join(r['stopped'])}" if r["stopped"] else ""))
+    for r in Cluster.named(name).down():
+        print(f"{r['host']}: stopped {len(r['stopped'])} run(s)" + (f": {', '.join(r['stopped'])}" if r["stopped"] else ""))
 
-    @cluster_app.command("gc")
-    def cluster_gc(
-        name: str = typer.Argument(..., help="Cluster name."),
-        older_than_days: float = typer.Option(7.0, "--older-than-days", help="Remove what is older than this."),
-    ) -> None:
-        """Remove finished runs, code snapshots and envs older than the limit from the hosts."""
-        from clustertune.remote.cluster import Cluster
+@cluster_app.command("gc")
+def cluster_gc(
+    name: str = typer.Argument(..., help="Cluster name."),
+    older_than_days: float = typer.Option(7.0, "--older-than-days", help="Remove what is older than this."),
+) -> None:
+    """Remove finished runs, code snapshots and envs older than the limit from the hosts."""
+    from clustertune.remote.cluster import Cluster
 
-        for r in Cluster.named(name).gc(older_than_days):
-            print(f"{r['host']}: removed {len(r['removed'])}" + "".join(f"\n  {p}" for p in r["removed"]))
+    for r in Cluster.named(name).gc(older_than_days):
+        print(f"{r['host']}: removed {len(r['removed'])}" + "".join(f"\n  {p}" for p in r["removed"]))
 
-    @cluster_app.command("rm")
-    def cluster_rm(name: str = typer.Argument(..., help="Cluster name.")) -> None:
-        """Forget a cluster (nothing on its hosts is touched)."""
-        from clustertune.remote.config import remove_cluster
+@cluster_app.command("rm")
+def cluster_rm(name: str = typer.Argument(..., help="Cluster name.")) -> None:
+    """Forget a cluster (nothing on its hosts is touched)."""
+    from clustertune.remote.config import remove_cluster
 
-        remove_cluster(name)
-        print(f"cluster {name} removed")
+    remove_cluster(name)
+    print(f"cluster {name} removed")
 
-    app.add_typer(cluster_app, name="cluster")
 
-    @app.command("sync")
-    def sync(
-        name: str = typer.Argument(..., help="Cluster name."),
-        local: Path = typer.Argument(Path("."), help="Local folder (default: the current one)."),
-        remote: Optional[str] = typer.Argument(None, help="Remote folder; relative paths are under each host's root."),
-    ) -> None:
-        """rsync a folder to every host of a cluster (respecting .gitignore)."""
-        from clustertune.remote.cluster import Cluster
+def sync(
+    name: str = typer.Argument(..., help="Cluster name."),
+    local: Path = typer.Argument(Path("."), help="Local folder (default: the current one)."),
+    remote: Optional[str] = typer.Argument(None, help="Remote folder; relative paths are under each host's root."),
+) -> None:
+    """rsync a folder to every host of a cluster (respecting .gitignore)."""
+    from clustertune.remote.cluster import Cluster
 
-        c = Cluster.named(name)
-        for host, dest in zip(c.hosts, c.sync(local, remote)):
-            print(f"{host.label}: {dest}")
+    c = Cluster.named(name)
+    for host, dest in zip(c.hosts, c.sync(local, remote)):
+        print(f"{host.label}: {dest}")
 
-    @app.command("exec")
-    def exec_(
-        name: str = typer.Argument(..., help="Cluster name."),
-        command: List[str] = typer.Argument(..., help="The command and its arguments (after `--`)."),
-        host: Optional[List[str]] = typer.Option(None, "--host", help="Only this host (index or address); repeatable."),
-        env: Optional[List[str]] = typer.Option(None, "--env", help="A requirement of the env to run in; repeatable."),
-        cd: Optional[str] = typer.Option(None, "--cd", help="Remote working directory (relative: under the host's root)."),
-        workdir: Optional[Path] = typer.Option(None, "--workdir", help="Local folder sent as a snapshot and used as the working directory."),
-        detach: bool = typer.Option(False, "--detach", help="Print the run id and return; `clustertune logs ID -f` follows."),
-        gpus: int = typer.Option(0, "--gpus", help="Free GPUs to give the command on each host (CUDA_VISIBLE_DEVICES)."),
-    ) -> None:
-        """Run a command on the cluster's hosts, env activated, as a run with an id and logs."""
-        from clustertune.remote.cluster import Cluster
-        from clustertune.remote.envs import Env
-        from clustertune.remote.functions import remote_exec
+def exec_(
+    name: str = typer.Argument(..., help="Cluster name."),
+    command: List[str] = typer.Argument(..., help="The command and its arguments (after `--`)."),
+    host: Optional[List[str]] = typer.Option(None, "--host", help="Only this host (index or address); repeatable."),
+    env: Optional[List[str]] = typer.Option(None, "--env", help="A requirement of the env to run in; repeatable."),
+    cd: Optional[str] = typer.Option(None, "--cd", help="Remote working directory (relative: under the host's root)."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Local folder sent as a snapshot and used as the working directory."),
+    detach: bool = typer.Option(False, "--detach", help="Print the run id and return; `clustertune logs ID -f` follows."),
+    gpus: int = typer.Option(0, "--gpus", help="Free GPUs to give the command on each host (CUDA_VISIBLE_DEVICES)."),
+) -> None:
+    """Run a command on the cluster's hosts, env activated, as a run with an id and logs."""
+    from clustertune.remote.cluster import Cluster
+    from clustertune.remote.envs import Env
+    from clustertune.remote.functions import remote_exec
 
-        command = list(command)
-        if command and command[0] == "--":  # click keeps the separator when options stop at NAME
-            command = command[1:]
-        c = Cluster.named(name)
-        nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
-        run, answers = remote_exec(c, list(command), hosts=nodes, env=Env.of(env or None),
-                                   workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach,
-                                   gpus=gpus)
-        print(f"run {run.id}", file=sys.stderr)
-        if detach:
-            print(run.id)
-            return
-        codes = [head.get("exit_code") for head, _ in answers.values()]
-        bad = next((c for c in codes if c not in (0, None)), 0 if all(c == 0 for c in codes) else 1)
-        if bad:
-            sys.exit(int(bad))  # the remote command's own exit code
+    command = list(command)
+    if command and command[0] == "--":  # click keeps the separator when options stop at NAME
+        command = command[1:]
+    c = Cluster.named(name)
+    nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
+    run, answers = remote_exec(c, list(command), hosts=nodes, env=Env.of(env or None),
+                               workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach,
+                               gpus=gpus)
+    print(f"run {run.id}", file=sys.stderr)
+    if detach:
+        print(run.id)
+        return
+    codes = [head.get("exit_code") for head, _ in answers.values()]
+    bad = next((c for c in codes if c not in (0, None)), 0 if all(c == 0 for c in codes) else 1)
+    if bad:
+        sys.exit(int(bad))  # the remote command's own exit code

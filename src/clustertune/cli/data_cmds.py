@@ -48,155 +48,150 @@ def _console() -> Console:
     return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def prepare(
-        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
-        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tokenizing processes (default: data.workers, $SLURM_CPUS_PER_TASK, the CPU affinity mask)."),
-        force: bool = typer.Option(False, "--force", help="Rebuild even when the cache has it (replaces it atomically)."),
-        cache_dir: Optional[Path] = CacheDir,
-    ) -> None:
-        """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
-        from clustertune.data.cache import prepare as do_prepare
-        from clustertune.recipe.load import load_recipe
+def prepare(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tokenizing processes (default: data.workers, $SLURM_CPUS_PER_TASK, the CPU affinity mask)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the cache has it (replaces it atomically)."),
+    cache_dir: Optional[Path] = CacheDir,
+) -> None:
+    """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
+    from clustertune.data.cache import prepare as do_prepare
+    from clustertune.recipe.load import load_recipe
 
-        from clustertune.data.cache import log_to_stderr
+    from clustertune.data.cache import log_to_stderr
 
-        r = load_recipe(recipe, overrides or [])
-        t0 = time.perf_counter()
-        with log_to_stderr():
-            p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
-        secs = time.perf_counter() - t0
-        tr, va = p.counts("train"), p.counts("validation")
-        print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
-        print(f"  dir       {p.dir}")
-        print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.data.get('dtype')}")
-        if p.streaming:
-            print("  train     streamed: tokenized and packed on the fly while training")
-        else:
-            print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
-        print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
-        if not p.hit:
-            sec = p.manifest.data.get("seconds", {})
-            print(f"  tokenize  {sec.get('tokenize', 0):.2f}s with {p.manifest.data['created_by']['workers']} worker(s), "
-                  f"write {sec.get('write', 0):.2f}s")
+    r = load_recipe(recipe, overrides or [])
+    t0 = time.perf_counter()
+    with log_to_stderr():
+        p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
+    secs = time.perf_counter() - t0
+    tr, va = p.counts("train"), p.counts("validation")
+    print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
+    print(f"  dir       {p.dir}")
+    print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.data.get('dtype')}")
+    if p.streaming:
+        print("  train     streamed: tokenized and packed on the fly while training")
+    else:
+        print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
+    print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
+    if not p.hit:
+        sec = p.manifest.data.get("seconds", {})
+        print(f"  tokenize  {sec.get('tokenize', 0):.2f}s with {p.manifest.data['created_by']['workers']} worker(s), "
+              f"write {sec.get('write', 0):.2f}s")
 
-    cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args_is_help=True)
+cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args_is_help=True)
 
-    @cache_app.command("ls")
-    def cache_ls(cache_dir: Optional[Path] = CacheDir) -> None:
-        """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
-        from clustertune.data.cache import cache_root, list_entries
+@cache_app.command("ls")
+def cache_ls(cache_dir: Optional[Path] = CacheDir) -> None:
+    """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
+    from clustertune.data.cache import cache_root, list_entries
 
-        root = cache_root(None, cache_dir)
-        entries = list_entries(root)
-        if not entries:
-            print(f"no prepared data under {root}")
-            return
-        table = Table("fingerprint", "task", "source", "train samples", "tokens", "size", "age", box=None)
-        total = 0
-        for m in entries:
-            tr = m.data["splits"].get("train", {"samples": "stream"})
-            total += m.total_bytes
-            table.add_row(m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
-                          f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
-                          _age(str(m.data.get("created_at", ""))))
-        _console().print(table)
-        print(f"{len(entries)} entries, {_mb(total)} under {root}")
+    root = cache_root(None, cache_dir)
+    entries = list_entries(root)
+    if not entries:
+        print(f"no prepared data under {root}")
+        return
+    table = Table("fingerprint", "task", "source", "train samples", "tokens", "size", "age", box=None)
+    total = 0
+    for m in entries:
+        tr = m.data["splits"].get("train", {"samples": "stream"})
+        total += m.total_bytes
+        table.add_row(m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
+                      f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
+                      _age(str(m.data.get("created_at", ""))))
+    _console().print(table)
+    print(f"{len(entries)} entries, {_mb(total)} under {root}")
 
-    @cache_app.command("rm")
-    def cache_rm(
-        fingerprints: Optional[list[str]] = typer.Argument(None, help="Fingerprints (or unique prefixes)."),
-        all_: bool = typer.Option(False, "--all", help="Remove every prepared entry."),
-        cache_dir: Optional[Path] = CacheDir,
-    ) -> None:
-        """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
-        from clustertune.data.cache import cache_root, find_entries, list_entries, remove_entry
+@cache_app.command("rm")
+def cache_rm(
+    fingerprints: Optional[list[str]] = typer.Argument(None, help="Fingerprints (or unique prefixes)."),
+    all_: bool = typer.Option(False, "--all", help="Remove every prepared entry."),
+    cache_dir: Optional[Path] = CacheDir,
+) -> None:
+    """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
+    from clustertune.data.cache import cache_root, find_entries, list_entries, remove_entry
 
-        root = cache_root(None, cache_dir)
-        if all_:
-            targets = [m.dir for m in list_entries(root)]
-        elif fingerprints:
-            targets = find_entries(root, fingerprints)
-        else:
-            raise DataError("give fingerprints to remove (`clustertune cache ls` lists them) or --all")
-        for d in targets:
-            remove_entry(d)
-            print(f"removed {d}")
+    root = cache_root(None, cache_dir)
+    if all_:
+        targets = [m.dir for m in list_entries(root)]
+    elif fingerprints:
+        targets = find_entries(root, fingerprints)
+    else:
+        raise DataError("give fingerprints to remove (`clustertune cache ls` lists them) or --all")
+    for d in targets:
+        remove_entry(d)
+        print(f"removed {d}")
 
-    @cache_app.command("verify")
-    def cache_verify(
-        fingerprints: Optional[list[str]] = typer.Argument(None, help="Fingerprints (or prefixes); default all."),
-        cache_dir: Optional[Path] = CacheDir,
-    ) -> None:
-        """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
-        from clustertune.data.cache import cache_root, find_entries
-        from clustertune.data.manifest import load_manifest
+@cache_app.command("verify")
+def cache_verify(
+    fingerprints: Optional[list[str]] = typer.Argument(None, help="Fingerprints (or prefixes); default all."),
+    cache_dir: Optional[Path] = CacheDir,
+) -> None:
+    """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
+    from clustertune.data.cache import cache_root, find_entries
+    from clustertune.data.manifest import load_manifest
 
-        root = cache_root(None, cache_dir)
-        dirs = find_entries(root, fingerprints) if fingerprints else sorted(
-            d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "tokenizers"
-        ) if root.is_dir() else []
-        bad = []
-        for d in dirs:
-            try:
-                m = load_manifest(d)
-                m.verify()
-                print(f"ok   {d.name}  {len(m.files)} files, {_mb(m.total_bytes)}")
-            except DataError as exc:
-                bad.append(str(exc))
-                print(f"BAD  {d.name}  {exc}")
-        if bad:
-            raise DataError(f"{len(bad)} of {len(dirs)} prepared entries failed verification")
-        print(f"{len(dirs)} entries verified")
+    root = cache_root(None, cache_dir)
+    dirs = find_entries(root, fingerprints) if fingerprints else sorted(
+        d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "tokenizers"
+    ) if root.is_dir() else []
+    bad = []
+    for d in dirs:
+        try:
+            m = load_manifest(d)
+            m.verify()
+            print(f"ok   {d.name}  {len(m.files)} files, {_mb(m.total_bytes)}")
+        except DataError as exc:
+            bad.append(str(exc))
+            print(f"BAD  {d.name}  {exc}")
+    if bad:
+        raise DataError(f"{len(bad)} of {len(dirs)} prepared entries failed verification")
+    print(f"{len(dirs)} entries verified")
 
-    app.add_typer(cache_app, name="cache")
 
-    @app.command()
-    def stage(
-        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
-        dest: str = typer.Argument(..., help="Destination root (node-local disk); the data goes to DEST/<fingerprint>/."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
-        cache_dir: Optional[Path] = CacheDir,
-    ) -> None:
-        """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
-        from clustertune.data.cache import prepare as do_prepare
-        from clustertune.data.staging import resolve_stage_root
-        from clustertune.data.staging import stage as do_stage
-        from clustertune.recipe.load import load_recipe
+def stage(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    dest: str = typer.Argument(..., help="Destination root (node-local disk); the data goes to DEST/<fingerprint>/."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    cache_dir: Optional[Path] = CacheDir,
+) -> None:
+    """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
+    from clustertune.data.cache import prepare as do_prepare
+    from clustertune.data.staging import resolve_stage_root
+    from clustertune.data.staging import stage as do_stage
+    from clustertune.recipe.load import load_recipe
 
-        from clustertune.data.cache import log_to_stderr
+    from clustertune.data.cache import log_to_stderr
 
-        r = load_recipe(recipe, overrides or [])
-        with log_to_stderr():
-            p = do_prepare(r, cache_dir=cache_dir)
-            res = do_stage(p.dir, resolve_stage_root(dest))
-        print(f"staged {p.fingerprint} to {res.dir}")
-        print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
-              f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
+    r = load_recipe(recipe, overrides or [])
+    with log_to_stderr():
+        p = do_prepare(r, cache_dir=cache_dir)
+        res = do_stage(p.dir, resolve_stage_root(dest))
+    print(f"staged {p.fingerprint} to {res.dir}")
+    print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
+          f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
 
-    @app.command()
-    def fetch(
-        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
-        store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),
-        no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not prepare the data afterwards."),
-    ) -> None:
-        """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
-        STORE and write a recipe that uses those copies (for nodes without internet)."""
-        from clustertune.data.fetch import fetch as do_fetch
-        from clustertune.recipe.load import load_recipe
+def fetch(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),
+    no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not prepare the data afterwards."),
+) -> None:
+    """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
+    STORE and write a recipe that uses those copies (for nodes without internet)."""
+    from clustertune.data.fetch import fetch as do_fetch
+    from clustertune.recipe.load import load_recipe
 
-        from clustertune.data.cache import log_to_stderr
+    from clustertune.data.cache import log_to_stderr
 
-        r = load_recipe(recipe, overrides or [])
-        with log_to_stderr():
-            res = do_fetch(r, store, out, prepare_data=not no_prepare)
-        for key, name, dest in res.fetched:
-            print(f"{key}: {name} -> {dest}")
-        if not res.fetched:
-            print("nothing to fetch: the recipe uses no hub model, tokenizer or dataset")
-        print(f"recipe: {res.recipe_path}")
-        print(f"  run it offline: HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 clustertune run {res.recipe_path}")
+    r = load_recipe(recipe, overrides or [])
+    with log_to_stderr():
+        res = do_fetch(r, store, out, prepare_data=not no_prepare)
+    for key, name, dest in res.fetched:
+        print(f"{key}: {name} -> {dest}")
+    if not res.fetched:
+        print("nothing to fetch: the recipe uses no hub model, tokenizer or dataset")
+    print(f"recipe: {res.recipe_path}")
+    print(f"  run it offline: HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 clustertune run {res.recipe_path}")

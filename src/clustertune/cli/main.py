@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -28,12 +30,32 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
     """One YAML recipe, every target."""
 
 
-run_cmds.register(app)
-runs_cmds.register(app)
-perf_cmds.register(app)
-data_cmds.register(app)
-cluster_cmds.register(app)
-bench_cmds.register(app)
+# Every command and command group, in the order `clustertune --help` lists them:
+# (name, the function or typer group, typer's options for it).
+COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
+    ("run", run_cmds.run, {"context_settings": {"allow_extra_args": False}}),
+    ("validate", run_cmds.validate, {}),
+    ("recipes", run_cmds.recipes, {}),
+    ("runs", runs_cmds.runs_app, {}),
+    ("logs", runs_cmds.logs, {}),
+    ("status", runs_cmds.status, {}),
+    ("cancel", runs_cmds.cancel, {}),
+    ("estimate-memory", perf_cmds.estimate_memory, {}),
+    ("doctor", perf_cmds.doctor, {}),
+    ("prepare", data_cmds.prepare, {}),
+    ("cache", data_cmds.cache_app, {}),
+    ("stage", data_cmds.stage, {}),
+    ("fetch", data_cmds.fetch, {}),
+    ("cluster", cluster_cmds.cluster_app, {}),
+    ("sync", cluster_cmds.sync, {}),
+    ("exec", cluster_cmds.exec_, {}),
+    ("bench", bench_cmds.bench, {}),
+]
+for _name, _target, _options in COMMANDS:
+    if isinstance(_target, typer.Typer):
+        app.add_typer(_target, name=_name, **_options)
+    else:
+        app.command(_name, **_options)(_target)
 
 
 def main(argv: list[str] | None = None) -> int:

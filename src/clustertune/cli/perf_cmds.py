@@ -16,62 +16,59 @@ def _gib(n: int) -> str:
     return f"{n / 1024**3:.2f}"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("estimate-memory")
-    def estimate_memory(
-        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
-        devices: Optional[int] = typer.Option(None, "--devices", min=1,
-                                              help="Devices the run spans (default: from the recipe's launch section)."),
-        gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU to check against (H100, A100, ...); default: this machine's."),
-    ) -> None:
-        """Parameter, gradient, optimizer and activation memory per device for each strategy."""
-        from clustertune.api import devices_of
-        from clustertune.models.build import resolve_config
-        from clustertune.recipe.load import load_recipe
-        from clustertune.train import memory
+def estimate_memory(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    devices: Optional[int] = typer.Option(None, "--devices", min=1,
+                                          help="Devices the run spans (default: from the recipe's launch section)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU to check against (H100, A100, ...); default: this machine's."),
+) -> None:
+    """Parameter, gradient, optimizer and activation memory per device for each strategy."""
+    from clustertune.api import devices_of
+    from clustertune.models.build import resolve_config
+    from clustertune.recipe.load import load_recipe
+    from clustertune.train import memory
 
-        r = load_recipe(recipe, overrides or [])
-        world = devices or devices_of(r)
-        config = resolve_config(r, None)
-        if r.model.config is not None and r.model.tokenizer == "train":
-            config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
-        mixed = r.train.precision in ("bf16", "fp16") or (r.train.precision == "auto" and gpu is not None)
-        rows = memory.estimate_all(r, config, world, mixed)
-        dev = memory.device_memory_bytes(gpu)
-        if gpu is not None and dev is None:
-            raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
-        shape = memory.model_shape(config, r.task)
-        seq = r.sequence_length
-        print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
-              f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
-              + (", activation checkpointing" if r.train.gradient_checkpointing else ""))
-        cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "per device GiB", "host GiB"]
+    r = load_recipe(recipe, overrides or [])
+    world = devices or devices_of(r)
+    config = resolve_config(r, None)
+    if r.model.config is not None and r.model.tokenizer == "train":
+        config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
+    mixed = r.train.precision in ("bf16", "fp16") or (r.train.precision == "auto" and gpu is not None)
+    rows = memory.estimate_all(r, config, world, mixed)
+    dev = memory.device_memory_bytes(gpu)
+    if gpu is not None and dev is None:
+        raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
+    shape = memory.model_shape(config, r.task)
+    seq = r.sequence_length
+    print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
+          f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
+          + (", activation checkpointing" if r.train.gradient_checkpointing else ""))
+    cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "per device GiB", "host GiB"]
+    if dev:
+        cols.append(f"fits {dev[0]} ({dev[1] / 1e9:.0f} GB)")
+    table = Table(*cols, box=None)
+    for e in rows:
+        cells = [e.strategy, _gib(e.params), _gib(e.grads), _gib(e.optimizer), _gib(e.activations),
+                 _gib(e.device_total), _gib(e.host)]
         if dev:
-            cols.append(f"fits {dev[0]} ({dev[1] / 1e9:.0f} GB)")
-        table = Table(*cols, box=None)
-        for e in rows:
-            cells = [e.strategy, _gib(e.params), _gib(e.grads), _gib(e.optimizer), _gib(e.activations),
-                     _gib(e.device_total), _gib(e.host)]
-            if dev:
-                # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
-                cells.append("yes" if e.device_total <= 0.9 * dev[1] else "no")
-            table.add_row(*cells)
-        Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
-        print("activations are an estimate; weights, gradients and optimizer state are exact for AdamW in fp32")
+            # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
+            cells.append("yes" if e.device_total <= 0.9 * dev[1] else "no")
+        table.add_row(*cells)
+    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+    print("activations are an estimate; weights, gradients and optimizer state are exact for AdamW in fp32")
 
-    @app.command()
-    def doctor() -> None:
-        """What clustertune finds on this machine: versions, GPUs, DeepSpeed, SLURM, SSH, hub, caches."""
-        from clustertune.doctor import checks
+def doctor() -> None:
+    """What clustertune finds on this machine: versions, GPUs, DeepSpeed, SLURM, SSH, hub, caches."""
+    from clustertune.doctor import checks
 
-        problems = 0
-        for section, items in checks():
-            print(section)
-            for item in items:
-                mark = "  ok  " if item.ok else "  !!  "
-                print(f"{mark}{item.name:<22} {item.value}")
-                if not item.ok:
-                    problems += 1
-                    print(f"        fix: {item.fix}")
-        print(f"{problems} problem(s) found" if problems else "no problems found")
+    problems = 0
+    for section, items in checks():
+        print(section)
+        for item in items:
+            mark = "  ok  " if item.ok else "  !!  "
+            print(f"{mark}{item.name:<22} {item.value}")
+            if not item.ok:
+                problems += 1
+                print(f"        fix: {item.fix}")
+    print(f"{problems} problem(s) found" if problems else "no problems found")

@@ -15,48 +15,44 @@ from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_re
 from clustertune.runs.state import RunState
 
 
-def register(app: typer.Typer) -> None:
-    @app.command(context_settings={"allow_extra_args": False})
-    def run(
-        recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`)."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
-        resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id from its last checkpoint."),
-        runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
-    ) -> None:
-        """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
-        if resume is not None and recipe is not None and not all(o.startswith("launch.") for o in [recipe, *(overrides or [])]):
-            # `clustertune run --resume ID` only; a recipe beside it is ambiguous.
-            raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
-        if resume is None and recipe is None:
-            raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
-        _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
+def run(
+    recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`)."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id from its last checkpoint."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
+) -> None:
+    """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
+    if resume is not None and recipe is not None and not all(o.startswith("launch.") for o in [recipe, *(overrides or [])]):
+        # `clustertune run --resume ID` only; a recipe beside it is ambiguous.
+        raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
+    if resume is None and recipe is None:
+        raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
+    _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
 
-    @app.command()
-    def validate(
-        recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
-        overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
-    ) -> None:
-        """Check a recipe without running it and without network; every problem at once."""
-        r = load_recipe(recipe, overrides or [])
-        src = r.model.name_or_path or f"{r.model.config} (fresh)"
-        if r.rl is not None:
-            src = f"{r.rl.algorithm} policy {r.rl.policy}"
-        data = r.data.dataset or ", ".join(r.data.train_files)
-        print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
+def validate(
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+) -> None:
+    """Check a recipe without running it and without network; every problem at once."""
+    r = load_recipe(recipe, overrides or [])
+    src = r.model.name_or_path or f"{r.model.config} (fresh)"
+    if r.rl is not None:
+        src = f"{r.rl.algorithm} policy {r.rl.policy}"
+    data = r.data.dataset or ", ".join(r.data.train_files)
+    print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
 
-    @app.command()
-    def recipes() -> None:
-        """List the shipped recipes (run one with `clustertune run NAME`)."""
-        table = Table("name", "task", "description", box=None)
-        for name, path in shipped_recipes().items():
-            try:
-                r = load_recipe(path)
-                table.add_row(name, r.task, r.description)
-            except UserError as exc:  # a broken shipped recipe is a bug, but still list it
-                table.add_row(name, "?", f"INVALID: {exc}")
-        Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+def recipes() -> None:
+    """List the shipped recipes (run one with `clustertune run NAME`)."""
+    table = Table("name", "task", "description", box=None)
+    for name, path in shipped_recipes().items():
+        try:
+            r = load_recipe(path)
+            table.add_row(name, r.task, r.description)
+        except UserError as exc:  # a broken shipped recipe is a bug, but still list it
+            table.add_row(name, "?", f"INVALID: {exc}")
+    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
