@@ -265,3 +265,13 @@ def test_evaluation_prompts_from_the_recipe_or_the_validation_split(tmp_path: Pa
     held_out = list(raw.validation["prompt"])
     assert len(held_out) == 64  # the validation split, capped by data.max_eval_samples
     assert eval_prompts(r, raw) == [p for p in held_out for _ in range(2)]
+
+
+def test_rl_recipe_type_has_its_rl_section(tmp_path: Path) -> None:
+    from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
+    from tests.conftest import TINY_CAUSAL
+
+    rl = as_rl_recipe(ct.load_recipe(grpo_recipe("p", tmp_path)))
+    assert isinstance(rl, RLRecipe) and rl.rl.algorithm == "grpo" and as_rl_recipe(rl) is rl
+    with pytest.raises(RecipeError, match="rl"):
+        as_rl_recipe(ct.load_recipe(TINY_CAUSAL))

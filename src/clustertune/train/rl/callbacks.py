@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from clustertune.recipe.schema import Recipe
+from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.loop import KILL_AT_STEP_ENV
 from clustertune.train.metrics import MetricsWriter
@@ -72,10 +72,9 @@ class EvalSet:
 
 
 class RunCallback(TrainerCallback):  # type: ignore[misc]
-    def __init__(self, recipe: Recipe, paths: RunPaths, tokenizer: Any, rewards: list[Reward], eval_set: EvalSet,
+    def __init__(self, recipe: RLRecipe, paths: RunPaths, tokenizer: Any, rewards: list[Reward], eval_set: EvalSet,
                  recipe_yaml: str, show_progress: bool, resumed: bool, stop: Any = None):
         rl = recipe.rl
-        assert rl is not None
         self.recipe, self.rl, self.paths, self.tok = recipe, rl, paths, tokenizer
         self.rewards, self.eval_set, self.recipe_yaml = rewards, eval_set, recipe_yaml
         self.show_progress, self.resumed = show_progress, resumed

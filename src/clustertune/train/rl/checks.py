@@ -13,6 +13,7 @@ from typing import Any
 
 from clustertune.data.sources import RawData
 from clustertune.errors import ModelError
+from clustertune.recipe.rl_recipe import as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.train.rl.rewards import build_rewards
 from clustertune.train.rl.sources import load_rl_data, resolve_model
@@ -61,12 +62,12 @@ def _check_ppo_models(rl: Any, root: str | None, tok: Any, model_paths: list[str
                         "leave rl.value_model unset (the policy) or give a model with the policy's tokenizer")
 
 
-def preflight_rl(recipe: Recipe) -> RawData:
+def preflight_rl(plain: Recipe) -> RawData:
     """Everything an RL run needs, checked; returns the loaded prompts/pairs."""
     from clustertune.models.tokenizer import load_tokenizer
 
+    recipe = as_rl_recipe(plain)
     rl = recipe.rl
-    assert rl is not None
     root = recipe.tracking.runs_root
     policy = resolve_model(rl.policy, "rl.policy", root)
     check_architecture(policy, "rl.policy", CAUSAL_LM, "a causal language model")

@@ -21,6 +21,7 @@ import torch
 
 from clustertune.errors import RunError, UserError
 from clustertune.recipe.rl_schema import PPO_ONE_PROCESS, PPO_TRL
+from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.recipe.schema import Recipe
 
 DEFAULT_PPO_EPOCHS = 4
@@ -90,11 +91,10 @@ def value_model(path: str, pad_token_id: int | None) -> Any:
     return model
 
 
-def ppo_config(recipe: Recipe, common: dict[str, Any]) -> Any:
+def ppo_config(recipe: RLRecipe, common: dict[str, Any]) -> Any:
     """TRL's PPOConfig: steps become episodes (prompts rolled out), beta becomes kl_coef."""
     PPOConfig, _ = ppo_classes()
     rl, t = recipe.rl, recipe.train
-    assert rl is not None
     args = {k: v for k, v in common.items() if k not in ("beta", "max_steps")}
     episodes = t.max_steps * t.batch_size * t.gradient_accumulation_steps if t.max_steps else None  # one process
     return PPOConfig(

@@ -21,6 +21,7 @@ import torch
 
 from clustertune.errors import RewardError
 from clustertune.recipe.load import dump_recipe
+from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.metrics import flat_config, tracker_env, truncate_after
@@ -42,14 +43,13 @@ class RLResult:
     stopped_by: str | None = None  # a stop request (signal, stop file) ended it; checkpoint written
 
 
-def trainer_args(recipe: Recipe, paths: RunPaths, weights: list[float]) -> Any:
+def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any:
     """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
     from trl import DPOConfig, GRPOConfig, RLOOConfig
 
     from clustertune.train.precision import mixed_precision
 
     t, rl = recipe.train, recipe.rl
-    assert rl is not None
     precision = mixed_precision(recipe)
     steps = t.max_steps or -1
     common: dict[str, Any] = dict(
@@ -104,8 +104,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     from clustertune.models.tokenizer import load_tokenizer
     from clustertune.train.precision import reset_accelerate_state
 
+    recipe = as_rl_recipe(recipe)
     rl, t = recipe.rl, recipe.train
-    assert rl is not None
     if rl.algorithm == "ppo" and resume_from is not None:
         from clustertune.train.rl.ppo import refuse_resume
 

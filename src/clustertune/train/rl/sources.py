@@ -19,7 +19,7 @@ from clustertune.data import builtin
 from clustertune.data.sources import RawData, carve_validation, load_raw
 from clustertune.errors import DataError, ModelError, RunError
 from clustertune.recipe.rl_schema import RUN_PREFIX
-from clustertune.recipe.schema import Recipe
+from clustertune.recipe.rl_recipe import RLRecipe
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
@@ -102,12 +102,11 @@ def _rename(ds: Any, mapping: dict[str, str]) -> Any:
     return ds.rename_columns(mapping) if mapping else ds
 
 
-def load_rl_data(recipe: Recipe) -> RawData:
+def load_rl_data(recipe: RLRecipe) -> RawData:
     """Train/validation splits with columns ``prompt`` (and ``chosen``/``rejected`` for DPO)."""
     from datasets import Dataset
 
     d, rl, seed = recipe.data, recipe.rl, recipe.train.seed
-    assert rl is not None
     name = d.dataset or ""
     if name.startswith(builtin.BUILTIN_PREFIX) and name[len(builtin.BUILTIN_PREFIX):] in RL_BUILTINS:
         short = name[len(builtin.BUILTIN_PREFIX):]
@@ -148,8 +147,7 @@ def _clean(ds: Any, col: str, limit: int | None, split: str) -> Any:
     return ds.select(range(min(limit, len(ds)))) if limit else ds
 
 
-def eval_prompts(recipe: Recipe, raw: RawData) -> list[str]:
+def eval_prompts(recipe: RLRecipe, raw: RawData) -> list[str]:
     rl = recipe.rl
-    assert rl is not None
     base = list(rl.eval_prompts) or list(raw.validation["prompt"])
     return [p for p in base for _ in range(rl.eval_repeats)]
