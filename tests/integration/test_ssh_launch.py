@@ -107,7 +107,7 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
 def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):
     """With results kept on the cluster only rank 0's host holds the checkpoints; a resume
     needs the newest on every host. It is relayed through the submitting machine, not kept there."""
-    from clustertune.launch.ssh import spread_checkpoints
+    from clustertune.remote.train_job import spread_checkpoints
     from clustertune.runs.run import Run
     from clustertune.runs.store import runs_root
 

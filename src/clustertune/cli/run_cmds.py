@@ -84,7 +84,7 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         return
     print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
     if (r.info.remote or {}).get("keep_on_cluster"):
-        from clustertune.launch.ssh import kept_result_lines
+        from clustertune.remote.train_job import kept_result_lines
 
         print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
     else:

@@ -111,7 +111,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
             return _in_process(recipe, run, runs_root_dir, show_progress, command)
         run.check_resumable()
         if run.info.backend == "ssh" and run.info.remote is not None:
-            from clustertune.launch.ssh import before_resume
+            from clustertune.remote.train_job import before_resume
 
             before_resume(run)
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
