@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TINY_CAUSAL, TINY_CLS, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
 
 REWARD_E = {"function": "clustertune.rewards:char_fraction", "kwargs": {"chars": "e"}}
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.conftest import cli
+from tests.helpers import cli
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import yaml
 
 import clustertune as ct
 from clustertune.errors import DataError, ModelError, RecipeError, RunError, UserError
-from tests.conftest import TINY_CAUSAL, TINY_CLS, cli, tree_snapshot, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, cli, tree_snapshot, with_
 
 
 def _write(tmp_path: Path, data: dict, name: str = "r.yaml") -> Path:

@@ -10,7 +10,7 @@ from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
 
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 

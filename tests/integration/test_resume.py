@@ -16,7 +16,7 @@ import yaml
 
 from clustertune.runs import get_run
 from clustertune.train.loop import KILL_AT_STEP_ENV
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
 
 RECIPE = with_(TINY_CAUSAL, train={"max_steps": 14, "save_every": 6, "log_every": 4, "keep_last": 3})
 

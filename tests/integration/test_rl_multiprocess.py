@@ -16,7 +16,7 @@ from typing import Any
 import clustertune as ct
 from clustertune.recipe import dump_recipe
 from clustertune.runs.run import Run
-from tests.conftest import read_jsonl
+from tests.helpers import read_jsonl
 from tests.rl_fixtures import grpo_recipe
 
 NODE_SCRIPT = """

@@ -29,7 +29,7 @@ from clustertune.train import checkpoint as ckpt
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.train.rl import execute_rl, preflight_rl
 from clustertune.train.stop import StopFlag
-from tests.conftest import read_jsonl
+from tests.helpers import read_jsonl
 from tests.rl_fixtures import grpo_recipe
 
 

@@ -18,7 +18,7 @@ from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.rl.callbacks import samples_path
-from tests.conftest import cli, read_jsonl
+from tests.helpers import cli, read_jsonl
 from tests.rl_fixtures import dpo_recipe, grpo_recipe
 
 

@@ -13,8 +13,8 @@ from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
-from tests.conftest import read_jsonl
-from tests.integration.test_slurm_preemption import wait_for_step
+from tests.helpers import read_jsonl
+from tests.helpers import wait_for_step
 from tests.rl_fixtures import grpo_recipe
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")

@@ -13,7 +13,7 @@ from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 

@@ -4,7 +4,6 @@ requeues itself and resumes, and the result equals an uninterrupted run."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,11 @@ from clustertune.launch import job_for
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
-from tests.conftest import TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, read_jsonl, wait_for_step, with_
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
 TRAIN = {"max_steps": 160, "log_every": 4, "eval_at_start": False}
-
-
-def wait_for_step(metrics: Path, at_least: int, timeout: float = 180) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = read_jsonl(metrics) if metrics.is_file() else []
-        steps = [r["step"] for r in rows if r.get("kind") == "train"]
-        if steps and steps[-1] >= at_least:
-            return steps[-1]
-        time.sleep(0.1)
-    raise AssertionError(f"training did not reach step {at_least} in {timeout} s")
 
 
 def test_usr2_checkpoints_requeues_and_resumes_to_the_same_loss(runs_root: Path) -> None:
@@ -79,7 +67,7 @@ def test_time_limit_signal_stops_with_a_checkpoint_and_no_requeue_left_is_timeou
 
 
 def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root: Path) -> None:
-    from tests.conftest import cli
+    from tests.helpers import cli
 
     recipe = load_recipe(with_(TINY_CAUSAL, train={**TRAIN, "max_steps": 240},
                                launch={"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}))

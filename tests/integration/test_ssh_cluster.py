@@ -16,7 +16,7 @@ from clustertune.errors import ClusterError, HostKeyError
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import HostSpec, add_cluster, get_cluster
 from clustertune.remote.transport import close_all
-from tests.conftest import cli
+from tests.helpers import cli
 
 HOSTILE = "we ird 'q\" ; touch /tmp/ct-pwned-{tag}"
 # Folder names cannot hold "/": this one would create the marker in the login directory.

@@ -23,7 +23,7 @@ from clustertune.remote.config import HostSpec, add_cluster
 from clustertune.remote.envs import Env
 from clustertune.remote.functions import ConnectionLost, get_ref
 from clustertune.runs.state import RunState
-from tests.conftest import cli
+from tests.helpers import cli
 
 
 def _wheel(path: Path, value: str) -> Path:

@@ -19,7 +19,7 @@ from clustertune.errors import ClusterError, HostKeyError
 from clustertune.remote.config import HostSpec, add_cluster, get_cluster
 from clustertune.remote.envs import Env
 from clustertune.remote.transport import Connection, close_all
-from tests.conftest import cli
+from tests.helpers import cli
 
 # Quotes, spaces, a command separator, a command substitution and ssh's %-tokens: the key and
 # known_hosts paths pass through ssh's option parser, its token expansion and (inside the

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
 
 STEPS = 40
 SECRET = "s3cr3t-value-never-in-files"

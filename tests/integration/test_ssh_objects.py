@@ -12,7 +12,7 @@ import pytest
 import clustertune as ct
 from clustertune.errors import RemoteCallError
 from clustertune.runs.state import RunState
-from tests.conftest import cli
+from tests.helpers import cli
 
 
 def _running(pid: int) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, read_jsonl, with_
 
 pytestmark = pytest.mark.slow
 

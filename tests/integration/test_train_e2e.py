@@ -13,7 +13,7 @@ import torch
 
 import clustertune as ct
 from clustertune.runs import RunState
-from tests.conftest import TINY_CAUSAL, TINY_CLS, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, read_jsonl, with_
 
 
 def _reload_and_eval_loss(model_dir: Path, auto: type, block: torch.Tensor, **kwargs: torch.Tensor) -> float:

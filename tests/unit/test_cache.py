@@ -20,7 +20,7 @@ from clustertune.data.manifest import load_manifest
 from clustertune.data.prepare import encode_texts, group_blocks
 from clustertune.errors import DataError
 from clustertune.recipe import load_recipe
-from tests.conftest import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from clustertune.data.builtin import pydoc_paragraphs
-from tests.conftest import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli, with_
 from tests.hubserver import FakeHub
 
 

@@ -19,7 +19,7 @@ from clustertune.data.staging import open_run_data, resolve_stage_root, stage, w
 from clustertune.errors import DataError, RunError
 from clustertune.recipe import load_recipe
 from clustertune.runs.paths import RunPaths
-from tests.conftest import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from clustertune.data import builtin
 from clustertune.data.cache import prepare
 from clustertune.data.stream import BlockStream, StreamingDataset, StreamState, texts_of_files
 from clustertune.recipe import load_recipe
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 
 @pytest.fixture(scope="module")

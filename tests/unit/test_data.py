@@ -15,7 +15,7 @@ from clustertune.data.sources import carve_validation, load_raw
 from clustertune.errors import DataError
 from clustertune.models.tokenizer import train_bpe
 from clustertune.recipe import load_recipe
-from tests.conftest import TINY_CAUSAL, TINY_CLS, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
 
 
 def test_group_blocks_has_one_global_remainder() -> None:

@@ -12,7 +12,7 @@ import yaml
 from clustertune.errors import LaunchError
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
-from tests.conftest import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli, with_
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from clustertune.launch.slurm import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for
 from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 HOSTILE = "/tmp/my runs/it's; touch /tmp/pwned-ct \"x\" $(id)"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from clustertune.train import memory
-from tests.conftest import cli
+from tests.helpers import cli
 
 
 @pytest.mark.parametrize("layers,width,vocab", [(2, 64, 512), (4, 128, 2048), (6, 256, 4096)])

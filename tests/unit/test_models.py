@@ -9,7 +9,7 @@ import pytest
 from clustertune.errors import ModelError
 from clustertune.models import build_model, check_sequence_fits, load_tokenizer, resolve_config, train_bpe
 from clustertune.recipe import load_recipe
-from tests.conftest import TINY_CAUSAL, TINY_CLS, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
 
 TEXTS = ["def f(x):\n    return x + 1", "The quick brown fox jumps over the lazy dog."] * 50
 

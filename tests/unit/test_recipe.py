@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from clustertune.errors import RecipeError, RecipeNotFound
 from clustertune.recipe import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.load import parse_scalar
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 
 def write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:

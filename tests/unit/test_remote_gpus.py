@@ -11,7 +11,7 @@ from clustertune.launch.plan import build_plan
 from clustertune.launch.ssh import describe_procs, procs_on_host
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus, pick_free_gpus
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 # An 8-GPU node shared with other jobs: 0 and 5 train, 3 holds memory while idle (a paused
 # job or a notebook), the rest carry only the driver's few MiB.

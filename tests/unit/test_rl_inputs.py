@@ -16,7 +16,7 @@ from clustertune.rewards import char_fraction, word_fraction
 from clustertune.train.rl import preflight_rl
 from clustertune.train.rl.rewards import check_scores
 from clustertune.train.rl.sources import builtin_rl_rows
-from tests.conftest import cli, tree_snapshot
+from tests.helpers import cli, tree_snapshot
 from tests.rl_fixtures import dpo_recipe, grpo_recipe
 
 
@@ -269,7 +269,7 @@ def test_evaluation_prompts_from_the_recipe_or_the_validation_split(tmp_path: Pa
 
 def test_rl_recipe_type_has_its_rl_section(tmp_path: Path) -> None:
     from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
-    from tests.conftest import TINY_CAUSAL
+    from tests.helpers import TINY_CAUSAL
 
     rl = as_rl_recipe(ct.load_recipe(grpo_recipe("p", tmp_path)))
     assert isinstance(rl, RLRecipe) and rl.rl.algorithm == "grpo" and as_rl_recipe(rl) is rl

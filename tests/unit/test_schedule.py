@@ -10,7 +10,7 @@ import torch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.schedule import make_scheduler, warmup_steps
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 from tests.rl_fixtures import grpo_recipe
 
 

@@ -15,7 +15,7 @@ from clustertune.errors import ClusterError, LaunchError, RecipeError
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.config import HostSpec, add_cluster
-from tests.conftest import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli, with_
 
 HOSTILE_ROOT = "/tmp/ct root 'x'; touch /tmp/pwned"
 

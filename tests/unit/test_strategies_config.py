@@ -17,7 +17,7 @@ from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_m
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory, next_strategy
 from clustertune.train.ds_config import DeepSpeedConfigError, build_config, merge_user_config
 from clustertune.train.strategies.zero import DeepSpeedMissing, check_strategy, deepspeed_config
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 
 def recipe(**train: object):

@@ -1,0 +1,85 @@
+"""What tests share: tiny recipes, the CLI in a fresh process, small file readers.
+
+Tests import these from here; fixtures stay in conftest.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TINY_CAUSAL: dict[str, Any] = {
+    "name": "tiny",
+    "task": "causal_lm",
+    "model": {
+        "config": "gpt2",
+        "config_overrides": {"n_layer": 2, "n_embd": 64, "n_head": 2, "n_positions": 64},
+        "tokenizer": "train",
+        "tokenizer_vocab_size": 512,
+    },
+    "data": {"dataset": "builtin:pydoc", "block_size": 64, "max_eval_samples": 32},
+    "train": {"batch_size": 8, "lr": 3e-3, "max_steps": 12, "log_every": 4, "eval_at_start": True,
+              "warmup_steps": 2, "lr_scheduler": "cosine", "cpu_threads": 1},
+}
+
+TINY_CLS: dict[str, Any] = {
+    "name": "tinycls",
+    "task": "sequence_classification",
+    "model": {
+        "config": "bert",
+        "config_overrides": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                             "intermediate_size": 128, "max_position_embeddings": 64},
+        "tokenizer": "train",
+        "tokenizer_vocab_size": 512,
+        "num_labels": 2,
+    },
+    "data": {"dataset": "builtin:pydoc-kinds", "max_length": 32, "validation_fraction": 0.1},
+    "train": {"batch_size": 16, "lr": 2e-3, "max_steps": 12, "log_every": 4, "cpu_threads": 1},
+}
+
+
+def with_(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with some keys of some sections replaced."""
+    out = copy.deepcopy(base)
+    for sec, values in sections.items():
+        if isinstance(values, dict):
+            out.setdefault(sec, {}).update(values)
+        else:
+            out[sec] = values
+    return out
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real `clustertune` console entry point in a fresh process."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    exe = Path(sys.executable).with_name("clustertune")
+    return subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tree_snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes (to prove nothing changed)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def wait_for_step(metrics: Path, at_least: int, timeout: float = 180) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = read_jsonl(metrics) if metrics.is_file() else []
+        steps = [r["step"] for r in rows if r.get("kind") == "train"]
+        if steps and steps[-1] >= at_least:
+            return steps[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"training did not reach step {at_least} in {timeout} s")
