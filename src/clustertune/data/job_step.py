@@ -12,15 +12,16 @@ import sys
 import time
 from pathlib import Path
 
+from clustertune.data.cache import prepare
+from clustertune.data.staging import write_run_data
 from clustertune.errors import UserError
+from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths
+from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
 
 
 def main(argv: list[str] | None = None) -> int:
-    from clustertune.data.cache import prepare
-    from clustertune.data.staging import write_run_data
-    from clustertune.recipe.load import load_recipe
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m clustertune.data.job_step RUN_DIR", file=sys.stderr)
@@ -45,9 +46,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _record_failure(paths: RunPaths, reason: str) -> None:
     """Put the reason where `clustertune status` shows it (the job itself only has an exit code)."""
-    from clustertune.runs.run import Run
-    from clustertune.runs.state import RunState
-
     try:
         run = Run.load(paths.root)
         if not run.state.terminal:

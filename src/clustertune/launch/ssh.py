@@ -24,13 +24,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.errors import ClusterError, LaunchError
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection, Recipe
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
-from clustertune.runs.job import Announce
-from clustertune.runs.run import Run
+from clustertune.remote.cluster import EXIT_MISSING, Cluster
+from clustertune.remote.config import client_id, clusters_file, list_clusters
+from clustertune.remote.envs import Env, folder_files, tree_hash
+from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
 from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key
+from clustertune.remote.transport import shell_join
+from clustertune.runs.job import Announce
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
+from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
 BACKEND = "ssh"
@@ -41,9 +47,6 @@ BACKEND = "ssh"
 
 def find_cluster(name: str) -> Any:
     """The configured cluster ``name``; an unknown one names the closest and how to add it."""
-    from clustertune.remote.cluster import Cluster
-    from clustertune.remote.config import clusters_file, list_clusters
-
     known = [c.name for c in list_clusters()]
     if name not in known:
         close = difflib.get_close_matches(name, known, n=1)
@@ -79,8 +82,6 @@ def procs_on_host(plan: LaunchPlan, gpus: list[dict[str, Any]]) -> int:
 def host_gpus(cluster: Any, i: int) -> list[dict[str, Any]]:
     """Host i's GPUs, from its nvidia-smi (none without one): the same query and parser as
     ``cluster check``, without copying anything to the host (a dry run asks too)."""
-    from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
-
     r = cluster.conn(i).run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv"])
     return parse_gpus(r.text) if r.rc == 0 else []
 
@@ -120,8 +121,6 @@ def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
 
 
 def _env_for(plan: LaunchPlan, launch: LaunchSection) -> Any:
-    from clustertune.remote.envs import Env
-
     reqs = list(launch.requirements)
     if not reqs and not launch.site_packages_from:
         reqs = own_dependencies()
@@ -143,8 +142,6 @@ def own_dependencies() -> list[str]:
 
 def _code_files() -> tuple[Path, list[str], str]:
     """clustertune's own package: the folder, its files, their hash."""
-    from clustertune.remote.envs import folder_files, tree_hash
-
     pkg = Path(__file__).resolve().parents[1]  # clustertune/launch/ssh.py -> clustertune/
     files = folder_files(pkg)
     return pkg, files, tree_hash(pkg, files)
@@ -153,9 +150,6 @@ def _code_files() -> tuple[Path, list[str], str]:
 def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: dict[str, Any],
                   code: tuple[Path, list[str], str]) -> str:
     """Env, code, data and run directory on host ``i``; returns the run directory there (absolute)."""
-    from clustertune.data.manifest import MANIFEST, load_manifest
-    from clustertune.remote.transport import shell_join
-
     conn = cluster.conn(i)
     rdir = HostRunPaths(cluster.root(i), run.id).run_dir
     # One round trip: the run directory exists, last attempt's stop requests are gone, and the
@@ -182,10 +176,6 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: dict[str, 
 
 def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     """Start the next attempt of ``run`` on the cluster's first ``plan.nodes`` hosts; returns at once."""
-    from clustertune.remote.cluster import EXIT_MISSING
-    from clustertune.remote.config import client_id
-    from clustertune.remote.transport import shell_join
-
     cluster = find_cluster(str(launch.cluster))
     check_nodes(launch, len(cluster.hosts))
     nodes = list(range(plan.nodes))

@@ -13,19 +13,21 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, UserError
 from clustertune.launch.base import Announce, launcher
+from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
+from clustertune.remote.train_job import before_resume
 from clustertune.runs.paths import RunPaths
-from clustertune.runs.run import Run
+from clustertune.runs.run import Run, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
+from clustertune.train.metrics import check_trackers
+
 
 def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
     """Whether this recipe runs through a launcher (torchrun, SLURM) rather than in-process:
     a scheduler, several processes asked for, or (unset) a host with several GPUs to use."""
-    from clustertune.launch.local import visible_gpus
-
     ln = recipe.launch
     if ln.backend != "local":
         return True
@@ -58,6 +60,8 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
         return  # a resumed or requeued run keeps the data it started with
     if recipe.task == "rlhf":
         return  # TRL's trainers load their own prompts and preference pairs on the ranks
+    # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
+    # job's first step) and --dry-run never need on this machine.
     from clustertune.data.cache import prepare
     from clustertune.data.staging import write_run_data
 
@@ -66,8 +70,6 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
 
 def dry_run_text(recipe: Recipe, root: Path) -> str:
     """The plan (and the sbatch script) a launch would use, for a run directory not yet made."""
-    from clustertune.runs.run import new_run_id
-
     run_id = new_run_id(recipe.name)
     plan = plan_for(recipe, run_id, root / run_id)
     out = ["# launch plan", plan.to_json()]
@@ -111,8 +113,6 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
             return _in_process(recipe, run, runs_root_dir, show_progress, command)
         run.check_resumable()
         if run.info.backend == "ssh" and run.info.remote is not None:
-            from clustertune.remote.train_job import before_resume
-
             before_resume(run)
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
         run.set_backend(recipe.launch.backend)
@@ -123,8 +123,6 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
             return _in_process(recipe, None, runs_root_dir, show_progress, command)
         # Problems found without heavy imports fail here, before any run directory exists;
         # the ranks check the model and data themselves (their errors land in run.json).
-        from clustertune.train.metrics import check_trackers
-
         check_trackers(list(recipe.tracking.trackers))
         launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustertune.errors import RemoteCallError, RunError
-from clustertune.remote.cluster import Cluster
+from clustertune.remote.cluster import Cluster, _stderr_printer
 from clustertune.remote.config import ClusterSpec, HostSpec, client_id, run_secret
 from clustertune.runs.job import follow, wait
 from clustertune.runs.run import Run
@@ -41,8 +41,8 @@ def cluster_of(run: Run) -> Cluster:
 
 def decode_outcome(run_key: str, head: dict[str, Any], data: bytes, host_label: str) -> Any:
     """Verify the signature, unpickle, return the value or raise the remote exception."""
-    import hmac
     import hashlib
+    import hmac
 
     if not data:
         raise RemoteCallError(f"run {run_key} on {host_label} ended {head.get('state')} without a result"
@@ -158,7 +158,6 @@ class RemoteJob:
         c = self._cluster()
         i = self._nodes(None)[0]
         args = ["--timeout", str(timeout if timeout is not None else 86400.0)] + (["--stream"] if stream else [])
-        from clustertune.remote.cluster import _stderr_printer
 
         r = c.helper(i, "result", self.run.id, *args, on_stderr=_stderr_printer() if stream else None)
         if r.rc == 3:

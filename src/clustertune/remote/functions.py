@@ -23,6 +23,7 @@ from clustertune.remote.cluster import EXIT_MISSING, Cluster, _stderr_printer
 from clustertune.remote.config import client_id, run_secret
 from clustertune.remote.envs import Env
 from clustertune.remote.runner import REF_MARK
+from clustertune.remote.runner_sockets import _frame, _recv_frame
 from clustertune.remote.transport import shell_join
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -227,7 +228,6 @@ def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[s
     then starts the call the plain way: nothing had started yet)."""
     import socket
 
-    from clustertune.remote.runner_sockets import _frame, _recv_frame
 
     try:
         path = cluster.agent_socket(i, env)

@@ -19,6 +19,7 @@ from clustertune.remote.cluster import Cluster
 from clustertune.remote.envs import Env
 from clustertune.remote.functions import _function_spec, _mark_refs, dumps_by_value, start_remote
 from clustertune.runs.state import RunState
+from clustertune.runs.store import get_run
 
 
 class RemoteClass:
@@ -103,7 +104,6 @@ class RemoteObject:
 
     @property
     def run(self):  # noqa: ANN201
-        from clustertune.runs.store import get_run
 
         return get_run(self.run_key)
 

@@ -23,9 +23,9 @@ from clustertune.errors import ClusterError, RunError
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.backend import cluster_of
 from clustertune.remote.transport import shell_join
+from clustertune.runs.job import follow, wait
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
-from clustertune.runs.job import follow, wait
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 

@@ -15,7 +15,6 @@ from typing import Protocol, runtime_checkable
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
-
 # How a launch reports progress to whoever started it (the CLI prints to stderr).
 Announce = Callable[[str], None]
 
