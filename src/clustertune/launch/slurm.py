@@ -91,21 +91,17 @@ def render_sbatch(plan: LaunchPlan) -> str:
     flags = sbatch_flags(plan)
     for f in flags:
         _check_sbatch_value(f)
-    q = shlex.quote
-    nproc = str(plan.procs_per_node) if plan.procs_per_node else "$CT_NPROC"
-    torchrun = " ".join([*map(q, torchrun_args(plan, 0)[:-2]), f"--nproc-per-node={nproc}", *map(q, torchrun_args(plan, 0)[-1:]),
-                         "--rdzv-backend=c10d", q(rdzv_conf(plan)),
-                         *map(q, entry_args(plan))])
-    if plan.node_address_suffix:
-        host = f'CT_RDZV_HOST="${{CT_FIRST_NODE}}"{q(plan.node_address_suffix)}'
-    else:
-        host = ('CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\\n" | sed -n "s/^NodeAddr=//p" | head -n 1)\n'
-                'CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}')
     lines = ["#!/bin/bash", *(f"#SBATCH {f}" for f in flags), f"# clustertune run {plan.run_id}: generated from its recipe.", ""]
+    lines += _env_lines(plan) + _stop_and_rendezvous_lines(plan) + _data_lines(plan) + _train_lines(plan)
+    return "\n".join(lines) + "\n"
+
+
+def _env_lines(plan: LaunchPlan) -> list[str]:
+    q = shlex.quote
     # No `set -u`/`-e`: users' setup lines (venv/conda activation) often trip them; the script
     # checks the exit codes it acts on.
-    lines += [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
-              f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
+    lines = [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
+             f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
     lines += [f"export {k}={q(v)}" for k, v in plan.env]
     if plan.env_passthrough:
         lines.append("# passed through from the submitting environment (values never written here): "
@@ -113,7 +109,17 @@ def render_sbatch(plan: LaunchPlan) -> str:
     lines += ["", 'step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }', ""]
     if plan.setup:
         lines += ['step "setup"', *plan.setup, ""]
-    lines += [
+    return lines
+
+
+def _stop_and_rendezvous_lines(plan: LaunchPlan) -> list[str]:
+    q = shlex.quote
+    if plan.node_address_suffix:
+        host = f'CT_RDZV_HOST="${{CT_FIRST_NODE}}"{q(plan.node_address_suffix)}'
+    else:
+        host = ('CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\\n" | sed -n "s/^NodeAddr=//p" | head -n 1)\n'
+                'CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}')
+    lines = [
         "# A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.",
         "CT_STOP_SIGNAL=''",
         'rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/' + q(CANCEL_FILE) + "  # left by an earlier attempt",
@@ -131,7 +137,12 @@ def render_sbatch(plan: LaunchPlan) -> str:
         lines += ["# Ranks per node: one per GPU the node has, else one.",
                   "CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)",
                   'if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi']
-    lines += [
+    return lines
+
+
+def _data_lines(plan: LaunchPlan) -> list[str]:
+    q = shlex.quote
+    return [
         "# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);",
         "# a requeued job already has it.",
         'if [ ! -f "$CT_RUN_DIR"/data.json ]; then',
@@ -142,6 +153,16 @@ def render_sbatch(plan: LaunchPlan) -> str:
         '  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi',
         '  step "data: ready"',
         "fi",
+    ]
+
+
+def _train_lines(plan: LaunchPlan) -> list[str]:
+    q = shlex.quote
+    nproc = str(plan.procs_per_node) if plan.procs_per_node else "$CT_NPROC"
+    torchrun = " ".join([*map(q, torchrun_args(plan, 0)[:-2]), f"--nproc-per-node={nproc}", *map(q, torchrun_args(plan, 0)[-1:]),
+                         "--rdzv-backend=c10d", q(rdzv_conf(plan)),
+                         *map(q, entry_args(plan))])
+    return [
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
         f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes} --open-mode=append '
         f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',
@@ -163,7 +184,6 @@ def render_sbatch(plan: LaunchPlan) -> str:
         "fi",
         'exit "$CT_RC"',
     ]
-    return "\n".join(lines) + "\n"
 
 
 def rdzv_conf(plan: LaunchPlan) -> str:
