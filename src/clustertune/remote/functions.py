@@ -158,53 +158,17 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
         "env_vars": sorted(runtime_vars),  # names only: values never land in files
     }, backend=BACKEND)
     key = run.id
-    node_header_fn = node_header
     header = {"secret": run_secret(key), "env": runtime_vars, "client": client_id(),
               "refs": {k: run_secret(k) for k in (refs or [])}, **header_extra}
 
     def one(i: int) -> Any:
-        env_hash, py = cluster.env_python(i, env)
-        node_header = dict(header)
-        if node_header_fn is not None:
-            node_header.update(node_header_fn(i))
-        if workdir is not None:
-            snap = cluster.snapshot(i, workdir)
-            node_header["cwd"] = snap
-            if node_header.get("function", {}).get("kind") == "import":
-                node_header["function"] = {**node_header["function"], "sys_path": [snap]}
-        if cwd is not None:
-            node_header["cwd"] = cluster.remote_path(i, cwd)
-        data = json.dumps(node_header).encode() + b"\n" + payload
+        hdr = _node_header(cluster, i, header, node_header, workdir, cwd)
+        data = json.dumps(hdr).encode() + b"\n" + payload
         if kind == "call" and wait and not stream and os.environ.get("CLUSTERTUNE_SSH_AGENT", "1") != "0":
-            answer = _call_via_agent(cluster, i, env, key, node_header, payload)
+            answer = _call_via_agent(cluster, i, env, key, hdr, payload)
             if answer is not None:
                 return answer
-        argv = [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", kind]
-        argv += (["--wait"] if wait else []) + (["--stream"] if stream else [])
-        # One round trip when warm: the helper and env checks ride along with the start.
-        cmd = shell_join(["test", "-f", cluster.runner_path(i)], "&&", cluster.env_ready_test(i, env),
-                         "||", f"exit {EXIT_MISSING};", "exec", argv)
-        prefix = f"[{cluster.hosts[i].label}] " if len(nodes) > 1 else ""
-        printer = _stderr_printer(prefix, to_stdout=kind == "exec") if stream else None
-        def repair() -> None:
-            cluster.ensure_runner(i)
-            cluster.ensure_env(i, env, stream=True)
-
-        try:
-            r = cluster.run_or_repair(i, cmd, input=data, on_stderr=printer, repair=repair)
-        except ClusterError as exc:
-            # Did the run start before the connection went? Then it goes on remotely.
-            st = _status_quietly(cluster, i, key)
-            if st in (None, "UNKNOWN"):
-                raise
-            raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on "
-                                 f"remotely: `clustertune logs {key} --follow`, or get_ref({key!r}).result() "
-                                 f"({exc})", key) from None
-        if r.rc != 0:
-            raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
-        if wait:
-            return parse_frame(r.stdout)
-        return json.loads(r.text.strip().splitlines()[-1])
+        return _start_on_host(cluster, i, env, key, kind, data, wait=wait, stream=stream, several=len(nodes) > 1)
 
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
@@ -222,12 +186,62 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     return run, answers
 
 
+def _node_header(cluster: Cluster, i: int, header: dict[str, Any],
+                 node_header: Callable[[int], dict[str, Any]] | None, workdir: Path | None,
+                 cwd: str | None) -> dict[str, Any]:
+    """The start header for host ``i``: the shared one, the node's own fields, its directories."""
+    out = dict(header)
+    if node_header is not None:
+        out.update(node_header(i))
+    if workdir is not None:
+        snap = cluster.snapshot(i, workdir)
+        out["cwd"] = snap
+        if out.get("function", {}).get("kind") == "import":
+            out["function"] = {**out["function"], "sys_path": [snap]}
+    if cwd is not None:
+        out["cwd"] = cluster.remote_path(i, cwd)
+    return out
+
+
+def _start_on_host(cluster: Cluster, i: int, env: Env, key: str, kind: str, data: bytes, *, wait: bool,
+                   stream: bool, several: bool) -> Any:
+    """Start run ``key`` on host ``i`` through its helper; its answer (the result frame when
+    ``wait``). A connection lost after the start raises :class:`ConnectionLost`."""
+    _, py = cluster.env_python(i, env)
+    argv = [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", kind]
+    argv += (["--wait"] if wait else []) + (["--stream"] if stream else [])
+    # One round trip when warm: the helper and env checks ride along with the start.
+    cmd = shell_join(["test", "-f", cluster.runner_path(i)], "&&", cluster.env_ready_test(i, env),
+                     "||", f"exit {EXIT_MISSING};", "exec", argv)
+    prefix = f"[{cluster.hosts[i].label}] " if several else ""
+    printer = _stderr_printer(prefix, to_stdout=kind == "exec") if stream else None
+
+    def repair() -> None:
+        cluster.ensure_runner(i)
+        cluster.ensure_env(i, env, stream=True)
+
+    try:
+        r = cluster.run_or_repair(i, cmd, input=data, on_stderr=printer, repair=repair)
+    except ClusterError as exc:
+        # Did the run start before the connection went? Then it goes on remotely.
+        st = _status_quietly(cluster, i, key)
+        if st in (None, "UNKNOWN"):
+            raise
+        raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on "
+                             f"remotely: `clustertune logs {key} --follow`, or get_ref({key!r}).result() "
+                             f"({exc})", key) from None
+    if r.rc != 0:
+        raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
+    if wait:
+        return parse_frame(r.stdout)
+    return json.loads(r.text.strip().splitlines()[-1])
+
+
 def _call_via_agent(cluster: Cluster, i: int, env: Env, key: str, header: dict[str, Any],
                     payload: bytes) -> tuple[dict[str, Any], bytes] | None:
     """A sync call through the host's agent; None when the agent is not usable (the caller
     then starts the call the plain way: nothing had started yet)."""
     import socket
-
 
     try:
         path = cluster.agent_socket(i, env)
