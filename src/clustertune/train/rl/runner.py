@@ -27,7 +27,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train.metrics import flat_config, tracker_env, truncate_after
 from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
-from clustertune.train.rl.rewards import build_rewards
+from clustertune.train.rl.rewards import Reward, build_rewards
 from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
 from clustertune.train.schedule import trainer_schedule
 
@@ -99,9 +99,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     ``stop`` (a StopFlag) ends the run early: at the next logging step all ranks agree, write a
     checkpoint and return with ``stopped_by`` set and no final model, as a preempted job needs.
     """
-    from transformers import AutoModelForCausalLM, set_seed
+    from transformers import set_seed
 
-    from clustertune.models.tokenizer import load_tokenizer
     from clustertune.train.precision import reset_accelerate_state
 
     recipe = as_rl_recipe(recipe)
@@ -118,51 +117,12 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
 
         datasets.disable_progress_bars()
         transformers.utils.logging.disable_progress_bar()
-    raw = load_rl_data(recipe)
-    policy_path = resolve_model(rl.policy, "rl.policy", recipe.tracking.runs_root)
-    tok = load_tokenizer(policy_path, "rl.policy")
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    if int(os.environ.get("RANK", "0")) == 0:  # before the trainer exists, torchrun's env says who writes
-        tok.save_pretrained(str(paths.tokenizer))
-    train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
-    model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
-                   for i, r in enumerate(rl.rewards)]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    rewards = build_rewards(rl.rewards, model_paths, device)
-    if rl.algorithm == "dpo":
-        eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})
-    else:
-        eval_set = EvalSet(prompts=eval_prompts(recipe, raw))
-
+    policy_path, tok, train_ds, rewards, eval_set = _inputs(recipe, paths)
     set_seed(t.seed)
-    policy = AutoModelForCausalLM.from_pretrained(policy_path)
-    if policy.generation_config.pad_token_id is None:
-        policy.generation_config.pad_token_id = tok.pad_token_id
-    ref = None
-    if rl.reference:
-        ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
-        if rl.algorithm in ("dpo", "ppo"):
-            ref = AutoModelForCausalLM.from_pretrained(ref_path)
-        else:
-            # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
-            # prepare it their own way); pointing that path at the reference makes them load it.
-            policy.config._name_or_path = ref_path
+    policy, ref = _policy_and_reference(recipe, policy_path, tok)
     callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None,
                            stop=stop)
-    args = trainer_args(recipe, paths, [r.weight for r in rewards])
-    if rl.algorithm == "ppo":
-        from clustertune.train.rl.ppo import make_ppo_trainer
-
-        value_path = resolve_model(rl.value_model, "rl.value_model", recipe.tracking.runs_root) if rl.value_model else policy_path
-        trainer = make_ppo_trainer(recipe, policy, ref, value_path, rewards[0].score, args, train_ds, tok, callback)
-    else:
-        trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
-    callback.trainer = trainer
-    _open_trackers(trainer.accelerator, recipe, paths)
-    from transformers.trainer_callback import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run's log has them already
+    trainer = _trainer(recipe, paths, policy, ref, policy_path, tok, train_ds, rewards, callback)
     main = trainer.accelerator.is_main_process
     if resume_from is not None and main:
         dropped = truncate_after(paths.metrics, _step_of(resume_from) or 0)
@@ -181,9 +141,6 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
                 callback.progress.close()
             log.info("stop request (%s): checkpoint at step %d written; stopping", stopped.by, stopped.step)
             return RLResult(steps=stopped.step, stopped_by=stopped.by)
-        if main:
-            trainer.save_model(str(paths.model))  # save_pretrained of the policy and its tokenizer
-            tok.save_pretrained(str(paths.model))
         summary = {
             "algorithm": rl.algorithm, "steps": trainer.state.global_step, "train_seconds": callback.train_seconds,
             "resumed_from_step": _step_of(resume_from),
@@ -191,15 +148,87 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
             "final_eval": callback.evals[-1] if callback.evals else None, "evals": callback.evals,
             "policy": policy_path, "train_prompts": len(train_ds),
         }
-        if main:
-            paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-            shutil.rmtree(scratch_dir(paths), ignore_errors=True)
-        trainer.accelerator.wait_for_everyone()
+        _save_results(trainer, tok, paths, summary, main)
         return RLResult(steps=trainer.state.global_step, summary=summary)
     finally:
         for tracker in trainer.accelerator.trackers:  # flush and close them; the process group stays as TRL left it
             tracker.finish()
         reset_accelerate_state()
+
+
+def _trainer(recipe: RLRecipe, paths: RunPaths, policy: Any, ref: Any, policy_path: str, tok: Any, train_ds: Any,
+             rewards: list[Reward], callback: RunCallback) -> Any:
+    """TRL's trainer for the recipe's algorithm, with the run's callback and trackers."""
+    from transformers.trainer_callback import PrinterCallback
+
+    rl = recipe.rl
+    args = trainer_args(recipe, paths, [r.weight for r in rewards])
+    if rl.algorithm == "ppo":
+        from clustertune.train.rl.ppo import make_ppo_trainer
+
+        value_path = resolve_model(rl.value_model, "rl.value_model", recipe.tracking.runs_root) if rl.value_model else policy_path
+        trainer = make_ppo_trainer(recipe, policy, ref, value_path, rewards[0].score, args, train_ds, tok, callback)
+    else:
+        trainer = _make_trainer(rl.algorithm, policy, ref, args, train_ds, tok, [r.trl_function() for r in rewards], callback)
+    callback.trainer = trainer
+    _open_trackers(trainer.accelerator, recipe, paths)
+    trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run's log has them already
+    return trainer
+
+
+def _save_results(trainer: Any, tok: Any, paths: RunPaths, summary: dict[str, Any], main: bool) -> None:
+    """The main process writes the policy (save_pretrained, with its tokenizer) and the summary,
+    and drops TRL's scratch directory; every rank then waits for it."""
+    if main:
+        trainer.save_model(str(paths.model))
+        tok.save_pretrained(str(paths.model))
+        paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(scratch_dir(paths), ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+
+
+def _inputs(recipe: RLRecipe, paths: RunPaths) -> tuple[str, Any, Any, list[Reward], EvalSet]:
+    """The policy's path and tokenizer (saved into the run by rank 0), the training prompts,
+    the rewards and the evaluation set."""
+    from clustertune.models.tokenizer import load_tokenizer
+
+    rl = recipe.rl
+    raw = load_rl_data(recipe)
+    policy_path = resolve_model(rl.policy, "rl.policy", recipe.tracking.runs_root)
+    tok = load_tokenizer(policy_path, "rl.policy")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if int(os.environ.get("RANK", "0")) == 0:  # before the trainer exists, torchrun's env says who writes
+        tok.save_pretrained(str(paths.tokenizer))
+    train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
+    model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
+                   for i, r in enumerate(rl.rewards)]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rewards = build_rewards(rl.rewards, model_paths, device)
+    if rl.algorithm == "dpo":
+        eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})
+    else:
+        eval_set = EvalSet(prompts=eval_prompts(recipe, raw))
+    return policy_path, tok, train_ds, rewards, eval_set
+
+
+def _policy_and_reference(recipe: RLRecipe, policy_path: str, tok: Any) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM
+
+    rl = recipe.rl
+    policy = AutoModelForCausalLM.from_pretrained(policy_path)
+    if policy.generation_config.pad_token_id is None:
+        policy.generation_config.pad_token_id = tok.pad_token_id
+    ref = None
+    if rl.reference:
+        ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
+        if rl.algorithm in ("dpo", "ppo"):
+            ref = AutoModelForCausalLM.from_pretrained(ref_path)
+        else:
+            # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
+            # prepare it their own way); pointing that path at the reference makes them load it.
+            policy.config._name_or_path = ref_path
+    return policy, ref
 
 
 def _open_trackers(acc: Any, recipe: Recipe, paths: RunPaths) -> None:
