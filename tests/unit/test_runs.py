@@ -137,3 +137,15 @@ def test_follow_and_wait_read_a_growing_log_until_the_run_ends(tmp_path: Path) -
     assert job.logs() == "step 0\nstep 1\nstep 2\ndone without a newline"
     with pytest.raises(RunError, match="has no node 1"):
         job.logs(1)
+
+
+def test_data_json_of_the_previous_version_loads_and_round_trips() -> None:
+    from clustertune.runs.records import DataRef
+
+    old = {"fingerprint": "5f0c3a9e1d2b4c6a8e7f", "dir": "/cache/5f0c3a9e1d2b4c6a8e7f",
+           "manifest": "/cache/5f0c3a9e1d2b4c6a8e7f/manifest.json", "manifest_sha256": "ab" * 32,
+           "total_bytes": 123456, "task": "causal_lm",
+           "splits": {"train": {"examples": 100, "tokens": 6400}, "validation": {"examples": 8, "tokens": 512}}}
+    ref = DataRef.model_validate_json(json.dumps(old))
+    assert ref.fingerprint == old["fingerprint"] and ref.splits["train"]["tokens"] == 6400
+    assert ref.to_json() == old

@@ -12,7 +12,6 @@ memory-mapped train and eval arrays.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ from clustertune.data.manifest import MANIFEST, XXH3, Manifest, MappedArrays, fo
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
+from clustertune.runs.records import DataRef
 
 log = logging.getLogger("clustertune")
 
@@ -41,18 +41,14 @@ STAGE_TIMEOUT_ENV = "CLUSTERTUNE_STAGE_TIMEOUT"
 # -- the run directory's reference to its prepared data -----------------------------------------
 
 
-def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> dict[str, Any]:
+def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> DataRef:
     """Record ``prepared`` in the run directory and copy its tokenizer to ``paths.tokenizer``."""
-    ref = {
-        "fingerprint": prepared.fingerprint,
-        "dir": str(prepared.dir),
-        "manifest": str(prepared.manifest_path),
-        "manifest_sha256": sha256_file(prepared.manifest_path),
-        "total_bytes": prepared.total_bytes,
-        "task": prepared.manifest.data.get("task"),
-        "splits": {s: prepared.counts(s) for s in ("train", "validation")},
-    }
-    atomic_write_json(paths.data, ref)
+    ref = DataRef(
+        fingerprint=prepared.fingerprint, dir=str(prepared.dir), manifest=str(prepared.manifest_path),
+        manifest_sha256=sha256_file(prepared.manifest_path), total_bytes=prepared.total_bytes,
+        task=prepared.manifest.data.get("task"), splits={s: prepared.counts(s) for s in ("train", "validation")},
+    )
+    atomic_write_json(paths.data, ref.to_json())
     if not paths.has_tokenizer:
         ttmp = temp_sibling(paths.tokenizer)
         shutil.rmtree(ttmp, ignore_errors=True)
@@ -61,10 +57,10 @@ def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> dict[str, Any]
     return ref
 
 
-def read_run_data(paths: RunPaths) -> dict[str, Any]:
+def read_run_data(paths: RunPaths) -> DataRef:
     p = paths.data
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return DataRef.model_validate_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(
             f"run directory {paths.root} has no {p.name}: its data was never prepared "
@@ -271,14 +267,14 @@ def open_run_data(
     :class:`~clustertune.data.stream.BlockStream` over the recipe's text (the loader takes it).
     """
     ref = read_run_data(paths)
-    source = Path(ref["dir"])
+    source = Path(ref.dir)
     spec = os.fspath(stage_dir) if stage_dir is not None else recipe.data.stage_to
     if spec:
         root = resolve_stage_root(spec, job=paths.run_id) if stage_dir is None else Path(spec)
         where = stage_once_per_node(source, root, local_rank, token or _default_token(paths), timeout)
     else:
         where = source
-    man = _checked(where, ref["fingerprint"])
+    man = _checked(where, ref.fingerprint)
     if man.data.get("streaming"):
         from transformers import AutoTokenizer
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
-from clustertune.data.staging import write_run_data
+from clustertune.data.staging import read_run_data, write_run_data
 from clustertune.errors import RunError, UserError
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
@@ -72,11 +72,8 @@ def preflight(recipe: Recipe) -> Checked:
 
 def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
     """A resumed run must train on the data it started with."""
-    p = run.paths.data
-    if p.is_file():
-        import json
-
-        before = json.loads(p.read_text(encoding="utf-8")).get("fingerprint")
+    if run.paths.data.is_file():
+        before = read_run_data(run.paths).fingerprint
         if before != prepared.fingerprint:
             raise RunError(
                 f"run {run.id} trained on prepared data {before}, but its recipe's data now gives "

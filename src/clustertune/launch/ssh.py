@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.manifest import MANIFEST, load_manifest
+from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection, Recipe
@@ -36,6 +37,7 @@ from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
+from clustertune.runs.records import DataRef
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 
@@ -147,7 +149,7 @@ def _code_files() -> tuple[Path, list[str], str]:
     return pkg, files, tree_hash(pkg, files)
 
 
-def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: dict[str, Any],
+def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef,
                   code: tuple[Path, list[str], str]) -> str:
     """Env, code, data and run directory on host ``i``; returns the run directory there (absolute)."""
     conn = cluster.conn(i)
@@ -162,15 +164,15 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: dict[str, 
     cluster.ensure_env(i, env)
     pkg, files, code_hash = code
     cluster.snapshot_to(i, pkg, posixpath.join(root, "code", f"clustertune-{code_hash}", "clustertune"), files)
-    src = Path(data_ref["dir"])
+    src = Path(data_ref.dir)
     man = load_manifest(src)
     data_dir = posixpath.join(root, "data", man.fingerprint)
     cluster.snapshot_to(i, src, data_dir, sorted([*man.files, MANIFEST]))
     conn.rsync(["-a", *[f"--exclude={p}" for p in SCRATCH], f"{run.paths.root}/", conn.remote(abs_rdir + "/")])
     # The host's data reference points at its own copy of the prepared data.
-    host_ref = {**data_ref, "dir": data_dir, "manifest": posixpath.join(data_dir, MANIFEST)}
+    host_ref = data_ref.model_copy(update={"dir": data_dir, "manifest": posixpath.join(data_dir, MANIFEST)})
     conn.check_call(shell_join(["cat"], ">", [posixpath.join(abs_rdir, run.paths.data.name)]),
-                    input=(json.dumps(host_ref, indent=2) + "\n").encode(), what="writing the host's data.json")
+                    input=(json.dumps(host_ref.to_json(), indent=2) + "\n").encode(), what="writing the host's data.json")
     return abs_rdir
 
 
@@ -182,7 +184,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     hosts = [cluster.hosts[i] for i in nodes]
     key = attempt_key(run.id, len(run.attempts) + 1)
     addresses = [h.address for h in hosts]
-    data_ref = json.loads(run.paths.data.read_text(encoding="utf-8"))
+    data_ref = read_run_data(run.paths)
     code = _code_files()
     run.set_remote({
         "cluster": cluster.name, "kind": "train", "nodes": nodes, "client": client_id(),

@@ -1,5 +1,5 @@
 """The typed records a run directory keeps: ``run.json`` as :class:`RunInfo` with its list of
-:class:`Attempt`.
+:class:`Attempt`, and ``data.json`` as :class:`DataRef`.
 
 Keys that a newer clustertune adds, and keys written by an older one that are no longer named
 here, are kept as they are (``extra="allow"``) and written back unchanged, so a run directory
@@ -85,3 +85,17 @@ class RunInfo(_Record):
         out = super().to_json()
         out["attempts"] = [a.to_json() for a in self.attempts]
         return out
+
+
+class DataRef(_Record):
+    """``data.json``: the prepared data a run trains on (what the nodes read, never raw data)."""
+
+    fingerprint: str
+    dir: str
+    """The prepared directory (on an SSH host: the host's own copy)."""
+    manifest: str
+    manifest_sha256: str
+    total_bytes: int
+    task: str | None = None
+    splits: dict[str, Any] = Field(default_factory=dict)
+    """Per split: examples and tokens."""
