@@ -18,14 +18,23 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, Job, follow, wait
 from clustertune.runs.run import Run
 
-__all__ = ["BACKENDS", "Job", "Launcher", "follow", "job_for", "launcher", "register", "wait"]
+__all__ = ["BACKENDS", "Job", "Launcher", "Reattach", "follow", "job_for", "launcher", "register", "wait"]
 
 
-class Launcher(Protocol):
-    """A backend: checks a recipe against it, describes a plan (the dry run), submits a run,
-    and reattaches to a run it started from ``run.json`` alone."""
+class Reattach(Protocol):
+    """What every backend does: reattach to a run it started, from ``run.json`` alone."""
 
     name: str
+
+    def job(self, run: Run) -> Job:
+        """The job of an existing run of this backend."""
+        ...
+
+
+class Launcher(Reattach, Protocol):
+    """A backend that runs recipes: checks a recipe against it, describes a plan (the dry run),
+    submits a run. (``ssh-remote`` only reattaches: its runs start through remote functions.)"""
+
     prepares_data_here: bool
     """Whether the data is prepared on this machine before submitting (else as the job's first
     step, where the job runs)."""
@@ -41,10 +50,6 @@ class Launcher(Protocol):
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> Job:
         """Start ``run``; returns its job (finished or not, as the backend goes)."""
-        ...
-
-    def job(self, run: Run) -> Job:
-        """The job of an existing run of this backend."""
         ...
 
 
@@ -66,6 +71,7 @@ def register(name: str, factory: Callable[[], Launcher]) -> None:
 
 
 def launcher(name: str) -> Launcher:
+    """The backend ``name`` (``ssh-remote`` answers only :meth:`Reattach.job`)."""
     if name in _EXTRA:
         return _EXTRA[name]()
     try:
