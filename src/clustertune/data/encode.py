@@ -146,7 +146,7 @@ class TextEncoder:
         flats, lens = [], []
         if not len(texts):
             return np.empty(0, self.dtype), np.empty(0, np.int64)
-        for part in _parts_by_chars(texts, self.call_chars):
+        for part in chunks_by_chars(texts, self.call_chars):
             chars = sum(map(len, part))
             ids = self._gigatoken(chars).encode_batch(part, parallel=self.workers > 1)
             flats.append(np.asarray(ak.flatten(ids, axis=1)).astype(self.dtype, copy=False))
@@ -185,7 +185,7 @@ class TextEncoder:
         return out
 
 
-def _parts_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
+def chunks_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
     """Consecutive slices of ``texts`` of about ``limit`` characters each (at least one text)."""
     start, size = 0, 0
     for i, t in enumerate(texts):
