@@ -89,17 +89,18 @@ class TextEncoder:
     ``reset_chars`` (see the module's docstring)."""
 
     def __init__(self, tokenizer: Any, engine: str, workers: int = 1, backend: Any = None,
-                 frame: tuple[list[int], list[int]] = ([], []), *, reset_chars: int = RESET_CHARS,
-                 call_chars: int = CALL_CHARS):
+                 frame: tuple[list[int], list[int]] = ([], []), *, reset_chars: int | None = None,
+                 call_chars: int | None = None):
         self.engine, self.workers = engine, max(1, workers)
-        self.reset_chars, self.call_chars = reset_chars, call_chars
+        self.reset_chars = RESET_CHARS if reset_chars is None else reset_chars
+        self.call_chars = CALL_CHARS if call_chars is None else call_chars
         self.rebuilds = 0  # gigatoken encoders built (each starts with an empty pre-token cache)
         self.dtype = id_dtype(len(tokenizer) if hasattr(tokenizer, "__len__") else tokenizer.get_vocab_size())
         self._tokenizer, self._backend = tokenizer, backend
         self._prefix = np.asarray(frame[0], dtype=np.int64)
         self._suffix = np.asarray(frame[1], dtype=np.int64)
         self._giga: Any = None
-        self._giga_json = backend.to_str() if engine == "gigatoken" else ""
+        self.spec = backend.to_str() if engine == "gigatoken" else ""  # the tokenizer.json gigatoken loads
         self._giga_chars = 0
 
     # -- public ------------------------------------------------------------------------------
@@ -129,13 +130,14 @@ class TextEncoder:
 
     # -- engines -----------------------------------------------------------------------------
 
-    def _gigatoken(self, chars: int) -> Any:
-        """The gigatoken encoder, rebuilt (with an empty pre-token cache) every RESET_CHARS."""
+    def gigatoken(self, chars: int) -> Any:
+        """The gigatoken encoder for ``chars`` more characters, rebuilt (with an empty pre-token
+        cache) when they would pass ``reset_chars`` since the last build."""
         import gigatoken
 
         if self._giga is None or self._giga_chars + chars > self.reset_chars:
             self._giga, self._giga_chars = None, 0  # drop the old cache before building the new one
-            self._giga = gigatoken.Tokenizer.from_json(self._giga_json)
+            self._giga = gigatoken.Tokenizer.from_json(self.spec)
             self.rebuilds += 1
         self._giga_chars += chars
         return self._giga
@@ -148,7 +150,7 @@ class TextEncoder:
             return np.empty(0, self.dtype), np.empty(0, np.int64)
         for part in chunks_by_chars(texts, self.call_chars):
             chars = sum(map(len, part))
-            ids = self._gigatoken(chars).encode_batch(part, parallel=self.workers > 1)
+            ids = self.gigatoken(chars).encode_batch(part, parallel=self.workers > 1)
             flats.append(np.asarray(ak.flatten(ids, axis=1)).astype(self.dtype, copy=False))
             lens.append(np.asarray(ak.num(ids, axis=1), dtype=np.int64))
         flat = np.concatenate(flats) if flats else np.empty(0, self.dtype)
@@ -237,18 +239,15 @@ def probe_sample(texts: Sequence[str], n: int = _PROBE_TEXTS) -> list[str]:
     return [t[:_PROBE_CHARS] for t in itertools.islice(texts, 0, None, step)][:n]
 
 
-def _gigatoken_mismatch(backend: Any, frame: tuple[list[int], list[int]], probe: Sequence[str]) -> str | None:
-    """Why gigatoken cannot stand in for ``backend`` on these texts, or None when it can."""
-    import gigatoken
-
+def _gigatoken_mismatch(enc: TextEncoder, backend: Any, probe: Sequence[str]) -> str | None:
+    """Why ``enc`` (gigatoken) cannot stand in for ``backend`` on these texts, or None when it can."""
     try:
-        gigatoken.Tokenizer.from_json(backend.to_str())
+        enc.gigatoken(0)
     except Exception as exc:  # it raises RuntimeError/ValueError for tokenizers it does not support
         return f"gigatoken does not support this tokenizer ({str(exc).splitlines()[0]})"
-    spec = json.loads(backend.to_str())
+    spec = json.loads(enc.spec)
     added = [t["content"] for t in spec.get("added_tokens") or [] if t.get("content")][:64]
     checks = [t for t in probe if isinstance(t, str)] + _HOSTILE + [f"a{a}b {a} {a}{a}\n{a}" for a in added]
-    enc = TextEncoder(backend, "gigatoken", 1, backend, frame)
     flat, lengths = enc.encode(checks)
     got = np.split(flat.astype(np.int64), np.cumsum(lengths)[:-1])
     with tokenizers_single_threaded():
@@ -263,24 +262,28 @@ def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, **
     """The fastest :class:`TextEncoder` that gives exactly ``tokenizer``'s ids: gigatoken if
     it supports the tokenizer and agrees with it on ``probe`` (a sample of the texts to be
     encoded: :func:`probe_sample`) and on hostile texts, else the tokenizer's Rust encoder (or,
-    for a slow tokenizer, its own call). ``limits``: ``reset_chars``, ``call_chars`` of :class:`TextEncoder`."""
+    for a slow tokenizer, its own call). ``limits``: ``reset_chars``, ``call_chars`` of
+    :class:`TextEncoder`."""
     if not getattr(tokenizer, "is_fast", False) and not hasattr(tokenizer, "encode_batch_fast"):
         return TextEncoder(tokenizer, "transformers", workers)
     backend = _rust_backend(tokenizer)
     frame = _frame_of(backend)
-    why = ("its post-processor does not add the same ids around every text" if frame is None
-           else _gigatoken_mismatch(backend, frame, probe))
+    if frame is None:
+        why: str | None = "its post-processor does not add the same ids around every text"
+    else:
+        enc = TextEncoder(tokenizer, "gigatoken", workers, backend, frame, **limits)
+        why = _gigatoken_mismatch(enc, backend, probe)
     if why is not None:
         log.info("data: tokenizing with the tokenizers encoder: %s", why)
         return TextEncoder(tokenizer, "tokenizers", workers, backend)
-    return TextEncoder(tokenizer, "gigatoken", workers, backend, frame, **limits)
+    return enc
 
 
 def encode_texts(texts: Sequence[str], tokenizer: Any, workers: int = 1) -> list[list[int]]:
     """Token ids per text, exactly ``tokenizer(texts)["input_ids"]`` (special tokens included,
     no truncation or padding), through the fastest encoder that reproduces them.
 
-    The one call for code that needs per-text ids (SFT examples, classification). ``tokenizer``
+    The one call for code that needs per-text ids (SFT examples, for instance). ``tokenizer``
     is a transformers tokenizer (fast or slow) or a ``tokenizers.Tokenizer``; the encoder is
     chosen and checked on these texts each call, so call it with many texts at once.
     """
