@@ -68,7 +68,7 @@ CACHE_ENV = "CLUSTERTUNE_CACHE"
 # before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
 # Characters of text read, tokenized and packed at a time: bounds a prepare's memory.
-CHUNK_CHARS = 32 << 20
+CHUNK_CHARS = 16 << 20
 
 
 @contextmanager

@@ -36,7 +36,7 @@ import numpy as np
 log = logging.getLogger("clustertune")
 
 # Characters of text after which the gigatoken encoder (and its pre-token cache) is rebuilt.
-RESET_CHARS = 64 << 20
+RESET_CHARS = 32 << 20
 # Characters of text per gigatoken call: bounds the ids held twice (its result and ours).
 CALL_CHARS = 16 << 20
 _BATCH = 1000
@@ -136,7 +136,9 @@ class TextEncoder:
         import gigatoken
 
         if self._giga is None or self._giga_chars + chars > self.reset_chars:
-            self._giga, self._giga_chars = None, 0  # drop the old cache before building the new one
+            if self._giga is not None:
+                self._giga, self._giga_chars = None, 0  # drop the old caches before building new ones
+                _release_freed_memory()
             self._giga = gigatoken.Tokenizer.from_json(self.spec)
             self.rebuilds += 1
         self._giga_chars += chars
@@ -185,6 +187,18 @@ class TextEncoder:
         for i in range(0, len(texts), _BATCH):
             out.extend(self._tokenizer(list(texts[i: i + _BATCH]), verbose=False)["input_ids"])
         return out
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by the native encoder back to the system (glibc keeps freed blocks
+    in its heaps, so a process's footprint would otherwise creep up with every rebuilt cache)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def chunks_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
