@@ -136,6 +136,8 @@ def test_gigatoken_gives_the_tokenizers_ids(family_tokenizers: dict[str, Any], f
     assert np.array_equal(flat.astype(np.int64), np.fromiter(itertools.chain.from_iterable(want), dtype=np.int64))
     assert enc.encode_lists(texts) == want
     assert encode_texts(texts, tok) == want  # the one call the SFT path uses
+    bare = tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    assert encode_texts(texts, tok, workers, add_special_tokens=False) == bare
     assert enc.encode_lists([]) == [] and len(enc.encode_flat([])) == 0
 
 
@@ -156,6 +158,8 @@ def test_wordpiece_takes_the_tokenizers_fallback(caplog: pytest.LogCaptureFixtur
     assert enc.engine == "tokenizers"
     assert "gigatoken does not support this tokenizer" in caplog.text and "WordPiece" in caplog.text
     assert enc.encode_lists(texts) == reference(texts, tok)
+    bare = tok(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    assert encode_texts(texts, tok, add_special_tokens=False) == bare and bare != reference(texts, tok)
     flat = list(itertools.chain.from_iterable(reference(texts, tok)))
     assert encode_flat(texts, tok, 2).astype(np.int64).tolist() == flat
 
@@ -200,6 +204,7 @@ def test_a_slow_tokenizer_is_called_itself() -> None:
     texts = ["abc", "", "dé", "x y"]
     assert text_encoder(tok, texts).engine == "transformers"
     assert encode_texts(texts, tok) == reference(texts, tok)
+    assert encode_texts(texts, tok, add_special_tokens=False) == tok(texts, add_special_tokens=False)["input_ids"]
 
 
 def test_streaming_blocks_match_prepared_ones(family_tokenizers: dict[str, Any]) -> None:

@@ -97,6 +97,7 @@ class TextEncoder:
         self.rebuilds = 0  # gigatoken encoders built (each starts with an empty pre-token cache)
         self.dtype = id_dtype(len(tokenizer) if hasattr(tokenizer, "__len__") else tokenizer.get_vocab_size())
         self._tokenizer, self._backend = tokenizer, backend
+        self.add_special_tokens = True  # False: only the texts' own ids, as tokenizer(..., add_special_tokens=False)
         self._prefix = np.asarray(frame[0], dtype=np.int64)
         self._suffix = np.asarray(frame[1], dtype=np.int64)
         self._giga: Any = None
@@ -152,12 +153,13 @@ class TextEncoder:
             return np.empty(0, self.dtype), np.empty(0, np.int64)
         for part in chunks_by_chars(texts, self.call_chars):
             chars = sum(map(len, part))
-            ids = self.gigatoken(chars).encode_batch(part, parallel=self.workers > 1)
+            # parallel=None: gigatoken's own choice, which stays sequential in a forked child
+            ids = self.gigatoken(chars).encode_batch(part, parallel=None if self.workers > 1 else False)
             flats.append(np.asarray(ak.flatten(ids, axis=1)).astype(self.dtype, copy=False))
             lens.append(np.asarray(ak.num(ids, axis=1), dtype=np.int64))
         flat = np.concatenate(flats) if flats else np.empty(0, self.dtype)
         lengths = np.concatenate(lens) if lens else np.empty(0, np.int64)
-        if len(self._prefix) or len(self._suffix):
+        if self.add_special_tokens and (len(self._prefix) or len(self._suffix)):
             flat, lengths = _framed(flat, lengths, self._prefix, self._suffix, self.dtype)
         return flat, lengths
 
@@ -172,7 +174,7 @@ class TextEncoder:
         parts = [texts[i * n // chunks: (i + 1) * n // chunks] for i in range(chunks)]
 
         def encode(part: list[str]) -> list[list[int]]:
-            return [e.ids for e in self._backend.encode_batch_fast(part, add_special_tokens=True)]
+            return [e.ids for e in self._backend.encode_batch_fast(part, add_special_tokens=self.add_special_tokens)]
 
         with tokenizers_single_threaded():
             if workers == 1:
@@ -185,7 +187,8 @@ class TextEncoder:
     def _by_transformers(self, texts: Sequence[str]) -> list[list[int]]:
         out: list[list[int]] = []
         for i in range(0, len(texts), _BATCH):
-            out.extend(self._tokenizer(list(texts[i: i + _BATCH]), verbose=False)["input_ids"])
+            enc = self._tokenizer(list(texts[i: i + _BATCH]), add_special_tokens=self.add_special_tokens, verbose=False)
+            out.extend(enc["input_ids"])
         return out
 
 
@@ -272,12 +275,19 @@ def _gigatoken_mismatch(enc: TextEncoder, backend: Any, probe: Sequence[str]) ->
     return None
 
 
-def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, **limits: int) -> TextEncoder:
+def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, add_special_tokens: bool = True,
+                 **limits: int) -> TextEncoder:
     """The fastest :class:`TextEncoder` that gives exactly ``tokenizer``'s ids: gigatoken if
     it supports the tokenizer and agrees with it on ``probe`` (a sample of the texts to be
     encoded: :func:`probe_sample`) and on hostile texts, else the tokenizer's Rust encoder (or,
     for a slow tokenizer, its own call). ``limits``: ``reset_chars``, ``call_chars`` of
     :class:`TextEncoder`."""
+    enc = _choose(tokenizer, probe, workers, limits)
+    enc.add_special_tokens = add_special_tokens
+    return enc
+
+
+def _choose(tokenizer: Any, probe: Sequence[str], workers: int, limits: dict[str, int]) -> TextEncoder:
     if not getattr(tokenizer, "is_fast", False) and not hasattr(tokenizer, "encode_batch_fast"):
         return TextEncoder(tokenizer, "transformers", workers)
     backend = _rust_backend(tokenizer)
@@ -286,23 +296,26 @@ def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, **
         why: str | None = "its post-processor does not add the same ids around every text"
     else:
         enc = TextEncoder(tokenizer, "gigatoken", workers, backend, frame, **limits)
-        why = _gigatoken_mismatch(enc, backend, probe)
+        why = _gigatoken_mismatch(enc, backend, probe)  # the whole pipeline, special tokens included
     if why is not None:
         log.info("data: tokenizing with the tokenizers encoder: %s", why)
         return TextEncoder(tokenizer, "tokenizers", workers, backend)
     return enc
 
 
-def encode_texts(texts: Sequence[str], tokenizer: Any, workers: int = 1) -> list[list[int]]:
-    """Token ids per text, exactly ``tokenizer(texts)["input_ids"]`` (special tokens included,
-    no truncation or padding), through the fastest encoder that reproduces them.
+def encode_texts(texts: Sequence[str], tokenizer: Any, workers: int = 1,
+                 add_special_tokens: bool = True) -> list[list[int]]:
+    """Token ids per text, exactly ``tokenizer(texts, add_special_tokens=...)["input_ids"]``
+    (no truncation or padding), through the fastest encoder that reproduces them.
 
     The one call for code that needs per-text ids (SFT examples, for instance). ``tokenizer``
     is a transformers tokenizer (fast or slow) or a ``tokenizers.Tokenizer``; the encoder is
-    chosen and checked on these texts each call, so call it with many texts at once.
+    chosen and checked on these texts each call, so call it with many texts at once. With
+    ``add_special_tokens=False`` the ids the tokenizer's template adds around each text (a BOS,
+    ``<cls> ... <sep>``) are left out, as for text a chat template already framed.
     """
     texts = list(texts)
-    return text_encoder(tokenizer, probe_sample(texts), workers).encode_lists(texts)
+    return text_encoder(tokenizer, probe_sample(texts), workers, add_special_tokens).encode_lists(texts)
 
 
 def encode_flat(texts: Sequence[str], tokenizer: Any, workers: int = 1) -> np.ndarray:
