@@ -82,8 +82,9 @@ def _rust_backend(tokenizer: Any) -> Any:
 
 
 class TextEncoder:
-    """Encodes lists of texts into exactly the tokenizer's ids (special tokens included, no
-    truncation or padding); made by :func:`text_encoder`, which picks ``engine``.
+    """Encodes lists of texts into exactly the tokenizer's ids (no truncation or padding; the
+    ids its template adds around each text unless ``add_special_tokens`` is False); made by
+    :func:`text_encoder`, which picks ``engine``.
 
     gigatoken is called on about ``call_chars`` characters at a time and rebuilt after every
     ``reset_chars`` (see the module's docstring)."""
