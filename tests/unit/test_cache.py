@@ -17,7 +17,7 @@ import pytest
 from clustertune.data import builtin, cache, fingerprint
 from clustertune.data.cache import fingerprint_of, prepare
 from clustertune.data.manifest import load_manifest
-from clustertune.data.prepare import encode_texts, group_blocks
+from clustertune.data.prepare import group_blocks
 from clustertune.errors import DataError
 from clustertune.recipe import load_recipe
 from tests.helpers import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
@@ -187,7 +187,7 @@ def test_prepare_writes_manifest_and_memmaps_the_same_blocks(root: Path, files_r
 
     raw = load_raw(r.data, r.train.seed)
     tok = p.tokenizer()
-    ref = group_blocks(encode_texts(list(raw.train["text"]), tok), 32, len(tok))
+    ref = group_blocks(tok(list(raw.train["text"]), verbose=False)["input_ids"], 32, len(tok))
     assert np.array_equal(np.asarray(train.input_ids), ref)
     assert train.tokens == ref.size == m["splits"]["train"]["tokens"]
     again = prepare(r, workers=1, force=True)  # worker count does not change the bytes

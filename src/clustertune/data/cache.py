@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -46,8 +46,18 @@ from clustertune.data.manifest import (
     write_array,
     write_manifest,
 )
+from clustertune.data.encode import TextEncoder, chunks_by_chars, probe_sample, text_encoder
+from clustertune.data.packing import discard_split, write_causal_lm_split
 from clustertune.data.prepare import check_labels, column, prepare_split
-from clustertune.data.sources import RawData, load_raw, load_validation
+from clustertune.data.sources import (
+    CHUNKED_SUFFIXES,
+    ArrowGaveUp,
+    RawData,
+    as_text,
+    load_raw,
+    load_validation,
+    text_chunks_of_files,
+)
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
 
@@ -57,6 +67,8 @@ CACHE_ENV = "CLUSTERTUNE_CACHE"
 # Fault injection for tests: SIGKILL the preparing process after its shards are written and
 # before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
+# Characters of text read, tokenized and packed at a time: bounds a prepare's memory.
+CHUNK_CHARS = 16 << 20
 
 
 @contextmanager
@@ -323,33 +335,77 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _causal_lm_sources(recipe: Recipe, raw: _LazyRaw) -> list[tuple[str, Callable[[bool], Iterator[list[str]]]]]:
+    """Each causal-LM split's texts, a chunk at a time (``source(arrow)``): local .txt/.jsonl/
+    .parquet files with their own validation files are read chunk by chunk and never held
+    whole; everything else (datasets, a validation split carved from the training rows) is
+    loaded, then cut into chunks."""
+    d = recipe.data
+
+    def loaded(ds: Any) -> Callable[[bool], Iterator[list[str]]]:
+        return lambda arrow: iter(chunks_by_chars([as_text(t) for t in column(ds, d.text_column)], CHUNK_CHARS))
+
+    if d.streaming:  # the training text is tokenized on the fly by the loader
+        return [("validation", loaded(load_validation(d)))]
+    chunked = [list(d.train_files or []), list(d.validation_files or [])]
+    if all(fs and all(Path(f).suffix.lower() in CHUNKED_SUFFIXES for f in fs) for fs in chunked):
+        return [(name, lambda arrow, fs=fs, key=key: text_chunks_of_files(fs, d.text_column, key, CHUNK_CHARS, arrow))
+                for name, fs, key in (("train", chunked[0], "data.train_files"),
+                                      ("validation", chunked[1], "data.validation_files"))]
+    data = raw.get()
+    return [("train", loaded(data.train)), ("validation", loaded(data.validation))]
+
+
+def _causal_lm_splits(recipe: Recipe, raw: _LazyRaw, tk: Any, out: Path, workers: int,
+                      files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Tokenize and pack each causal-LM split, writing its blocks while its texts are read."""
+    d = recipe.data
+    chosen: list[TextEncoder] = []
+
+    def encoder(chunk: list[str]) -> TextEncoder:  # chosen and checked on the first chunk of text
+        if not chosen:
+            chosen.append(text_encoder(tk, probe_sample(chunk), workers))
+        return chosen[0]
+
+    splits: dict[str, Any] = {}
+    for name, source in _causal_lm_sources(recipe, raw):
+        limit = d.max_train_samples if name == "train" else d.max_eval_samples
+        try:
+            splits[name] = write_causal_lm_split(source(True), encoder, out, name, d.block_size, limit, files)
+        except ArrowGaveUp as exc:
+            log.info("data: Arrow cannot read the %s files (%s); reading them line by line", name, exc)
+            discard_split(out, name, files)
+            splits[name] = write_causal_lm_split(source(False), encoder, out, name, d.block_size, limit, files)
+    if chosen:
+        log.info("data: tokenized with %s", chosen[0].engine)
+    return splits
+
+
 def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: int,
            inputs: dict[str, Any], fp: str) -> None:
     import tokenizers
     import transformers
 
     t0 = time.perf_counter()
-    if recipe.data.streaming:  # the training text is tokenized on the fly by the loader
-        todo = [("validation", load_validation(recipe.data))]
+    tk = tok.load()
+    files: dict[str, dict[str, Any]] = {}
+    splits: dict[str, Any] = {}
+    t_write = 0.0
+    if recipe.task == "causal_lm":
+        splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
+        t_write = sum(s.pop("write_seconds") for s in splits.values())
     else:
         data = raw.get()
         check_labels(recipe, data.train, "train")
         check_labels(recipe, data.validation, "validation")
-        todo = [("train", data.train), ("validation", data.validation)]
-    tk = tok.load()
-    t_tok = t_write = 0.0
-    files: dict[str, dict[str, Any]] = {}
-    splits: dict[str, Any] = {}
-    for name, ds in todo:
-        t1 = time.perf_counter()
-        arr = prepare_split(recipe, ds, tk, name, workers)
-        t2 = time.perf_counter()
-        arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files)}
-        if arr.attention_mask is not None:
-            arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files)
-            arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files)
-        t_tok, t_write = t_tok + t2 - t1, t_write + time.perf_counter() - t2
-        splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays}
+        for name, ds in (("train", data.train), ("validation", data.validation)):
+            arr = prepare_split(recipe, ds, tk, name, workers)
+            t2 = time.perf_counter()
+            arrays = {k: write_array(out, f"{name}.{k}", getattr(arr, k), files)
+                      for k in ("input_ids", "attention_mask", "labels")}
+            t_write += time.perf_counter() - t2
+            splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays}
+    t_tok = time.perf_counter() - t0 - t_write
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))
     add_files(out, Path(TOKENIZER_DIR), files)

@@ -10,21 +10,19 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from clustertune.data.encode import encode_flat, encode_texts, id_dtype
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 
+__all__ = ["Arrays", "encode_flat", "encode_texts", "group_blocks", "causal_lm_arrays", "classification_arrays",
+           "prepare_split", "check_labels", "column"]
 _BATCH = 1000
-_MIXED_CHUNK = 256  # texts per unit of work in _encode_mixed
 log = logging.getLogger("clustertune")
 
 
@@ -46,132 +44,10 @@ class Arrays:
         return int(self.input_ids.size)
 
 
-def _id_dtype(vocab: int) -> Any:
-    """The smallest integer type that holds every id: 2 bytes up to 65,536 tokens, else 4."""
-    return np.uint16 if vocab <= np.iinfo(np.uint16).max + 1 else np.int32
-
-
-@contextmanager
-def _tokenizers_single_threaded() -> Iterator[None]:
-    """Each call encodes on one thread: parallelism comes from our worker threads (the Rust
-    encoder releases the GIL), not from rayon, which is slower here and warns after a fork."""
-    old = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("TOKENIZERS_PARALLELISM", None)
-        else:
-            os.environ["TOKENIZERS_PARALLELISM"] = old
-
-
-def encode_flat(texts: list[str], tokenizer: Any, workers: int = 1) -> np.ndarray:
-    """All texts' token ids concatenated in order, as one array of the smallest id dtype.
-
-    Exactly the ids of ``tokenizer(texts)["input_ids"]`` (special tokens included, no
-    truncation or padding). Byte-level BPE tokenizers of GPT-2's shape encode ASCII texts by
-    pre-token lookups (:mod:`clustertune.data.piece_cache`) on this thread while the Rust
-    encoder takes every other text on ``workers`` threads; other tokenizers use the Rust
-    encoder directly on ``workers`` threads.
-    """
-    from tokenizers import Tokenizer
-
-    dtype = _id_dtype(len(tokenizer))
-    if not getattr(tokenizer, "is_fast", False):  # slow tokenizers: the transformers call
-        ids = encode_texts(texts, tokenizer)
-        return np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=sum(len(x) for x in ids))
-    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_truncation()
-    backend.no_padding()
-    from clustertune.data.piece_cache import piece_encoder
-
-    with _tokenizers_single_threaded():
-        fast = piece_encoder(backend, probe=texts[:256])
-        if fast is None:
-            return np.concatenate([_flat(p, dtype) for p in _rust_encode(backend, texts, workers)] or [np.empty(0, dtype)])
-        return _encode_mixed(fast, backend, texts, workers, dtype)
-
-
-def _flat(ids: list[list[int]], dtype: Any) -> np.ndarray:
-    return np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=sum(map(len, ids)))
-
-
-def _encode_range(backend: Any, texts: list[str], dtype: Any) -> np.ndarray:
-    return _flat([e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=True)], dtype)
-
-
-def _rust_encode(backend: Any, texts: list[str], workers: int) -> list[list[list[int]]]:
-    """Per-text ids from the Rust encoder, in ``texts`` order, as a few consecutive parts."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    n = len(texts)
-    workers = max(1, min(workers, n // 64 or 1))
-    chunks = workers * 4 if workers > 1 else 1
-    parts_in = [texts[i * n // chunks : (i + 1) * n // chunks] for i in range(chunks)]
-
-    def encode(part: list[str]) -> list[list[int]]:
-        return [e.ids for e in backend.encode_batch_fast(part, add_special_tokens=True)]
-
-    if workers == 1:
-        return [encode(p) for p in parts_in]
-    with ThreadPoolExecutor(workers, thread_name_prefix="clustertune-tokenize") as ex:
-        return list(ex.map(encode, parts_in))
-
-
-def _encode_mixed(fast: Any, backend: Any, texts: list[str], workers: int, dtype: Any) -> np.ndarray:
-    """Chunks of texts taken in turn by this thread (pre-token lookups) and ``workers - 1`` Rust
-    encoder threads (which release the GIL), so both kinds of work run at once and whichever is
-    faster on this corpus does more of it. Chunks are reassembled in order."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    size = _MIXED_CHUNK
-    jobs = iter(range(0, len(texts), size))
-    lock = threading.Lock()
-    done: dict[int, np.ndarray] = {}
-
-    def take() -> int | None:
-        with lock:
-            return next(jobs, None)
-
-    def by_rust() -> None:
-        while (start := take()) is not None:
-            done[start] = _encode_range(backend, texts[start : start + size], dtype)
-
-    def by_lookup() -> None:
-        while (start := take()) is not None:
-            out: list[int] = []
-            for text in texts[start : start + size]:
-                if fast.eligible(text):
-                    fast.extend(out, text)
-                else:
-                    out += backend.encode(text, add_special_tokens=True).ids
-            done[start] = np.array(out, dtype=dtype)
-
-    helpers = max(0, workers - 1)
-    with ThreadPoolExecutor(max(1, helpers), thread_name_prefix="clustertune-tokenize") as ex:
-        rust = [ex.submit(by_rust) for _ in range(helpers)]
-        by_lookup()
-        for f in rust:
-            f.result()
-    log.debug("data: tokenized %d texts (%d distinct pre-tokens encoded by the model)", len(texts), fast.misses)
-    return np.concatenate([done[k] for k in sorted(done)]) if done else np.empty(0, dtype)
-
-
-def encode_texts(texts: list[str], tokenizer: Any) -> list[list[int]]:
-    """Token ids per text, in batches (the fast tokenizer parallelises inside a batch)."""
-    out: list[list[int]] = []
-    for i in range(0, len(texts), _BATCH):
-        enc = tokenizer(texts[i : i + _BATCH], verbose=False)
-        out.extend(enc["input_ids"])
-    return out
-
-
 def group_blocks(ids_per_text: list[list[int]], block_size: int, vocab: int) -> np.ndarray:
     """Concatenate all ids and cut into full blocks; the remainder (< block_size) is dropped."""
     total = sum(len(x) for x in ids_per_text)
-    flat = np.empty(total, dtype=_id_dtype(vocab))
+    flat = np.empty(total, dtype=id_dtype(vocab))
     pos = 0
     for x in ids_per_text:
         flat[pos : pos + len(x)] = x
@@ -203,7 +79,7 @@ def classification_arrays(
         texts, labels = texts[:limit], labels[:limit]
     if not texts:
         raise DataError(f"data: the {split} split has no examples")
-    ids = np.zeros((len(texts), max_length), dtype=_id_dtype(len(tokenizer)))
+    ids = np.zeros((len(texts), max_length), dtype=id_dtype(len(tokenizer)))
     mask = np.zeros((len(texts), max_length), dtype=np.uint8)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids[:] = pad

@@ -8,6 +8,7 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,109 @@ def _read_file(path: Path, key: str) -> Any:
         f"{key}: {str(path)!r} has an unsupported extension {suffix or '(none)'}; "
         f"use one of {', '.join(sorted(TABLE_SUFFIXES))}"
     )
+
+
+# Suffixes whose texts can be read a chunk at a time (a causal-LM prepare then never holds the corpus).
+CHUNKED_SUFFIXES = TEXT_SUFFIXES | {".jsonl", ".parquet"}
+
+
+class ArrowGaveUp(Exception):
+    """Arrow's streaming JSON reader failed on a file pandas may still read (mixed types...):
+    read the split again with ``arrow=False``."""
+
+
+def as_text(t: Any) -> str:
+    """A text column's value as the text to tokenize: None is empty, other values their ``str``."""
+    return t if isinstance(t, str) else "" if t is None else str(t)
+
+
+def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_bytes: int = 32 << 20,
+                         arrow: bool = True) -> Iterator[list[str]]:
+    """The texts of local .txt/.jsonl/.parquet files in order, about ``chunk_bytes`` at a time:
+    the rows :func:`load_raw` reads (non-blank lines of text files; a JSON line or parquet row
+    each, the text column's value through :func:`as_text`). Raises :class:`ArrowGaveUp` where
+    Arrow cannot read a JSON lines file (``arrow=False`` reads it line by line instead)."""
+    for f in files:
+        p = Path(f).expanduser()
+        if not p.is_file():
+            raise DataError(f"{key}: file {str(p)!r} does not exist (paths are relative to {os.getcwd()})")
+        suffix = p.suffix.lower()
+        try:
+            if suffix in TEXT_SUFFIXES:
+                yield from _text_file_chunks(p, chunk_bytes)
+            elif suffix == ".jsonl":
+                yield from (_jsonl_chunks_arrow if arrow else _jsonl_chunks_python)(p, text_column, key, chunk_bytes)
+            else:
+                yield from _parquet_chunks(p, text_column, key, chunk_bytes)
+        except (UnicodeDecodeError, OSError) as exc:
+            raise DataError(f"{key}: cannot read {str(p)!r} as {suffix[1:]}: {exc}") from exc
+
+
+def _no_column(key: str, p: Path, column: str, names: list[str]) -> DataError:
+    return DataError(f"data.text_column: column {column!r} not in {str(p)!r} ({key}); its columns are "
+                     f"{', '.join(names)}")
+
+
+def _text_file_chunks(p: Path, chunk_bytes: int) -> Iterator[list[str]]:
+    with p.open(encoding="utf-8") as fh:  # universal newlines, as read_text(); then every other line break
+        while lines := fh.readlines(chunk_bytes):
+            yield [part for line in lines for part in line.splitlines() if part.strip()]
+
+
+def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        # A block must hold whole lines (a longer line fails, and the file is read line by line).
+        reader = pj.open_json(p, read_options=pj.ReadOptions(block_size=max(chunk_bytes, 1 << 20)))
+        if column not in reader.schema.names:
+            raise _no_column(key, p, column, reader.schema.names)
+        for batch in reader:
+            yield [as_text(t) for t in batch.column(column).to_pylist()]
+    except pa.ArrowInvalid as exc:
+        raise ArrowGaveUp(str(exc)) from exc
+
+
+def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
+    import json
+
+    seen = False
+    with p.open(encoding="utf-8") as fh:
+        start = 1
+        while lines := fh.readlines(chunk_bytes):
+            chunk = []
+            for i, line in enumerate(lines, start):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise DataError(f"{key}: {str(p)!r} line {i} is not JSON: {exc}") from exc
+                row = row if isinstance(row, dict) else {}
+                seen = seen or column in row
+                chunk.append(as_text(row.get(column)))
+            start += len(lines)
+            yield chunk
+    if not seen:
+        raise _no_column(key, p, column, [])
+
+
+def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(p)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{key}: cannot read {str(p)!r} as parquet: {exc}") from exc
+    if column not in pf.schema_arrow.names:
+        raise _no_column(key, p, column, pf.schema_arrow.names)
+    meta = pf.metadata
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    rows = max(1, meta.num_rows * chunk_bytes // max(1, size))  # rows of about chunk_bytes
+    for batch in pf.iter_batches(batch_size=rows, columns=[column]):
+        yield [as_text(t) for t in batch.column(0).to_pylist()]
 
 
 def _read_files(files: list[str], key: str) -> tuple[Any, list[dict[str, Any]]]:

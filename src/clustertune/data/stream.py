@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
-from clustertune.data.prepare import _encode_mixed, _encode_range, _id_dtype, _tokenizers_single_threaded
+from clustertune.data.encode import TextEncoder, id_dtype, probe_sample, text_encoder
 
 CHUNK_TEXTS = 1000
 
@@ -55,15 +55,14 @@ class BlockStream:
 
     def __init__(self, texts: Callable[[], Iterable[str]], tokenizer: Any, block_size: int,
                  chunk_texts: int = CHUNK_TEXTS):
-        from tokenizers import Tokenizer
-
         self.texts, self.block_size, self.chunk_texts = texts, block_size, chunk_texts
-        self.dtype = _id_dtype(len(tokenizer))
-        self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        self.backend.no_truncation()
-        self.backend.no_padding()
-        self._fast: Any = None  # the pre-token cache, made (and checked) on the first chunk
-        self._fast_checked = False
+        self.tokenizer, self.dtype = tokenizer, id_dtype(len(tokenizer))
+        self._encoder: TextEncoder | None = None  # chosen (and checked) on the first chunk
+
+    def _encoder_for(self, chunk: list[str]) -> TextEncoder:
+        if self._encoder is None:
+            self._encoder = text_encoder(self.tokenizer, probe_sample(chunk))
+        return self._encoder
 
     def _chunks(self, start_text: int) -> Iterator[tuple[int, list[str]]]:
         it = iter(self.texts())
@@ -76,32 +75,26 @@ class BlockStream:
             i += len(chunk)
 
     def _encode(self, chunk: list[str]) -> np.ndarray:
-        if not self._fast_checked:
-            from clustertune.data.piece_cache import piece_encoder
+        return self._encoder_for(chunk).encode_flat(chunk)
 
-            self._fast, self._fast_checked = piece_encoder(self.backend, probe=chunk), True
-        if self._fast is None:
-            return _encode_range(self.backend, chunk, self.dtype)
-        return _encode_mixed(self._fast, self.backend, chunk, 1, self.dtype)
-
-    def blocks(self, state: StreamState | None = None, start_block: int = 0) -> Iterator[tuple[int, np.ndarray, StreamState]]:
+    def blocks(self, state: StreamState | None = None,
+               start_block: int = 0) -> Iterator[tuple[int, np.ndarray, StreamState]]:
         """``(global index, block, state after it)`` from ``state`` (or from ``start_block``, replayed)."""
         st = state or StreamState()
         bs = self.block_size
-        with _tokenizers_single_threaded():
-            for i, chunk in self._chunks(st.text_index):
-                carry = np.asarray(st.carry, dtype=self.dtype)
-                carried = list(st.carry)  # shared by the states of this chunk's blocks
-                buf = np.concatenate([carry, self._encode(chunk)])
-                n = len(buf) // bs
-                first = st.blocks_into_chunk
-                g = st.block
-                for k in range(first, n):
-                    after = StreamState(i, carried, k + 1, g + 1)
-                    if g >= start_block:
-                        yield g, buf[k * bs : (k + 1) * bs], after
-                    g += 1
-                st = StreamState(i + len(chunk), buf[n * bs :].tolist(), 0, g)
+        for i, chunk in self._chunks(st.text_index):
+            ids = self._encode(chunk)
+            carried = list(st.carry)  # shared by the states of this chunk's blocks
+            buf = np.concatenate([np.asarray(carried, dtype=ids.dtype), ids])
+            n = len(buf) // bs
+            first = st.blocks_into_chunk
+            g = st.block
+            for k in range(first, n):
+                after = StreamState(i, carried, k + 1, g + 1)
+                if g >= start_block:
+                    yield g, buf[k * bs : (k + 1) * bs], after
+                g += 1
+            st = StreamState(i + len(chunk), buf[n * bs :].tolist(), 0, g)
 
     def shard(self, rank: int, world: int, worker: int = 0, workers: int = 1, batch: int = 1,
               state: StreamState | None = None, start_block: int = 0) -> Iterator[tuple[int, np.ndarray, StreamState]]:
