@@ -15,7 +15,7 @@ from clustertune.data import cache
 from clustertune.data.builtin import pydoc_paragraphs
 from clustertune.data.cache import prepare
 from clustertune.data.manifest import write_array
-from clustertune.data.packing import BlockWriter
+from clustertune.data.blocks import BlockWriter
 from clustertune.data.sources import ArrowGaveUp, as_text, load_raw, text_chunks_of_files
 from clustertune.errors import DataError
 from clustertune.models.tokenizer import train_bpe

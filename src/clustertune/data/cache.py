@@ -47,7 +47,7 @@ from clustertune.data.manifest import (
     write_manifest,
 )
 from clustertune.data.encode import TextEncoder, chunks_by_chars, probe_sample, text_encoder
-from clustertune.data.packing import discard_split, write_causal_lm_split
+from clustertune.data.blocks import discard_split, write_causal_lm_split
 from clustertune.data.prepare import check_labels, column, prepare_split
 from clustertune.data.sources import (
     CHUNKED_SUFFIXES,
