@@ -46,18 +46,27 @@ def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
-def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-    """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA)."""
+def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device,
+             ignore_from: int | None = None) -> dict[str, torch.Tensor]:
+    """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA). Rows from
+    ``ignore_from`` on are padding: their labels are -100, which every loss ignores."""
     ids = torch.from_numpy(arrays.input_ids[idx].astype(np.int64))
     batch = {"input_ids": ids}
-    if arrays.attention_mask is None:
-        batch["labels"] = ids
-    else:
+    labels = ids  # causal LM: the model shifts them itself; copied to the device once
+    if arrays.attention_mask is not None:
         batch["attention_mask"] = torch.from_numpy(arrays.attention_mask[idx].astype(np.int64))
-        batch["labels"] = torch.from_numpy(arrays.labels[idx])
+        labels = torch.from_numpy(arrays.labels[idx])
+    if ignore_from is not None and ignore_from < len(idx):
+        labels = labels.clone()
+        labels[ignore_from:] = -100
+    if labels is not ids:
+        batch["labels"] = labels
     if device.type == "cuda":
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
+        moved = {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    else:
+        moved = {k: v.to(device) for k, v in batch.items()}
+    moved.setdefault("labels", moved["input_ids"])
+    return moved
 
 
 class TrainBatches:
@@ -162,8 +171,23 @@ def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, worl
     return TrainBatches(train, micro_batch, accum, rank, world, seed, shuffle)
 
 
-def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int, device: torch.device) -> Iterator[dict[str, torch.Tensor]]:
-    """Every evaluation sample exactly once across ranks (strided), in order."""
-    mine = np.arange(len(arrays))[rank::world]
-    for i in range(0, len(mine), batch_size):
-        yield to_batch(arrays, mine[i : i + batch_size], device)
+def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int,
+                 device: torch.device) -> Iterator[tuple[dict[str, torch.Tensor], int]]:
+    """Every evaluation sample exactly once across ranks (strided), in order, as pairs of a
+    batch and how many of its rows are real samples.
+
+    Every rank gets the same number of batches, all of one shape: under FSDP and ZeRO-3 each
+    forward is a collective, so a rank with a batch fewer would leave the others waiting in
+    it; one shape also spares a compiled model a recompile for a short last batch. Rows past
+    a rank's share repeat a sample with every label -100, so the loss ignores them.
+    """
+    n = len(arrays)
+    per_rank = -(-n // world)  # the largest share; the others are padded up to it
+    if per_rank == 0:
+        return
+    size = min(batch_size, per_rank)
+    mine = np.arange(n)[rank::world]
+    for i in range(0, per_rank, size):
+        real = mine[i : i + size]
+        filler = np.full(size - len(real), real[0] if len(real) else 0, dtype=mine.dtype)
+        yield to_batch(arrays, np.concatenate([real, filler]), device, ignore_from=len(real)), len(real)

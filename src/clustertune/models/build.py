@@ -124,11 +124,16 @@ def check_sequence_fits(recipe: Recipe, config: Any) -> None:
 
 def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     """Instantiate the model: fresh from ``config`` or pretrained weights with it."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
     m = recipe.model
-    kwargs: dict[str, Any] = {}
+    # fp32 whatever dtype the checkpoint or config names: transformers 5 loads in the saved
+    # dtype by default (bf16 for Llama/Qwen, fp16 for Pythia/OPT), which would leave AdamW
+    # without an fp32 master copy and fp16's grad scaler without fp32 gradients. Autocast (or
+    # the strategy) computes in the half type.
+    kwargs: dict[str, Any] = {"dtype": torch.float32}
     if m.attn_implementation:
         kwargs["attn_implementation"] = m.attn_implementation
     try:
@@ -136,7 +141,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
             model = auto.from_config(config, **kwargs)
         else:
             path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path
-            model = auto.from_pretrained(path, config=config, low_cpu_mem_usage=m.low_cpu_mem_usage, **kwargs)
+            model = auto.from_pretrained(path, config=config, **kwargs)  # always low-memory in transformers 5
     except ValueError as exc:
         raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
     except OSError as exc:

@@ -36,9 +36,9 @@ def mixed_precision(recipe: Recipe) -> str:
     """Accelerate's mixed_precision for this recipe on this machine."""
     p = recipe.train.precision
     if p == "auto":
-        if torch.cuda.is_available():
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return "no"
+        from clustertune.train.strategies.group import auto_precision, native_bf16
+
+        return auto_precision(torch.cuda.is_available(), native_bf16())
     if p == "fp16" and not torch.cuda.is_available():
         raise UserError("train.precision: fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
     return {"fp32": "no"}.get(p, p)
@@ -77,7 +77,13 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
 
 def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
     """The node side's one place that turns the recipe into an Accelerator and a strategy."""
+    from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
+
     strategy = recipe.train.strategy
+    t = recipe.train
+    # Device, group and TF32 first: the precision probe and NCCL then see this rank's GPU.
+    own_group = start_process_group(strategy == "fsdp", t.effective_offload != "none", t.collective_timeout_minutes)
+    torch.set_float32_matmul_precision(fp32_matmul_precision(t.tf32, torch.cuda.is_available()))
     if strategy == "deepspeed":
         from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
 
@@ -86,8 +92,10 @@ def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
         return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
     from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
 
-    plugin = fsdp_plugin(recipe) if strategy == "fsdp" else None
-    return AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
+    plugin = fsdp_plugin(recipe, mixed_precision(recipe)) if strategy == "fsdp" else None
+    made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
+    made.own_group = own_group  # a group of one made for FSDP without a launcher: undone after the run
+    return made
 
 
 def reset_accelerate_state() -> None:
@@ -165,6 +173,8 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         strategy.end()
     finally:
         reset_accelerate_state()
+        if getattr(strategy, "own_group", None) is not None:
+            strategy.own_group.close()
     return result
 
 

@@ -73,14 +73,17 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     model.eval()
     dev = strategy.device
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
-    for batch in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
+    # Every rank runs the same number of batches (see eval_batches): padding rows carry label
+    # -100 and a batch of padding only is run (a collective under sharding) but not counted.
+    for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
             out = model(**batch)
-        n = batch["input_ids"].shape[0]
+        if n == 0:
+            continue
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
-            sums[2] += (out.logits.argmax(-1) == batch["labels"]).sum()
+            sums[2] += (out.logits[:n].argmax(-1) == batch["labels"][:n]).sum()
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
@@ -171,7 +174,7 @@ def train_loop(
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        loss = model(**batch).loss / len(micro_batches)
+                        loss = model(**batch).loss.float() / len(micro_batches)  # fp32 whatever the outputs' dtype
                     strategy.backward(loss)
                 loss_sum += loss.detach()
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None

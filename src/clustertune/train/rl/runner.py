@@ -24,6 +24,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.metrics import flat_config, tracker_env, truncate_after
+from clustertune.train.strategies.group import local_device
 from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
 from clustertune.train.rl.rewards import build_rewards
@@ -128,7 +129,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
     model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
                    for i, r in enumerate(rl.rewards)]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # This rank's GPU, not device 0: the trainer has not set the per-rank device yet.
+    device = local_device()
     rewards = build_rewards(rl.rewards, model_paths, device)
     if rl.algorithm == "dpo":
         eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})

@@ -21,7 +21,7 @@ import torch
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
-from clustertune.train.fastpath import prepare_module
+from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 from clustertune.train.strategies.ds_config import build_config, merge_user_config, read_user_config
@@ -136,19 +136,27 @@ class DeepSpeedStrategy(AcceleratorRanks):
                       "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
             self._own_env = [k for k in wanted if k not in os.environ]
             os.environ.update({k: wanted[k] for k in self._own_env})
-        self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+        from datetime import timedelta
+
+        # Under a launcher the group is up already (made with the recipe's timeout and backend).
+        self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo",
+                                 timeout=timedelta(minutes=recipe.train.collective_timeout_minutes))
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         # The optimizer comes from the config (not ``make_optimizer``) so that DeepSpeed can pick
         # its CPU Adam when the optimizer state lives in host memory.
-        prepare_module(model, self.recipe)
+        prepare_module(model, self.recipe, compile_here=False)
         cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision)
         engine, optimizer, _, scheduler = self.ds.initialize(
             model=model, model_parameters=param_groups(model, self.recipe.train.weight_decay),
             lr_scheduler=make_scheduler, config=cfg, dist_init_required=False,
         )
         self.engine = engine
+        if use_compile(self.recipe):
+            # After initialize: ZeRO-3 installs its gather/release hooks on the modules, which a
+            # model compiled beforehand would trace around; the engine compiles with them in place.
+            engine.compile()
         return engine, optimizer, scheduler
 
     def autocast(self) -> AbstractContextManager[Any]:

@@ -1,0 +1,247 @@
+"""The GPU paths' mechanisms that exist on CPU, and the configuration of those that do not:
+process group and device setup, fp32 loading, even evaluation shares, per-rank RNG, the split
+checkpoint seal, the fp16 scaler, FSDP's mixed-precision policy and the compile fallback."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from clustertune.data.loader import eval_batches
+from clustertune.data.prepare import Arrays
+from clustertune.recipe.load import load_recipe
+from clustertune.train import checkpoint as ckpt
+from clustertune.train.strategies import group
+from tests.conftest import TINY_CAUSAL, with_
+
+
+def recipe(**train: object):
+    return load_recipe(with_(TINY_CAUSAL, train=train))
+
+
+# -- process group, device, precision probe, TF32 ---------------------------------------------
+
+
+def test_group_backend_adds_gloo_for_offloaded_state_on_gpus() -> None:
+    assert group.group_backend(cuda=True, offload=True) == "cuda:nccl,cpu:gloo"
+    assert group.group_backend(cuda=True, offload=False) == "nccl"
+    assert group.group_backend(cuda=False, offload=True) == "gloo"
+
+
+def test_each_rank_uses_its_local_gpu_and_native_bf16_only() -> None:
+    assert group.local_device(True, {"LOCAL_RANK": "3"}) == torch.device("cuda", 3)
+    assert group.local_device(True, {}) == torch.device("cuda", 0)
+    assert group.local_device(False, {"LOCAL_RANK": "3"}) == torch.device("cpu")
+    # V100/T4 emulate bf16: auto means fp16 there.
+    assert group.auto_precision(cuda=True, native_bf16=True) == "bf16"
+    assert group.auto_precision(cuda=True, native_bf16=False) == "fp16"
+    assert group.auto_precision(cuda=False, native_bf16=False) == "no"
+    assert group.native_bf16() is torch.cuda.is_available()  # never True on a CPU host
+
+
+def test_tf32_on_gpus_by_default_and_switchable() -> None:
+    assert group.fp32_matmul_precision(None, cuda=True) == "high"
+    assert group.fp32_matmul_precision(False, cuda=True) == "highest"
+    assert group.fp32_matmul_precision(True, cuda=False) == "highest"
+    t = recipe(tf32=False, collective_timeout_minutes=90).train
+    assert t.tf32 is False and t.collective_timeout_minutes == 90
+    assert recipe().train.collective_timeout_minutes == 30
+
+
+def test_a_sharded_strategy_gets_a_group_of_one_without_a_launcher() -> None:
+    import torch.distributed as dist
+
+    env: dict[str, str] = {}
+    assert group.start_process_group(sharded=False, offload=False, timeout_minutes=1, env=env) is None
+    assert not dist.is_initialized()
+    own = group.start_process_group(sharded=True, offload=False, timeout_minutes=1, env=env)
+    try:
+        assert own is not None and dist.is_initialized() and dist.get_world_size() == 1
+        assert "RANK" not in env  # on CPU Accelerate must not see a launcher
+    finally:
+        own.close()
+    assert not dist.is_initialized()
+
+
+# -- pretrained weights load in fp32 ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_pretrained_models_load_in_fp32_whatever_their_saved_dtype(tmp_path: Path, dtype: str) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.models.build import build_model, resolve_config
+
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=64, vocab_size=512, bos_token_id=0, eos_token_id=0)
+    saved = GPT2LMHeadModel(cfg).to(getattr(torch, dtype))
+    saved.config.dtype = dtype  # as a bf16 Llama or an fp16 Pythia checkpoint says
+    saved.save_pretrained(str(tmp_path / "m"))
+    r = load_recipe(with_(TINY_CAUSAL, model={"config": None, "name_or_path": str(tmp_path / "m"),
+                                              "tokenizer": "train", "config_overrides": {}}))
+
+    class Tok:
+        def __len__(self) -> int:
+            return 512
+
+    model = build_model(r, resolve_config(r), Tok())
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    fresh = build_model(recipe(), resolve_config(recipe()), Tok())
+    assert {p.dtype for p in fresh.parameters()} == {torch.float32}
+
+
+# -- evaluation: the same number of batches on every rank -------------------------------------
+
+
+@pytest.mark.parametrize(("n", "world", "bs"), [(33, 2, 4), (1001, 8, 5), (3, 4, 8), (16, 2, 4)])
+def test_every_rank_gets_the_same_eval_batches_and_each_sample_once(n: int, world: int, bs: int) -> None:
+    arrays = Arrays(input_ids=np.arange(n * 4, dtype=np.uint16).reshape(n, 4))
+    cpu = torch.device("cpu")
+    shapes, seen = set(), []
+    counts = []
+    for rank in range(world):
+        batches = list(eval_batches(arrays, bs, rank, world, cpu))
+        counts.append(len(batches))
+        for batch, real in batches:
+            shapes.add(tuple(batch["input_ids"].shape))
+            seen += (batch["input_ids"][:real, 0] // 4).tolist()
+            labels = batch["labels"]
+            assert (labels[real:] == -100).all() and (labels[:real] == batch["input_ids"][:real]).all()
+            assert (batch["input_ids"] >= 0).all()
+    assert len(set(counts)) == 1  # no rank waits in a forward the others never run
+    assert len(shapes) == 1  # one shape: no recompile for a short last batch
+    assert sorted(seen) == list(range(n))
+
+
+# -- per-rank RNG -------------------------------------------------------------------------------
+
+
+def _draw() -> tuple[float, float, float]:
+    return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+def test_each_rank_resumes_its_own_rng_at_the_same_and_another_world_size(tmp_path: Path) -> None:
+    states = {}
+    for rank in (0, 1):
+        random.seed(rank)
+        np.random.seed(rank)
+        torch.manual_seed(rank)
+        torch.save(ckpt.rng_state(), tmp_path / ckpt.rank_rng_name(rank))
+        states[rank] = _draw()
+    for rank in (0, 1):  # the same world size: each rank its own generators
+        ckpt.set_rng_state(torch.load(ckpt.rng_file(tmp_path, rank), weights_only=False))
+        assert _draw() == states[rank]
+    # More ranks than were saved: the new ones start from rank 0's; no IndexError, no crash.
+    ckpt.set_rng_state(torch.load(ckpt.rng_file(tmp_path, 5), weights_only=False))
+    assert _draw() == states[0]
+    assert "cuda" not in ckpt.rng_state()  # on a GPU only the current device's state is saved
+    with pytest.raises(ckpt.CheckpointError, match="no RNG state"):
+        ckpt.rng_file(tmp_path / "nothing", 0)
+
+
+# -- the checkpoint seal, split across ranks --------------------------------------------------
+
+
+def test_the_seal_hashes_each_file_once_spread_over_the_ranks(tmp_path: Path) -> None:
+    tmp, final = tmp_path / ".tmp-step-00000001", tmp_path / "step-00000001"
+    (tmp / "shards").mkdir(parents=True)
+    sizes = {"shards/__0_0.distcp": 9000, "shards/__1_0.distcp": 8000, "shards/.metadata": 300,
+             "scheduler.pt": 100, "rng-0.pt": 50, "rng-1.pt": 50}
+    for name, size in sizes.items():
+        (tmp / name).write_bytes(bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+    shares = ckpt.split_shares(sizes, 2)
+    assert sorted(shares[0] + shares[1]) == sorted(sizes)  # every file in exactly one share
+    loads = [sum(sizes[f] for f in s) for s in shares]
+    assert max(loads) < 0.6 * sum(loads)  # the two big shards went to different ranks
+    for rank in (0, 1):
+        ckpt.hash_share(tmp, rank, 2)
+    ckpt._seal(tmp, final, 1, {"world_size": 2}, "name: x\n", hashed=ckpt.collect_shares(tmp))
+    state = ckpt.verify_checkpoint(final)  # every checksum right
+    assert set(state["files"]) == set(sizes) | {"recipe.yaml"}
+    assert not list(final.glob(".digests-*")) and not (final / ckpt.RNG).exists()
+
+
+# -- fp16: the scaler is checkpointed and a skipped step leaves the schedule -------------------
+
+
+def test_grad_scaler_state_round_trips_and_a_skipped_step_does_not_move_the_schedule(tmp_path: Path) -> None:
+    from accelerate import Accelerator
+
+    from clustertune.train.entry import reset_accelerate_state
+    from clustertune.train.strategies.accel import SCALER, AccelerateStrategy
+
+    acc = Accelerator(cpu=True)
+    try:
+        # Accelerate makes a GradScaler only for fp16 on a GPU; the same object on the CPU
+        # drives the same code (scaled backward, step_was_skipped).
+        acc.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+        strat = AccelerateStrategy(recipe(), acc, sharded=False)
+        model = torch.nn.Linear(4, 1)
+        model, opt, sched = strat.prepare(
+            model, lambda m: torch.optim.SGD(m.parameters(), lr=1.0),
+            lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1.0 / (s + 1)))
+        x = torch.ones(2, 4)
+        strat.backward(model(x).sum())
+        strat.step(model, opt, sched, None)
+        assert sched.last_epoch == 1
+        weights = model.weight.detach().clone()
+        strat.backward(model(x).sum() * float("inf"))  # overflow: the scaler skips this step
+        strat.step(model, opt, sched, None)
+        assert opt.step_was_skipped and sched.last_epoch == 1 and torch.equal(model.weight, weights)
+        assert acc.scaler.get_scale() == 2.0**7
+        strat.save_state(model, opt, sched, tmp_path)
+        assert (tmp_path / SCALER).is_file()
+        acc.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        strat.load_state(model, opt, sched, tmp_path)
+        assert acc.scaler.get_scale() == 2.0**7
+    finally:
+        reset_accelerate_state()
+
+
+# -- FSDP's mixed precision ---------------------------------------------------------------------
+
+
+def test_fsdp_gets_bf16_compute_with_fp32_gradient_reduction() -> None:
+    from clustertune.train.strategies.accel import fsdp_plugin, mixed_precision_policy
+
+    policy = fsdp_plugin(recipe(strategy="fsdp"), "bf16").mixed_precision_policy
+    assert (policy.param_dtype, policy.reduce_dtype) == (torch.bfloat16, torch.float32)
+    assert mixed_precision_policy("fp16").reduce_dtype == torch.float32
+    assert mixed_precision_policy("no") is None and fsdp_plugin(recipe(strategy="fsdp")).mixed_precision_policy is None
+
+
+# -- torch.compile's fallback -----------------------------------------------------------------
+
+
+def test_out_of_memory_in_the_first_compiled_step_propagates(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import torch._dynamo
+
+    from clustertune.train.fastpath import compile_with_fallback
+
+    class Hungry(torch.nn.Module):
+        """Runs out of memory once, as a first step at the edge of the device's memory can."""
+
+        calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            Hungry.calls += 1
+            if Hungry.calls == 1:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            return x * 2
+
+    monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
+    torch._dynamo.reset()
+    model = Hungry()
+    compile_with_fallback(model)
+    with caplog.at_level("WARNING", logger="clustertune"):
+        with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate"):
+            model(torch.ones(2))
+    assert Hungry.calls == 1  # raised as it was, not retried in eager mode
+    assert not [r for r in caplog.records if "torch.compile failed" in r.getMessage()]
+    torch._dynamo.reset()
