@@ -245,3 +245,30 @@ def test_out_of_memory_in_the_first_compiled_step_propagates(monkeypatch: pytest
     assert Hungry.calls == 1  # raised as it was, not retried in eager mode
     assert not [r for r in caplog.records if "torch.compile failed" in r.getMessage()]
     torch._dynamo.reset()
+
+
+def test_fsdp_policy_keeps_the_loss_in_fp32_where_accelerates_default_rounds_it() -> None:
+    from accelerate import FullyShardedDataParallelPlugin
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.train.strategies.accel import mixed_precision_policy, shard_model
+
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=64, vocab_size=512, bos_token_id=0, eos_token_id=0)
+    ids = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
+    default = FullyShardedDataParallelPlugin(fsdp_version=2)
+    default.set_mixed_precision("bf16")  # what Accelerate's plugin does when given no policy
+    own = group.start_process_group(sharded=True, offload=False, timeout_minutes=1, env={})
+    try:
+        losses = {}
+        for name, policy in (("ours", mixed_precision_policy("bf16")), ("default", default.mixed_precision_policy)):
+            torch.manual_seed(0)
+            model = GPT2LMHeadModel(cfg)
+            shard_model(model, offload=False, mp_policy=policy)
+            losses[name] = model(input_ids=ids, labels=ids).loss
+            losses[name].backward()
+            grads = {p.grad.dtype for p in model.parameters() if p.grad is not None}
+            assert grads == {torch.float32}  # sharded fp32 master weights and gradients either way
+    finally:
+        own.close()
+    assert losses["ours"].dtype == torch.float32
+    assert losses["default"].dtype == torch.bfloat16  # the quantised loss the default policy returns

@@ -1,0 +1,54 @@
+"""FSDP in a single process, without a launcher: the "bigger model on one GPU" case (FSDP with
+offload) needs a process group even for one rank. Run in this process, in bf16, with a
+checkpoint and a resume; afterwards the group and its variables are gone, so a later run in
+the same process (here: the resume) starts clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tests.conftest import TINY_CAUSAL, read_jsonl, with_
+
+
+def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> None:
+    import torch
+    import torch.distributed as dist
+
+    import clustertune as ct
+    from clustertune.recipe.load import load_recipe
+    from clustertune.runs.paths import RunPaths
+    from clustertune.train import checkpoint as ckpt
+    from clustertune.train.entry import execute
+
+    recipe = with_(TINY_CAUSAL, train={"strategy": "fsdp", "precision": "bf16", "max_steps": 4, "log_every": 1,
+                                       "save_every": 2, "eval_at_start": False},
+                   data={**TINY_CAUSAL["data"], "max_eval_samples": 9})
+    run = ct.run(ct.load_recipe(recipe), runs_root_dir=tmp_path / "a", show_progress=False)
+    assert run.state.value == "COMPLETED"
+    assert not dist.is_initialized() and "RANK" not in os.environ  # the group of one is undone
+
+    saved = run.paths.checkpoints / "step-00000002"
+    state = ckpt.verify_checkpoint(saved)
+    assert state["strategy"] == "fsdp" and state["world_size"] == 1
+    assert any(f.startswith("shards/") for f in state["files"]) and "rng-0.pt" in state["files"]
+    losses = {r["step"]: r["loss"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"}
+    assert sorted(losses) == [1, 2, 3, 4]
+    # Logged losses are fp32 figures, not bf16-rounded ones (bf16 keeps 8 significant bits).
+    assert all(torch.tensor(v).bfloat16().item() != v for v in losses.values())
+
+    # A fresh run directory resumes from step 2 in this same process (a group of one again).
+    again = RunPaths(tmp_path / "b")
+    again.root.mkdir()
+    for name in ("recipe.yaml", "data.json"):
+        shutil.copy2(run.paths.root / name, again.root / name)
+    shutil.copytree(run.paths.tokenizer, again.tokenizer)
+    shutil.copytree(saved, again.checkpoints / saved.name)
+    execute(load_recipe(again.recipe), again, again.checkpoints / saved.name, show_progress=False)
+    after = {r["step"]: r["loss"] for r in read_jsonl(again.metrics) if r["kind"] == "train"}
+    assert sorted(after) == [3, 4] and max(abs(after[s] - losses[s]) for s in after) < 1e-4
+    summary = json.loads(run.paths.summary.read_text())
+    assert summary["eval_samples"] == 9 and summary["final_eval"]["eval_loss"] > 0
+    assert not dist.is_initialized() and "RANK" not in os.environ
