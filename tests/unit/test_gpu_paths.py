@@ -272,3 +272,47 @@ def test_fsdp_policy_keeps_the_loss_in_fp32_where_accelerates_default_rounds_it(
         own.close()
     assert losses["ours"].dtype == torch.float32
     assert losses["default"].dtype == torch.bfloat16  # the quantised loss the default policy returns
+
+
+def test_peak_flops_tell_h100_variants_and_newer_gpus_apart() -> None:
+    from clustertune.train.throughput import peak_flops_of
+
+    assert peak_flops_of("NVIDIA H100 80GB HBM3") == 989e12
+    assert peak_flops_of("NVIDIA H100 PCIe") == 756e12 and peak_flops_of("NVIDIA H100 NVL") == 835e12
+    assert peak_flops_of("NVIDIA A100-SXM4-80GB") == 312e12 and peak_flops_of("NVIDIA A10G") == 70e12
+    assert peak_flops_of("NVIDIA A10") == 125e12 and peak_flops_of("NVIDIA L4") == 121e12
+    assert peak_flops_of("NVIDIA L40S") == 362e12 and peak_flops_of("NVIDIA B200") == 2250e12
+
+
+def test_offloaded_deepspeed_state_is_pinned_only_where_there_is_a_gpu() -> None:
+    from clustertune.train.strategies.ds_config import build_config
+
+    cfg, _ = build_config(recipe(strategy="deepspeed", deepspeed_preset="zero3-offload").train, 2, "no")
+    zero = cfg["zero_optimization"]
+    assert zero["offload_optimizer"]["pin_memory"] is torch.cuda.is_available()
+    assert zero["offload_param"]["pin_memory"] is torch.cuda.is_available()
+
+
+def test_prefetch_keeps_order_passes_errors_and_stops_with_its_consumer() -> None:
+    import threading
+
+    from clustertune.data.loader import prefetched
+
+    assert list(prefetched(iter(range(50)), 2)) == list(range(50))
+    assert list(prefetched(iter(range(5)), 0)) == list(range(5))
+
+    def broken():
+        yield 1
+        raise ValueError("text unreadable")
+
+    with pytest.raises(ValueError, match="text unreadable"):
+        list(prefetched(broken(), 2))
+    before = threading.active_count()
+    it = prefetched(iter(range(10**9)), 2)
+    assert next(it) == 0
+    it.close()
+    for _ in range(50):  # the producer notices within its 0.1 s put timeout
+        if threading.active_count() <= before:
+            break
+        threading.Event().wait(0.05)
+    assert threading.active_count() <= before

@@ -144,21 +144,70 @@ class StreamBatches:
                 yield np.stack(mine), Position(epoch, offset, seen, after.to_dict())
                 mine = []
 
-    def iterate(self, pos: Position, device: torch.device) -> Iterator[tuple[list[dict[str, torch.Tensor]], Position]]:
+    def iterate(self, pos: Position, device: torch.device,
+                prefetch: int = 2) -> Iterator[tuple[list[dict[str, torch.Tensor]], Position]]:
+        """Tokenizing and packing run in a background thread, ``prefetch`` steps ahead (0: in
+        this thread), so the training step does not wait for the text between steps."""
+        for blocks, pos in prefetched(self._steps(pos), prefetch):
+            arrays = Arrays(input_ids=blocks)
+            micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]
+            yield [to_batch(arrays, m, device) for m in micro], pos
+
+    def _steps(self, pos: Position) -> Iterator[tuple[np.ndarray, Position]]:
         per_rank = self.micro * self.accum
         while True:
             produced = False
             for blocks, pos in self._epoch(pos):
                 produced = True
-                arrays = Arrays(input_ids=blocks)
-                micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]
-                yield [to_batch(arrays, m, device) for m in micro], pos
+                yield blocks, pos
             if not produced and pos.offset == 0:
                 raise DataError(
                     f"data: the streamed text holds fewer than one global batch of {self.global_batch} blocks "
                     f"({per_rank} per process); lower the batch size or give more text"
                 )
             pos = Position(pos.epoch + 1, 0, pos.samples_seen, None)
+
+
+def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
+    """``items`` produced by a daemon thread up to ``depth`` ahead of the consumer (the
+    tokenizer releases the GIL while it encodes); its exceptions are raised here. Closing
+    this generator stops the thread at its next item."""
+    if depth <= 0:
+        yield from items
+        return
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, raised in its thread
+            q.put(("error", exc))
+
+    worker = threading.Thread(target=work, name="clustertune-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
 
 
 def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,

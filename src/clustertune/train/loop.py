@@ -138,9 +138,12 @@ def train_loop(
                      resume_from.name, step, pos.samples_seen, dropped)
 
     evals: list[dict[str, Any]] = []
+    paused = [0.0]  # seconds spent evaluating and checkpointing since the last log: not training
 
     def run_eval(at: int) -> dict[str, float]:
+        t0 = time.perf_counter()
         res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
+        paused[0] += time.perf_counter() - t0
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
@@ -153,7 +156,9 @@ def train_loop(
         meta = {"position": pos.to_dict(), "loss_since_log": partial,
                 "steps_since_log": n_since_log, "total_steps": steps}
         # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
+        t0 = time.perf_counter()
         ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
+        paused[0] += time.perf_counter() - t0
 
     progress = Progress(steps, step, enabled=main, show=show_progress)
     stopped_by = None
@@ -195,7 +200,7 @@ def train_loop(
                 # CPU-GPU sync point: the only place the loss leaves the device.
                 mean_loss = strategy.reduce(loss_sum, reduction="mean").item() / n_since_log
                 now = time.perf_counter()
-                tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log, 1e-9)
+                tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log - paused[0], 1e-9)
                 per_dev = tok_s / strategy.num_processes
                 row = {
                     "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
@@ -205,12 +210,15 @@ def train_loop(
                     "mfu": mfu(per_dev, flops_tok, peak), "samples_seen": pos.samples_seen, "time": time.time(),
                 }
                 if torch.cuda.is_available():
+                    # The peak since the last log row (compile's and evaluation's peaks are not the step's).
                     row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+                    torch.cuda.reset_peak_memory_stats()
                 metrics.log(row)
                 progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"],
                                        **{k: v for k, v in last_eval.items() if k != "eval_loss"}})
                 loss_sum.zero_()
                 n_since_log, t_log, steps_at_log = 0, now, step
+                paused[0] = 0.0
 
             if t.eval_every and step % t.eval_every == 0 and step != steps:
                 last_eval = run_eval(step)

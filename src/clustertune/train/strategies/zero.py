@@ -206,6 +206,9 @@ class DeepSpeedStrategy(AcceleratorRanks):
             os.environ.pop(k, None)
 
     def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
+        masters = self._fp32_masters(model)
+        if masters is not None:
+            return masters if self.is_main_process else None
         if self.stage == 3:
             full = model._zero3_consolidated_16bit_state_dict()  # a collective; rank 0 gets the dict
         else:
@@ -213,3 +216,25 @@ class DeepSpeedStrategy(AcceleratorRanks):
         if not self.is_main_process or full is None:
             return None
         return {k: v.detach().cpu() for k, v in full.items()}
+
+    def _fp32_masters(self, model: Any) -> dict[str, torch.Tensor] | None:
+        """The optimizer's fp32 master weights, whole, with the persistent buffers: what the
+        other strategies save (the engine's own consolidation gives the 16-bit compute copies).
+        Each gather is a collective, so every rank walks the parameters in the same order.
+        None where DeepSpeed keeps no master mapping for the parameters."""
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        module = self.unwrap(model)
+        full: dict[str, torch.Tensor] = {}
+        for name, param in module.named_parameters():
+            master = safe_get_full_fp32_param(param)
+            if master is None:
+                return None
+            if self.is_main_process:
+                shape = param.ds_shape if hasattr(param, "ds_shape") else param.shape  # ZeRO-3: the whole shape
+                full[name] = master.detach().reshape(shape).float().cpu()
+        for prefix, sub in module.named_modules():
+            for bname, buf in sub._buffers.items():
+                if buf is not None and bname not in sub._non_persistent_buffers_set:
+                    full[f"{prefix}.{bname}" if prefix else bname] = buf.detach().cpu()
+        return full
