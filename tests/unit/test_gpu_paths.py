@@ -316,3 +316,35 @@ def test_prefetch_keeps_order_passes_errors_and_stops_with_its_consumer() -> Non
             break
         threading.Event().wait(0.05)
     assert threading.active_count() <= before
+
+
+def test_estimate_memory_counts_activation_bytes_once_and_gpu_working_copies() -> None:
+    from clustertune.train import memory
+
+    shape = memory.ModelShape(1_000_000, layers=2, hidden=64, vocab=100, numels=(1_000_000,))
+    tokens = 4 * 32
+    # 34·h bytes per token and layer for 16-bit activations, twice that in fp32.
+    assert memory.activation_bytes(shape, 4, 32, True, False, False) == tokens * 2 * 34 * 64
+    assert memory.activation_bytes(shape, 4, 32, False, False, False) == tokens * 2 * 68 * 64
+    # Logits: fp32 and their gradient (8 bytes), plus the 16-bit pair under mixed precision.
+    assert memory.activation_bytes(shape, 4, 32, True, False, True) - tokens * 2 * 34 * 64 == tokens * 100 * 12
+    n = shape.n_params
+    assert memory.estimate(shape, "ddp", 2, 0, mixed=True).buffers == 4 * n + 2 * n  # buckets + autocast copies
+    assert memory.estimate(shape, "ddp", 1, 0).buffers == 0
+    assert memory.estimate(shape, "fsdp", 2, 0, mixed=True).buffers == 0
+
+
+def test_device_failures_that_are_out_of_memory_get_the_advice() -> None:
+    from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory
+    from clustertune.models.build import resolve_config
+
+    r = recipe()
+    config = resolve_config(r)
+    for err in (RuntimeError("CUDA error: out of memory\\nCUDA kernel errors might be asynchronously reported"),
+                RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")):
+        with pytest.raises(OutOfMemory, match="train.batch_size"):
+            with explain_out_of_memory(r, config, 1, True, 64):
+                raise err
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        with explain_out_of_memory(r, config, 1, True, 64):
+            raise RuntimeError("shape mismatch")

@@ -90,9 +90,11 @@ class AccelerateStrategy(AcceleratorRanks):
         return self.accelerator.autocast()
 
     def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
-        # Gradients are all-reduced (or reduce-scattered) on the last micro-batch only.
-        if self.shards_itself:
-            model.set_requires_gradient_sync(last)
+        # DDP all-reduces on the last micro-batch only. FSDP reduce-scatters after every
+        # micro-batch: skipping it would hold whole, unsharded gradients on every rank between
+        # micro-batches (the full model's size, where the sharded ones are 1/world of it), and
+        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients.
+        if self.sharded:
             return nullcontext()
         return nullcontext() if last else self.accelerator.no_sync(model)
 
