@@ -175,7 +175,8 @@ def explain_out_of_memory(recipe: Any, config: Any, world: int, mixed: bool, seq
 
 # What running out of device memory looks like when it is not torch's own OutOfMemoryError:
 # a CUDA error raised from a kernel launch, cuBLAS failing its workspace, NCCL its buffers.
-OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "Failed to CUDA calloc", "cudaErrorMemoryAllocation")
+OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "Failed to CUDA calloc",
+               "cudaErrorMemoryAllocation")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
