@@ -5,16 +5,19 @@ the same process (here: the resume) starts clean."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 from pathlib import Path
 
+import pytest
+import torch
+
 from tests.conftest import TINY_CAUSAL, read_jsonl, with_
 
 
 def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> None:
-    import torch
     import torch.distributed as dist
 
     import clustertune as ct
@@ -52,3 +55,25 @@ def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> N
     summary = json.loads(run.paths.summary.read_text())
     assert summary["eval_samples"] == 9 and summary["final_eval"]["eval_loss"] > 0
     assert not dist.is_initialized() and "RANK" not in os.environ
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_in_bf16_saves_its_fp32_master_weights(tmp_path: Path, stage: int) -> None:
+    # DeepSpeed computes with 16-bit copies of the weights; what it steps, and what the other
+    # strategies save, are fp32 weights. The final model must be those, not the 16-bit copies.
+    from safetensors import safe_open
+
+    import clustertune as ct
+
+    need = "DeepSpeed is not installed: `bash scripts/setup.sh test` installs it (DS_BUILD_OPS=0)"
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.fail(need) if os.environ.get("CLUSTERTUNE_REQUIRE_SERVICES") == "1" else pytest.skip(need)
+    recipe = with_(TINY_CAUSAL, train={"strategy": "deepspeed", "zero_stage": stage, "precision": "bf16",
+                                       "max_steps": 2, "log_every": 1, "eval_at_start": False})
+    run = ct.run(ct.load_recipe(recipe), runs_root_dir=tmp_path, show_progress=False)
+    with safe_open(str(run.paths.model / "model.safetensors"), "pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    assert {t.dtype for t in tensors.values()} == {torch.float32}
+    # Not 16-bit values widened: fp32 masters after two AdamW steps are not all bf16-representable.
+    w = tensors["transformer.h.0.mlp.c_fc.weight"]
+    assert not torch.equal(w, w.bfloat16().float())

@@ -125,13 +125,11 @@ class DeepSpeedStrategy(AcceleratorRanks):
         self.ds = require_deepspeed()
         self.recipe, self.accelerator, self.mixed_precision = recipe, accelerator, mixed_precision
         self.stage = recipe.train.effective_zero_stage
-        import torch.distributed as dist
-
         self._own_env: list[str] = []
-        self._own_group = not dist.is_initialized()
-        if self._own_group:
-            # One process (no launcher): DeepSpeed still wants a process group of one. The
-            # variables set for it are removed in end(), so a later run does not see a launcher.
+        # One process (no launcher): DeepSpeed still wants a process group of one, and reads
+        # LOCAL_RANK in every engine, also when the group of an earlier run here is still up.
+        # The variables set for it are removed in end(), so a later run does not see a launcher.
+        if "LOCAL_RANK" not in os.environ:
             wanted = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
                       "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
             self._own_env = [k for k in wanted if k not in os.environ]
