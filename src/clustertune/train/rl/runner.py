@@ -131,6 +131,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
                    for i, r in enumerate(rl.rewards)]
     # This rank's GPU, not device 0: the trainer has not set the per-rank device yet.
     device = local_device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # and the precision probe's CUDA context goes there too
     rewards = build_rewards(rl.rewards, model_paths, device)
     if rl.algorithm == "dpo":
         eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})
