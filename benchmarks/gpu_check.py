@@ -169,11 +169,13 @@ def plain_eval(run_dir: Path) -> tuple[float, set[str]]:
     """Eval loss of the saved model directory with transformers alone (fp32), and its dtypes."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
     from clustertune.data.staging import open_run_data
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
 
+    hf_logging.disable_progress_bar()
     recipe = load_recipe(run_dir / "recipe.yaml")
     _, ev = open_run_data(recipe, RunPaths(run_dir), 0, None)
     model = AutoModelForCausalLM.from_pretrained(str(run_dir / "model"), dtype="auto").eval()
