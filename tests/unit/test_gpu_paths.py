@@ -89,6 +89,15 @@ def test_pretrained_models_load_in_fp32_whatever_their_saved_dtype(tmp_path: Pat
 
     model = build_model(r, resolve_config(r), Tok())
     assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert model.get_input_embeddings().num_embeddings == 512  # the tokenizer fits: no resize
+
+    class Bigger(Tok):
+        def __len__(self) -> int:
+            return 515
+
+    r64 = load_recipe(with_(r.to_plain(), train={**r.to_plain()["train"], "pad_vocab_multiple": 64}))
+    grown = build_model(r64, resolve_config(r64), Bigger())
+    assert grown.get_input_embeddings().num_embeddings == 576  # 515 rounded up to a multiple of 64
     fresh = build_model(recipe(), resolve_config(recipe()), Tok())
     assert {p.dtype for p in fresh.parameters()} == {torch.float32}
 

@@ -148,5 +148,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
         raise ModelError(f"model.name_or_path: cannot load weights from {m.name_or_path!r}: {exc}") from exc
     emb = model.get_input_embeddings()
     if emb is not None and len(tokenizer) > emb.num_embeddings:
-        model.resize_token_embeddings(len(tokenizer))
+        # Grown to a multiple that tensor cores like (train.pad_vocab_multiple; 64 on a GPU).
+        multiple = recipe.train.pad_vocab_multiple or (64 if torch.cuda.is_available() else 1)
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=multiple if multiple > 1 else None)
     return model

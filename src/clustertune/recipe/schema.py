@@ -230,8 +230,9 @@ class TrainSection(Section):
     """Fused AdamW kernel (one kernel for all parameters): on by default on a GPU."""
 
     pad_vocab_multiple: int | None = Field(default=None, ge=1)
-    """Models built from a config: round the vocabulary up to a multiple of this (tensor cores
-    like multiples of 64). Default 64 on a GPU, 1 (no padding) on CPU."""
+    """Models built from a config, and pretrained embeddings grown for a larger tokenizer: round
+    the vocabulary up to a multiple of this (tensor cores like multiples of 64). Default 64 on a
+    GPU, 1 (no padding) on CPU."""
 
     tf32: bool | None = None
     """TF32 tensor cores for float32 matmuls (``torch.set_float32_matmul_precision("high")``):
