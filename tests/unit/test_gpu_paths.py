@@ -121,6 +121,10 @@ def test_every_rank_gets_the_same_eval_batches_and_each_sample_once(n: int, worl
             assert (labels[real:] == -100).all() and (labels[:real] == batch["input_ids"][:real]).all()
             assert (batch["input_ids"] >= 0).all()
     assert len(set(counts)) == 1  # no rank waits in a forward the others never run
+    from clustertune.data.loader import to_batch
+
+    plain = to_batch(arrays, np.arange(min(n, 2)), cpu)
+    assert plain["labels"] is plain["input_ids"]  # one tensor: pinned and copied to the device once
     assert len(shapes) == 1  # one shape: no recompile for a short last batch
     assert sorted(seen) == list(range(n))
 
