@@ -14,6 +14,7 @@ built from a config, the tokenizer is trained on the builtin corpus. Checks, eac
   from the mid-run checkpoint and ends on the same evaluation loss; the gathered final model
   is plain ``save_pretrained`` output in fp32 and gives that loss again; recompiles and graph
   breaks under compile are counted;
+- FSDP with offload on one GPU without a launcher (a process group of one) against the reference;
 - estimate-memory against the measured peak device memory, for three model sizes.
 
 ``--cpu`` runs the same harness on CPU ranks (gloo, fp32, no compile): a check of the check.
@@ -84,7 +85,7 @@ def worker(run_dir: Path, resume: Path | None, sizes: str) -> None:
     # The group clustertune's node side makes (made here first, so its backend can be read);
     # kept up for the runs after this one: one made again under the same launcher store can hang.
     start_process_group(t.strategy == "fsdp", t.effective_offload != "none", t.collective_timeout_minutes)
-    facts["backend"] = str(dist.get_backend())
+    facts["backend"] = str(dist.get_backend()) if dist.is_initialized() else "none"
     destroy = dist.destroy_process_group
     dist.destroy_process_group = lambda group=None: None
     if torch.cuda.is_available():
@@ -115,8 +116,9 @@ def worker(run_dir: Path, resume: Path | None, sizes: str) -> None:
         peaks[spec] = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
     facts["size_peaks"] = peaks
     (run_dir / f"facts-{rank}.json").write_text(json.dumps(facts))
-    dist.barrier()
-    destroy()
+    if dist.is_initialized():
+        dist.barrier()
+        destroy()
 
 
 # -- the checking side ------------------------------------------------------------------------
@@ -144,9 +146,10 @@ def job_dir(root: Path, name: str, recipe: dict[str, Any], data_from: Path | Non
 
 
 def launch(run_dir: Path, nproc: int, resume: Path | None = None, sizes: str = "") -> tuple[bool, str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-           __file__, "--worker", str(run_dir)] + (["--resume", str(resume)] if resume else []) \
-        + (["--sizes", sizes] if sizes else [])
+    """``nproc`` ranks under torchrun; 0: one plain process, no launcher (as `clustertune run` on one GPU)."""
+    runner = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] if nproc else []
+    cmd = [sys.executable, *runner, __file__, "--worker", str(run_dir)]
+    cmd += (["--resume", str(resume)] if resume else []) + (["--sizes", sizes] if sizes else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     (run_dir / "launch.log").write_text(out.stdout + out.stderr)
     return out.returncode == 0, (out.stdout + out.stderr)[-1500:]
@@ -195,7 +198,7 @@ class Table:
 
     def add(self, name: str, ok: bool | None, detail: str) -> None:
         self.rows.append((name, {True: "PASS", False: "FAIL", None: "SKIP"}[ok], detail))
-        print(f"{name:<34} {self.rows[-1][1]:<5} {detail}", flush=True)
+        print(f"{name:<38} {self.rows[-1][1]:<5} {detail}", flush=True)
 
     def failed(self) -> int:
         return sum(1 for _, s, _ in self.rows if s == "FAIL")
@@ -239,6 +242,25 @@ def check_strategy(table: Table, root: Path, name: str, n: int, cpu: bool, basel
         table.add(f"{name}: compile", breaks == 0 and graphs <= 2, f"graph breaks {breaks}, graphs {graphs}")
 
 
+def check_one_process(table: Table, root: Path, n: int, cpu: bool, baseline: Path) -> None:
+    """FSDP with offload on one device and no launcher: the bigger-model-on-one-GPU case, on
+    the reference's global batch (accumulation 2 x the ranks of the other checks)."""
+    recipe = base_recipe(cpu)
+    recipe["train"].update({"strategy": "fsdp", "offload": "params", "precision": "fp32" if cpu else "bf16",
+                            "gradient_accumulation_steps": 2 * n, "save_every": None})
+    d = job_dir(root, "fsdp+offload-one-process", recipe, baseline)
+    ok, tail = launch(d, 0)
+    name = "fsdp+offload, 1 device, no launcher"
+    if not ok:
+        table.add(name, False, "failed: " + tail.strip().splitlines()[-1][:200])
+        return
+    want, got = losses(baseline), losses(d)
+    tol = LOSS_TOL_FP32 if cpu else LOSS_TOL_BF16
+    worst = max(abs(got[s] - want[s]) for s in want)
+    table.add(name, worst < tol and sorted(got) == sorted(want),
+              f"max |diff| {worst:.4f} over {len(got)} steps (tolerance {tol}), backend {facts(d)[0]['backend']}")
+
+
 def check_memory(table: Table, root: Path, n: int, cpu: bool, baseline: Path) -> None:
     from transformers import AutoConfig
 
@@ -279,7 +301,7 @@ def check_memory(table: Table, root: Path, n: int, cpu: bool, baseline: Path) ->
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gpus", type=int, default=None, help="ranks to use (default: every visible GPU)")
-    p.add_argument("--only", default="", help="comma-separated cases: " + ", ".join(CASES) + ", memory")
+    p.add_argument("--only", default="", help="comma-separated cases: " + ", ".join(CASES) + ", one-process, memory")
     p.add_argument("--out", type=Path, default=None, help="keep the run directories here")
     p.add_argument("--cpu", action="store_true", help="check the harness on CPU ranks (gloo, fp32)")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -295,7 +317,7 @@ def main() -> int:
         print("no CUDA device here: run this on a GPU node (or --cpu to check the harness)", file=sys.stderr)
         return 2
     n = a.gpus or (2 if a.cpu else torch.cuda.device_count())
-    only = [x for x in a.only.split(",") if x] or [*CASES, "memory"]
+    only = [x for x in a.only.split(",") if x] or [*CASES, "one-process", "memory"]
     root = a.out or Path(tempfile.mkdtemp(prefix="gpu-check-"))
     table = Table()
     print(f"{n} rank(s) on {'CPU' if a.cpu else torch.cuda.get_device_name(0)}; run directories in {root}")
@@ -320,12 +342,14 @@ def main() -> int:
             devices = sorted(x["device"] for x in ranks)
             table.add("devices", devices == list(range(n)) and all("nccl" in x["backend"] for x in ranks),
                       f"ranks on GPUs {devices}, backends {sorted({x['backend'] for x in ranks})}")
+    if "one-process" in only:
+        check_one_process(table, root, n, a.cpu, baseline)
     if "memory" in only:
         check_memory(table, root, n, a.cpu, baseline)
     print()
-    print(f"{'check':<34} {'result':<6} detail")
+    print(f"{"check":<38} {'result':<6} detail")
     for name, status, detail in table.rows:
-        print(f"{name:<34} {status:<6} {detail}")
+        print(f"{name:<38} {status:<6} {detail}")
     print(f"\n{table.failed()} failed, {len(table.rows)} checks")
     if a.out is None and not table.failed():
         shutil.rmtree(root, ignore_errors=True)
