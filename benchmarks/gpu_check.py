@@ -347,7 +347,7 @@ def main() -> int:
     if "memory" in only:
         check_memory(table, root, n, a.cpu, baseline)
     print()
-    print(f"{"check":<38} {'result':<6} detail")
+    print(f"{'check':<38} {'result':<6} detail")
     for name, status, detail in table.rows:
         print(f"{name:<38} {status:<6} {detail}")
     print(f"\n{table.failed()} failed, {len(table.rows)} checks")
