@@ -9,8 +9,9 @@ remainders):
 
 - DDP: everything whole: 4 bytes of weights, 4 of gradients, 8 of optimizer state.
 - FSDP (full shard): weights, gradients and optimizer state of ``S`` elements; mixed precision
-  autocasts the compute, the sharded weights stay fp32. With ``offload`` all three live in host
-  memory.
+  autocasts the compute, the sharded weights stay fp32. Gradients stay sharded between
+  micro-batches too (the loop reduce-scatters after each one under FSDP). With ``offload`` all
+  three live in host memory.
 - DeepSpeed ZeRO keeps its own fp32 master copy of the weights it steps, beside the model's
   weights (which are bf16 under mixed precision). ZeRO-1/2: the model's weights are whole on
   every device; ZeRO-1 keeps whole gradients, ZeRO-2 only this rank's partition of them; the
