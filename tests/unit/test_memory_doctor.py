@@ -59,7 +59,7 @@ def test_estimate_memory_command(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     lines = {ln.split()[0]: ln.split() for ln in res.stdout.splitlines()[2:] if ln.strip() and ln.split()[0] in memory.STRATEGIES}
     assert set(lines) == set(memory.STRATEGIES)
-    assert float(lines["zero3"][5]) < float(lines["ddp"][5])  # per-device total shrinks when sharded
+    assert float(lines["zero3"][6]) < float(lines["ddp"][6])  # per-device total shrinks when sharded
     assert lines["ddp"][-1] == "yes"  # a 4M-parameter model fits an A100
     bad = cli("estimate-memory", "quickstart", "--gpu", "TPU-v9")
     assert bad.returncode == 2 and "unknown GPU 'TPU-v9'" in bad.stderr

@@ -34,7 +34,8 @@ def estimate_memory(
     config = resolve_config(r, None)
     if r.model.config is not None and r.model.tokenizer == "train":
         config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
-    mixed = r.train.precision in ("bf16", "fp16") or (r.train.precision == "auto" and gpu is not None)
+    # auto is bf16 or fp16 on every GPU, and a device estimate is for GPUs.
+    mixed = r.train.precision in ("bf16", "fp16", "auto")
     rows = memory.estimate_all(r, config, world, mixed)
     dev = memory.device_memory_bytes(gpu)
     if gpu is not None and dev is None:
@@ -44,13 +45,14 @@ def estimate_memory(
     print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
           f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
           + (", activation checkpointing" if r.train.gradient_checkpointing else ""))
-    cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "per device GiB", "host GiB"]
+    cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "buffers GiB",
+            "per device GiB", "host GiB"]
     if dev:
         cols.append(f"fits {dev[0]} ({dev[1] / 1e9:.0f} GB)")
     table = Table(*cols, box=None)
     for e in rows:
         cells = [e.strategy, _gib(e.params), _gib(e.grads), _gib(e.optimizer), _gib(e.activations),
-                 _gib(e.device_total), _gib(e.host)]
+                 _gib(e.buffers), _gib(e.device_total), _gib(e.host)]
         if dev:
             # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
             cells.append("yes" if e.device_total <= 0.9 * dev[1] else "no")

@@ -46,18 +46,27 @@ def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
-def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-    """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA)."""
+def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device,
+             ignore_from: int | None = None) -> dict[str, torch.Tensor]:
+    """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA). Rows from
+    ``ignore_from`` on are padding: their labels are -100, which every loss ignores."""
     ids = torch.from_numpy(arrays.input_ids[idx].astype(np.int64))
     batch = {"input_ids": ids}
-    if arrays.attention_mask is None:
-        batch["labels"] = ids
-    else:
+    labels = ids  # causal LM: the model shifts them itself; copied to the device once
+    if arrays.attention_mask is not None:
         batch["attention_mask"] = torch.from_numpy(arrays.attention_mask[idx].astype(np.int64))
-        batch["labels"] = torch.from_numpy(arrays.labels[idx])
+        labels = torch.from_numpy(arrays.labels[idx])
+    if ignore_from is not None and ignore_from < len(idx):
+        labels = labels.clone()
+        labels[ignore_from:] = -100
+    if labels is not ids:
+        batch["labels"] = labels
     if device.type == "cuda":
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
+        moved = {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    else:
+        moved = {k: v.to(device) for k, v in batch.items()}
+    moved.setdefault("labels", moved["input_ids"])
+    return moved
 
 
 class TrainBatches:
@@ -135,21 +144,70 @@ class StreamBatches:
                 yield np.stack(mine), Position(epoch, offset, seen, after.to_dict())
                 mine = []
 
-    def iterate(self, pos: Position, device: torch.device) -> Iterator[tuple[list[dict[str, torch.Tensor]], Position]]:
+    def iterate(self, pos: Position, device: torch.device,
+                prefetch: int = 2) -> Iterator[tuple[list[dict[str, torch.Tensor]], Position]]:
+        """Tokenizing and packing run in a background thread, ``prefetch`` steps ahead (0: in
+        this thread), so the training step does not wait for the text between steps."""
+        for blocks, at in prefetched(self._steps(pos), prefetch):
+            arrays = Arrays(input_ids=blocks)
+            micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]
+            yield [to_batch(arrays, m, device) for m in micro], at
+
+    def _steps(self, pos: Position) -> Iterator[tuple[np.ndarray, Position]]:
         per_rank = self.micro * self.accum
         while True:
             produced = False
             for blocks, pos in self._epoch(pos):  # noqa: B020  (pos advances with the stream)
                 produced = True
-                arrays = Arrays(input_ids=blocks)
-                micro = [np.arange(i * self.micro, (i + 1) * self.micro) for i in range(self.accum)]
-                yield [to_batch(arrays, m, device) for m in micro], pos
+                yield blocks, pos
             if not produced and pos.offset == 0:
                 raise DataError(
                     f"data: the streamed text holds fewer than one global batch of {self.global_batch} blocks "
                     f"({per_rank} per process); lower the batch size or give more text"
                 )
             pos = Position(pos.epoch + 1, 0, pos.samples_seen, None)
+
+
+def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
+    """``items`` produced by a daemon thread up to ``depth`` ahead of the consumer (the
+    tokenizer releases the GIL while it encodes); its exceptions are raised here. Closing
+    this generator stops the thread at its next item."""
+    if depth <= 0:
+        yield from items
+        return
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, raised in its thread
+            q.put(("error", exc))
+
+    worker = threading.Thread(target=work, name="clustertune-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
 
 
 def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,
@@ -162,8 +220,23 @@ def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, worl
     return TrainBatches(train, micro_batch, accum, rank, world, seed, shuffle)
 
 
-def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int, device: torch.device) -> Iterator[dict[str, torch.Tensor]]:
-    """Every evaluation sample exactly once across ranks (strided), in order."""
-    mine = np.arange(len(arrays))[rank::world]
-    for i in range(0, len(mine), batch_size):
-        yield to_batch(arrays, mine[i : i + batch_size], device)
+def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int,
+                 device: torch.device) -> Iterator[tuple[dict[str, torch.Tensor], int]]:
+    """Every evaluation sample exactly once across ranks (strided), in order, as pairs of a
+    batch and how many of its rows are real samples.
+
+    Every rank gets the same number of batches, all of one shape: under FSDP and ZeRO-3 each
+    forward is a collective, so a rank with a batch fewer would leave the others waiting in
+    it; one shape also spares a compiled model a recompile for a short last batch. Rows past
+    a rank's share repeat a sample with every label -100, so the loss ignores them.
+    """
+    n = len(arrays)
+    per_rank = -(-n // world)  # the largest share; the others are padded up to it
+    if per_rank == 0:
+        return
+    size = min(batch_size, per_rank)
+    mine = np.arange(n)[rank::world]
+    for i in range(0, per_rank, size):
+        real = mine[i : i + size]
+        filler = np.full(size - len(real), real[0] if len(real) else 0, dtype=mine.dtype)
+        yield to_batch(arrays, np.concatenate([real, filler]), device, ignore_from=len(real)), len(real)

@@ -124,11 +124,16 @@ def check_sequence_fits(recipe: Recipe, config: Any) -> None:
 
 def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     """Instantiate the model: fresh from ``config`` or pretrained weights with it."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
     m = recipe.model
-    kwargs: dict[str, Any] = {}
+    # fp32 whatever dtype the checkpoint or config names: transformers 5 loads in the saved
+    # dtype by default (bf16 for Llama/Qwen, fp16 for Pythia/OPT), which would leave AdamW
+    # without an fp32 master copy and fp16's grad scaler without fp32 gradients. Autocast (or
+    # the strategy) computes in the half type.
+    kwargs: dict[str, Any] = {"dtype": torch.float32}
     if m.attn_implementation:
         kwargs["attn_implementation"] = m.attn_implementation
     try:
@@ -136,12 +141,14 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
             model = auto.from_config(config, **kwargs)
         else:
             path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path
-            model = auto.from_pretrained(path, config=config, low_cpu_mem_usage=m.low_cpu_mem_usage, **kwargs)
+            model = auto.from_pretrained(path, config=config, **kwargs)  # always low-memory in transformers 5
     except ValueError as exc:
         raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
     except OSError as exc:
         raise ModelError(f"model.name_or_path: cannot load weights from {m.name_or_path!r}: {exc}") from exc
     emb = model.get_input_embeddings()
     if emb is not None and len(tokenizer) > emb.num_embeddings:
-        model.resize_token_embeddings(len(tokenizer))
+        # Grown to a multiple that tensor cores like (train.pad_vocab_multiple; 64 on a GPU).
+        multiple = recipe.train.pad_vocab_multiple or (64 if torch.cuda.is_available() else 1)
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=multiple if multiple > 1 else None)
     return model

@@ -230,8 +230,17 @@ class TrainSection(Section):
     """Fused AdamW kernel (one kernel for all parameters): on by default on a GPU."""
 
     pad_vocab_multiple: int | None = Field(default=None, ge=1)
-    """Models built from a config: round the vocabulary up to a multiple of this (tensor cores
-    like multiples of 64). Default 64 on a GPU, 1 (no padding) on CPU."""
+    """Models built from a config, and pretrained embeddings grown for a larger tokenizer: round
+    the vocabulary up to a multiple of this (tensor cores like multiples of 64). Default 64 on a
+    GPU, 1 (no padding) on CPU."""
+
+    tf32: bool | None = None
+    """TF32 tensor cores for float32 matmuls (``torch.set_float32_matmul_precision("high")``):
+    on by default on a GPU; CPU has no TF32."""
+
+    collective_timeout_minutes: float = Field(default=30.0, gt=0.0)
+    """How long a rank waits in a collective (a barrier, an all-reduce) before the job fails.
+    Raise it when sealing large checkpoints on a slow shared filesystem takes longer."""
 
     @property
     def effective_zero_stage(self) -> int:

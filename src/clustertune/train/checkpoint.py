@@ -35,9 +35,10 @@ RECIPE = "recipe.yaml"
 
 
 def rng_state() -> dict[str, Any]:
+    """This process's generators; on a GPU only its own device's (each rank saves its own)."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -45,8 +46,26 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        if isinstance(cuda, (list, tuple)):  # older checkpoints: every visible device's state
+            here = torch.cuda.current_device()
+            cuda = cuda[here] if here < len(cuda) else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda)
+
+
+def rank_rng_name(rank: int) -> str:
+    return f"rng-{rank}.pt"
+
+
+def rng_file(ckpt: Path, rank: int) -> Path:
+    """The RNG state rank ``rank`` resumes with: its own, else rank 0's (a resume on more ranks
+    than saved; those start from rank 0's generators), else the single-process ``rng.pt``."""
+    for name in (rank_rng_name(rank), rank_rng_name(0), RNG):
+        if (ckpt / name).is_file():
+            return ckpt / name
+    raise CheckpointError(f"checkpoint {ckpt} holds no RNG state ({RNG} or {rank_rng_name(0)})")
 
 
 def save_checkpoint(
@@ -92,10 +111,15 @@ def save_distributed(
         _fresh_temp(paths, step)
     strategy.wait_for_everyone()  # the temp dir exists before anyone writes into it
     strategy.save_state(model, optimizer, scheduler, tmp)
+    torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
     strategy.wait_for_everyone()  # every rank's files are on disk
+    # Each rank hashes and fsyncs its share of the files (hundreds of GB of shards would keep
+    # one rank busy past the collective timeout while the others wait in the barrier).
+    hash_share(tmp, strategy.process_index, strategy.num_processes)
+    strategy.wait_for_everyone()
     if strategy.is_main_process:
         topo = {"strategy": strategy.name, "world_size": strategy.num_processes}
-        _seal(tmp, final, step, {**topo, **meta}, recipe_yaml)
+        _seal(tmp, final, step, {**topo, **meta}, recipe_yaml, hashed=collect_shares(tmp))
         prune(paths, keep_last)
     strategy.wait_for_everyone()
     return final
@@ -117,12 +141,59 @@ def _fresh_temp(paths: RunPaths, step: int) -> tuple[Path, Path]:
     return final, tmp
 
 
-def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: str) -> None:
-    """RNG, recipe and state.json (every file with size and sha256) into ``tmp``, then rename."""
-    torch.save(rng_state(), tmp / RNG)
+SHARE = ".digests-{rank}.json"  # one rank's hashed share, merged into state.json by the seal
+
+
+def _files(tmp: Path) -> list[Path]:
+    return sorted(p for p in tmp.rglob("*") if p.is_file() and not p.name.startswith(".digests-"))
+
+
+def split_shares(sizes: dict[str, int], world: int) -> list[list[str]]:
+    """Files dealt to ranks, largest first to the least loaded, so each hashes about 1/world of
+    the bytes. A pure function of the listing: every rank computes the same split."""
+    shares: list[list[str]] = [[] for _ in range(world)]
+    load = [0] * world
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        r = load.index(min(load))
+        shares[r].append(name)
+        load[r] += sizes[name]
+    return shares
+
+
+def hash_share(tmp: Path, rank: int, world: int) -> None:
+    """Size, sha256 and fsync of this rank's share of the files in ``tmp``, written beside them."""
+    sizes = {str(p.relative_to(tmp)): p.stat().st_size for p in _files(tmp)}
+    digests = {}
+    for name in split_shares(sizes, world)[rank]:
+        f = tmp / name
+        digests[name] = {"bytes": sizes[name], "sha256": sha256_file(f)}
+        with f.open("rb") as fh:
+            os.fsync(fh.fileno())
+    (tmp / SHARE.format(rank=rank)).write_text(json.dumps(digests), encoding="utf-8")
+
+
+def collect_shares(tmp: Path) -> dict[str, dict[str, Any]]:
+    """Every rank's share merged (and the share files removed)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for f in sorted(tmp.glob(".digests-*.json")):
+        merged.update(json.loads(f.read_text(encoding="utf-8")))
+        f.unlink()
+    return merged
+
+
+def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: str,
+          hashed: dict[str, dict[str, Any]] | None = None) -> None:
+    """Recipe and state.json (every file with size and sha256) into ``tmp``, then rename.
+    ``hashed``: the files the ranks hashed and fsynced already (else RNG is written and all
+    files are hashed here, as for a single process)."""
+    if hashed is None:
+        torch.save(rng_state(), tmp / RNG)
     (tmp / RECIPE).write_text(recipe_yaml, encoding="utf-8")
-    written = sorted(p for p in tmp.rglob("*") if p.is_file())
-    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in written}
+    done = hashed or {}
+    written = [p for p in _files(tmp) if str(p.relative_to(tmp)) not in done]
+    files = dict(done)
+    files.update({str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in written})
+    files = dict(sorted(files.items()))
     state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
     (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     for p in [*written, tmp / STATE]:  # data on disk before the rename makes the directory visible
@@ -177,7 +248,7 @@ def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, schedule
         load_model(model, str(ckpt / WEIGHTS))
         optimizer.load_state_dict(torch.load(ckpt / OPTIMIZER, map_location="cpu", weights_only=False))
         scheduler.load_state_dict(torch.load(ckpt / SCHEDULER, weights_only=False))
-        set_rng_state(torch.load(ckpt / RNG, weights_only=False))
+        set_rng_state(torch.load(rng_file(ckpt, 0), weights_only=False))
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
     return state
@@ -200,7 +271,7 @@ def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, sche
         )
     try:
         strategy.load_state(model, optimizer, scheduler, ckpt)
-        set_rng_state(torch.load(ckpt / RNG, weights_only=False))
+        set_rng_state(torch.load(rng_file(ckpt, strategy.process_index), weights_only=False))
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
     return state

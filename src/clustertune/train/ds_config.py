@@ -21,17 +21,26 @@ class DeepSpeedConfigError(UserError):
     """A DeepSpeed JSON that is unreadable or contradicts the recipe."""
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def build_config(t: TrainSection, world_size: int | None, mixed_precision: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The config for ``t`` at ``world_size``, and for each dotted key the recipe key behind it.
     Without a world size (checks before launch) ``train_batch_size`` is left out."""
     stage, offload = t.effective_zero_stage, t.effective_offload
     zero: dict[str, Any] = {"stage": stage}
     origin = {"zero_optimization.stage": "train.zero_stage"}
+    # Offloaded state moves between host and GPU every step: page-locked host memory makes
+    # those copies DMA transfers. (Without a GPU there is nothing to pin for.)
+    pin = _cuda()
     if offload in ("optimizer", "params"):
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": False}
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
         origin["zero_optimization.offload_optimizer.device"] = "train.offload"
     if offload == "params":
-        zero["offload_param"] = {"device": "cpu", "pin_memory": False}
+        zero["offload_param"] = {"device": "cpu", "pin_memory": pin}
         origin["zero_optimization.offload_param.device"] = "train.offload"
     if stage == 3:
         # The final model is gathered from the shards in 16 bits where training ran in 16 bits.

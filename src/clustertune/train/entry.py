@@ -66,7 +66,13 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
 
 def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
     """The node side's one place that turns the recipe into an Accelerator and a strategy."""
+    from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
+
     strategy = recipe.train.strategy
+    t = recipe.train
+    # Device, group and TF32 first: the precision probe and NCCL then see this rank's GPU.
+    own_group = start_process_group(strategy == "fsdp", t.effective_offload != "none", t.collective_timeout_minutes)
+    torch.set_float32_matmul_precision(fp32_matmul_precision(t.tf32, torch.cuda.is_available()))
     if strategy == "deepspeed":
         from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
 
@@ -75,8 +81,10 @@ def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
         return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
     from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
 
-    plugin = fsdp_plugin(recipe) if strategy == "fsdp" else None
-    return AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
+    plugin = fsdp_plugin(recipe, mixed_precision(recipe)) if strategy == "fsdp" else None
+    made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
+    made.own_group = own_group  # a group of one made for FSDP without a launcher: undone after the run
+    return made
 
 
 def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
@@ -146,6 +154,8 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         strategy.end()
     finally:
         reset_accelerate_state()
+        if getattr(strategy, "own_group", None) is not None:
+            strategy.own_group.close()
     return result
 
 

@@ -48,11 +48,12 @@ def pad_vocab(config: Any, multiple: int) -> None:
         config.vocab_size = int(math.ceil(config.vocab_size / multiple) * multiple)
 
 
-def prepare_module(model: torch.nn.Module, recipe: Recipe) -> None:
-    """Switches applied to the bare model before a strategy wraps it (in place)."""
+def prepare_module(model: torch.nn.Module, recipe: Recipe, compile_here: bool = True) -> None:
+    """Switches applied to the bare model before a strategy wraps it (in place). A strategy
+    that compiles its own wrapper (DeepSpeed's ``engine.compile()``) passes ``compile_here=False``."""
     if recipe.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    if use_compile(recipe):
+    if compile_here and use_compile(recipe):
         compile_with_fallback(model)
 
 
@@ -74,7 +75,9 @@ def compile_with_fallback(model: torch.nn.Module) -> None:
         try:
             out = compiled(*args, **kwargs)
         except Exception as exc:
-            if state["calls"] > 0 and not _is_compile_error(exc):
+            # Only a failure of compilation itself falls back. Out-of-memory, CUDA and NCCL
+            # errors on the first call are the step's own and would recur in eager mode.
+            if state["calls"] > 0 or not _is_compile_error(exc):
                 raise
             state["failed"] = True
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -88,5 +91,8 @@ def compile_with_fallback(model: torch.nn.Module) -> None:
 
 
 def _is_compile_error(exc: BaseException) -> bool:
+    """Raised by dynamo or inductor (or by something they call, re-raised by them)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return False
     mod = type(exc).__module__ or ""
     return mod.startswith(("torch._dynamo", "torch._inductor"))

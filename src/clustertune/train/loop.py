@@ -74,14 +74,17 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     model.eval()
     dev = strategy.device
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
-    for batch in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
+    # Every rank runs the same number of batches (see eval_batches): padding rows carry label
+    # -100 and a batch of padding only is run (a collective under sharding) but not counted.
+    for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
             out = model(**batch)
-        n = batch["input_ids"].shape[0]
+        if n == 0:
+            continue
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
-            sums[2] += (out.logits.argmax(-1) == batch["labels"]).sum()
+            sums[2] += (out.logits[:n].argmax(-1) == batch["labels"][:n]).sum()
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
@@ -136,9 +139,12 @@ def train_loop(
                      resume_from.name, step, pos.samples_seen, dropped)
 
     evals: list[dict[str, Any]] = []
+    paused = [0.0]  # seconds spent evaluating and checkpointing since the last log: not training
 
     def run_eval(at: int) -> dict[str, float]:
+        t0 = time.perf_counter()
         res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
+        paused[0] += time.perf_counter() - t0
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
@@ -151,7 +157,9 @@ def train_loop(
         meta = {"position": pos.to_dict(), "loss_since_log": partial,
                 "steps_since_log": n_since_log, "total_steps": steps}
         # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
+        t0 = time.perf_counter()
         ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
+        paused[0] += time.perf_counter() - t0
 
     progress = Progress(steps, step, enabled=main, show=show_progress)
     stopped_by = None
@@ -172,7 +180,7 @@ def train_loop(
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        loss = model(**batch).loss / len(micro_batches)
+                        loss = model(**batch).loss.float() / len(micro_batches)  # fp32 whatever the outputs' dtype
                     strategy.backward(loss)
                 loss_sum += loss.detach()
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
@@ -193,7 +201,7 @@ def train_loop(
                 # CPU-GPU sync point: the only place the loss leaves the device.
                 mean_loss = strategy.reduce(loss_sum, reduction="mean").item() / n_since_log
                 now = time.perf_counter()
-                tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log, 1e-9)
+                tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log - paused[0], 1e-9)
                 per_dev = tok_s / strategy.num_processes
                 row = {
                     "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
@@ -203,12 +211,15 @@ def train_loop(
                     "mfu": mfu(per_dev, flops_tok, peak), "samples_seen": pos.samples_seen, "time": time.time(),
                 }
                 if torch.cuda.is_available():
+                    # The peak since the last log row (compile's and evaluation's peaks are not the step's).
                     row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+                    torch.cuda.reset_peak_memory_stats()
                 metrics.log(row)
                 progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"],
                                        **{k: v for k, v in last_eval.items() if k != "eval_loss"}})
                 loss_sum.zero_()
                 n_since_log, t_log, steps_at_log = 0, now, step
+                paused[0] = 0.0
 
             if t.eval_every and step % t.eval_every == 0 and step != steps:
                 last_eval = run_eval(step)

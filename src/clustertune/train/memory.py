@@ -9,8 +9,9 @@ remainders):
 
 - DDP: everything whole: 4 bytes of weights, 4 of gradients, 8 of optimizer state.
 - FSDP (full shard): weights, gradients and optimizer state of ``S`` elements; mixed precision
-  autocasts the compute, the sharded weights stay fp32. With ``offload`` all three live in host
-  memory.
+  autocasts the compute, the sharded weights stay fp32. Gradients stay sharded between
+  micro-batches too (the loop reduce-scatters after each one under FSDP). With ``offload`` all
+  three live in host memory.
 - DeepSpeed ZeRO keeps its own fp32 master copy of the weights it steps, beside the model's
   weights (which are bf16 under mixed precision). ZeRO-1/2: the model's weights are whole on
   every device; ZeRO-1 keeps whole gradients, ZeRO-2 only this rank's partition of them; the
@@ -27,8 +28,10 @@ remainders):
   partition-sized buffer on the device for copying the updated weights back; ZeRO-3 with
   parameter offload keeps only the persistent parameters whole on the device.
 
-Communication buckets (DeepSpeed's ``reduce_bucket_size``, DDP's buckets) and the CUDA context
-are not counted: ``estimate-memory`` leaves ~10% of the device for them.
+DDP's gradient buckets (a copy of every gradient, over more than one device) and, under mixed
+precision, autocast's 16-bit copies of the weights are counted as ``buffers``. DeepSpeed's
+communication buckets (``reduce_bucket_size``) and the CUDA context are not counted:
+``estimate-memory`` leaves ~10% of the device for them.
 
 These figures are checked per rank against the tensors a real 2-rank run holds after its first
 step under FSDP, ZeRO-2, ZeRO-3 and ZeRO-2 with optimizer offload (fp32, on CPU), for three
@@ -37,8 +40,9 @@ model sizes. The mixed-precision variants follow the same layouts with 2-byte mo
 Activations are an estimate (they depend on kernels, which the arithmetic cannot see): per layer
 and token, about ``34·h`` values kept for the backward pass with fused attention (the attention
 matrix itself is not kept), ``2·h`` with activation checkpointing (the layer input, plus one
-layer's full set during recomputation), plus the logits and their gradient, ``2·V`` per token in
-fp32. Mixed precision stores them in 2 bytes, fp32 in 4.
+layer's full set during recomputation); the figure is in bytes for 16-bit activations (fp32
+doubles it). Plus the logits and their gradient in fp32, ``8·V`` bytes per token, and under mixed
+precision their 16-bit versions too (``12·V`` in all).
 """
 
 from __future__ import annotations
@@ -72,10 +76,12 @@ class MemoryEstimate:
     optimizer: int
     activations: int
     host: int  # offloaded state, kept in the host's memory (per device's share)
+    # Working copies beside the state: DDP's gradient buckets, autocast's 16-bit weight copies.
+    buffers: int = 0
 
     @property
     def device_total(self) -> int:
-        return self.params + self.grads + self.optimizer + self.activations
+        return self.params + self.grads + self.optimizer + self.activations + self.buffers
 
 
 @dataclass(frozen=True)
@@ -133,9 +139,12 @@ def activation_bytes(shape: ModelShape, micro_batch: int, seq: int, mixed: bool,
         per_token = shape.layers * per_token_layer + 34 * shape.hidden
     else:
         per_token = shape.layers * per_token_layer
-    act = tokens * per_token * (2 if mixed else 4)
+    # 34·h is already bytes (per token and layer, for 16-bit activations): fp32 doubles it.
+    act = tokens * per_token * (1 if mixed else 2)
     if causal_lm:
-        act += tokens * shape.vocab * 2 * 4  # logits and their gradient, in fp32
+        # Logits and their gradient in fp32 (8 bytes per vocabulary entry); under mixed precision
+        # also the 16-bit logits the head computes and their 16-bit gradient (4 more).
+        act += tokens * shape.vocab * (12 if mixed else 8)
     return int(act)
 
 
@@ -167,7 +176,12 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
         p, g, o, host = ds_weight * whole, 0, 0, (ds_weight + 16) * s
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
-    return MemoryEstimate(strategy, p, g, o, activations, host)
+    buffers = 0
+    if strategy == "ddp":
+        # DDP all-reduces through buckets that copy every gradient (fp32); autocast keeps a
+        # 16-bit copy of each weight it casts for the forward and backward.
+        buffers = (4 * n if w > 1 else 0) + (2 * n if mixed else 0)
+    return MemoryEstimate(strategy, p, g, o, activations, host, buffers)
 
 
 def strategy_key(t: Any) -> str:

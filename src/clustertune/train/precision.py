@@ -7,19 +7,17 @@ import torch
 
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
+from clustertune.train.strategies.group import auto_precision, native_bf16
 
 
 def mixed_precision(recipe: Recipe) -> str:
     """Accelerate's mixed_precision for this recipe on this machine."""
     p = recipe.train.precision
     if p == "auto":
-        if torch.cuda.is_available():
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return "no"
+        return auto_precision(torch.cuda.is_available(), native_bf16())
     if p == "fp16" and not torch.cuda.is_available():
         raise UserError("train.precision: fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
     return {"fp32": "no"}.get(p, p)
-
 
 
 def reset_accelerate_state() -> None:

@@ -11,12 +11,19 @@ from typing import Any
 import torch
 
 # Dense bf16/fp16 tensor-core peaks (FLOP/s) by a substring of the device name.
+# The first key found in the name wins: variants come before the family ("H100 PCIe" before
+# "H100", "A100" and "A10G" before "A10").
 PEAK_FLOPS: dict[str, float] = {
+    "B200": 2250e12,
     "H200": 989e12,
-    "H100": 989e12,
+    "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H100": 989e12,  # SXM
     "A100": 312e12,
     "L40S": 362e12,
     "A10G": 70e12,
+    "A10": 125e12,
+    "L4": 121e12,
     "RTX 4090": 165e12,
     "V100": 125e12,
 }
@@ -28,7 +35,11 @@ def device_peak_flops(override: float | None = None) -> float | None:
         return override
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name()
+    return peak_flops_of(torch.cuda.get_device_name())
+
+
+def peak_flops_of(name: str) -> float | None:
+    """Dense bf16 peak of a GPU by its name (``torch.cuda.get_device_name``), when known."""
     for key, peak in PEAK_FLOPS.items():
         if key in name:
             return peak

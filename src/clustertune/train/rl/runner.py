@@ -25,6 +25,7 @@ from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train.metrics import flat_config, tracker_env, truncate_after
+from clustertune.train.strategies.group import local_device
 from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
 from clustertune.train.rl.rewards import Reward, build_rewards
@@ -203,7 +204,10 @@ def _inputs(recipe: RLRecipe, paths: RunPaths) -> tuple[str, Any, Any, list[Rewa
     train_ds = _cut_prompts(raw.train, tok, rl.max_prompt_tokens)
     model_paths = [resolve_model(r.model, f"rl.rewards.{i}.model", recipe.tracking.runs_root) if r.model else None
                    for i, r in enumerate(rl.rewards)]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # This rank's GPU, not device 0: the trainer has not set the per-rank device yet.
+    device = local_device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # and the precision probe's CUDA context goes there too
     rewards = build_rewards(rl.rewards, model_paths, device)
     if rl.algorithm == "dpo":
         eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})

@@ -27,10 +27,23 @@ from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
 SCHEDULER = "scheduler.pt"
+SCALER = "scaler.pt"  # fp16's loss scale and its growth tracker
 SHARDS = "shards"  # torch.distributed.checkpoint directory (one file per rank + metadata)
 
 
-def fsdp_plugin(recipe: Recipe) -> Any:
+def mixed_precision_policy(mixed: str) -> Any:
+    """FSDP2's policy for Accelerate's ``mixed_precision``: weights gathered in the half type
+    for compute, gradients reduced (and so accumulated) in fp32. Without it Accelerate's plugin
+    reduces in the half type and returns bf16 outputs, which quantises the logged losses."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mixed)
+    if half is None:
+        return None
+    return MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
+
+
+def fsdp_plugin(recipe: Recipe, mixed: str = "no") -> Any:
     """Accelerate's FSDP2 plugin: shard every transformer block and the root, reshard after forward."""
     from accelerate import FullyShardedDataParallelPlugin
 
@@ -40,6 +53,7 @@ def fsdp_plugin(recipe: Recipe) -> Any:
         reshard_after_forward=True,
         cpu_offload=recipe.train.effective_offload != "none",
         state_dict_type="SHARDED_STATE_DICT",
+        mixed_precision_policy=mixed_precision_policy(mixed),
     )
 
 
@@ -59,7 +73,8 @@ class AccelerateStrategy(AcceleratorRanks):
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         prepare_module(model, self.recipe)
         if self.shards_itself:
-            shard_model(model, self.recipe.train.effective_offload != "none")
+            shard_model(model, self.recipe.train.effective_offload != "none",
+                        mixed_precision_policy(self.accelerator.mixed_precision))
             # The optimizer is built on the shards (DTensors), as FSDP2 wants; Accelerate is
             # not asked to prepare the model, which it would wrap in DDP on top.
             optimizer = make_optimizer(model)
@@ -75,9 +90,11 @@ class AccelerateStrategy(AcceleratorRanks):
         return self.accelerator.autocast()
 
     def accumulating(self, model: Any, last: bool) -> AbstractContextManager[Any]:
-        # Gradients are all-reduced (or reduce-scattered) on the last micro-batch only.
-        if self.shards_itself:
-            model.set_requires_gradient_sync(last)
+        # DDP all-reduces on the last micro-batch only. FSDP reduce-scatters after every
+        # micro-batch: skipping it would hold whole, unsharded gradients on every rank between
+        # micro-batches (the full model's size, where the sharded ones are 1/world of it), and
+        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients.
+        if self.sharded:
             return nullcontext()
         return nullcontext() if last else self.accelerator.no_sync(model)
 
@@ -91,7 +108,9 @@ class AccelerateStrategy(AcceleratorRanks):
             if hasattr(norm, "full_tensor"):  # FSDP2 returns the norm as a DTensor
                 norm = norm.full_tensor()
         optimizer.step()
-        scheduler.step()
+        # fp16's grad scaler skips the step on overflow; the schedule then does not move either.
+        if not getattr(optimizer, "step_was_skipped", False):
+            scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         return norm
 
@@ -121,6 +140,8 @@ class AccelerateStrategy(AcceleratorRanks):
                 save_model(self.unwrap(model), str(directory / WEIGHTS))
                 torch.save(optimizer.state_dict(), directory / OPTIMIZER)
             torch.save(scheduler.state_dict(), directory / SCHEDULER)
+            if self.accelerator.scaler is not None:
+                torch.save(self.accelerator.scaler.state_dict(), directory / SCALER)
 
     def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
         if self.sharded:
@@ -138,6 +159,8 @@ class AccelerateStrategy(AcceleratorRanks):
             load_model(self.unwrap(model), str(directory / WEIGHTS))
             optimizer.load_state_dict(torch.load(directory / OPTIMIZER, map_location="cpu", weights_only=False))
         scheduler.load_state_dict(torch.load(directory / SCHEDULER, weights_only=False))
+        if self.accelerator.scaler is not None and (directory / SCALER).is_file():
+            self.accelerator.scaler.load_state_dict(torch.load(directory / SCALER, weights_only=True))
 
     def _dcp_state(self, model: Any, optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -154,10 +177,10 @@ class AccelerateStrategy(AcceleratorRanks):
         return full if self.is_main_process else None
 
 
-def shard_model(model: torch.nn.Module, offload: bool) -> None:
+def shard_model(model: torch.nn.Module, offload: bool, mp_policy: Any = None) -> None:
     """FSDP2 over the model: each of its transformer blocks (the model's own
     ``_no_split_modules`` classes) is one unit, the root holds the rest (embeddings, head)."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     block_names = set(getattr(model, "_no_split_modules", None) or [])
     policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
@@ -169,9 +192,10 @@ def shard_model(model: torch.nn.Module, offload: bool) -> None:
             f"train.strategy: fsdp shards each transformer block, but {type(model).__name__} names none "
             "(its _no_split_modules is empty); use train.strategy=ddp, or deepspeed with train.zero_stage=3"
         )
+    mp = mp_policy or MixedPrecisionPolicy()
     for block in blocks:
-        fully_shard(block, reshard_after_forward=True, offload_policy=policy)
-    fully_shard(model, reshard_after_forward=True, offload_policy=policy)
+        fully_shard(block, reshard_after_forward=True, offload_policy=policy, mp_policy=mp)
+    fully_shard(model, reshard_after_forward=True, offload_policy=policy, mp_policy=mp)
 
 
 def _inner(optimizer: Any) -> torch.optim.Optimizer:

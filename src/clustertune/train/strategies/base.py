@@ -167,5 +167,17 @@ def explain_out_of_memory(recipe: Any, config: Any, world: int, mixed: bool, seq
     """Turns the device's out-of-memory error inside into OutOfMemory with the advice above."""
     try:
         yield
-    except torch.OutOfMemoryError as exc:
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not is_out_of_memory(exc):
+            raise
         raise OutOfMemory(out_of_memory_message(recipe, config, world, mixed, seq_len, exc)) from exc
+
+
+# What running out of device memory looks like when it is not torch's own OutOfMemoryError:
+# a CUDA error raised from a kernel launch, cuBLAS failing its workspace, NCCL its buffers.
+OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "Failed to CUDA calloc",
+               "cudaErrorMemoryAllocation")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or any(m in str(exc) for m in OOM_MARKERS)

@@ -21,7 +21,7 @@ import torch
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
-from clustertune.train.fastpath import prepare_module
+from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 from clustertune.train.ds_config import deepspeed_config
@@ -116,30 +116,36 @@ class DeepSpeedStrategy(AcceleratorRanks):
         self.ds = require_deepspeed()
         self.recipe, self.accelerator, self.mixed_precision = recipe, accelerator, mixed_precision
         self.stage = recipe.train.effective_zero_stage
-        import torch.distributed as dist
-
         self._own_env: list[str] = []
-        self._own_group = not dist.is_initialized()
-        if self._own_group:
-            # One process (no launcher): DeepSpeed still wants a process group of one. The
-            # variables set for it are removed in end(), so a later run does not see a launcher.
+        # One process (no launcher): DeepSpeed still wants a process group of one, and reads
+        # LOCAL_RANK in every engine, also when the group of an earlier run here is still up.
+        # The variables set for it are removed in end(), so a later run does not see a launcher.
+        if "LOCAL_RANK" not in os.environ:
             wanted = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "RANK": "0",
                       "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
             self._own_env = [k for k in wanted if k not in os.environ]
             os.environ.update({k: wanted[k] for k in self._own_env})
-        self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+        from datetime import timedelta
+
+        # Under a launcher the group is up already (made with the recipe's timeout and backend).
+        self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo",
+                                 timeout=timedelta(minutes=recipe.train.collective_timeout_minutes))
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         # The optimizer comes from the config (not ``make_optimizer``) so that DeepSpeed can pick
         # its CPU Adam when the optimizer state lives in host memory.
-        prepare_module(model, self.recipe)
+        prepare_module(model, self.recipe, compile_here=False)
         cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision)
         engine, optimizer, _, scheduler = self.ds.initialize(
             model=model, model_parameters=param_groups(model, self.recipe.train.weight_decay),
             lr_scheduler=make_scheduler, config=cfg, dist_init_required=False,
         )
         self.engine = engine
+        if use_compile(self.recipe):
+            # After initialize: ZeRO-3 installs its gather/release hooks on the modules, which a
+            # model compiled beforehand would trace around; the engine compiles with them in place.
+            engine.compile()
         return engine, optimizer, scheduler
 
     def autocast(self) -> AbstractContextManager[Any]:
@@ -189,6 +195,9 @@ class DeepSpeedStrategy(AcceleratorRanks):
             os.environ.pop(k, None)
 
     def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
+        masters = self._fp32_masters(model)
+        if masters is not None:
+            return masters if self.is_main_process else None
         if self.stage == 3:
             full = model._zero3_consolidated_16bit_state_dict()  # a collective; rank 0 gets the dict
         else:
@@ -196,3 +205,25 @@ class DeepSpeedStrategy(AcceleratorRanks):
         if not self.is_main_process or full is None:
             return None
         return {k: v.detach().cpu() for k, v in full.items()}
+
+    def _fp32_masters(self, model: Any) -> dict[str, torch.Tensor] | None:
+        """The optimizer's fp32 master weights, whole, with the persistent buffers: what the
+        other strategies save (the engine's own consolidation gives the 16-bit compute copies).
+        Each gather is a collective, so every rank walks the parameters in the same order.
+        None where DeepSpeed keeps no master mapping for the parameters."""
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        module = self.unwrap(model)
+        full: dict[str, torch.Tensor] = {}
+        for name, param in module.named_parameters():
+            master = safe_get_full_fp32_param(param)
+            if master is None:
+                return None
+            if self.is_main_process:
+                shape = param.ds_shape if hasattr(param, "ds_shape") else param.shape  # ZeRO-3: the whole shape
+                full[name] = master.detach().reshape(shape).float().cpu()
+        for prefix, sub in module.named_modules():
+            for bname, buf in sub._buffers.items():
+                if buf is not None and bname not in sub._non_persistent_buffers_set:
+                    full[f"{prefix}.{bname}" if prefix else bname] = buf.detach().cpu()
+        return full
