@@ -35,11 +35,6 @@ def test_qlora_outside_one_process_or_ddp_names_what_to_use(tmp_path: Path, trai
     assert "model.adapter.type" in text and fix in text and "train.strategy=ddp" in text
 
 
-def test_dora_under_zero3_is_refused_with_the_alternatives(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match=r"model\.adapter\.type: dora .*train\.strategy=fsdp .*train\.zero_stage=2"):
-        load(with_(lora_recipe(tmp_path, type="dora"), train={"strategy": "deepspeed", "zero_stage": 3}))
-
-
 def test_adapter_on_a_fresh_model_asks_for_pretrained_weights() -> None:
     from tests.conftest import TINY_CAUSAL
 

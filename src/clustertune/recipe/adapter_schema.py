@@ -75,10 +75,6 @@ def adapter_problems(recipe: Any) -> list[tuple[str, str]]:
         out.append(("model.adapter.type", f"qlora's 4-bit base weights cannot be sharded or partitioned by {what} "
                     "here: use train.strategy=ddp (each process holds the 4-bit base, about a quarter of a "
                     "16-bit copy), or model.adapter.type=lora with train.strategy=" + t.strategy))
-    if a.type == "dora" and t.strategy == "deepspeed" and t.effective_zero_stage == 3:
-        out.append(("model.adapter.type", "dora reads each whole base weight (its column norms) outside the "
-                    "layer's forward, where ZeRO-3 has not gathered it: use train.strategy=fsdp (shards and "
-                    "gathers per block) or train.zero_stage=2, or model.adapter.type=lora under ZeRO-3"))
     if a.type == "qlora" and t.precision == "fp16":
         out.append(("train.precision", "qlora computes in bf16 or fp32: use train.precision=bf16 (or auto)"))
     return out
