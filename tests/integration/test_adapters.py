@@ -138,3 +138,57 @@ def test_lora_with_activation_checkpointing_gives_the_same_steps(llama_base: Pat
                       tmp_path / "ckpt").paths.root)
     assert max(abs(plain[s] - ckpt[s]) for s in plain) < 1e-5
     assert ckpt[12] < ckpt[4] - 0.03
+
+
+def test_kill_9_then_resume_is_exact_and_refuses_other_adapter_settings_or_base(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import yaml
+
+    import clustertune as ct
+    from clustertune.errors import CheckpointError
+    from clustertune.runs.store import get_run
+    from tests.adapter_fixtures import make_base
+    from tests.conftest import cli, tree_snapshot
+
+    base = make_base(tmp_path_factory.mktemp("base-to-change") / "base")
+    recipe = with_(lora_recipe(base), train={"lr": 3e-2, "eval_at_start": False, "max_steps": 10, "save_every": 4,
+                                             "log_every": 1})
+    whole = run(recipe, tmp_path / "whole")
+
+    root = tmp_path / "killed"
+    path = tmp_path / "lora.yaml"
+    path.write_text(yaml.safe_dump(ct.load_recipe(recipe).to_plain()))
+    out = cli("run", str(path), env={"CLUSTERTUNE_FAULT_KILL_AT_STEP": "6", "CLUSTERTUNE_RUNS": str(root)})
+    assert out.returncode != 0
+    (killed_dir,) = [d for d in root.iterdir() if d.is_dir()]
+    run_id = killed_dir.name
+    assert [c.name for c in (killed_dir / "checkpoints").iterdir()] == ["step-00000004"]
+
+    # Settings that shape the adapter must match the checkpoint's: named, and nothing changes.
+    plain = yaml.safe_load((killed_dir / "recipe.yaml").read_text())
+    good = (killed_dir / "recipe.yaml").read_text()
+    plain["model"]["adapter"].update(rank=8, dropout=0.1, save_merged=True)  # save_merged only says what to write
+    (killed_dir / "recipe.yaml").write_text(yaml.safe_dump(plain))
+    get_run(run_id, root)  # reconciles the killed run to FAILED first (what any look at it does)
+    before = tree_snapshot(killed_dir)
+    with pytest.raises(CheckpointError, match=r"model\.adapter\.dropout: checkpoint 0\.0, now 0\.1; "
+                                              r"model\.adapter\.rank: checkpoint 4, now 8\)"):
+        ct.run(resume=run_id, runs_root_dir=root, show_progress=False)
+    assert tree_snapshot(killed_dir) == before
+    (killed_dir / "recipe.yaml").write_text(good)
+
+    resumed = ct.run(resume=run_id, runs_root_dir=root, show_progress=False)
+    assert resumed.state.value == "COMPLETED" and resumed.attempts[-1]["resumed_from"] == "step-00000004"
+    want, got = losses(whole.paths.root), losses(resumed.paths.root)
+    assert sorted(got) == list(range(1, 11))
+    assert max(abs(got[s] - want[s]) for s in want) < 1e-6  # exact: same data order, RNG and state
+    assert abs(final_eval(resumed.paths.root) - final_eval(whole.paths.root)) < 1e-6
+
+    # Another base at the same path (retrained, replaced): the run's checkpoints do not fit it.
+    from clustertune.models.adapters import check_resume_recipe
+
+    ckpt = resumed.paths.checkpoint(8)
+    check_resume_recipe(ckpt, ct.load_recipe(resumed.paths.recipe))
+    make_base(base, seed=1)
+    with pytest.raises(CheckpointError, match="adapter of another base model"):
+        check_resume_recipe(ckpt, ct.load_recipe(resumed.paths.recipe))

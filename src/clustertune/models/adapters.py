@@ -223,11 +223,24 @@ def adapter_record(model: Any) -> dict[str, Any]:
 
 
 def check_resume(ckpt: Path, state: dict[str, Any], model: Any) -> None:
-    """A checkpoint resumes only onto the base and adapter settings it was trained with."""
-    saved, now = state.get("adapter"), getattr(model, RECORD_ATTR, None)
+    """A checkpoint resumes only onto the base and adapter settings it was trained with (the
+    node side, with the model it built)."""
+    check_record(ckpt, state.get("adapter"), getattr(model, RECORD_ATTR, None))
+
+
+def check_resume_recipe(ckpt: Path, recipe: Recipe) -> None:
+    """The same check before a resume starts, from the recipe (no model is built)."""
+    import json
+
+    a = recipe.model.adapter
+    saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8")).get("adapter")
+    check_record(ckpt, saved, {"base": base_identity(recipe), "settings": a.settings()} if a else None)
+
+
+def check_record(ckpt: Path, saved: dict[str, Any] | None, now: dict[str, Any] | None) -> None:
     if saved is None and now is None:
         return
-    if (saved is None) != (now is None):
+    if saved is None or now is None:
         has, lacks = ("the checkpoint", "this run") if saved else ("this run", "the checkpoint")
         raise CheckpointError(f"checkpoint {ckpt}: {has} has a model.adapter and {lacks} has none; resume "
                               "with the recipe the checkpoint was written with")
