@@ -45,14 +45,19 @@ def eval_loss(model: Any, run_dir: Path) -> float:
         return float(model.eval()(input_ids=ids, labels=ids).loss)
 
 
+@pytest.fixture(scope="module")
+def lora_run(llama_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return run(lora_recipe(llama_base, save_merged=True), tmp_path_factory.mktemp("lora-runs"), ["train.save_every=6"])
+
+
 def test_lora_trains_the_adapter_alone_and_saves_a_peft_directory_and_a_merged_model(
-        llama_base: Path, tmp_path: Path) -> None:
+        llama_base: Path, lora_run: Any) -> None:
     from peft import PeftModel
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     before = load_file(str(llama_base / "model.safetensors"))
-    r = run(lora_recipe(llama_base, save_merged=True), tmp_path, ["train.save_every=6"])
+    r = lora_run
     got = losses(r.paths.root)
     assert got[12] < got[4] - 0.03  # it learns
 
@@ -79,6 +84,25 @@ def test_lora_trains_the_adapter_alone_and_saves_a_peft_directory_and_a_merged_m
     merged = AutoModelForCausalLM.from_pretrained(str(r.paths.merged_model))
     assert (r.paths.merged_model / "tokenizer.json").is_file()
     assert abs(eval_loss(merged, r.paths.root) - final_eval(r.paths.root)) < 1e-4
+
+
+def test_rl_policy_from_an_adapter_run_is_its_merged_model(lora_run: Any, tmp_path: Path) -> None:
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from clustertune.train.rl.sources import resolve_model
+
+    ref = f"run:{lora_run.id}"
+    assert resolve_model(ref, "rl.policy", str(lora_run.paths.root.parent)) == str(lora_run.paths.merged_model)
+    # A run without save_merged: base + adapter are merged once, on first use, beside the adapter.
+    copy = tmp_path / lora_run.id
+    shutil.copytree(lora_run.paths.root, copy)
+    shutil.rmtree(copy / "model-merged")
+    path = resolve_model(ref, "rl.policy", str(tmp_path))
+    assert path == str(copy / "model-merged")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert abs(eval_loss(model, copy) - final_eval(copy)) < 1e-4
 
 
 def test_dora_trains_magnitudes_and_saves_modules_and_token_rows(llama_base: Path, tmp_path: Path) -> None:
