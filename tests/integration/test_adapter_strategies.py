@@ -8,7 +8,8 @@ The matrix (one process is tests/integration/test_adapters.py):
 
 Each cell trains 4 steps of 2 ranks x 4 and must follow the one-process curve (batch 8), write a
 checkpoint at step 2 that holds only the trainable state and leave a PEFT adapter directory that
-gives the run's final eval loss on the base. The LoRA and QLoRA cells also resume from that
+gives the run's final eval loss on the base; what each rank holds after its first step must be
+within 10% of estimate-memory's figures. The LoRA and QLoRA cells also resume from that
 checkpoint in a fresh run to the same end (DoRA's checkpoints take the same path).
 All cells run one after another in the same two processes (strategy_driver.py --also).
 """
@@ -23,6 +24,7 @@ import pytest
 
 from tests.adapter_fixtures import lora_recipe
 from tests.conftest import with_
+from tests.integration.test_adapters import check_state_memory
 from tests.integration.test_strategies import final_eval_loss, job_dir, launch, need_deepspeed, train_losses
 
 pytestmark = pytest.mark.slow
@@ -114,6 +116,8 @@ def test_adapter_strategy_matrix(llama_base: Path, tmp_path: Path) -> None:
         assert names and all(".lora_" in n for n in names), (cell, sorted(n for n in names if ".lora_" not in n)[:5])
         if kind == "dora":
             assert any("lora_magnitude_vector" in n for n in names), cell
+        # What each rank holds, as estimate-memory puts it for this strategy and adapter.
+        check_state_memory(full, strat, 2, 0 if strat == "zero3" else None)
         if resumed is None:
             continue
         after = train_losses(resumed)

@@ -50,6 +50,25 @@ def lora_run(llama_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return run(lora_recipe(llama_base, save_merged=True), tmp_path_factory.mktemp("lora-runs"), ["train.save_every=6"])
 
 
+def check_state_memory(run_dir: Path, key: str, world: int = 1, threshold: int | None = None) -> None:
+    """Each rank's measured weights, gradients and optimizer state (the loop's state_memory row)
+    within 10% of estimate-memory's figures for the run's recipe, adapter included."""
+    import clustertune as ct
+    from clustertune.models.build import resolve_config
+    from clustertune.train import memory
+
+    recipe = ct.load_recipe(run_dir / "recipe.yaml")
+    shape = memory.model_shape(resolve_config(recipe, None), recipe.task, recipe)
+    kw = {} if threshold is None else {"persistence_threshold": threshold}
+    est = memory.estimate(shape, key, world, activations=0, **kw)
+    (row,) = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "state_memory"]
+    assert len(row["ranks"]) == world
+    for rank, held in enumerate(row["ranks"]):
+        for kind in memory.KINDS:
+            want, got = getattr(est, kind), held[kind]
+            assert abs(got - want) <= 0.10 * want if want else got == 0, (run_dir.name, key, rank, kind, got, want)
+
+
 def test_lora_trains_the_adapter_alone_and_saves_a_peft_directory_and_a_merged_model(
         llama_base: Path, lora_run: Any) -> None:
     from peft import PeftModel
@@ -58,6 +77,7 @@ def test_lora_trains_the_adapter_alone_and_saves_a_peft_directory_and_a_merged_m
 
     before = load_file(str(llama_base / "model.safetensors"))
     r = lora_run
+    check_state_memory(r.paths.root, "ddp")
     got = losses(r.paths.root)
     assert got[12] < got[4] - 0.03  # it learns
 
@@ -112,6 +132,7 @@ def test_dora_trains_magnitudes_and_saves_modules_and_token_rows(llama_base: Pat
 
     r = run(lora_recipe(llama_base, type="dora", target_modules=["q_proj", "v_proj"], modules_to_save=["lm_head"],
                         trainable_token_indices=[0, 1, "Ġthe"]), tmp_path, ["train.save_every=6"])
+    check_state_memory(r.paths.root, "ddp")
     names = set(load_file(str(r.paths.checkpoint(6) / "model.safetensors")))
     assert any("lora_magnitude_vector" in n for n in names)
     assert any("lm_head.modules_to_save" in n for n in names)
@@ -135,6 +156,7 @@ def test_qlora_loads_the_base_in_4bit_and_trains(llama_base: Path, tmp_path: Pat
     assert len(four_bit) == 14  # every projection of both layers; the output head stays 16/32-bit
     assert {p.dtype for p in model.parameters() if p.requires_grad} == {torch.float32}
     r = run(lora_recipe(llama_base, type="qlora"), tmp_path)
+    check_state_memory(r.paths.root, "ddp")  # the 4-bit weights and their quantization state
     got = losses(r.paths.root)
     assert got[12] < got[4] - 0.03
     assert (r.paths.model / "adapter_config.json").is_file()

@@ -84,6 +84,15 @@ def linear_module_names(model: Any) -> list[str]:
     return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if n and isinstance(m, kinds)})
 
 
+def quantized_linear_numels(model: Any) -> tuple[int, ...]:
+    """Element counts of the Linear weights QLoRA loads in 4 bits: all but the output layer, which
+    transformers keeps in 16/32 bits."""
+    import torch
+
+    head = model.get_output_embeddings()
+    return tuple(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head)
+
+
 def _check_targets(a: AdapterSection, model: Any) -> None:
     """Every named target matches some module; else list what the model has."""
     if a.target_modules == ALL_LINEAR:
