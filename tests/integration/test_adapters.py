@@ -238,3 +238,18 @@ def test_kill_9_then_resume_is_exact_and_refuses_other_adapter_settings_or_base(
     make_base(base, seed=1)
     with pytest.raises(CheckpointError, match="adapter of another base model"):
         check_resume_recipe(ckpt, ct.load_recipe(resumed.paths.recipe))
+
+
+def test_cli_run_with_unmatched_target_modules_exits_2_and_writes_nothing(llama_base: Path, tmp_path: Path) -> None:
+    import yaml
+
+    from tests.conftest import cli
+
+    path = tmp_path / "lora.yaml"
+    path.write_text(yaml.safe_dump(lora_recipe(llama_base, target_modules=["c_attn"])))
+    runs = tmp_path / "runs"
+    out = cli("run", str(path), env={"CLUSTERTUNE_RUNS": str(runs)})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "model.adapter.target_modules" in out.stderr and "q_proj" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not runs.exists() or not any(runs.iterdir())

@@ -83,3 +83,4 @@ def test_unknown_trainable_token_is_named(llama_base: Path, runs_root: Path) -> 
     with pytest.raises(ModelError, match=r"trainable_token_indices: '<\|not-a-token\|>' is not a token"):
         apply_adapter(recipe, model, AutoTokenizer.from_pretrained(str(llama_base)))
     del ct
+
