@@ -123,6 +123,12 @@ def test_rl_policy_from_an_adapter_run_is_its_merged_model(lora_run: Any, tmp_pa
     assert path == str(copy / "model-merged")
     model = AutoModelForCausalLM.from_pretrained(path)
     assert abs(eval_loss(model, copy) - final_eval(copy)) < 1e-4
+    # An RL recipe naming the run passes the RL preflight (policy architecture, tokenizer, rewards).
+    import clustertune as ct
+    from clustertune.train.rl import preflight_rl
+    from tests.rl_fixtures import grpo_recipe
+
+    preflight_rl(ct.load_recipe(grpo_recipe(ref, tmp_path)))
 
 
 def test_dora_trains_magnitudes_and_saves_modules_and_token_rows(llama_base: Path, tmp_path: Path) -> None:
