@@ -259,3 +259,29 @@ def test_cli_run_with_unmatched_target_modules_exits_2_and_writes_nothing(llama_
     assert "model.adapter.target_modules" in out.stderr and "q_proj" in out.stderr
     assert "Traceback" not in out.stderr
     assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_lora_on_a_classifier_trains_and_saves_its_head(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+
+    from clustertune.data.builtin import pydoc_paragraphs
+    from clustertune.models.tokenizer import train_bpe
+    from tests.conftest import TINY_CLS
+
+    base = tmp_path / "bert"
+    tok = train_bpe(pydoc_paragraphs(), 512, classification=True, model_max_length=32)
+    config = BertConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64, num_labels=2, pad_token_id=tok.pad_token_id)
+    BertForSequenceClassification(config).save_pretrained(str(base))
+    tok.save_pretrained(str(base))
+    recipe = with_(TINY_CLS, model={"name_or_path": str(base), "num_labels": 2, "tokenizer": None,
+                                    "config": None, "config_overrides": {},
+                                    "adapter": {"rank": 4, "save_merged": True}})
+    r = run(recipe, tmp_path / "runs")
+    # The fresh classification head trains in full beside the adapter (PEFT adds it by itself).
+    names = set(load_file(str(r.paths.model / "adapter_model.safetensors")))
+    assert {"base_model.model.classifier.weight", "base_model.model.classifier.bias"} <= names
+    merged = AutoModelForSequenceClassification.from_pretrained(str(r.paths.merged_model))
+    tuned = load_file(str(r.paths.model / "adapter_model.safetensors"))["base_model.model.classifier.weight"]
+    assert torch.equal(merged.classifier.weight, tuned)

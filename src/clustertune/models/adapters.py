@@ -161,6 +161,7 @@ def apply_adapter(recipe: Recipe, model: Any, tokenizer: Any) -> Any:
     if checkpointing:
         # Recomputed blocks (reentrant checkpointing) only backpropagate when their input needs
         # a gradient; with the embedding frozen it would not, and the adapter would get none.
+        # (transformers 5 also does this when checkpointing is switched on; 4.x does not.)
         peft_model.enable_input_require_grads()
     return peft_model
 
