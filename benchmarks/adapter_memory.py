@@ -76,7 +76,7 @@ def qlora_layers(base: Path) -> dict[str, float]:
     model = AutoModelForCausalLM.from_pretrained(str(base), quantization_config=quant, device_map={"": "cpu"})
     layers = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
     weights = [m.weight for m in layers]
-    held = distinct_bytes({"packed": weights, "state": quant_state_tensors(weights)})
+    held = distinct_bytes({"packed": weights, "state": quant_state_tensors([*weights, *layers])})
     n = sum(m.in_features * m.out_features for m in layers)
     emb, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     return {"quantized_params": n, "packed_bytes": held["packed"], "state_bytes": held["state"],
@@ -98,7 +98,8 @@ def main() -> None:
                     "qlora": {"type": "qlora", "rank": 16, "alpha": 32}}
         held = {}
         print(f"Llama-shaped base: width {a.width}, {a.layers} layers; adapters rank 16 on every linear layer")
-        print(f"{'variant':8} {'params MiB':>11} {'grads MiB':>10} {'optim MiB':>10} {'total MiB':>10} {'estimate MiB':>13}")
+        print(f"{'variant':8} {'params MiB':>11} {'grads MiB':>10} {'optim MiB':>10} {'total MiB':>10} "
+              f"{'estimate MiB':>13}")
         for name, adapter in variants.items():
             h, est = one_step(base, Path(tmp) / name, adapter)
             held[name] = total = h["params"] + h["grads"] + h["optimizer"] + h["host"]

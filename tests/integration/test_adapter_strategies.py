@@ -3,8 +3,9 @@
 The matrix (one process is tests/integration/test_adapters.py):
 - LoRA and DoRA under DDP, FSDP2, ZeRO-2 and ZeRO-3 (ZeRO-3 with a persistence threshold of 0,
   so that it really partitions every weight of the tiny model: DoRA reads whole base weights);
-- QLoRA under DDP (under FSDP and ZeRO it is refused by the recipe, see
-  tests/unit/test_adapter_inputs.py).
+- QLoRA under DDP and FSDP2 (FSDP2 shards the packed 4-bit weights; bitsandbytes keeps the
+  quantization state on the layer). Under ZeRO it is refused by the recipe, see
+  tests/unit/test_adapter_inputs.py.
 
 Each cell trains 4 steps of 2 ranks x 4 and must follow the one-process curve (batch 8), write a
 checkpoint at step 2 that holds only the trainable state and leave a PEFT adapter directory that
@@ -36,7 +37,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "zero2": {"strategy": "deepspeed", "zero_stage": 2},
     "zero3": {"strategy": "deepspeed", "zero_stage": 3},
 }
-CELLS: list[tuple[str, str]] = [(k, s) for k in ("lora", "dora") for s in STRATEGIES] + [("qlora", "ddp")]
+CELLS: list[tuple[str, str]] = [(k, s) for k in ("lora", "dora") for s in STRATEGIES]
+CELLS += [("qlora", "ddp"), ("qlora", "fsdp")]
 
 
 def recipe_for(base: Path, kind: str, train: dict[str, Any]) -> dict[str, Any]:

@@ -24,15 +24,19 @@ def test_rank_must_be_positive(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("train, fix", [
-    ({"strategy": "fsdp"}, "FSDP"),
     ({"strategy": "deepspeed", "zero_stage": 3}, "ZeRO-3"),
     ({"strategy": "deepspeed", "zero_stage": 2}, "ZeRO-2"),
 ])
-def test_qlora_outside_one_process_or_ddp_names_what_to_use(tmp_path: Path, train: dict, fix: str) -> None:
+def test_qlora_under_deepspeed_names_what_to_use(tmp_path: Path, train: dict, fix: str) -> None:
     with pytest.raises(RecipeError) as err:
         load(with_(lora_recipe(tmp_path, type="qlora"), train=train))
     text = str(err.value)
-    assert "model.adapter.type" in text and fix in text and "train.strategy=ddp" in text
+    assert "model.adapter.type" in text and fix in text and "train.strategy=fsdp" in text
+
+
+def test_qlora_with_offload_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match=r"train\.offload: qlora.*train\.offload=none"):
+        load(with_(lora_recipe(tmp_path, type="qlora"), train={"strategy": "fsdp", "offload": "params"}))
 
 
 def test_adapter_on_a_fresh_model_asks_for_pretrained_weights() -> None:

@@ -50,6 +50,7 @@ fp32. Mixed precision stores them in 2 bytes, fp32 in 4.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,9 +120,22 @@ class ModelShape:
         q = sum(self.quantized_numels)
         return 4 * (self.n_params - q) + sum(nf4_bytes(n) for n in self.quantized_numels)
 
+    def weight_shard_bytes(self, world: int) -> int:
+        """One rank's bytes of FSDP-sharded weights: fp32 shards, and of each 4-bit weight its
+        shard of the packed values plus the whole quantization state (kept on every rank)."""
+        rest = Counter(self.numels) - Counter(self.quantized_numels)
+        fp32 = sum(_ceil(n, world) * k for n, k in rest.items())
+        packed = [_ceil(n, 2) for n in self.quantized_numels]
+        state = sum(nf4_bytes(n) - p for n, p in zip(self.quantized_numels, packed))
+        return 4 * fp32 + sum(_ceil(p, world) for p in packed) + state
+
     def small(self, threshold: int) -> int:
         """Elements in tensors smaller than ``threshold`` (ZeRO-3 keeps them whole)."""
         return sum(n for n in self.numels if n < threshold)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def nf4_bytes(n: int) -> int:
@@ -204,7 +218,7 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     if strategy == "ddp":
         p, g, o = shape.weight_bytes, 4 * t, 8 * t
     elif strategy == "fsdp":
-        p, g, o = 4 * s, 4 * st, 8 * st
+        p, g, o = shape.weight_shard_bytes(w), 4 * st, 8 * st
     elif strategy == "fsdp+offload":
         p, g, o, host = 0, 0, 0, 4 * s + 12 * st
     elif strategy in ("zero1", "zero2"):
@@ -334,16 +348,18 @@ def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimize
     strategies/zero.py)."""
     params = list(model.parameters())
     grads = [p.grad for p in params if p.grad is not None]
-    return distinct_bytes({"params": [*params, *quant_state_tensors(params)], "grads": grads,
+    quant = quant_state_tensors([*params, *model.modules()])
+    return distinct_bytes({"params": [*params, *quant], "grads": grads,
                            "optimizer": optimizer_state_tensors(optimizer)})
 
 
-def quant_state_tensors(params: list[Any]) -> list[torch.Tensor]:
-    """The quantization state bitsandbytes keeps beside 4-bit weights (absmax, code tables): part
-    of what holding a QLoRA base costs, though not parameters."""
+def quant_state_tensors(holders: Iterable[Any]) -> list[torch.Tensor]:
+    """The quantization state bitsandbytes keeps beside 4-bit weights (absmax, code tables), from
+    the weights or their layers (where it stays when FSDP replaces the weights by shards): part of
+    what holding a QLoRA base costs, though not parameters."""
     out = []
-    for p in params:
-        qs = getattr(p, "quant_state", None)
+    for h in holders:
+        qs = getattr(h, "quant_state", None)
         for state in (qs, getattr(qs, "state2", None)):
             if state is not None:
                 out += [v for v in vars(state).values() if isinstance(v, torch.Tensor)]
