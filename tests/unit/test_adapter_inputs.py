@@ -65,6 +65,16 @@ def test_target_modules_matching_nothing_lists_the_models_layers(llama_base: Pat
         assert name in str(err)
 
 
+def test_one_string_is_a_regular_expression_and_says_so(llama_base: Path, runs_root: Path) -> None:
+    run_fails(lora_recipe(llama_base, target_modules="q_proj"), runs_root,
+              r"'q_proj' match\(es\) no module of LlamaForCausalLM \(one string is a regular expression")
+    import clustertune as ct
+
+    run = ct.run(load(lora_recipe(llama_base, target_modules=r".*\.(q|v)_proj"), ["train.max_steps=1"]),
+                 runs_root_dir=runs_root, show_progress=False)
+    assert run.state.value == "COMPLETED"
+
+
 def test_a_module_peft_cannot_wrap_is_a_model_error(llama_base: Path, runs_root: Path) -> None:
     # RMSNorm layers exist but are no layer type LoRA supports.
     run_fails(lora_recipe(llama_base, target_modules=["input_layernorm"]), runs_root,

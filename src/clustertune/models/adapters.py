@@ -103,9 +103,13 @@ def _check_targets(a: AdapterSection, model: Any) -> None:
     else:
         missing = [t for t in a.target_modules if not any(n == t or n.endswith("." + t) for n in names)]
     if missing:
+        regex = ""
+        if isinstance(a.target_modules, str):
+            regex = (" (one string is a regular expression over full module paths such as "
+                     "model.layers.0.self_attn.q_proj: give a list to match by name)")
         raise ModelError(
             f"model.adapter.target_modules: {', '.join(repr(m) for m in missing)} match(es) no module of "
-            f"{type(model).__name__}; its linear layers are named {', '.join(linear_module_names(model))} "
+            f"{type(model).__name__}{regex}; its linear layers are named {', '.join(linear_module_names(model))} "
             f"(or use {ALL_LINEAR!r})"
         )
 
