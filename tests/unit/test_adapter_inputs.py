@@ -23,17 +23,6 @@ def test_rank_must_be_positive(tmp_path: Path) -> None:
         load(lora_recipe(tmp_path, rank=0))
 
 
-@pytest.mark.parametrize("train, fix", [
-    ({"strategy": "deepspeed", "zero_stage": 3}, "ZeRO-3"),
-    ({"strategy": "deepspeed", "zero_stage": 2}, "ZeRO-2"),
-])
-def test_qlora_under_deepspeed_names_what_to_use(tmp_path: Path, train: dict, fix: str) -> None:
-    with pytest.raises(RecipeError) as err:
-        load(with_(lora_recipe(tmp_path, type="qlora"), train=train))
-    text = str(err.value)
-    assert "model.adapter.type" in text and fix in text and "train.strategy=fsdp" in text
-
-
 def test_qlora_with_offload_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RecipeError, match=r"train\.offload: qlora.*train\.offload=none"):
         load(with_(lora_recipe(tmp_path, type="qlora"), train={"strategy": "fsdp", "offload": "params"}))

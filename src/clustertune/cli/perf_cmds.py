@@ -37,9 +37,10 @@ def register(app: typer.Typer) -> None:
         if r.model.config is not None and r.model.tokenizer == "train":
             config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
         mixed = r.train.precision in ("bf16", "fp16") or (r.train.precision == "auto" and gpu is not None)
-        # QLoRA's 4-bit base runs under DDP and FSDP (the recipe refuses the rest).
+        # QLoRA's 4-bit base is not offloaded (the recipe refuses it).
         qlora = r.model.adapter is not None and r.model.adapter.type == "qlora"
-        rows = memory.estimate_all(r, config, world, mixed, ("ddp", "fsdp") if qlora else memory.STRATEGIES)
+        shown = [s for s in memory.STRATEGIES if not (qlora and "offload" in s)]
+        rows = memory.estimate_all(r, config, world, mixed, shown)
         dev = memory.device_memory_bytes(gpu)
         if gpu is not None and dev is None:
             raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")

@@ -70,11 +70,7 @@ def adapter_problems(recipe: Any) -> list[tuple[str, str]]:
         out.append(("model.adapter", "an adapter trains on top of pretrained weights, but model.config builds "
                     "a fresh, random model: set model.name_or_path (a hub name or a save_pretrained directory), "
                     "or drop model.adapter to train every weight"))
-    if a.type == "qlora" and t.strategy == "deepspeed":
-        out.append(("model.adapter.type", f"qlora's 4-bit base weights are not partitioned by DeepSpeed "
-                    f"ZeRO-{t.effective_zero_stage} here: use train.strategy=fsdp (shards the 4-bit weights) or "
-                    "train.strategy=ddp, or model.adapter.type=lora with train.strategy=deepspeed"))
-    elif a.type == "qlora" and t.effective_offload != "none":
+    if a.type == "qlora" and t.effective_offload != "none":
         out.append(("train.offload", "qlora's 4-bit base is not offloaded here: use train.offload=none "
                     "(the 4-bit base is already about a quarter of a 16-bit copy)"))
     if a.type == "qlora" and t.precision == "fp16":

@@ -114,20 +114,24 @@ class ModelShape:
             return self.shard(world)
         return sum(-(-n // world) for n in self.trainable_numels)
 
-    @property
-    def weight_bytes(self) -> int:
-        """Bytes of every weight held whole in fp32, with the 4-bit ones at their quantized size."""
+    def whole_weight_bytes(self, per: int = 4) -> int:
+        """Bytes of every weight held whole (``per`` bytes each), the 4-bit ones at their quantized size."""
         q = sum(self.quantized_numels)
-        return 4 * (self.n_params - q) + sum(nf4_bytes(n) for n in self.quantized_numels)
+        return per * (self.n_params - q) + sum(nf4_bytes(n) for n in self.quantized_numels)
 
-    def weight_shard_bytes(self, world: int) -> int:
-        """One rank's bytes of FSDP-sharded weights: fp32 shards, and of each 4-bit weight its
-        shard of the packed values plus the whole quantization state (kept on every rank)."""
+    def sharded_weight_bytes(self, world: int, per: int = 4, threshold: int | None = None) -> int:
+        """One rank's bytes of weights sharded tensor by tensor (FSDP, ZeRO-3): of each 4-bit weight
+        its shard of the packed values plus the whole quantization state (kept on every rank).
+        ``threshold``: ZeRO-3 also keeps tensors smaller than it whole on every rank."""
+        def whole(n: int) -> int:
+            return n if threshold is not None and n < threshold else 0
+
         rest = Counter(self.numels) - Counter(self.quantized_numels)
-        fp32 = sum(_ceil(n, world) * k for n, k in rest.items())
-        packed = [_ceil(n, 2) for n in self.quantized_numels]
-        state = sum(nf4_bytes(n) - p for n, p in zip(self.quantized_numels, packed))
-        return 4 * fp32 + sum(_ceil(p, world) for p in packed) + state
+        total = sum(k * per * (_ceil(n, world) + whole(n)) for n, k in rest.items())
+        for n in self.quantized_numels:
+            packed = _ceil(n, 2)  # two 4-bit values per byte, sharded as bytes
+            total += _ceil(packed, world) + whole(packed) + nf4_bytes(n) - packed
+        return total
 
     def small(self, threshold: int) -> int:
         """Elements in tensors smaller than ``threshold`` (ZeRO-3 keeps them whole)."""
@@ -216,20 +220,20 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     ds_weight = 2 if mixed else 4  # bytes of a model weight under DeepSpeed
     host = 0
     if strategy == "ddp":
-        p, g, o = shape.weight_bytes, 4 * t, 8 * t
+        p, g, o = shape.whole_weight_bytes(), 4 * t, 8 * t
     elif strategy == "fsdp":
-        p, g, o = shape.weight_shard_bytes(w), 4 * st, 8 * st
+        p, g, o = shape.sharded_weight_bytes(w), 4 * st, 8 * st
     elif strategy == "fsdp+offload":
         p, g, o, host = 0, 0, 0, 4 * s + 12 * st
     elif strategy in ("zero1", "zero2"):
         part = -(-t // w)  # ZeRO-1/2 split one flat buffer of all trainable weights
-        p, g, o = ds_weight * n, (ds_weight * t if strategy == "zero1" else 4 * part), 12 * part
+        p, g = shape.whole_weight_bytes(ds_weight), (ds_weight * t if strategy == "zero1" else 4 * part)
+        o = 12 * part
     elif strategy == "zero2+offload":
         part = -(-t // w)
         p, g, o, host = ds_weight * n + ds_weight * part, 0, 0, 16 * part
     elif strategy == "zero3":
-        whole = shape.small(persistence_threshold)
-        p, g, o = ds_weight * (s + whole), 4 * st, 12 * st
+        p, g, o = shape.sharded_weight_bytes(w, ds_weight, persistence_threshold), 4 * st, 12 * st
     elif strategy == "zero3+offload":
         whole = shape.small(persistence_threshold)
         p, g, o, host = ds_weight * whole, 0, 0, ds_weight * s + 16 * st

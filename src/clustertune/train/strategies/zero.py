@@ -72,10 +72,11 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
     fp32 master copy it steps, the gradient partitions, and the torch/CPU Adam inside it.
     """
     params = list(module.parameters())
+    quant = memory.quant_state_tensors([*params, *module.modules()])  # QLoRA: kept whole on every rank
     moments = memory.optimizer_state_tensors(optimizer.optimizer)
     if stage == 3:
         held = memory.distinct_bytes({
-            "params": [p.data for p in params],  # whole only where persistent or gathered
+            "params": [*(p.data for p in params), *quant],  # whole only where persistent or gathered
             "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
             "grads": [optimizer.grad_partitions_flat_buffer],
             # Where the master copy is the partitions themselves it is counted above, once.
@@ -93,7 +94,8 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
         grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
         held = memory.distinct_bytes({
             # With offload, updated weights come back through a partition-sized device buffer.
-            "params": [*params, *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
+            "params": [*params, *quant,
+                       *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
             "grads": grads,
             "optimizer": [*masters, *moments],
         })
