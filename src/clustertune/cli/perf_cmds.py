@@ -36,13 +36,19 @@ def estimate_memory(
         config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
     # auto is bf16 or fp16 on every GPU, and a device estimate is for GPUs.
     mixed = r.train.precision in ("bf16", "fp16", "auto")
-    rows = memory.estimate_all(r, config, world, mixed)
+    # QLoRA's 4-bit base is not offloaded (the recipe refuses it).
+    qlora = r.model.adapter is not None and r.model.adapter.type == "qlora"
+    shown = [s for s in memory.STRATEGIES if not (qlora and "offload" in s)]
+    rows = memory.estimate_all(r, config, world, mixed, shown)
     dev = memory.device_memory_bytes(gpu)
     if gpu is not None and dev is None:
         raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
-    shape = memory.model_shape(config, r.task)
+    shape = memory.model_shape(config, r.task, r)
     seq = r.sequence_length
-    print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
+    adapter = (f" ({r.model.adapter.type}: {shape.trainable / 1e6:.2f}M trainable)"
+               if r.model.adapter is not None else "")
+    print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters{adapter}, "
+          f"micro-batch {r.train.batch_size} x {seq} tokens, "
           f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
           + (", activation checkpointing" if r.train.gradient_checkpointing else ""))
     cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "buffers GiB",

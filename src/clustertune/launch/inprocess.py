@@ -18,6 +18,7 @@ from typing import Any
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.data.staging import read_run_data, write_run_data
 from clustertune.errors import RunError, UserError
+from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
@@ -65,6 +66,7 @@ def preflight(recipe: Recipe) -> Checked:
         return Checked(prepared=None, config=None)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
+    check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
     with log_to_stderr():
         prepared = prepare(recipe)
     return Checked(prepared=prepared, config=config)
@@ -111,6 +113,8 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
     last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
     traceback in run.json) and raises."""
     resume_from = resume_target(existing) if existing is not None else None
+    if resume_from is not None:
+        check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
     checked = preflight(recipe)
     if existing is not None:
         the_run = existing

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError
+from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
 from clustertune.models.tokenizer import hub_unreachable_message
 from clustertune.recipe.schema import Recipe
 
@@ -136,6 +137,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     kwargs: dict[str, Any] = {"dtype": torch.float32}
     if m.attn_implementation:
         kwargs["attn_implementation"] = m.attn_implementation
+    kwargs.update(load_kwargs(recipe))  # QLoRA: the base in 4-bit
     try:
         if m.config is not None:
             model = auto.from_config(config, **kwargs)
@@ -151,4 +153,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
         # Grown to a multiple that tensor cores like (train.pad_vocab_multiple; 64 on a GPU).
         multiple = recipe.train.pad_vocab_multiple or (64 if torch.cuda.is_available() else 1)
         model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=multiple if multiple > 1 else None)
+    if m.adapter is not None:
+        model = apply_adapter(recipe, model, tokenizer)
+        record_base(recipe, model)
     return model

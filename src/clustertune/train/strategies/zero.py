@@ -25,6 +25,7 @@ from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 from clustertune.train.ds_config import deepspeed_config
+from clustertune.train.trainable import trainable_parameters
 
 TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
 
@@ -62,10 +63,11 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
     fp32 master copy it steps, the gradient partitions, and the torch/CPU Adam inside it.
     """
     params = list(module.parameters())
+    quant = memory.quant_state_tensors([*params, *module.modules()])  # QLoRA: kept whole on every rank
     moments = memory.optimizer_state_tensors(optimizer.optimizer)
     if stage == 3:
         held = memory.distinct_bytes({
-            "params": [p.data for p in params],  # whole only where persistent or gathered
+            "params": [*(p.data for p in params), *quant],  # whole only where persistent or gathered
             "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
             "grads": [optimizer.grad_partitions_flat_buffer],
             # Where the master copy is the partitions themselves it is counted above, once.
@@ -83,7 +85,8 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
         grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
         held = memory.distinct_bytes({
             # With offload, updated weights come back through a partition-sized device buffer.
-            "params": [*params, *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
+            "params": [*params, *quant,
+                       *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
             "grads": grads,
             "optimizer": [*masters, *moments],
         })
@@ -171,11 +174,13 @@ class DeepSpeedStrategy(AcceleratorRanks):
         return zero_state_bytes(self.unwrap(model), optimizer, self.stage, self.recipe.train.effective_offload)
 
     def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
-        model.save_checkpoint(str(directory), tag=TAG, save_latest=False)
+        # Frozen weights (a base under an adapter) are not checkpointed: they come from the base.
+        model.save_checkpoint(str(directory), tag=TAG, save_latest=False, exclude_frozen_parameters=True)
 
     def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        whole = trainable_parameters(self.unwrap(model)) is None
         path, _ = model.load_checkpoint(str(directory), tag=TAG, load_optimizer_states=True,
-                                        load_lr_scheduler_states=True)
+                                        load_lr_scheduler_states=True, load_module_strict=whole)
         if path is None:
             raise UserError(f"checkpoint {directory} holds no DeepSpeed state; was it saved under another train.strategy?")
 
