@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from clustertune.cli import bench_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, cloud_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -47,10 +47,14 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("stage", data_cmds.stage, {}),
     ("fetch", data_cmds.fetch, {}),
     ("cluster", cluster_cmds.cluster_app, {}),
+    ("cloud", cloud_cmds.cloud_app, {}),
     ("sync", cluster_cmds.sync, {}),
     ("exec", cluster_cmds.exec_, {}),
     ("bench", bench_cmds.bench, {}),
 ]
+# Subcommands that live in another module than their group's.
+cluster_cmds.cluster_app.command("up")(cloud_cmds.cluster_up)
+
 for _name, _target, _options in COMMANDS:
     if isinstance(_target, typer.Typer):
         app.add_typer(_target, name=_name, **_options)
