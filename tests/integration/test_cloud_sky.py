@@ -76,3 +76,24 @@ def test_status_record_becomes_a_pinned_ssh_cluster(sky_python: Path, sshd_servi
     # host1 presented host0's key at pinning (what a man in the middle would do): refused.
     with pytest.raises(HostKeyError, match="CHANGED"):
         c.conn(1).run(["true"])
+
+
+def test_a_run_holds_off_autostop_while_it_runs(sky_python: Path, ssh_cluster, monkeypatch: pytest.MonkeyPatch):
+    from clustertune.remote import sky_env
+    from clustertune.remote.functions import remote_exec
+
+    monkeypatch.setenv(sky_env.PYTHON_ENV, str(sky_python))
+    c = Cluster.named("loop")
+    assert cloud.hold_autostop(c, "k", "r", dryrun=True) is None  # not a cloud cluster: no hold
+    cloud._save_meta("loop", {"spec": cloud.CloudSpec(gpus="A10G:1").to_request(), "autostop_minutes": 30})
+    run, _ = remote_exec(c, ["sleep", "120"], hosts=[0], wait=False, stream=False)
+    # The SkyPilot job SkyPilot would run on the head node, built by the real SkyPilot.
+    task = cloud.hold_autostop(c, run.id, run.id, dryrun=True)
+    assert task == {"name": f"clustertune-{run.id}", "run": cloud.hold_command(c, 0, run.id), "nodes": 1}
+    # Its command, run on the host: it waits as long as the run runs, and returns when it ends.
+    hold = subprocess.Popen(c.conn(0).plain_ssh() + ["--", c.hosts[0].address, task["run"]],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with pytest.raises(subprocess.TimeoutExpired):
+        hold.wait(timeout=3)
+    c.helper(0, "cancel", run.id)
+    assert hold.wait(timeout=120) == 0

@@ -28,13 +28,16 @@ import yaml
 from clustertune.errors import ClusterError
 from clustertune.fsutil import atomic_write_text
 from clustertune.remote import sky_env
+from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import HostSpec, add_cluster, check_name, config_dir, remove_cluster
+from clustertune.remote.transport import shell_join
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.runs.store import list_runs
 
 BRIDGE = Path(__file__).with_name("sky_bridge.py")
 HOST_KEY_FILES = "/etc/ssh/ssh_host_*_key.pub"
+HOLD_MAX_S = 14 * 86400  # a hold never outlives two weeks, whatever happens to the run
 
 
 class CloudError(ClusterError):
@@ -320,3 +323,34 @@ def mark_preempted(name: str, status: str | None) -> list[str]:
                                                    f"{r.id}` once `clustertune cluster up {name}` is back")
             out.append(r.id)
     return out
+
+
+# -- autostop ---------------------------------------------------------------------------------
+
+
+def hold_command(cluster: Cluster, i: int, key: str) -> str:
+    """A shell line that returns once run ``key`` on host ``i`` is over: the host helper's
+    ``result`` waits for it (a killed run counts as over). Run from the login directory,
+    which the cluster's relative roots are under."""
+    waiter = [cluster.hosts[i].python, cluster.runner_path(i), "result", cluster.root(i), key,
+              "--timeout", str(HOLD_MAX_S)]
+    return shell_join(["cd"], "&&", waiter, ">/dev/null 2>&1;", ["true"])
+
+
+def hold_autostop(cluster: Cluster, key: str, run_id: str, dryrun: bool = False) -> dict[str, Any] | None:
+    """While run ``key`` runs on the first host of a cloud cluster with autostop, a SkyPilot
+    job waits for it there, so SkyPilot does not stop the machines under the run. Nothing
+    for other clusters. A failure is printed, and the run goes on without the hold."""
+    meta = load_meta(cluster.name)
+    if meta is None or not (meta.get("autostop_minutes") or 0) > 0:
+        return None
+    request = {"op": "hold", "cluster": cluster.name, "name": f"clustertune-{run_id}",
+               "run": hold_command(cluster, 0, key), "dryrun": dryrun}
+    try:
+        return bridge(request)
+    except ClusterError as exc:
+        import sys
+
+        print(f"clustertune: warning: run {run_id} does not hold off the autostop of {cluster.name} "
+              f"({meta['autostop_minutes']} min idle): {exc}", file=sys.stderr)
+        return None

@@ -148,6 +148,14 @@ def handle(req: dict[str, Any]) -> Any:
         return sky.get(sky.down(req["cluster"]))
     if op == "autostop":
         return sky.get(sky.autostop(req["cluster"], int(req["idle_minutes"])))
+    if op == "hold":
+        # A SkyPilot job that lives as long as a clustertune run: SkyPilot's autostop counts
+        # only its own jobs as activity, so this keeps the cluster busy while the run is on it.
+        task = sky.Task(name=req["name"], run=req["run"])
+        if req.get("dryrun"):
+            return {"name": task.name, "run": task.run, "nodes": task.num_nodes}
+        job_id, _ = sky.get(sky.exec(task, cluster_name=req["cluster"]))
+        return {"job_id": job_id}
     if op == "host_keys":
         return host_keys(req["nodes"], req.get("pattern") or "/etc/ssh/ssh_host_*_key.pub")
     raise ValueError(f"unknown bridge op {op!r}")
