@@ -97,3 +97,18 @@ def test_a_run_holds_off_autostop_while_it_runs(sky_python: Path, ssh_cluster, m
         hold.wait(timeout=3)
     c.helper(0, "cancel", run.id)
     assert hold.wait(timeout=120) == 0
+
+
+def test_skypilots_exceptions_map_to_the_fixes(sky_python: Path):
+    probe = f"""
+import importlib.util, json
+from sky import exceptions as sx
+spec = importlib.util.spec_from_file_location("b", {str(cloud.BRIDGE)!r})
+b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
+cases = [sx.NoCloudAccessError("no cloud"), sx.ResourcesUnavailableError("no A10G in us-east-1"),
+         sx.ClusterDoesNotExist("a10"), ValueError("bad"), RuntimeError("boom")]
+print(json.dumps([b.classify(e) for e in cases]))
+"""
+    out = subprocess.run([str(sky_python), "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == ["no_cloud", "capacity", "not_found", "invalid", "other"]

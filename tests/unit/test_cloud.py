@@ -138,6 +138,10 @@ def test_up_refuses_other_resources_before_asking_skypilot(ct_config: Path, no_s
     _cloud_cluster()
     with pytest.raises(cloud.CloudError, match=r"other resources: gpus: 'A10G:1' \(existing\) vs 'H100:8'"):
         cloud.up("a10", cloud.CloudSpec(gpus="H100:8", infra="aws"), None)
+    add_cluster("mine", [HostSpec.parse("h1")])
+    with pytest.raises(cloud.CloudError, match="already one of your SSH clusters"):
+        cloud.up("mine", cloud.CloudSpec(gpus="A10G:1"), None)
+    assert [h.address for h in get_cluster("mine").hosts] == ["h1"]
     # The same resources go on to SkyPilot (here: not installed, which says what to do).
     with pytest.raises(sky_env.SkyEnvMissing, match="cloud setup"):
         cloud.up("a10", cloud.CloudSpec(gpus="A10G:1", infra="aws"), None)

@@ -29,7 +29,7 @@ from clustertune.errors import ClusterError
 from clustertune.fsutil import atomic_write_text
 from clustertune.remote import sky_env
 from clustertune.remote.cluster import Cluster
-from clustertune.remote.config import HostSpec, add_cluster, check_name, config_dir, remove_cluster
+from clustertune.remote.config import HostSpec, add_cluster, check_name, config_dir, list_clusters, remove_cluster
 from clustertune.remote.transport import shell_join
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -245,6 +245,9 @@ def up(name: str, spec: CloudSpec, autostop: int | None, on_progress: Callable[[
     SkyPilot's record and the pinned host keys' fingerprints."""
     check_name(name)
     meta = load_meta(name)
+    if meta is None and any(c.name == name for c in list_clusters()):
+        raise CloudError(f"{name!r} is already one of your SSH clusters (not started on a cloud); "
+                         "pick another name for the cloud cluster")
     if meta is not None:
         diff = CloudSpec(**meta["spec"]).differences(spec)
         if diff:
