@@ -67,7 +67,7 @@ def test_errors_name_the_fix():
     capacity = cloud.cloud_error({"kind": "capacity", "type": "ResourcesUnavailableError", "message": "x"}, py)
     assert "quota" in str(capacity) and "--infra" in str(capacity)
     other = cloud.cloud_error({"kind": "other", "type": "RuntimeError", "message": "boom"}, py)
-    assert str(other) == "SkyPilot: RuntimeError: boom"
+    assert str(other) == "SkyPilot: RuntimeError: boom" and other.kind == "other" and capacity.kind == "capacity"
 
 
 def _record(**over):
@@ -191,3 +191,23 @@ def test_cli_exit_codes(ct_config: Path, no_sky: Path, runs_root: Path):
     assert down.returncode == 2 and "still running there" in down.stderr
     ls = cli("cluster", "ls", env=env)
     assert ls.returncode == 0 and "AWS" in ls.stdout and "$1.01/h" in ls.stdout and "30m" in ls.stdout
+
+
+def test_environment_is_built_once_per_requirements_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("# nothing to install: the venv, the pip run and the cache are what is checked\n")
+    monkeypatch.setattr(sky_env, "REQUIREMENTS", reqs)
+    monkeypatch.delenv(sky_env.PYTHON_ENV, raising=False)
+    monkeypatch.setenv(sky_env.VENVS_ENV, str(tmp_path / "venvs"))
+    (sky_env.venv_dir() / "bin").mkdir(parents=True)  # a half-built one from an interrupted setup
+    python = sky_env.setup()
+    assert python == tmp_path / "venvs" / sky_env.requirements_hash() / "bin" / "python"
+    out = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True)
+    assert out.stdout.strip() == str(sky_env.venv_dir())
+    ready = sky_env.venv_dir() / ".clustertune-ready"
+    stamp = ready.stat().st_mtime_ns
+    assert sky_env.setup() == python and ready.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert sky_env.sky_python() == python
+    reqs.write_text("# another pin\n")  # a changed requirements file asks for a new environment
+    with pytest.raises(sky_env.SkyEnvMissing, match="cloud setup"):
+        sky_env.sky_python()

@@ -43,6 +43,10 @@ HOLD_MAX_S = 14 * 86400  # a hold never outlives two weeks, whatever happens to 
 class CloudError(ClusterError):
     """SkyPilot refused or failed; the message says how to fix it."""
 
+    def __init__(self, message: str, kind: str = "other"):
+        super().__init__(message)
+        self.kind = kind
+
 
 _FIXES = {
     "no_cloud": "no cloud is enabled for SkyPilot: run `{sky} check` (in SkyPilot's environment) and set up "
@@ -124,7 +128,7 @@ def bridge(request: dict[str, Any], python: Path | None = None, timeout: float |
 def cloud_error(err: dict[str, Any], python: Path) -> CloudError:
     fix = _FIXES.get(err.get("kind", ""), "").format(sky=shlex.quote(str(Path(python).with_name("sky"))))
     text = f"SkyPilot: {err.get('type')}: {err.get('message', '').strip()[-2000:]}"
-    return CloudError(f"{text}\n{fix}" if fix else text)
+    return CloudError(f"{text}\n{fix}" if fix else text, kind=err.get("kind", "other"))
 
 
 # -- status records -> SSH cluster ------------------------------------------------------------
@@ -298,7 +302,7 @@ def down(name: str, force: bool = False, on_progress: Callable[[str], None] | No
     try:
         bridge({"op": "down", "cluster": name}, on_stderr=on_progress)
     except CloudError as exc:
-        if "ClusterDoesNotExist" not in str(exc):
+        if exc.kind != "not_found":  # already gone on the cloud's side: forget it here too
             raise
     forget(name)
 

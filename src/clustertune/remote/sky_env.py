@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from clustertune.errors import ClusterError
+from clustertune.fsutil import file_lock
 
 REQUIREMENTS = Path(__file__).with_name("sky_requirements.txt")
 PYTHON_ENV = "CLUSTERTUNE_SKY_PYTHON"
@@ -73,14 +74,18 @@ def setup(python: str | None = None, quiet: bool = True) -> Path:
     venv = venv_dir()
     if (venv / _READY).is_file():
         return venv / "bin" / "python"
-    if venv.exists():
-        shutil.rmtree(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    base = python or sys.executable
-    _check_call([base, "-m", "venv", str(venv)], "creating the venv")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
-    _check_call([*pip, "install", "-r", str(REQUIREMENTS)], f"installing {pinned()}")
-    (venv / _READY).write_text(REQUIREMENTS.read_text())
+    # Built in place (a venv's scripts name its path, so it cannot be built aside and renamed),
+    # under a lock: a second process waits for the first one's build and then uses it.
+    with file_lock(venv.with_name(f".{venv.name}.lock"), "SkyPilot's environment being built"):
+        if (venv / _READY).is_file():
+            return venv / "bin" / "python"
+        if venv.exists():
+            shutil.rmtree(venv)
+        base = python or sys.executable
+        _check_call([base, "-m", "venv", str(venv)], "creating the venv")
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
+        _check_call([*pip, "install", "-r", str(REQUIREMENTS)], f"installing {pinned()}")
+        (venv / _READY).write_text(REQUIREMENTS.read_text())
     return venv / "bin" / "python"
 
 
