@@ -211,3 +211,21 @@ def test_environment_is_built_once_per_requirements_hash(tmp_path: Path, monkeyp
     reqs.write_text("# another pin\n")  # a changed requirements file asks for a new environment
     with pytest.raises(sky_env.SkyEnvMissing, match="cloud setup"):
         sky_env.sky_python()
+
+
+def test_new_addresses_after_a_restart_reach_the_cluster_and_its_runs(ct_config: Path, runs_root: Path, tmp_path: Path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "hk")], check=True)
+    pub = (tmp_path / "hk.pub").read_text().strip()
+    spec = cloud.CloudSpec(gpus="A10G:1")
+    first = _record()
+    cloud.register("a10", spec, first, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in first["nodes"]])
+    kept = _run_on(runs_root, "a10", RunState.COMPLETED, keep_on_cluster=True,
+                   hosts=[h.to_dict() for h in get_cluster("a10").hosts])
+    other = _run_on(runs_root, "other", RunState.COMPLETED, hosts=[{"address": "9.9.9.9"}])
+    moved = _record(nodes=[{"address": "5.6.7.8", "port": 22}, {"address": "5.6.7.9", "port": 22}])
+    cloud.register("a10", spec, moved, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in moved["nodes"]])
+    assert [h.address for h in get_cluster("a10").hosts] == ["5.6.7.8", "5.6.7.9"]
+    assert [h["address"] for h in Run.load(kept.paths.root).info.remote["hosts"]] == ["5.6.7.8", "5.6.7.9"]
+    assert Run.load(other.paths.root).info.remote["hosts"] == [{"address": "9.9.9.9"}]
+    pinned = (cloud.cloud_dir("a10") / "known_hosts").read_text()
+    assert "5.6.7.8 ssh-ed25519" in pinned and "3.4.5.6" not in pinned  # the old addresses' pins are gone

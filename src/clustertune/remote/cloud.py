@@ -225,12 +225,16 @@ def _save_meta(name: str, meta: dict[str, Any]) -> None:
 
 
 def register(name: str, spec: CloudSpec, record: dict[str, Any], found_keys: list[dict[str, Any]]) -> list[str]:
-    """Pin the hosts' keys and save the cluster as an SSH cluster (replacing its old addresses);
-    returns the fingerprint lines to print."""
+    """Pin the hosts' keys and save the cluster as an SSH cluster (replacing its old addresses,
+    here and in the runs on it); returns the fingerprint lines to print."""
     known = cloud_dir(name) / "known_hosts"
     hosts = hosts_from_record(record, known)
     shown = pin_host_keys(found_keys, known)
     add_cluster(name, hosts, replace=True)
+    # A stopped and restarted cluster comes back at new addresses: the runs on it (which keep
+    # the hosts they were started on) follow, so status, logs and --resume reach them.
+    for r in runs_on(name):
+        r.update_remote(hosts=[h.to_dict() for h in hosts])
     _save_meta(name, {"spec": spec.to_request(), "cloud": record.get("cloud"), "region": record.get("region"),
                       "accelerators": record.get("accelerators"), "hourly_price": record.get("hourly_price"),
                       "autostop_minutes": record.get("autostop_minutes")})
