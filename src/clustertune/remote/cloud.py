@@ -287,7 +287,8 @@ def blocking_runs(name: str) -> list[str]:
     for r in runs_on(name):
         remote = r.info.remote or {}
         if not r.state.terminal:
-            out.append(f"{r.id} ({r.state.value}: still running there; `clustertune cancel {r.id}`)")
+            out.append(f"{r.id} ({r.state.value}: still running there as last seen; `clustertune status {r.id}` "
+                       f"looks again, `clustertune cancel {r.id}` stops it)")
         elif remote.get("keep_on_cluster"):
             out.append(f"{r.id} (its results are kept on the cluster only (launch.keep_on_cluster): "
                        f"`clustertune status {r.id}` shows how to copy them here)")
