@@ -67,6 +67,28 @@ def cluster_ls() -> None:
                  [[c.name, h.label, h.root, h.key or "-", h.jump or "-", *cloud_cols(c.name)]
                   for c in found for h in c.hosts])
 
+@cluster_app.command("up")
+def cluster_up(
+    name: str = typer.Argument(..., help="Cluster name (as for every clustertune cluster)."),
+    gpus: str = typer.Option(..., "--gpus", help="GPUs per node, NAME:COUNT (e.g. A10G:1, H100:8)."),
+    infra: Optional[str] = typer.Option(None, "--infra", help="Cloud, optionally /region (e.g. aws, gcp/us-central1)."),
+    nodes: int = typer.Option(1, "--nodes", help="Number of machines."),
+    spot: bool = typer.Option(False, "--spot", help="Spot instances (cheaper; can be preempted)."),
+    autostop: Optional[str] = typer.Option(None, "--autostop",
+                                           help="Stop the machines after this much idle time (e.g. 30m, 2h)."),
+) -> None:
+    """Start machines on a cloud (or reuse them) and register them as an SSH cluster."""
+    from clustertune.remote.cloud import CloudSpec, parse_autostop, up
+
+    spec = CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
+    record, fingerprints = up(name, spec, parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
+    print(f"cluster {name}: {len(record['nodes'])} host(s) on {record.get('cloud')} {record.get('region') or ''}, "
+          f"{record.get('accelerators')}")
+    print("host keys pinned (trust on first use; checked strictly from now on):")
+    for line in fingerprints:
+        print(f"  {line}")
+    print(f"next: `clustertune exec {name} -- nvidia-smi`, or a recipe with launch.backend=ssh launch.cluster={name}")
+
 @cluster_app.command("check")
 def cluster_check(
     name: str = typer.Argument(..., help="Cluster name."),

@@ -52,9 +52,6 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("exec", cluster_cmds.exec_, {}),
     ("bench", bench_cmds.bench, {}),
 ]
-# Subcommands that live in another module than their group's.
-cluster_cmds.cluster_app.command("up")(cloud_cmds.cluster_up)
-
 for _name, _target, _options in COMMANDS:
     if isinstance(_target, typer.Typer):
         app.add_typer(_target, name=_name, **_options)
