@@ -107,7 +107,8 @@ spec = importlib.util.spec_from_file_location("b", {str(cloud.BRIDGE)!r})
 b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
 cases = [sx.NoCloudAccessError("no cloud"), sx.ResourcesUnavailableError("no A10G in us-east-1"),
          sx.ClusterDoesNotExist("a10"), ValueError("bad"), RuntimeError("boom")]
-print(json.dumps([b.classify(e) for e in cases]))
+# As the client sees them: raised in the API server, sent over the wire, rebuilt by sky.get.
+print(json.dumps([b.classify(sx.deserialize_exception(sx.serialize_exception(e))) for e in cases]))
 """
     out = subprocess.run([str(sky_python), "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

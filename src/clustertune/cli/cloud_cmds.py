@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -15,7 +16,8 @@ def cloud_setup() -> None:
     from clustertune.remote import sky_env
     from clustertune.remote.cloud import bridge
 
-    print(f"setting up SkyPilot ({sky_env.pinned()}) in {sky_env.venv_dir()} ...", file=sys.stderr)
+    where = f"${sky_env.PYTHON_ENV}" if os.environ.get(sky_env.PYTHON_ENV) else str(sky_env.venv_dir())
+    print(f"setting up SkyPilot ({sky_env.pinned()}) in {where} ...", file=sys.stderr)
     python = sky_env.setup()
     info = bridge({"op": "version"}, python=python)
     print(f"SkyPilot {info['version']} ready: {info['python']}\n"
