@@ -134,8 +134,6 @@ def handle(req: dict[str, Any]) -> Any:
         return {"version": sky.__version__, "python": sys.executable}
     if op == "validate":
         return describe_task(build_task(req["spec"]))
-    if op == "check":
-        return sky.get(sky.check(None, False))
     if op == "launch":
         task = build_task(req["spec"], name=req["cluster"])
         rid = sky.launch(task, cluster_name=req["cluster"], idle_minutes_to_autostop=req.get("autostop_minutes"),
