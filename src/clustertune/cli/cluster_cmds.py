@@ -19,7 +19,7 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
 
 
-cluster_app = typer.Typer(help="SSH clusters: add, list, check, stop, clean up.", no_args_is_help=True)
+cluster_app = typer.Typer(help="SSH clusters: add, list, check, stop, clean up; `up` starts one on a cloud.", no_args_is_help=True)
 
 @cluster_app.command("add")
 def cluster_add(
@@ -45,15 +45,49 @@ def cluster_add(
 
 @cluster_app.command("ls")
 def cluster_ls() -> None:
-    """List clusters and their hosts."""
+    """List clusters and their hosts (cloud clusters with their GPUs, price and autostop)."""
+    from clustertune.remote.cloud import cloud_clusters
     from clustertune.remote.config import list_clusters
 
     found = list_clusters()
     if not found:
-        print("no clusters yet; `clustertune cluster add NAME HOST...`")
+        print("no clusters yet; `clustertune cluster add NAME HOST...` or `clustertune cluster up NAME --gpus A10G:1`")
         return
-    _print_table(["cluster", "host", "root", "key", "jump"],
-                 [[c.name, h.label, h.root, h.key or "-", h.jump or "-"] for c in found for h in c.hosts])
+    clouds = cloud_clusters()
+
+    def cloud_cols(name: str) -> list[str]:
+        m = clouds.get(name)
+        if m is None:
+            return ["-", "-", "-", "-"]
+        price = f"${m['hourly_price']:.2f}/h" if m.get("hourly_price") is not None else "?"
+        stop = f"{m['autostop_minutes']}m" if (m.get("autostop_minutes") or -1) > 0 else "off"
+        return [m.get("cloud") or "?", m.get("accelerators") or m["spec"]["gpus"], price, stop]
+
+    _print_table(["cluster", "host", "root", "key", "jump", "cloud", "gpus", "price", "autostop"],
+                 [[c.name, h.label, h.root, h.key or "-", h.jump or "-", *cloud_cols(c.name)]
+                  for c in found for h in c.hosts])
+
+@cluster_app.command("up")
+def cluster_up(
+    name: str = typer.Argument(..., help="Cluster name (as for every clustertune cluster)."),
+    gpus: str = typer.Option(..., "--gpus", help="GPUs per node, NAME:COUNT (e.g. A10G:1, H100:8)."),
+    infra: Optional[str] = typer.Option(None, "--infra", help="Cloud, optionally /region (e.g. aws, gcp/us-central1)."),
+    nodes: int = typer.Option(1, "--nodes", help="Number of machines."),
+    spot: bool = typer.Option(False, "--spot", help="Spot instances (cheaper; can be preempted)."),
+    autostop: Optional[str] = typer.Option(None, "--autostop",
+                                           help="Stop the machines after this much idle time (e.g. 30m, 2h)."),
+) -> None:
+    """Start machines on a cloud (or reuse them) and register them as an SSH cluster."""
+    from clustertune.remote.cloud import CloudSpec, parse_autostop, up
+
+    spec = CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
+    record, fingerprints = up(name, spec, parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
+    print(f"cluster {name}: {len(record['nodes'])} host(s) on {record.get('cloud')} {record.get('region') or ''}, "
+          f"{record.get('accelerators')}")
+    print("host keys pinned (trust on first use; checked strictly from now on):")
+    for line in fingerprints:
+        print(f"  {line}")
+    print(f"next: `clustertune exec {name} -- nvidia-smi`, or a recipe with launch.backend=ssh launch.cluster={name}")
 
 @cluster_app.command("check")
 def cluster_check(
@@ -80,10 +114,19 @@ def cluster_check(
         raise ClusterError("\n".join(r["error"] for r in bad))
 
 @cluster_app.command("down")
-def cluster_down(name: str = typer.Argument(..., help="Cluster name.")) -> None:
-    """Stop everything clustertune started on the cluster's hosts."""
+def cluster_down(
+    name: str = typer.Argument(..., help="Cluster name."),
+    force: bool = typer.Option(False, "--force", help="Cloud clusters: tear down even with runs active or results kept there."),
+) -> None:
+    """Stop everything clustertune started on the cluster's hosts; a cloud cluster's machines
+    are then torn down (refused while runs are active or keep their results there)."""
+    from clustertune.remote import cloud
     from clustertune.remote.cluster import Cluster
 
+    if cloud.load_meta(name) is not None:
+        cloud.down(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
+        print(f"cloud cluster {name}: torn down and forgotten")
+        return
     for r in Cluster.named(name).down():
         print(f"{r['host']}: stopped {len(r['stopped'])} run(s)" + (f": {', '.join(r['stopped'])}" if r["stopped"] else ""))
 

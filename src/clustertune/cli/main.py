@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from clustertune.cli import bench_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, cloud_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("stage", data_cmds.stage, {}),
     ("fetch", data_cmds.fetch, {}),
     ("cluster", cluster_cmds.cluster_app, {}),
+    ("cloud", cloud_cmds.cloud_app, {}),
     ("sync", cluster_cmds.sync, {}),
     ("exec", cluster_cmds.exec_, {}),
     ("bench", bench_cmds.bench, {}),

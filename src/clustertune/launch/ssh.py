@@ -30,6 +30,7 @@ from clustertune.errors import ClusterError, LaunchError
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.remote.cluster import EXIT_MISSING, Cluster
+from clustertune.remote.cloud import hold_autostop
 from clustertune.remote.config import client_id, clusters_file, list_clusters
 from clustertune.remote.envs import Env, folder_files, tree_hash
 from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
@@ -232,6 +233,9 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     run.record_attempt(job_id=key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers)))
     run.update_remote(started=True, procs_per_node=[a["procs"] for a in answers])
     run.transition(RunState.RUNNING)
+    hold = hold_autostop(cluster, key, run.id)  # cloud clusters with autostop only
+    if hold is not None:
+        run.update_remote(autostop_hold=hold)
     return SshJob(run)
 
 
