@@ -20,7 +20,7 @@ def run(recipe: dict[str, Any], root: Path, overrides: list[str] | None = None) 
     import clustertune as ct
 
     r = ct.run(ct.load_recipe(recipe, overrides or []), runs_root_dir=root, show_progress=False)
-    assert r.state.value == "COMPLETED", r.info.get("reason")
+    assert r.state.value == "COMPLETED", r.info.reason
     return r
 
 
@@ -230,7 +230,7 @@ def test_kill_9_then_resume_is_exact_and_refuses_other_adapter_settings_or_base(
     (killed_dir / "recipe.yaml").write_text(good)
 
     resumed = ct.run(resume=run_id, runs_root_dir=root, show_progress=False)
-    assert resumed.state.value == "COMPLETED" and resumed.attempts[-1]["resumed_from"] == "step-00000004"
+    assert resumed.state.value == "COMPLETED" and resumed.attempts[-1].resumed_from == "step-00000004"
     want, got = losses(whole.paths.root), losses(resumed.paths.root)
     assert sorted(got) == list(range(1, 11))
     assert max(abs(got[s] - want[s]) for s in want) < 1e-6  # exact: same data order, RNG and state
