@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from clustertune.recipe.launch_checks import launch_problems
+
 Task = Literal["causal_lm", "sequence_classification", "rlhf"]
 TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "rlhf")
 TOKENIZER_TRAIN = "train"
@@ -304,13 +306,28 @@ class LaunchSection(Section):
     (the submitting host may have no GPU)."""
 
     gpus_per_node: int = Field(default=0, ge=0)
-    """GPUs requested per node (``--gpus-per-node``); 0 on CPU-only partitions."""
+    """GPUs per node (``--gpus-per-node``; typed with ``gpu_type``). One of ``gpus_per_node``,
+    ``gpus_per_task`` and ``gres`` says how GPUs are asked for; 0 on CPU-only partitions."""
 
-    cpus_per_gpu: int = Field(default=4, ge=1)
-    """CPU cores per GPU (``--cpus-per-gpu``) when ``gpus_per_node`` is set."""
+    gpus_per_task: int | None = Field(default=None, ge=1)
+    """GPUs per task (``--gpus-per-task``; typed with ``gpu_type``), for sites that count GPUs
+    per task. The job has one task per node, so this is the GPUs each node gets."""
+
+    gres: str | None = Field(default=None, pattern=r"^[A-Za-z_]+(?::[\w.-]+)*(?:,[A-Za-z_]+(?::[\w.-]+)*)*$")
+    """A generic-resource request (``--gres``) as sites write it: ``gpu:8``, ``gpu:a100:4``,
+    ``gpu:rtx8000:1,nvme:100``. Its GPU count sets the ranks per node."""
+
+    gpu_type: str | None = Field(default=None, pattern=r"^[\w.-]+$")
+    """GPU type (``a100``, ``rtx8000``) for ``gpus_per_node`` or ``gpus_per_task``: rendered as
+    ``--gpus-per-node=a100:4``. With ``gres``, write the type inside it."""
+
+    cpus_per_gpu: int | None = Field(default=None, ge=1)
+    """CPU cores per allocated GPU (``--cpus-per-gpu``). SLURM refuses it together with
+    ``cpus_per_task``: set one. Neither: the site's default."""
 
     cpus_per_task: int | None = Field(default=None, ge=1)
-    """CPU cores for the one task per node (``--cpus-per-task``); for CPU-only partitions."""
+    """CPU cores for the one task per node (``--cpus-per-task``; the training step gets them
+    too), e.g. 32 for 8 GPUs with their data loaders. SLURM refuses it together with ``cpus_per_gpu``."""
 
     mem: str | None = None
     """Memory per node (``--mem``), e.g. ``64G``."""
@@ -337,11 +354,21 @@ class LaunchSection(Section):
     """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
 
     setup: list[str] = Field(default_factory=list)
-    """Shell lines run on each node before training (``module load ...``, ``source venv/bin/activate``)."""
+    """Shell lines run before the data step and training (``module load ...``, ``source
+    venv/bin/activate``); on SLURM they run with ``set -e``: a failing line stops the job."""
 
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for the training processes (not secrets: they are written
-    into the job script)."""
+    into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs
+    (``HF_HOME: $SCRATCH/hf``), as ``data.stage_to`` does; ``$$`` is a literal ``$``; nothing
+    else is interpreted (no ``$(...)``, no globs)."""
+
+    prepare_data: Literal["auto", "submitter", "job"] = "auto"
+    """Where the data is prepared (tokenized and packed into the cache, once). ``submitter``:
+    on this machine before anything starts (it needs the inputs and the cache directory, shared
+    with the nodes); ``job``: as the SLURM job's first step, on a compute node (login nodes
+    that forbid heavy work; the inputs must be reachable there: ``clustertune fetch`` for
+    nodes without internet). ``auto``: ``job`` on SLURM, ``submitter`` elsewhere."""
 
     env_passthrough: list[str] = Field(default_factory=list)
     """Names of variables (``HF_TOKEN``) whose values travel from the submitting environment
@@ -452,6 +479,7 @@ class Recipe(Section):
             problems.append(("launch.cluster", "launch.backend=ssh needs a cluster: launch.cluster=NAME "
                              "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
         problems.extend(strategy_problems(self.train))
+        problems.extend(launch_problems(self.launch))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

@@ -25,6 +25,7 @@ import hmac
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -176,6 +177,22 @@ def _outcome_bytes(kind: str, value, tb: str = "") -> bytes:
         return cloudpickle.dumps(("err", None, tb or text, text))
 
 
+# launch.env references, the rule of clustertune.launch.plan.expand_env_value (this file is
+# self-contained): $NAME and ${NAME} expand, $$ is a literal $, nothing else is interpreted.
+_ENV_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _apply_env(env: dict, expand: list, environ) -> None:
+    """Set ``env``; the names in ``expand`` (sorted, as a SLURM script exports them) expand
+    their references against what is set before them. Secrets are never expanded."""
+    for name, value in env.items():
+        if name not in expand:
+            environ[name] = value
+    for name in expand:
+        environ[name] = _ENV_REFERENCE.sub(
+            lambda m: "$" if m.group() == "$$" else environ.get(m.group(1) or m.group(2), ""), env[name])
+
+
 def _child_setup(rdir: str, header: dict) -> None:
     os.setsid()
     log_fd = os.open(os.path.join(rdir, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -185,8 +202,7 @@ def _child_setup(rdir: str, header: dict) -> None:
     os.dup2(log_fd, 2)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), line_buffering=True, write_through=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), line_buffering=True, write_through=True)
-    for name, value in (header.get("env") or {}).items():
-        os.environ[name] = value
+    _apply_env(header.get("env") or {}, header.get("expand_env") or [], os.environ)
     if header.get("gpus") is not None:  # picked by the parent, before the run existed
         # nvidia-smi numbers devices in PCI bus order; CUDA's default order may differ.
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
