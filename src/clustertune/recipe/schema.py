@@ -71,6 +71,10 @@ class DataSection(Section):
     train_files: list[str] = Field(default_factory=list)
     """Local training files: .txt (one example per line), .json/.jsonl, .csv or .parquet."""
 
+    keep_linebreaks: bool = True
+    """.txt files: each line keeps its line break, blank lines included (run_clm.py's
+    ``keep_linebreaks``), so code and verse keep their shape; false drops them."""
+
     validation_files: list[str] = Field(default_factory=list)
     """Local validation files, same formats as ``train_files``."""
 
@@ -81,8 +85,14 @@ class DataSection(Section):
     """Split used for evaluation when ``dataset`` has it; otherwise one is carved from train."""
 
     validation_fraction: float = Field(default=0.05, gt=0.0, lt=1.0)
-    """Fraction of the training examples held out (with ``train.seed``) when no validation
-    split or files exist."""
+    """Fraction of the training examples held out when no validation split or files exist."""
+
+    validation_carve: Literal["random", "first"] = "random"
+    """How that fraction is chosen: ``random`` (a permutation drawn with ``split_seed``) or
+    ``first`` (the first examples, run_clm.py's ``train[:5%]``). The training seed never moves it."""
+
+    split_seed: int = 42
+    """Seed of the ``random`` validation carve-out."""
 
     text_column: str = "text"
     """Column holding the text."""
@@ -98,10 +108,19 @@ class DataSection(Section):
     """Classification: examples are truncated and padded to this many tokens."""
 
     max_train_samples: int | None = Field(default=None, ge=1)
-    """Keep only the first N training samples (blocks for causal LM, examples for classification)."""
+    """Keep only N training samples (blocks for causal LM, examples for classification),
+    chosen as ``sample_selection`` says."""
 
     max_eval_samples: int | None = Field(default=None, ge=1)
-    """Keep only the first N evaluation samples."""
+    """Keep only N evaluation samples (chosen as ``sample_selection`` says)."""
+
+    sample_selection: Literal["first", "shuffled"] = "first"
+    """Which samples ``max_train_samples``/``max_eval_samples`` keep: the ``first`` N (the
+    default, run_clm.py's), or N ``shuffled`` with ``sample_seed`` (``shuffle(seed).select(range(N))``:
+    the same rows in the same order), which matters on sorted data."""
+
+    sample_seed: int = 42
+    """Seed of ``sample_selection: shuffled``."""
 
     cache_dir: str | None = None
     """Root of the prepared-data cache (content-addressed: ``<cache_dir>/<fingerprint>/``).
@@ -190,7 +209,7 @@ class TrainSection(Section):
     """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
 
     seed: int = 42
-    """Seed for initialisation, data order, dropout and the validation carve-out."""
+    """Seed for initialisation, data order and dropout (the validation carve-out has ``data.split_seed``)."""
 
     shuffle: bool = True
     """Shuffle the training samples each epoch (deterministically from ``seed`` and epoch)."""
