@@ -135,3 +135,19 @@ def test_dry_run_shows_the_sbatch_command_site_defaults_and_warns_about_unset_se
     # Where a job would start, the unset secret is still an error, saying both ways out.
     with pytest.raises(LaunchError, match="HF_TOKEN not set.*drop it from launch.env_passthrough"):
         plan_for(load_recipe("gpt2-wikitext2-slurm"), "x", tmp_path)
+
+
+def test_device_cpu_hides_the_gpus_from_every_rank_and_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from clustertune.launch.inprocess import use_device
+    from clustertune.launch.submit import needs_launcher
+
+    r = load_recipe(with_(TINY_CAUSAL, train={"device": "cpu"}))
+    assert dict(build_plan(r, "r", "/tmp/r", "python").env)["CUDA_VISIBLE_DEVICES"] == ""
+    # Two GPUs visible: auto would start a rank per GPU, cpu trains in this one process.
+    assert needs_launcher(recipe_of({}), {"CUDA_VISIBLE_DEVICES": "0,1"}) is True
+    assert needs_launcher(r, {"CUDA_VISIBLE_DEVICES": "0,1"}) is False
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    use_device(r)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""

@@ -114,6 +114,8 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
     if recipe.train.cpu_threads:
         # Each rank sets torch's threads itself; OMP's default (all cores per rank) oversubscribes.
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
+    if recipe.train.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # torch then finds no GPU, on every node and rank
     if ln.nccl_socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = ln.nccl_socket_ifname
     if ln.max_restarts:

@@ -33,7 +33,7 @@ def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
     ln = recipe.launch
     if ln.backend != "local":
         return True
-    return (ln.procs_per_node or visible_gpus(env)) > 1
+    return (ln.procs_per_node or (0 if recipe.train.device == "cpu" else visible_gpus(env))) > 1
 
 
 def missing_passthrough(plan: LaunchPlan) -> list[str]:

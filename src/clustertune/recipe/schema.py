@@ -45,6 +45,11 @@ class ModelSection(Section):
     num_labels: int | None = Field(default=None, ge=2)
     """Number of classes for ``sequence_classification``."""
 
+    ignore_mismatched_sizes: bool = False
+    """Pretrained weights whose shape no longer fits the model (``config_overrides`` that change
+    a width) are re-initialised instead of refused. A classification head with another
+    ``num_labels`` is always re-initialised (and logged)."""
+
     low_cpu_mem_usage: bool = True
     """Load pretrained weights without first materialising a randomly initialised copy
     (transformers 5 always does this; the switch matters for transformers 4)."""
@@ -213,6 +218,11 @@ class TrainSection(Section):
 
     shuffle: bool = True
     """Shuffle the training samples each epoch (deterministically from ``seed`` and epoch)."""
+
+    device: Literal["auto", "cpu"] = "auto"
+    """``cpu`` trains on the CPU even where GPUs are visible (run_clm.py's ``--use_cpu``): the
+    training processes see no GPU (``CUDA_VISIBLE_DEVICES=""``). ``auto``: the GPUs when there are
+    any. To pick GPUs, set ``CUDA_VISIBLE_DEVICES`` in ``launch.env``."""
 
     cpu_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads (CPU training); unset keeps torch's default."""
