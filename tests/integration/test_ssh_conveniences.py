@@ -35,3 +35,39 @@ def test_listing_refreshes_a_finished_remote_call_and_the_names_are_exported(ssh
     assert ct.get_run(ref.run_key).state is RunState.COMPLETED
     again = ct.get_ref(ref.run_key)
     assert isinstance(again, Ref) and again.result() == 12
+
+
+def _fake_wheel(index: Path, version: str) -> None:
+    """A pure-Python wheel named torch, in a file:// simple index of its own (installs offline in
+    a second; the real CPU build is on this machine's pip configuration, which pip is told to skip)."""
+    import zipfile
+
+    pkg = index / "torch"
+    pkg.mkdir(parents=True)
+    name = f"torch-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(pkg / name, "w") as z:
+        z.writestr("torch/__init__.py", f"__version__ = {version!r}\n")
+        info = f"torch-{version}.dist-info"
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", f"torch/__init__.py,,\n{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+    (pkg / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+    (index / "index.html").write_text('<a href="torch/">torch</a>\n')
+
+
+def test_a_host_without_gpus_gets_torch_from_the_cpu_index_and_exec_reuses_host_packages(ssh_cluster, tmp_path) -> None:
+    import sys
+
+    _fake_wheel(tmp_path / "main", "9.9.0")
+    _fake_wheel(tmp_path / "cpu", "9.9.0+cpu")
+    env = Env(requirements=("torch==9.9.0",), index_url=f"file://{tmp_path / 'main'}",
+              torch_cpu_index=f"file://{tmp_path / 'cpu'}", pip_env={"PIP_CONFIG_FILE": "/dev/null"})
+    c = ct.cluster("loop")
+    h = c.ensure_env(0, env, stream=False)
+    installed = sorted(p.name for p in (Path(ssh_cluster.hosts[0].root) / "envs" / h).rglob("torch-*.dist-info"))
+    assert installed == ["torch-9.9.0+cpu.dist-info"]
+    # `exec --site-packages-from`: nothing installed, the host Python's packages (yaml) importable.
+    out = cli("exec", "loop", "--host", "0", "--site-packages-from", sys.executable, "--",
+              "python", "-c", "import yaml; print('yaml from', yaml.__file__)")
+    assert out.returncode == 0, out.stderr
+    assert "yaml from" in out.stdout + out.stderr

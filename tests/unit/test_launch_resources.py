@@ -151,3 +151,20 @@ def test_device_cpu_hides_the_gpus_from_every_rank_and_this_process(monkeypatch:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     use_device(r)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_env_build_takes_torch_from_the_cpu_index_only_on_hosts_without_gpus() -> None:
+    import shlex
+
+    from clustertune.remote.envs import Env
+    from clustertune.remote.runner import pip_commands
+
+    spec = Env(requirements=("torch==2.13.0", "transformers", "torchvision"), index_url="https://mirror/simple",
+               pip_args=("--no-cache-dir",)).spec("/usr/bin/python3")
+    lines = []
+    for gpus in (0, 2):
+        lines += [f"# host with {gpus} GPU(s)", *(shlex.join(c) for c in pip_commands(spec, "/env/bin/python", gpus))]
+    check_golden("pip_build_env.txt", "\n".join(lines) + "\n")
+    # No torch asked for, or no CPU index: the usual single install.
+    assert len(pip_commands({**spec, "requirements": ["transformers"]}, "py", 0)) == 1
+    assert len(pip_commands({**spec, "torch_cpu_index": None}, "py", 0)) == 1

@@ -416,6 +416,31 @@ def verb_cancel(root: str, key: str) -> int:
     return 0
 
 
+TORCH_BUILDS = ("torch", "torchvision", "torchaudio")
+
+
+def _requirement_name(req: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return m.group(1).lower().replace("_", "-") if m else ""
+
+
+def pip_commands(spec: dict, py: str, gpus: int) -> list:
+    """The pip installs that build an env from ``spec`` on a host with ``gpus`` GPUs. Without
+    GPUs, torch comes first from the CPU index (the later install finds it satisfied)."""
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", *spec.get("pip_args", [])]
+    indexes = ["--index-url", spec["index_url"]] if spec.get("index_url") else []
+    for url in spec.get("extra_index_urls", []):
+        indexes += ["--extra-index-url", url]
+    reqs = list(spec.get("requirements") or [])
+    torch = [r for r in reqs if _requirement_name(r) in TORCH_BUILDS]
+    cmds = []
+    if torch and not gpus and spec.get("torch_cpu_index"):
+        cmds.append([*base, "--index-url", spec["torch_cpu_index"], *torch])
+    if reqs:
+        cmds.append([*base, *indexes, *reqs])
+    return cmds
+
+
 def verb_build_env(root: str, env_hash: str) -> int:
     """Create envs/<hash> from the JSON spec on stdin; pip's output streams to stderr."""
     import fcntl
@@ -448,19 +473,11 @@ def verb_build_env(root: str, env_hash: str) -> int:
             with open(os.path.join(purelib, "_clustertune_inherited.pth"), "w") as fh:
                 fh.write("".join(f"import site; site.addsitedir({d!r})\n" for d in json.loads(out)))
 
-        def pip(args):
-            cmd = [py, "-m", "pip", "install", "--disable-pip-version-check", *spec.get("pip_args", [])]
-            if spec.get("index_url"):
-                cmd += ["--index-url", spec["index_url"]]
-            for url in spec.get("extra_index_urls", []):
-                cmd += ["--extra-index-url", url]
-            rc = subprocess.call(cmd + list(args), stdout=sys.stderr)
-            if rc != 0:
+        pip_env = {**os.environ, **(spec.get("pip_env") or {})}
+        for cmd in pip_commands(spec, py, len(_gpus().query_gpus())):
+            if subprocess.call(cmd, stdout=sys.stderr, env=pip_env) != 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise SystemExit(10)
-
-        if needs_pip:
-            pip(spec["requirements"])
         with open(os.path.join(tmp, ".ready"), "w") as fh:
             json.dump(spec, fh)
         os.replace(tmp, final)
