@@ -10,7 +10,7 @@ transformers 5, Trainer's eval loss for a causal LM is scaled by (block-1)/block
 every label of a block while the model predicts block-1 of them, so its perplexity reads low.
 clustertune reports the true per-token mean.
 
-    python benchmarks/parity_run_clm.py [--seeds 3] [--steps 150]
+    python benchmarks/parity_run_clm.py [--seeds 3] [--steps 150] [--lr 1e-3]
 
 Last line: ratio=<clustertune eval perplexity / peer's true eval perplexity, mean over seeds>.
 """
@@ -31,7 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-BLOCK, BATCH, LR, WARMUP = 128, 8, 2e-3, 10
+BLOCK, BATCH, WARMUP = 128, 8, 10
 
 
 def write_corpus(out: Path) -> tuple[Path, Path]:
@@ -61,7 +61,7 @@ def initial_model(out: Path, train: Path, seed: int) -> None:
     tok.save_pretrained(str(out))
 
 
-def run_clm_way(init: Path, train: Path, val: Path, out: Path, seed: int, steps: int) -> tuple[float, object, object]:
+def run_clm_way(init: Path, train: Path, val: Path, out: Path, seed: int, steps: int, lr: float) -> tuple[float, object, object]:
     """The peer: (Trainer's reported eval loss, trained model, evaluation blocks)."""
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments, default_data_collator, set_seed
@@ -81,7 +81,7 @@ def run_clm_way(init: Path, train: Path, val: Path, out: Path, seed: int, steps:
     set_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(str(init))
     args = TrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=BATCH, per_device_eval_batch_size=BATCH, learning_rate=LR,
+        output_dir=str(out), per_device_train_batch_size=BATCH, per_device_eval_batch_size=BATCH, learning_rate=lr,
         warmup_steps=WARMUP, lr_scheduler_type="linear", max_steps=steps, weight_decay=0.0, max_grad_norm=1.0,
         optim="adamw_torch", train_sampling_strategy="sequential", use_cpu=True, seed=seed, report_to=[],
         save_strategy="no", logging_steps=50, disable_tqdm=True)
@@ -106,14 +106,14 @@ def true_loss(model: torch.nn.Module, blocks: torch.Tensor) -> float:
     return total / count
 
 
-def clustertune_way(init: Path, train: Path, val: Path, runs: Path, seed: int, steps: int) -> tuple[float, object]:
+def clustertune_way(init: Path, train: Path, val: Path, runs: Path, seed: int, steps: int, lr: float) -> tuple[float, object]:
     import clustertune as ct
     from transformers import AutoModelForCausalLM
 
     recipe = ct.load_recipe({
         "name": "parity", "task": "causal_lm", "model": {"name_or_path": str(init)},
         "data": {"train_files": [str(train)], "validation_files": [str(val)], "block_size": BLOCK},
-        "train": {"batch_size": BATCH, "lr": LR, "warmup_steps": WARMUP, "lr_scheduler": "linear", "max_steps": steps,
+        "train": {"batch_size": BATCH, "lr": lr, "warmup_steps": WARMUP, "lr_scheduler": "linear", "max_steps": steps,
                   "weight_decay": 0.0, "max_grad_norm": 1.0, "shuffle": False, "seed": seed, "log_every": 50,
                   "device": "cpu"},
         "tracking": {"runs_root": str(runs)},
@@ -127,6 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--lr", type=float, default=1e-3)
     a = ap.parse_args()
     torch.set_num_threads(1)
     ratios = []
@@ -139,8 +140,8 @@ def main() -> None:
         for seed in range(a.seeds):
             init = root / f"init-{seed}"
             initial_model(init, train, seed)
-            reported, peer, blocks = run_clm_way(init, train, val, root / f"trainer-{seed}", seed, a.steps)
-            ours_loss, ours = clustertune_way(init, train, val, root / "runs", seed, a.steps)
+            reported, peer, blocks = run_clm_way(init, train, val, root / f"trainer-{seed}", seed, a.steps, a.lr)
+            ours_loss, ours = clustertune_way(init, train, val, root / "runs", seed, a.steps, a.lr)
             peer_true = true_loss(peer, blocks)
             assert abs(true_loss(ours, blocks) - ours_loss) < 1e-3 * ours_loss, "clustertune's eval is not the true mean"
             ratio = math.exp(ours_loss) / math.exp(peer_true)
