@@ -28,6 +28,9 @@ BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED
 SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
 
 
+# SLURM options that, left unset, the cluster fills in (the dry run says so).
+SITE_DEFAULT_KEYS = ("partition", "time", "account", "qos", "mem")
+
 # SlurmOptions fields whose launch key has another name.
 SLURM_KEY_OF = {"extra": "sbatch_extra"}
 

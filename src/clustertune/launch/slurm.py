@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.plan import LaunchPlan, entry_args, shell_expanding_quote, torchrun_args
+from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, entry_args, shell_expanding_quote, torchrun_args
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
@@ -216,9 +216,6 @@ def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
     recipe and in ``launch.setup`` point, as they do for a local run."""
     logs = Path(plan.run_dir) / "logs"
     return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", str(script)]
-
-
-SITE_DEFAULT_KEYS = ("partition", "time", "account", "qos", "mem")
 
 
 def describe_lines(plan: LaunchPlan, recipe: Recipe) -> list[str]:

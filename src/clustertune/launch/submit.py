@@ -15,7 +15,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, UserError
 from clustertune.launch.base import Announce, launcher
 from clustertune.launch.local import visible_gpus
-from clustertune.launch.plan import LaunchPlan, build_plan, secret_looking_env
+from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.remote.train_job import before_resume
@@ -71,7 +71,8 @@ def plan_json_for_people(plan: LaunchPlan) -> str:
     """The plan as JSON, with the SLURM options left unset shown as the site's defaults."""
     d = plan.to_dict()
     if plan.backend == "slurm":
-        d["slurm"] = {k: "site default" if v is None else v for k, v in d["slurm"].items()}
+        d["slurm"] = {k: ("site default" if k in SITE_DEFAULT_KEYS else "not asked for") if v is None else v
+                      for k, v in d["slurm"].items()}
     else:
         d.pop("slurm")
     return json.dumps(d, indent=2, sort_keys=True) + "\n"
