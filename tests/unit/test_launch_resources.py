@@ -131,6 +131,9 @@ def test_dry_run_shows_the_sbatch_command_site_defaults_and_warns_about_unset_se
     assert "site default: launch.account, launch.qos unset" in text
     assert '"account": "site default"' in text and '"partition": "gpu"' in text
     assert "data: prepared as the job's first step" in text and "must exist at that path on every node" in text
+    assert "no CPUs asked for" not in text  # the shipped recipe asks for 8 per GPU
+    bare = dry_run_text(recipe_of({"backend": "slurm", "gres": "gpu:4"}), tmp_path / "runs")
+    assert "no CPUs asked for: the site's default per task (often 1) serves the 4 ranks" in bare
     assert not (tmp_path / "runs").exists()
     # Where a job would start, the unset secret is still an error, saying both ways out.
     with pytest.raises(LaunchError, match="HF_TOKEN not set.*drop it from launch.env_passthrough"):

@@ -228,6 +228,9 @@ def describe_lines(plan: LaunchPlan, recipe: Recipe) -> list[str]:
     lines = ["# sbatch command (the script is written to the run directory first)", shlex.join(sbatch_argv(plan, script))]
     if unset:
         lines.append(f"# site default: {', '.join(unset)} unset, so the cluster's defaults apply")
+    if plan.slurm.gpus and not plan.slurm.step_cpus:
+        lines.append(f"# note: no CPUs asked for: the site's default per task (often 1) serves the {plan.slurm.gpus} "
+                     "ranks of each node and their data loading; set launch.cpus_per_task or launch.cpus_per_gpu")
     lines += [f"# data: prepared {where} (launch.prepare_data)",
               f"# the nodes run {plan.python} (the submitting Python): it must exist at that path on every node",
               "# sbatch script", render_sbatch(plan)]
