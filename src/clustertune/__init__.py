@@ -37,6 +37,21 @@ def function(fn):  # noqa: ANN001, ANN201
     return _function(fn)
 
 
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the remote side is imported on first use
+    if name == "Env":  # what a remote call runs in: ct.Env(requirements=[...], site_packages_from=..., secrets=[...])
+        from clustertune.remote.envs import Env
+
+        return Env
+    raise AttributeError(f"module 'clustertune' has no attribute {name!r}")
+
+
+def get_ref(run_key: str):  # noqa: ANN201
+    """The ref of an earlier remote call, from any process; see :func:`clustertune.remote.functions.get_ref`."""
+    from clustertune.remote.functions import get_ref as _get_ref
+
+    return _get_ref(run_key)
+
+
 def cls(klass):  # noqa: ANN001, ANN201
     """A long-lived remote object: ``ct.cls(Model).to(cluster, env=[...])(*init_args)``."""
     from clustertune.remote.objects import cls as _cls
@@ -44,4 +59,4 @@ def cls(klass):  # noqa: ANN001, ANN201
     return _cls(klass)
 
 
-__all__ = ["cls", "cluster", "function", "Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]
+__all__ = ["Env", "cls", "cluster", "function", "get_ref", "Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]

@@ -13,14 +13,17 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.launch.submit import launch
+from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 
 
 def devices_of(recipe: Recipe) -> int:
-    """How many devices (training processes) a run of ``recipe`` spans."""
-    return 1  # the local backend runs one process
+    """How many devices (training processes) a run of ``recipe`` spans: nodes x ranks per node,
+    a node's ranks being ``procs_per_node``, else the GPUs the launch section asks for, else 1."""
+    ln = recipe.launch
+    return ln.nodes * (ln.procs_per_node or gpus_requested(ln) or 1)
 
 
 def run(

@@ -19,6 +19,11 @@ export TOKENIZERS_PARALLELISM=false
 
 step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }
 
+if ! [ -x /opt/venv/bin/python ]; then
+  step "this node cannot run "/opt/venv/bin/python" (the submitting Python): the nodes must see it at the same path (a shared filesystem)"
+  exit 2
+fi
+
 # A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.
 CT_STOP_SIGNAL=''
 rm -f "$CT_STOP_FILE" "$CT_RUN_DIR"/cancel-request  # left by an earlier attempt
@@ -33,16 +38,16 @@ CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}
 export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
 # Data: prepared once, as this job's first step (a cache hit if any run prepared it before);
-# a requeued job already has it.
+# a requeued job, or one whose data was prepared before submitting (launch.prepare_data), has it.
 if [ ! -f "$CT_RUN_DIR"/data.json ]; then
   step "data: prepare (one task)"
-  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
+  srun --nodes=1 --ntasks=1 --cpus-per-task=2 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
   CT_RC=$?
   if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi
   step "data: ready"
 fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=1 --cpus-per-task=2 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
   /opt/venv/bin/python -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
 CT_PID=$!
 # bash runs a trap only between commands: wait again after each signal until srun is gone.

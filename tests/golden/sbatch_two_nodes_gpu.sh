@@ -33,8 +33,17 @@ export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }
 
 step "setup"
+set -e
+trap 'CT_RC=$?; step "setup: a line failed with code $CT_RC (launch.setup); stopping"' ERR
 module load cuda/12.4
 source /opt/venv/bin/activate
+trap - ERR
+set +e
+
+if ! [ -x /opt/venv/bin/python ]; then
+  step "this node cannot run "/opt/venv/bin/python" (the submitting Python): the nodes must see it at the same path (a shared filesystem)"
+  exit 2
+fi
 
 # A stop request (time limit: USR2; preemption: TERM) goes to the ranks through the stop file.
 CT_STOP_SIGNAL=''
@@ -49,20 +58,20 @@ CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\n" | sed -n "s/^No
 CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}
 export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
-# Ranks per node: one per GPU the node has, else one.
-CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi
+# Ranks per node: one per GPU SLURM allocated on this node, else what the recipe asked.
+CT_NPROC=${SLURM_GPUS_ON_NODE:-4}
+if ! [ "$CT_NPROC" -ge 1 ] 2>/dev/null; then CT_NPROC=1; fi
 # Data: prepared once, as this job's first step (a cache hit if any run prepared it before);
-# a requeued job already has it.
+# a requeued job, or one whose data was prepared before submitting (launch.prepare_data), has it.
 if [ ! -f "$CT_RUN_DIR"/data.json ]; then
   step "data: prepare (one task)"
-  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
+  srun --nodes=1 --ntasks=1 --cpus-per-task=32 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
   CT_RC=$?
   if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi
   step "data: ready"
 fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 --cpus-per-task=32 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
   /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=1 --rdzv-backend=c10d --rdzv-conf=join_timeout=600,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
 CT_PID=$!
 # bash runs a trap only between commands: wait again after each signal until srun is gone.

@@ -25,6 +25,8 @@ import pytest
 
 ENABLE_HINT = "install SLURM with `sudo bash scripts/ci/install_slurm.sh` and run the tests as root"
 NODES = ("n1", "n2")
+GPU_TYPE = "a100"
+GPUS_PER_NODE = 4
 
 
 def _missing_service(why: str) -> None:
@@ -96,10 +98,26 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={root}/log/jobcomp.txt",
-        f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 State=UNKNOWN",
+        # Fake GPUs (see _write_gres_conf): SLURM itself accepts or refuses GPU requests.
+        "GresTypes=gpu",
+        f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 "
+        f"Gres=gpu:{GPU_TYPE}:{GPUS_PER_NODE} State=UNKNOWN",
         f"PartitionName=debug Nodes=n[1-{len(NODES)}] Default=YES MaxTime=INFINITE State=UP",
     ]) + "\n")
+    _write_gres_conf(root)
     return conf
+
+
+def _write_gres_conf(root: Path) -> None:
+    """gres.conf beside slurm.conf: typed GPUs with placeholder device files and no detection
+    (no real GPU here). Jobs get SLURM_GPUS_ON_NODE; CUDA_VISIBLE_DEVICES stays empty."""
+    dev = root / "dev"
+    dev.mkdir(exist_ok=True)
+    for i in range(GPUS_PER_NODE):
+        (dev / f"gpu{i}").touch()
+    (root / "gres.conf").write_text(
+        "AutoDetect=off\n"
+        f"NodeName=n[1-{len(NODES)}] Name=gpu Type={GPU_TYPE} File={dev}/gpu[0-{GPUS_PER_NODE - 1}]\n")
 
 
 def _consecutive_free_ports(n: int) -> list[int]:

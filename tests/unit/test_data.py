@@ -71,7 +71,8 @@ def test_local_files_every_format(tmp_path: Path, kind: str) -> None:
     f = write_files(tmp_path)[kind]
     r = load_recipe(with_(TINY_CAUSAL, data={"dataset": None, "train_files": [str(f)]}))
     raw = load_raw(r.data, seed=1)
-    assert len(raw.train) + len(raw.validation) == 30 and raw.carved
+    # .txt keeps the trailing blank line as an example of its own, as datasets' text loader does.
+    assert len(raw.train) + len(raw.validation) == (31 if kind == "txt" else 30) and raw.carved
     assert raw.identity["kind"] == "files" and len(raw.identity["train"][0]["sha256"]) == 64
     if kind != "txt":
         assert sorted(raw.train.column_names) == ["label", "text"]

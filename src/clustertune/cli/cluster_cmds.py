@@ -171,8 +171,11 @@ def exec_(
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Local folder sent as a snapshot and used as the working directory."),
     detach: bool = typer.Option(False, "--detach", help="Print the run id and return; `clustertune logs ID -f` follows."),
     gpus: int = typer.Option(0, "--gpus", help="Free GPUs to give the command on each host (CUDA_VISIBLE_DEVICES)."),
+    site_packages_from: Optional[str] = typer.Option(
+        None, "--site-packages-from", help="A Python on the hosts whose installed packages the env reuses (an existing torch)."),
 ) -> None:
-    """Run a command on the cluster's hosts, env activated, as a run with an id and logs."""
+    """Run a command on the cluster's hosts, env activated, as a run with an id and logs.
+    On hosts without a GPU, torch in --env comes from PyTorch's CPU wheels."""
     from clustertune.remote.cluster import Cluster
     from clustertune.remote.envs import Env
     from clustertune.remote.functions import remote_exec
@@ -182,7 +185,7 @@ def exec_(
         command = command[1:]
     c = Cluster.named(name)
     nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
-    run, answers = remote_exec(c, list(command), hosts=nodes, env=Env.of(env or None),
+    run, answers = remote_exec(c, list(command), hosts=nodes, env=Env(requirements=tuple(env or ()), site_packages_from=site_packages_from),
                                workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach,
                                gpus=gpus)
     print(f"run {run.id}", file=sys.stderr)

@@ -36,7 +36,10 @@ def validate(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
+    from clustertune.train.ds_config import check_deepspeed_json
+
     r = load_recipe(recipe, overrides or [])
+    check_deepspeed_json(r)  # read on the nodes too late: a typo would fail after the job queued
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
     if r.rl is not None:
         src = f"{r.rl.algorithm} policy {r.rl.policy}"

@@ -30,9 +30,11 @@ def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
     if not found:
         print("no runs yet")
         return
+    from clustertune.launch.base import refreshed
+
     table = Table("id", "task", "state", "steps", "best eval", "age", box=None)
     for r in found:
-        row = report.run_row(r)
+        row = report.run_row(refreshed(r))  # unfinished runs: ask their backend (a call may have ended)
         table.add_row(row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"])
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
 

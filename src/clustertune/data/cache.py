@@ -349,7 +349,8 @@ def _causal_lm_sources(recipe: Recipe, raw: _LazyRaw) -> list[tuple[str, Callabl
         return [("validation", loaded(load_validation(d)))]
     chunked = [list(d.train_files or []), list(d.validation_files or [])]
     if all(fs and all(Path(f).suffix.lower() in CHUNKED_SUFFIXES for f in fs) for fs in chunked):
-        return [(name, lambda arrow, fs=fs, key=key: text_chunks_of_files(fs, d.text_column, key, CHUNK_CHARS, arrow))
+        return [(name, lambda arrow, fs=fs, key=key: text_chunks_of_files(fs, d.text_column, key, CHUNK_CHARS, arrow,
+                                                                          d.keep_linebreaks))
                 for name, fs, key in (("train", chunked[0], "data.train_files"),
                                       ("validation", chunked[1], "data.validation_files"))]
     data = raw.get()

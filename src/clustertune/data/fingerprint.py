@@ -37,7 +37,7 @@ __all__ = ["FORMAT_VERSION", "TOKENIZER_FORMAT", "canonical_json", "digest", "fi
            "tokenizer_content_hash", "xxh3_file"]
 
 # Bump when the bytes prepare writes for the same inputs change (tokenization, packing, layout).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: .txt lines keep their line breaks; the carve-out has its own seed
 
 
 class HashMemo:
@@ -170,7 +170,8 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     # Files without validation files are always carved; other sources only when they lack the
     # validation split, which is known once loaded (``carved=None`` keeps both settings in).
     if carved is not False:
-        sel["carve"] = {"fraction": d.validation_fraction, "seed": recipe.train.seed}
+        sel["carve"] = {"fraction": d.validation_fraction, "how": d.validation_carve,
+                        **({"seed": d.split_seed} if d.validation_carve == "random" else {})}
     return sel
 
 
@@ -204,6 +205,11 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
         proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples
     proc["max_eval_samples"] = d.max_eval_samples
+    if d.max_train_samples or d.max_eval_samples:
+        proc["sample_selection"] = d.sample_selection
+        if d.sample_selection == "shuffled":
+            proc["sample_seed"] = d.sample_seed
+    proc["keep_linebreaks"] = d.keep_linebreaks  # .txt files
     return proc
 
 

@@ -11,7 +11,10 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -101,12 +104,22 @@ def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: 
     d = recipe.data
     texts = [t if isinstance(t, str) else "" if t is None else str(t) for t in column(ds, d.text_column)]
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
+    shuffled, limit = (limit, None) if d.sample_selection == "shuffled" else (None, limit)
     if recipe.task == "causal_lm":
-        return causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
-    check_labels(recipe, ds, split)
-    return classification_arrays(
-        texts, column(ds, d.label_column), tokenizer, d.max_length, limit, split
-    )
+        arrays = causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
+    else:
+        check_labels(recipe, ds, split)
+        arrays = classification_arrays(texts, column(ds, d.label_column), tokenizer, d.max_length, limit, split)
+    return select_shuffled(arrays, shuffled, d.sample_seed) if shuffled else arrays
+
+
+def select_shuffled(arrays: Arrays, n: int, seed: int) -> Arrays:
+    """``n`` samples as ``Dataset.shuffle(seed=seed).select(range(n))`` picks them (the same
+    permutation, so the same rows in the same order): on label-sorted data the first n are
+    one class."""
+    idx = np.random.default_rng(seed).permutation(len(arrays))[:n]
+    return replace(arrays, **{f.name: getattr(arrays, f.name)[idx] for f in fields(arrays)
+                              if isinstance(getattr(arrays, f.name), np.ndarray)})
 
 
 def check_labels(recipe: Recipe, ds: Any, split: str) -> None:
@@ -120,6 +133,8 @@ def check_labels(recipe: Recipe, ds: Any, split: str) -> None:
             f"its columns are {', '.join(ds.column_names)}"
         )
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
+    if d.sample_selection == "shuffled":
+        limit = None  # any row may be drawn
     labels = column(ds, d.label_column)[:limit] if limit else column(ds, d.label_column)
     n = recipe.model.num_labels or 2
     bad = [(i, v) for i, v in enumerate(labels) if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n]

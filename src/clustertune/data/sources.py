@@ -39,7 +39,15 @@ def _looks_like_path(s: str) -> bool:
     return s.startswith(("/", "./", "../", "~")) or os.sep in s and Path(s).expanduser().exists() or Path(s).exists()
 
 
-def _read_file(path: Path, key: str) -> Any:
+def text_lines(text: str, keep_linebreaks: bool) -> list[str]:
+    """A .txt file's examples: every line with its line break (blank ones too), as run_clm.py
+    reads them; without line breaks, the non-blank lines bare."""
+    if keep_linebreaks:
+        return text.splitlines(keepends=True)
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
     import pandas as pd
     from datasets import Dataset
 
@@ -48,8 +56,7 @@ def _read_file(path: Path, key: str) -> Any:
     suffix = path.suffix.lower()
     try:
         if suffix in TEXT_SUFFIXES:
-            lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-            return Dataset.from_dict({"text": lines})
+            return Dataset.from_dict({"text": text_lines(path.read_text(encoding="utf-8"), keep_linebreaks)})
         if suffix == ".jsonl":
             import pyarrow as pa
             import pyarrow.json as pj
@@ -91,9 +98,9 @@ def as_text(t: Any) -> str:
 
 
 def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_bytes: int = 32 << 20,
-                         arrow: bool = True) -> Iterator[list[str]]:
+                         arrow: bool = True, keep_linebreaks: bool = True) -> Iterator[list[str]]:
     """The texts of local .txt/.jsonl/.parquet files in order, about ``chunk_bytes`` at a time:
-    the rows :func:`load_raw` reads (non-blank lines of text files; a JSON line or parquet row
+    the rows :func:`load_raw` reads (the lines of text files as ``data.keep_linebreaks`` says; a JSON line or parquet row
     each, the text column's value through :func:`as_text`). Raises :class:`ArrowGaveUp` where
     Arrow cannot read a JSON lines file (``arrow=False`` reads it line by line instead)."""
     for f in files:
@@ -103,7 +110,7 @@ def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_byt
         suffix = p.suffix.lower()
         try:
             if suffix in TEXT_SUFFIXES:
-                yield from _text_file_chunks(p, chunk_bytes)
+                yield from _text_file_chunks(p, chunk_bytes, keep_linebreaks)
             elif suffix == ".jsonl":
                 yield from (_jsonl_chunks_arrow if arrow else _jsonl_chunks_python)(p, text_column, key, chunk_bytes)
             else:
@@ -117,10 +124,11 @@ def _no_column(key: str, p: Path, column: str, names: list[str]) -> DataError:
                      f"{', '.join(names)}")
 
 
-def _text_file_chunks(p: Path, chunk_bytes: int) -> Iterator[list[str]]:
-    with p.open(encoding="utf-8") as fh:  # universal newlines, as read_text(); then every other line break
+def _text_file_chunks(p: Path, chunk_bytes: int, keep_linebreaks: bool) -> Iterator[list[str]]:
+    # Universal newlines, as read_text(); then every other line break, as :func:`text_lines` cuts.
+    with p.open(encoding="utf-8") as fh:
         while lines := fh.readlines(chunk_bytes):
-            yield [part for line in lines for part in line.splitlines() if part.strip()]
+            yield [part for line in lines for part in text_lines(line, keep_linebreaks)]
 
 
 def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
@@ -179,13 +187,13 @@ def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterato
         yield [as_text(t) for t in batch.column(0).to_pylist()]
 
 
-def _read_files(files: list[str], key: str) -> tuple[Any, list[dict[str, Any]]]:
+def _read_files(files: list[str], key: str, keep_linebreaks: bool = True) -> tuple[Any, list[dict[str, Any]]]:
     from datasets import concatenate_datasets
 
     parts, ident = [], []
     for f in files:
         p = Path(f).expanduser()
-        ds = _read_file(p, key)
+        ds = _read_file(p, key, keep_linebreaks)
         parts.append(ds)
         st = p.stat()
         ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": sha256_file(p)})
@@ -224,13 +232,14 @@ def _split(ds_or_dict: Any, d: DataSection) -> tuple[Any, Any | None]:
     return ds_or_dict[d.train_split], val
 
 
-def carve_validation(ds: Any, fraction: float, seed: int) -> tuple[Any, Any]:
-    """Hold out ``fraction`` of ``ds`` (at least one example) with a seeded permutation."""
+def carve_validation(ds: Any, fraction: float, seed: int, first: bool = False) -> tuple[Any, Any]:
+    """Hold out ``fraction`` of ``ds`` (at least one example): the ``first`` ones (run_clm.py's
+    ``train[:N%]``), else a seeded permutation's."""
     n = len(ds)
     if n < 2:
         raise DataError(f"data: only {n} training example(s); cannot carve a validation split from it")
     n_val = min(n - 1, max(1, int(round(n * fraction))))
-    perm = np.random.default_rng(seed).permutation(n)
+    perm = np.arange(n) if first else np.random.default_rng(seed).permutation(n)
     return ds.select(np.sort(perm[n_val:])), ds.select(np.sort(perm[:n_val]))
 
 
@@ -241,10 +250,10 @@ def load_raw(d: DataSection, seed: int) -> RawData:
     ident: dict[str, Any]
     val = None
     if d.train_files:
-        train, files = _read_files(d.train_files, "data.train_files")
+        train, files = _read_files(d.train_files, "data.train_files", d.keep_linebreaks)
         ident = {"kind": "files", "train": files}
         if d.validation_files:
-            val, vfiles = _read_files(d.validation_files, "data.validation_files")
+            val, vfiles = _read_files(d.validation_files, "data.validation_files", d.keep_linebreaks)
             ident["validation"] = vfiles
     else:
         name = d.dataset or ""
@@ -269,7 +278,8 @@ def load_raw(d: DataSection, seed: int) -> RawData:
             ident = {"kind": "hub", "name": name, "config": d.dataset_config}
     carved = val is None
     if carved:
-        train, val = carve_validation(train, d.validation_fraction, seed)
+        # data.split_seed, not the training seed: changing train.seed keeps the validation set.
+        train, val = carve_validation(train, d.validation_fraction, d.split_seed, d.validation_carve == "first")
     for split_name, ds in (("train", train), ("validation", val)):
         if d.text_column not in ds.column_names:
             raise DataError(
@@ -285,7 +295,7 @@ def load_validation(d: DataSection) -> Any:
 
     name = d.dataset or ""
     if d.train_files:
-        val, _ = _read_files(d.validation_files, "data.validation_files")
+        val, _ = _read_files(d.validation_files, "data.validation_files", d.keep_linebreaks)
     elif Path(name).expanduser().is_dir():
         loaded = load_from_disk(str(Path(name).expanduser()))
         _, val = _split(loaded, d)

@@ -107,12 +107,12 @@ class BlockStream:
                 yield g, block, after
 
 
-def texts_of_files(files: list[str], text_column: str = "text") -> Callable[[], Iterator[str]]:
+def texts_of_files(files: list[str], text_column: str = "text", keep_linebreaks: bool = True) -> Callable[[], Iterator[str]]:
     """Texts of local files read lazily, line by line for .txt/.jsonl (same rows as prepare)."""
     import json
     from pathlib import Path
 
-    from clustertune.data.sources import _read_file
+    from clustertune.data.sources import _read_file, text_lines
 
     def gen() -> Iterator[str]:
         for f in files:
@@ -120,10 +120,8 @@ def texts_of_files(files: list[str], text_column: str = "text") -> Callable[[], 
             suffix = p.suffix.lower()
             if suffix in (".txt", ".text"):
                 with p.open(encoding="utf-8") as fh:
-                    for line in fh:  # the same rows as prepare's read_text().splitlines()
-                        for part in line.splitlines():
-                            if part.strip():
-                                yield part
+                    for line in fh:  # the same rows as prepare's sources.text_lines
+                        yield from text_lines(line, keep_linebreaks)
             elif suffix == ".jsonl":
                 with p.open(encoding="utf-8") as fh:
                     for line in fh:
@@ -144,7 +142,7 @@ def texts_of_source(d: Any) -> Callable[[], Iterator[str]]:
     from pathlib import Path
 
     if d.train_files:
-        return texts_of_files(list(d.train_files), d.text_column)
+        return texts_of_files(list(d.train_files), d.text_column, d.keep_linebreaks)
     name = d.dataset or ""
     if name.startswith(builtin.BUILTIN_PREFIX):
         rows = builtin.builtin_rows(builtin.short_name(name))

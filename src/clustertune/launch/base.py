@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Protocol
 
-from clustertune.errors import RunError
+from clustertune.errors import RunError, UserError
 from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, Job, follow, wait
@@ -86,3 +86,15 @@ def launcher(name: str) -> Launcher:
 def job_for(run: Run) -> Job:
     """The job of ``run``, whatever backend ran it."""
     return launcher(run.info.backend).job(run)
+
+
+def refreshed(run: Run) -> Run:
+    """``run`` as its backend sees it now, so a listing never shows a finished job as running;
+    the recorded state where the backend cannot be asked (a host down, no SLURM here)."""
+    if run.state.terminal:
+        return run
+    try:
+        job_for(run).state()
+    except UserError:
+        return run
+    return run.reload()

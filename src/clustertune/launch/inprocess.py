@@ -9,11 +9,14 @@ torch.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.data.staging import read_run_data, write_run_data
@@ -54,9 +57,21 @@ class Checked:
     config: Any
 
 
+def use_device(recipe: Recipe) -> None:
+    """``train.device: cpu`` in this process: the GPUs are hidden before CUDA starts, so every
+    later device and precision decision sees none."""
+    if recipe.train.device != "cpu":
+        return
+    if torch.cuda.is_initialized():
+        raise UserError("train.device=cpu: CUDA has already started in this Python process; start it "
+                        "with CUDA_VISIBLE_DEVICES='' or use `clustertune run`")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def preflight(recipe: Recipe) -> Checked:
     """Checks that need data or a model config, and the data preparation itself (a cache hit
     when the same data was prepared before), done before any run directory exists."""
+    use_device(recipe)
     check_trackers(list(recipe.tracking.trackers))
     check_strategy(recipe, mixed_precision(recipe))
     if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here

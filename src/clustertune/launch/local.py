@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.plan import LaunchPlan, node_command
+from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
 from clustertune.runs.run import Run, pid_alive
@@ -126,7 +126,8 @@ def node_env(plan: LaunchPlan, base: dict[str, str] | None = None) -> dict[str, 
     """The training processes' environment: ours, plus the plan's variables (pass-through names
     are inherited from ``base``, so their values never appear in argv or files)."""
     env = dict(os.environ if base is None else base)
-    env.update(dict(plan.env))
+    for k, v in plan.env:  # sorted, as the SLURM script exports them: a value may use an earlier one
+        env[k] = expand_env_value(v, env)
     return env
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from clustertune.recipe.launch_checks import gres_gpus
 from clustertune.recipe.schema import LaunchSection, Recipe
 
 # The node-side entry point; it reads everything else from the run directory.
@@ -26,6 +28,9 @@ BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED
 SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
 
 
+# SLURM options that, left unset, the cluster fills in (the dry run says so).
+SITE_DEFAULT_KEYS = ("partition", "time", "account", "qos", "mem")
+
 # SlurmOptions fields whose launch key has another name.
 SLURM_KEY_OF = {"extra": "sbatch_extra"}
 
@@ -35,7 +40,10 @@ class SlurmOptions:
     """The scheduler's part of a plan: each maps to one ``#SBATCH`` flag."""
 
     gpus_per_node: int = 0
-    cpus_per_gpu: int = 4
+    gpus_per_task: int | None = None
+    gres: str | None = None
+    gpu_type: str | None = None
+    cpus_per_gpu: int | None = None
     cpus_per_task: int | None = None
     mem: str | None = None
     time: str | None = None
@@ -54,6 +62,21 @@ class SlurmOptions:
         the recipe schema documents and validates them, this only carries them into the plan."""
         values = {f.name: getattr(ln, SLURM_KEY_OF.get(f.name, f.name)) for f in fields(cls)}
         return cls(**{**values, "extra": tuple(values["extra"])})
+
+    @property
+    def gpus(self) -> int | None:
+        """GPUs per node asked for (one task per node), None when the job asks for none."""
+        if self.gpus_per_node or self.gpus_per_task:
+            return self.gpus_per_node or self.gpus_per_task
+        return gres_gpus(self.gres) if self.gres else None
+
+    @property
+    def step_cpus(self) -> int | None:
+        """CPUs the training step asks for: srun does not inherit the job's --cpus-per-task
+        (SLURM 22.05 and later), so without it every rank of a node shares one core."""
+        if self.cpus_per_task:
+            return self.cpus_per_task
+        return self.cpus_per_gpu * self.gpus if self.cpus_per_gpu and self.gpus else None
 
 
 @dataclass(frozen=True)
@@ -94,6 +117,8 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
     if recipe.train.cpu_threads:
         # Each rank sets torch's threads itself; OMP's default (all cores per rank) oversubscribes.
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
+    if recipe.train.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # torch then finds no GPU, on every node and rank
     if ln.nccl_socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = ln.nccl_socket_ifname
     if ln.max_restarts:
@@ -117,6 +142,33 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
         node_address_suffix=ln.node_address_suffix,
         slurm=SlurmOptions.from_launch(ln),
     )
+
+
+# In launch.env values: $NAME and ${NAME} expand where the job runs; $$ is a literal $.
+ENV_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_env_value(value: str, environ: dict[str, str]) -> str:
+    """A launch.env value with its references filled in from ``environ`` (unset: empty, as
+    the shell does); what the SLURM script's double-quoted rendering gives on the node."""
+    def sub(m: re.Match[str]) -> str:
+        return "$" if m.group() == "$$" else environ.get(m.group(1) or m.group(2), "")
+    return ENV_REFERENCE.sub(sub, value)
+
+
+def shell_expanding_quote(value: str) -> str:
+    """``value`` in double quotes for bash, where only $NAME/${NAME} expand: every other
+    character that bash would interpret inside double quotes is escaped."""
+    if "$" not in value:
+        return shlex.quote(value)  # nothing to expand: the plainest quoting
+
+    def lit(text: str) -> str:
+        return re.sub(r'([\\"$`])', r"\\\1", text)
+    out, pos = [], 0
+    for m in ENV_REFERENCE.finditer(value):
+        out += [lit(value[pos:m.start()]), "\\$" if m.group() == "$$" else m.group()]
+        pos = m.end()
+    return '"' + "".join([*out, lit(value[pos:])]) + '"'
 
 
 def secret_looking_env(plan: LaunchPlan) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.plan import LaunchPlan, entry_args, torchrun_args
+from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, entry_args, shell_expanding_quote, torchrun_args
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
@@ -71,11 +71,16 @@ def sbatch_flags(plan: LaunchPlan) -> list[str]:
         "--constraint": s.constraint,
         "--dependency": s.dependency,
         "--mem": s.mem,
+        # Exactly what the recipe asks for (the schema refuses the pairs sbatch refuses).
         "--cpus-per-task": str(s.cpus_per_task) if s.cpus_per_task else None,
+        "--cpus-per-gpu": str(s.cpus_per_gpu) if s.cpus_per_gpu else None,
+        "--gres": s.gres,
     }
+    typed = f"{s.gpu_type}:" if s.gpu_type else ""
     if s.gpus_per_node:
-        flags["--gpus-per-node"] = str(s.gpus_per_node)
-        flags["--cpus-per-gpu"] = str(s.cpus_per_gpu)
+        flags["--gpus-per-node"] = f"{typed}{s.gpus_per_node}"
+    if s.gpus_per_task:
+        flags["--gpus-per-task"] = f"{typed}{s.gpus_per_task}"
     lines = sorted(f"{k}={v}" if v is not None else k for k, v in flags.items() if v is not None or k == "--requeue")
     return lines + list(s.extra)
 
@@ -98,17 +103,24 @@ def render_sbatch(plan: LaunchPlan) -> str:
 
 def _env_lines(plan: LaunchPlan) -> list[str]:
     q = shlex.quote
-    # No `set -u`/`-e`: users' setup lines (venv/conda activation) often trip them; the script
-    # checks the exit codes it acts on.
+    # No `set -u`/`-e` for the script as a whole: it checks the exit codes it acts on.
     lines = [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
              f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
-    lines += [f"export {k}={q(v)}" for k, v in plan.env]
+    # launch.env: $NAME/${NAME} expand on the node ($SCRATCH/hf), nothing else is interpreted.
+    lines += [f"export {k}={shell_expanding_quote(v)}" for k, v in plan.env]
     if plan.env_passthrough:
         lines.append("# passed through from the submitting environment (values never written here): "
                      + " ".join(plan.env_passthrough))
     lines += ["", 'step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }', ""]
     if plan.setup:
-        lines += ['step "setup"', *plan.setup, ""]
+        # A failed `module load` or activation must stop the job, not train in the wrong env.
+        lines += ['step "setup"', "set -e",
+                  """trap 'CT_RC=$?; step "setup: a line failed with code $CT_RC (launch.setup); stopping"' ERR""",
+                  *plan.setup, "trap - ERR", "set +e", ""]
+    lines += [f"if ! [ -x {q(plan.python)} ]; then",
+              f'  step "this node cannot run "{q(plan.python)}" (the submitting Python): the nodes must see '
+              'it at the same path (a shared filesystem)"',
+              "  exit 2", "fi", ""]
     return lines
 
 
@@ -134,20 +146,23 @@ def _stop_and_rendezvous_lines(plan: LaunchPlan) -> list[str]:
         'export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"',
     ]
     if not plan.procs_per_node:
-        lines += ["# Ranks per node: one per GPU the node has, else one.",
-                  "CT_NPROC=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)",
-                  'if [ "${CT_NPROC:-0}" -lt 1 ]; then CT_NPROC=1; fi']
+        # Not nvidia-smi: it lists every GPU of the node whatever CUDA_VISIBLE_DEVICES says, so a
+        # site without device cgroups would start more ranks than GPUs allocated.
+        lines += ["# Ranks per node: one per GPU SLURM allocated on this node, else what the recipe asked.",
+                  f"CT_NPROC=${{SLURM_GPUS_ON_NODE:-{plan.slurm.gpus or 1}}}",
+                  'if ! [ "$CT_NPROC" -ge 1 ] 2>/dev/null; then CT_NPROC=1; fi']
     return lines
 
 
 def _data_lines(plan: LaunchPlan) -> list[str]:
     q = shlex.quote
+    cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
     return [
         "# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);",
-        "# a requeued job already has it.",
+        "# a requeued job, or one whose data was prepared before submitting (launch.prepare_data), has it.",
         'if [ ! -f "$CT_RUN_DIR"/data.json ]; then',
         '  step "data: prepare (one task)"',
-        f'  srun --nodes=1 --ntasks=1 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log '
+        f'  srun --nodes=1 --ntasks=1{cpus} --open-mode=append --output="$CT_RUN_DIR"/logs/data.log '
         f'{q(plan.python)} -m clustertune.data.job_step "$CT_RUN_DIR"',
         '  CT_RC=$?',
         '  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi',
@@ -162,9 +177,12 @@ def _train_lines(plan: LaunchPlan) -> list[str]:
     torchrun = " ".join([*map(q, torchrun_args(plan, 0)[:-2]), f"--nproc-per-node={nproc}", *map(q, torchrun_args(plan, 0)[-1:]),
                          "--rdzv-backend=c10d", q(rdzv_conf(plan)),
                          *map(q, entry_args(plan))])
+    # srun no longer inherits the job's --cpus-per-task (SLURM 22.05): without it, all the
+    # ranks of a node would share one core.
+    cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
     return [
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
-        f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes} --open-mode=append '
+        f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes}{cpus} --open-mode=append '
         f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',
         "CT_PID=$!",
         "# bash runs a trap only between commands: wait again after each signal until srun is gone.",
@@ -198,6 +216,25 @@ def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
     recipe and in ``launch.setup`` point, as they do for a local run."""
     logs = Path(plan.run_dir) / "logs"
     return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", str(script)]
+
+
+def describe_lines(plan: LaunchPlan, recipe: Recipe) -> list[str]:
+    """The dry run: the exact submit command (the log path lives on it, not in the script),
+    what the site decides, where the data is prepared, and the script itself."""
+    script = Path(plan.run_dir) / SCRIPT_NAME
+    unset = [f"launch.{k}" for k in SITE_DEFAULT_KEYS if getattr(plan.slurm, k) is None]
+    where = ("on this machine, before submitting" if recipe.launch.prepare_data == "submitter"
+             else "as the job's first step, on a compute node")
+    lines = ["# sbatch command (the script is written to the run directory first)", shlex.join(sbatch_argv(plan, script))]
+    if unset:
+        lines.append(f"# site default: {', '.join(unset)} unset, so the cluster's defaults apply")
+    if plan.slurm.gpus and not plan.slurm.step_cpus:
+        lines.append(f"# note: no CPUs asked for: the site's default per task (often 1) serves the {plan.slurm.gpus} "
+                     "ranks of each node and their data loading; set launch.cpus_per_task or launch.cpus_per_gpu")
+    lines += [f"# data: prepared {where} (launch.prepare_data)",
+              f"# the nodes run {plan.python} (the submitting Python): it must exist at that path on every node",
+              "# sbatch script", render_sbatch(plan)]
+    return lines
 
 
 def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -398,7 +435,7 @@ class SlurmLauncher:
             )
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
-        return ["# sbatch script", render_sbatch(plan)]
+        return describe_lines(plan, recipe)
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> SlurmJob:
         """Returns once SLURM accepted the job (the run is PENDING)."""

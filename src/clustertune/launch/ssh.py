@@ -206,7 +206,9 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         # The code snapshot first on the path: the run uses the code as it was when submitted.
         runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{code[2]}"),
                                                      runtime.get("PYTHONPATH")) if p)
-        header = {"argv": argv, "cwd": abs_rdir, "env": runtime, "client": client_id()}
+        # launch.env values expand their $NAME references on the host (as in a SLURM script).
+        header = {"argv": argv, "cwd": abs_rdir, "env": runtime, "client": client_id(),
+                  "expand_env": [k for k, _ in plan.env]}
         _, py = cluster.env_python(i, env)
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",
                          [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", "exec"])

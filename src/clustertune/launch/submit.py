@@ -7,6 +7,7 @@ be trained or fetched here): a launch should not pay for imports the ranks pay a
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, UserError
 from clustertune.launch.base import Announce, launcher
 from clustertune.launch.local import visible_gpus
-from clustertune.launch.plan import LaunchPlan, build_plan, secret_looking_env
+from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.remote.train_job import before_resume
@@ -22,6 +23,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
+from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
 
 
@@ -31,10 +33,16 @@ def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
     ln = recipe.launch
     if ln.backend != "local":
         return True
-    return (ln.procs_per_node or visible_gpus(env)) > 1
+    return (ln.procs_per_node or (0 if recipe.train.device == "cpu" else visible_gpus(env))) > 1
 
 
-def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
+def missing_passthrough(plan: LaunchPlan) -> list[str]:
+    return [n for n in plan.env_passthrough if n not in os.environ]
+
+
+def plan_for(recipe: Recipe, run_id: str, run_dir: Path, *, need_passthrough: bool = True) -> LaunchPlan:
+    """The plan; an unset ``env_passthrough`` variable is an error where the job would start
+    (``need_passthrough``), a warning in a dry run (public models need no HF_TOKEN to look at)."""
     if recipe.launch.backend == "ssh":
         # Each host runs the node command inside its own copy of the run directory, with the
         # env's bin first on PATH: the same command on every host.
@@ -47,10 +55,27 @@ def plan_for(recipe: Recipe, run_id: str, run_dir: Path) -> LaunchPlan:
             f"launch.env: {', '.join(bad)} look(s) like secrets, which would be written into the job script; "
             f"list the name(s) in launch.env_passthrough instead and set them in your environment"
         )
-    missing = [n for n in plan.env_passthrough if n not in os.environ]
-    if missing:
-        raise LaunchError(f"launch.env_passthrough: {', '.join(missing)} not set in this environment; export it first")
+    missing = missing_passthrough(plan)
+    if missing and need_passthrough:
+        raise LaunchError(f"launch.env_passthrough: {', '.join(missing)} not set in this environment; export it "
+                          "first, or drop it from launch.env_passthrough if the job does not need it")
     return plan
+
+
+def prepares_data_here(recipe: Recipe, backend_default: bool) -> bool:
+    """Whether the data is prepared on this machine before the job starts (launch.prepare_data)."""
+    return {"submitter": True, "job": False}.get(recipe.launch.prepare_data, backend_default)
+
+
+def plan_json_for_people(plan: LaunchPlan) -> str:
+    """The plan as JSON, with the SLURM options left unset shown as the site's defaults."""
+    d = plan.to_dict()
+    if plan.backend == "slurm":
+        d["slurm"] = {k: ("site default" if k in SITE_DEFAULT_KEYS else "not asked for") if v is None else v
+                      for k, v in d["slurm"].items()}
+    else:
+        d.pop("slurm")
+    return json.dumps(d, indent=2, sort_keys=True) + "\n"
 
 
 def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
@@ -70,9 +95,12 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
 
 def dry_run_text(recipe: Recipe, root: Path) -> str:
     """The plan (and the sbatch script) a launch would use, for a run directory not yet made."""
+    check_deepspeed_json(recipe)
     run_id = new_run_id(recipe.name)
-    plan = plan_for(recipe, run_id, root / run_id)
-    out = ["# launch plan", plan.to_json()]
+    plan = plan_for(recipe, run_id, root / run_id, need_passthrough=False)
+    out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
+           "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
+    out += ["# launch plan", plan_json_for_people(plan)]
     if not needs_launcher(recipe):
         out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
     else:
@@ -124,6 +152,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         # Problems found without heavy imports fail here, before any run directory exists;
         # the ranks check the model and data themselves (their errors land in run.json).
         check_trackers(list(recipe.tracking.trackers))
+        check_deepspeed_json(recipe)
         launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
         root = runs_root(runs_root_dir or recipe.tracking.runs_root)
         run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
@@ -131,7 +160,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     backend = launcher(recipe.launch.backend)
     plan = plan_for(recipe, run.id, run.paths.root)
     try:
-        if backend.prepares_data_here:  # else the data is the job's first step, where it runs
+        if prepares_data_here(recipe, backend.prepares_data_here):  # else: the job's first step
             prepare_run_data(recipe, run.paths)
     except UserError as exc:
         run.transition(RunState.FAILED, reason=str(exc))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
 from clustertune.models.tokenizer import hub_unreachable_message
 from clustertune.recipe.schema import Recipe
+
+log = logging.getLogger("clustertune")
 
 POSITION_ATTRS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
 
@@ -143,7 +146,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
             model = auto.from_config(config, **kwargs)
         else:
             path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path
-            model = auto.from_pretrained(path, config=config, **kwargs)  # always low-memory in transformers 5
+            model = _load_pretrained(auto, path, config, recipe, kwargs)
     except ValueError as exc:
         raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
     except OSError as exc:
@@ -156,4 +159,27 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     if m.adapter is not None:
         model = apply_adapter(recipe, model, tokenizer)
         record_base(recipe, model)
+    return model
+
+
+def _load_pretrained(auto: Any, path: str, config: Any, recipe: Recipe, kwargs: dict[str, Any]) -> Any:
+    """Pretrained weights into a model of ``config``. A tensor whose shape changed is
+    re-initialised when it belongs to the task head (a classifier reused with another
+    ``num_labels``); in the body (``config_overrides`` that change a width) it is an error naming
+    the tensors, unless ``model.ignore_mismatched_sizes`` says to re-initialise them too."""
+    m = recipe.model
+    model, info = auto.from_pretrained(path, config=config,  # always low-memory in transformers 5
+                                       ignore_mismatched_sizes=True, output_loading_info=True, **kwargs)
+    mismatched = sorted((str(k), tuple(a), tuple(b)) for k, a, b in info.get("mismatched_keys") or ())
+    prefix = f"{model.base_model_prefix}."
+    body = [t for t in mismatched if t[0].startswith(prefix)]
+    if body and not m.ignore_mismatched_sizes:
+        shown = "; ".join(f"{k} {list(a)} in the checkpoint, {list(b)} in the model" for k, a, b in body[:6])
+        more = f" and {len(body) - 6} more" if len(body) > 6 else ""
+        raise ModelError(
+            f"model.config_overrides: {len(body)} weight(s) of {m.name_or_path!r} do not fit the model's shape "
+            f"({shown}{more}); drop the overrides that change sizes, or set model.ignore_mismatched_sizes=true "
+            "to re-initialise those weights (they then start from random values)")
+    if mismatched:
+        log.warning("re-initialised (shape changed): %s", ", ".join(f"{k} {list(a)} -> {list(b)}" for k, a, b in mismatched))
     return model

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustertune.recipe.adapter_schema import AdapterSection, adapter_problems
+from clustertune.recipe.launch_checks import launch_problems
 
 Task = Literal["causal_lm", "sequence_classification", "rlhf"]
 TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "rlhf")
@@ -45,6 +46,11 @@ class ModelSection(Section):
     num_labels: int | None = Field(default=None, ge=2)
     """Number of classes for ``sequence_classification``."""
 
+    ignore_mismatched_sizes: bool = False
+    """Pretrained weights whose shape no longer fits the model (``config_overrides`` that change
+    a width) are re-initialised instead of refused. A classification head with another
+    ``num_labels`` is always re-initialised (and logged)."""
+
     low_cpu_mem_usage: bool = True
     """Load pretrained weights without first materialising a randomly initialised copy
     (transformers 5 always does this; the switch matters for transformers 4)."""
@@ -76,6 +82,10 @@ class DataSection(Section):
     train_files: list[str] = Field(default_factory=list)
     """Local training files: .txt (one example per line), .json/.jsonl, .csv or .parquet."""
 
+    keep_linebreaks: bool = True
+    """.txt files: each line keeps its line break, blank lines included (run_clm.py's
+    ``keep_linebreaks``), so code and verse keep their shape; false drops them."""
+
     validation_files: list[str] = Field(default_factory=list)
     """Local validation files, same formats as ``train_files``."""
 
@@ -86,8 +96,14 @@ class DataSection(Section):
     """Split used for evaluation when ``dataset`` has it; otherwise one is carved from train."""
 
     validation_fraction: float = Field(default=0.05, gt=0.0, lt=1.0)
-    """Fraction of the training examples held out (with ``train.seed``) when no validation
-    split or files exist."""
+    """Fraction of the training examples held out when no validation split or files exist."""
+
+    validation_carve: Literal["random", "first"] = "random"
+    """How that fraction is chosen: ``random`` (a permutation drawn with ``split_seed``) or
+    ``first`` (the first examples, run_clm.py's ``train[:5%]``). The training seed never moves it."""
+
+    split_seed: int = 42
+    """Seed of the ``random`` validation carve-out."""
 
     text_column: str = "text"
     """Column holding the text."""
@@ -103,10 +119,19 @@ class DataSection(Section):
     """Classification: examples are truncated and padded to this many tokens."""
 
     max_train_samples: int | None = Field(default=None, ge=1)
-    """Keep only the first N training samples (blocks for causal LM, examples for classification)."""
+    """Keep only N training samples (blocks for causal LM, examples for classification),
+    chosen as ``sample_selection`` says."""
 
     max_eval_samples: int | None = Field(default=None, ge=1)
-    """Keep only the first N evaluation samples."""
+    """Keep only N evaluation samples (chosen as ``sample_selection`` says)."""
+
+    sample_selection: Literal["first", "shuffled"] = "first"
+    """Which samples ``max_train_samples``/``max_eval_samples`` keep: the ``first`` N (the
+    default, run_clm.py's), or N ``shuffled`` with ``sample_seed`` (``shuffle(seed).select(range(N))``:
+    the same rows in the same order), which matters on sorted data."""
+
+    sample_seed: int = 42
+    """Seed of ``sample_selection: shuffled``."""
 
     cache_dir: str | None = None
     """Root of the prepared-data cache (content-addressed: ``<cache_dir>/<fingerprint>/``).
@@ -195,10 +220,15 @@ class TrainSection(Section):
     """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
 
     seed: int = 42
-    """Seed for initialisation, data order, dropout and the validation carve-out."""
+    """Seed for initialisation, data order and dropout (the validation carve-out has ``data.split_seed``)."""
 
     shuffle: bool = True
     """Shuffle the training samples each epoch (deterministically from ``seed`` and epoch)."""
+
+    device: Literal["auto", "cpu"] = "auto"
+    """``cpu`` trains on the CPU even where GPUs are visible (run_clm.py's ``--use_cpu``): the
+    training processes see no GPU (``CUDA_VISIBLE_DEVICES=""``). ``auto``: the GPUs when there are
+    any. To pick GPUs, set ``CUDA_VISIBLE_DEVICES`` in ``launch.env``."""
 
     cpu_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads (CPU training); unset keeps torch's default."""
@@ -320,13 +350,28 @@ class LaunchSection(Section):
     (the submitting host may have no GPU)."""
 
     gpus_per_node: int = Field(default=0, ge=0)
-    """GPUs requested per node (``--gpus-per-node``); 0 on CPU-only partitions."""
+    """GPUs per node (``--gpus-per-node``; typed with ``gpu_type``). One of ``gpus_per_node``,
+    ``gpus_per_task`` and ``gres`` says how GPUs are asked for; 0 on CPU-only partitions."""
 
-    cpus_per_gpu: int = Field(default=4, ge=1)
-    """CPU cores per GPU (``--cpus-per-gpu``) when ``gpus_per_node`` is set."""
+    gpus_per_task: int | None = Field(default=None, ge=1)
+    """GPUs per task (``--gpus-per-task``; typed with ``gpu_type``), for sites that count GPUs
+    per task. The job has one task per node, so this is the GPUs each node gets."""
+
+    gres: str | None = Field(default=None, pattern=r"^[A-Za-z_]+(?::[\w.-]+)*(?:,[A-Za-z_]+(?::[\w.-]+)*)*$")
+    """A generic-resource request (``--gres``) as sites write it: ``gpu:8``, ``gpu:a100:4``,
+    ``gpu:rtx8000:1,nvme:100``. Its GPU count sets the ranks per node."""
+
+    gpu_type: str | None = Field(default=None, pattern=r"^[\w.-]+$")
+    """GPU type (``a100``, ``rtx8000``) for ``gpus_per_node`` or ``gpus_per_task``: rendered as
+    ``--gpus-per-node=a100:4``. With ``gres``, write the type inside it."""
+
+    cpus_per_gpu: int | None = Field(default=None, ge=1)
+    """CPU cores per allocated GPU (``--cpus-per-gpu``). SLURM refuses it together with
+    ``cpus_per_task``: set one. Neither: the site's default."""
 
     cpus_per_task: int | None = Field(default=None, ge=1)
-    """CPU cores for the one task per node (``--cpus-per-task``); for CPU-only partitions."""
+    """CPU cores for the one task per node (``--cpus-per-task``; the training step gets them
+    too), e.g. 32 for 8 GPUs with their data loaders. SLURM refuses it together with ``cpus_per_gpu``."""
 
     mem: str | None = None
     """Memory per node (``--mem``), e.g. ``64G``."""
@@ -353,11 +398,21 @@ class LaunchSection(Section):
     """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
 
     setup: list[str] = Field(default_factory=list)
-    """Shell lines run on each node before training (``module load ...``, ``source venv/bin/activate``)."""
+    """Shell lines run before the data step and training (``module load ...``, ``source
+    venv/bin/activate``); on SLURM they run with ``set -e``: a failing line stops the job."""
 
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for the training processes (not secrets: they are written
-    into the job script)."""
+    into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs
+    (``HF_HOME: $SCRATCH/hf``), as ``data.stage_to`` does; ``$$`` is a literal ``$``; nothing
+    else is interpreted (no ``$(...)``, no globs)."""
+
+    prepare_data: Literal["auto", "submitter", "job"] = "auto"
+    """Where the data is prepared (tokenized and packed into the cache, once). ``submitter``:
+    on this machine before anything starts (it needs the inputs and the cache directory, shared
+    with the nodes); ``job``: as the SLURM job's first step, on a compute node (login nodes
+    that forbid heavy work; the inputs must be reachable there: ``clustertune fetch`` for
+    nodes without internet). ``auto``: ``job`` on SLURM, ``submitter`` elsewhere."""
 
     env_passthrough: list[str] = Field(default_factory=list)
     """Names of variables (``HF_TOKEN``) whose values travel from the submitting environment
@@ -469,6 +524,7 @@ class Recipe(Section):
                              "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
         problems.extend(strategy_problems(self.train))
         problems.extend(adapter_problems(self))
+        problems.extend(launch_problems(self.launch))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

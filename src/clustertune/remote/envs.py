@@ -19,6 +19,7 @@ from pathlib import Path
 from clustertune.errors import EnvError
 
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,13 @@ class Env:
     site_packages_from: str | None = None
     """A Python on the host whose site-packages the env also sees (reuse an existing install,
     e.g. torch, instead of installing it again)."""
+    torch_cpu_index: str | None = TORCH_CPU_INDEX
+    """Where torch (torchvision, torchaudio) comes from on hosts without a GPU: PyTorch's CPU
+    wheels, a few hundred MB instead of the GBs of CUDA libraries PyPI's build pulls in.
+    None: the usual indexes everywhere."""
+    pip_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables for pip while the env is built (``PIP_CONFIG_FILE``, a proxy);
+    not secret: they are part of the env's spec on the host."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "requirements", tuple(self.requirements))
@@ -78,6 +86,8 @@ class Env:
             "pip_args": list(self.pip_args),
             "system_site_packages": self.system_site_packages,
             "site_packages_from": self.site_packages_from,
+            "torch_cpu_index": self.torch_cpu_index,
+            "pip_env": dict(self.pip_env),
             "python": host_python,
         }
 

@@ -25,6 +25,7 @@ import hmac
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -176,6 +177,22 @@ def _outcome_bytes(kind: str, value, tb: str = "") -> bytes:
         return cloudpickle.dumps(("err", None, tb or text, text))
 
 
+# launch.env references, the rule of clustertune.launch.plan.expand_env_value (this file is
+# self-contained): $NAME and ${NAME} expand, $$ is a literal $, nothing else is interpreted.
+_ENV_REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _apply_env(env: dict, expand: list, environ) -> None:
+    """Set ``env``; the names in ``expand`` (sorted, as a SLURM script exports them) expand
+    their references against what is set before them. Secrets are never expanded."""
+    for name, value in env.items():
+        if name not in expand:
+            environ[name] = value
+    for name in expand:
+        environ[name] = _ENV_REFERENCE.sub(
+            lambda m: "$" if m.group() == "$$" else environ.get(m.group(1) or m.group(2), ""), env[name])
+
+
 def _child_setup(rdir: str, header: dict) -> None:
     os.setsid()
     log_fd = os.open(os.path.join(rdir, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -185,8 +202,7 @@ def _child_setup(rdir: str, header: dict) -> None:
     os.dup2(log_fd, 2)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), line_buffering=True, write_through=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), line_buffering=True, write_through=True)
-    for name, value in (header.get("env") or {}).items():
-        os.environ[name] = value
+    _apply_env(header.get("env") or {}, header.get("expand_env") or [], os.environ)
     if header.get("gpus") is not None:  # picked by the parent, before the run existed
         # nvidia-smi numbers devices in PCI bus order; CUDA's default order may differ.
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -400,6 +416,31 @@ def verb_cancel(root: str, key: str) -> int:
     return 0
 
 
+TORCH_BUILDS = ("torch", "torchvision", "torchaudio")
+
+
+def _requirement_name(req: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return m.group(1).lower().replace("_", "-") if m else ""
+
+
+def pip_commands(spec: dict, py: str, gpus: int) -> list:
+    """The pip installs that build an env from ``spec`` on a host with ``gpus`` GPUs. Without
+    GPUs, torch comes first from the CPU index (the later install finds it satisfied)."""
+    base = [py, "-m", "pip", "install", "--disable-pip-version-check", *spec.get("pip_args", [])]
+    indexes = ["--index-url", spec["index_url"]] if spec.get("index_url") else []
+    for url in spec.get("extra_index_urls", []):
+        indexes += ["--extra-index-url", url]
+    reqs = list(spec.get("requirements") or [])
+    torch = [r for r in reqs if _requirement_name(r) in TORCH_BUILDS]
+    cmds = []
+    if torch and not gpus and spec.get("torch_cpu_index"):
+        cmds.append([*base, "--index-url", spec["torch_cpu_index"], *torch])
+    if reqs:
+        cmds.append([*base, *indexes, *reqs])
+    return cmds
+
+
 def verb_build_env(root: str, env_hash: str) -> int:
     """Create envs/<hash> from the JSON spec on stdin; pip's output streams to stderr."""
     import fcntl
@@ -432,19 +473,11 @@ def verb_build_env(root: str, env_hash: str) -> int:
             with open(os.path.join(purelib, "_clustertune_inherited.pth"), "w") as fh:
                 fh.write("".join(f"import site; site.addsitedir({d!r})\n" for d in json.loads(out)))
 
-        def pip(args):
-            cmd = [py, "-m", "pip", "install", "--disable-pip-version-check", *spec.get("pip_args", [])]
-            if spec.get("index_url"):
-                cmd += ["--index-url", spec["index_url"]]
-            for url in spec.get("extra_index_urls", []):
-                cmd += ["--extra-index-url", url]
-            rc = subprocess.call(cmd + list(args), stdout=sys.stderr)
-            if rc != 0:
+        pip_env = {**os.environ, **(spec.get("pip_env") or {})}
+        for cmd in pip_commands(spec, py, len(_gpus().query_gpus())):
+            if subprocess.call(cmd, stdout=sys.stderr, env=pip_env) != 0:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise SystemExit(10)
-
-        if needs_pip:
-            pip(spec["requirements"])
         with open(os.path.join(tmp, ".ready"), "w") as fh:
             json.dump(spec, fh)
         os.replace(tmp, final)

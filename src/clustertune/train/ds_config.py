@@ -27,9 +27,10 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def build_config(t: TrainSection, world_size: int | None, mixed_precision: str) -> tuple[dict[str, Any], dict[str, str]]:
+def build_config(t: TrainSection, world_size: int | None, mixed_precision: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The config for ``t`` at ``world_size``, and for each dotted key the recipe key behind it.
-    Without a world size (checks before launch) ``train_batch_size`` is left out."""
+    Without a world size (checks before launch) ``train_batch_size`` is left out; without a
+    precision (``auto``, decided on the node) the precision keys are not compared."""
     stage, offload = t.effective_zero_stage, t.effective_offload
     zero: dict[str, Any] = {"stage": stage}
     origin = {"zero_optimization.stage": "train.zero_stage"}
@@ -75,11 +76,51 @@ def build_config(t: TrainSection, world_size: int | None, mixed_precision: str) 
         "optimizer.params.betas": "train.adam_beta1/adam_beta2",
         "optimizer.params.eps": "train.adam_eps",
         "optimizer.params.weight_decay": "train.weight_decay",
-        "bf16.enabled": "train.precision",
-        "fp16.enabled": "train.precision",
+        **({"bf16.enabled": "train.precision", "fp16.enabled": "train.precision"} if mixed_precision else {}),
         "gradient_clipping": "train.max_grad_norm",
     })
     return cfg, origin
+
+
+# Optimizer types DeepSpeed configs name that are the recipe's AdamW (DeepSpeed's "Adam" is
+# AdamW unless adam_w_mode is false).
+ADAMW_TYPES = ("adamw", "adam")
+
+
+def normalize_user_config(user: dict[str, Any], t: TrainSection, path: str) -> dict[str, Any]:
+    """Legacy spellings mapped onto what they mean, and the blocks the recipe's own loop would
+    silently ignore refused, each naming the recipe key to use instead."""
+    user = json.loads(json.dumps(user))  # a copy
+    refusals: list[str] = []
+    zero = user.get("zero_optimization")
+    if isinstance(zero, bool):
+        # DeepSpeed reads `true` as stage 1 (and `false` as stage 0), whatever the recipe says.
+        meant = 1 if zero else 0
+        if meant != t.effective_zero_stage:
+            refusals.append(f"zero_optimization: {json.dumps(zero)} means ZeRO stage {meant} to DeepSpeed, but the "
+                            f"recipe trains with stage {t.effective_zero_stage} (train.zero_stage); write "
+                            f'"zero_optimization": {{"stage": {t.effective_zero_stage}}} or set train.zero_stage={meant}')
+        user["zero_optimization"] = zero = {"stage": meant}
+    if isinstance(zero, dict) and "cpu_offload" in zero:
+        # The legacy switch: optimizer state (and its step) in host memory.
+        if zero.pop("cpu_offload") is True:
+            zero.setdefault("offload_optimizer", {"device": "cpu"})
+    if "scheduler" in user:
+        refusals.append("scheduler: the recipe's schedule runs (train.lr_scheduler, train.warmup_steps, "
+                        "train.lr; WarmupDecayLR is lr_scheduler=linear, WarmupLR is constant with warmup); "
+                        "set those and remove the block")
+    opt = user.get("optimizer")
+    if isinstance(opt, dict) and isinstance(opt.get("type"), str):
+        params = opt.get("params") or {}
+        if opt["type"].lower() in ADAMW_TYPES and params.get("adam_w_mode", True) is not False:
+            opt["type"] = "AdamW"
+        else:
+            refusals.append(f"optimizer.type: {opt['type']!r}: clustertune steps AdamW (train.lr, train.adam_beta1, "
+                            "train.adam_beta2, train.adam_eps, train.weight_decay); remove the optimizer block "
+                            "or make it AdamW")
+    if refusals:
+        raise DeepSpeedConfigError(f"train.deepspeed_config: {path}:\n  - " + "\n  - ".join(refusals))
+    return user
 
 
 def read_user_config(path: str) -> dict[str, Any]:
@@ -89,7 +130,8 @@ def read_user_config(path: str) -> dict[str, Any]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} is not valid JSON: {exc}") from exc
+        raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} is not valid JSON: {exc} (JSON writes "
+                                   "true/false/null, quotes keys with \", and allows no trailing commas)") from exc
     if not isinstance(data, dict):
         raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} must hold a JSON object")
     return data
@@ -155,10 +197,19 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str) -> dict[str, Any]:
+def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str | None) -> dict[str, Any]:
     """The recipe's config with the user's JSON (if any) merged over it; contradictions raise."""
     t = recipe.train
     cfg, origin = build_config(t, world_size, mixed_precision)
     if t.deepspeed_config:
-        cfg = merge_user_config(cfg, origin, read_user_config(t.deepspeed_config), t.deepspeed_config)
+        user = normalize_user_config(read_user_config(t.deepspeed_config), t, t.deepspeed_config)
+        cfg = merge_user_config(cfg, origin, user, t.deepspeed_config)
     return cfg
+
+
+def check_deepspeed_json(recipe: Recipe) -> None:
+    """Before anything is submitted (validate, dry run, launch): the user's JSON parses and
+    agrees with the recipe. Precision ``auto`` is decided on the node, so not compared here."""
+    t = recipe.train
+    if t.strategy == "deepspeed" and t.deepspeed_config:
+        deepspeed_config(recipe, None, {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}.get(t.precision))

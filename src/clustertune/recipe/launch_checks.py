@@ -1,0 +1,77 @@
+"""Launch settings that contradict each other, found before anything is submitted.
+
+The SLURM resource keys map one to one onto ``sbatch`` options; the combinations SLURM itself
+refuses (``--cpus-per-task`` with ``--cpus-per-gpu``, two ways of asking for GPUs) are named
+here with the key to change, instead of surfacing as an sbatch error after the run was created.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clustertune.recipe.schema import LaunchSection
+
+# sbatch options that a launch key owns: written through ``sbatch_extra`` they would be a
+# second, contradicting request.
+OWNED_FLAGS: dict[str, str] = {
+    "--gres": "gres", "--gpus-per-node": "gpus_per_node", "--gpus-per-task": "gpus_per_task",
+    "--gpus": "gpus_per_node", "-G": "gpus_per_node", "--cpus-per-task": "cpus_per_task", "-c": "cpus_per_task",
+    "--cpus-per-gpu": "cpus_per_gpu", "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "procs_per_node",
+    "--time": "time", "-t": "time", "--partition": "partition", "-p": "partition", "--account": "account",
+    "-A": "account", "--mem": "mem", "--qos": "qos", "--constraint": "constraint", "-C": "constraint",
+    "--signal": "signal", "--output": "(set by clustertune: logs/ in the run directory)",
+}
+
+
+def gres_gpus(gres: str) -> int | None:
+    """GPUs per node in a ``--gres`` request (``gpu:8``, ``gpu:a100:4``, ``gpu`` = 1); None
+    when it asks for no GPU."""
+    for item in gres.split(","):
+        parts = item.split(":")
+        if parts[0] != "gpu":
+            continue
+        return int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+    return None
+
+
+def gpus_requested(ln: LaunchSection) -> int | None:
+    """GPUs per node the job asks SLURM for (one task per node), None when it asks for none."""
+    if ln.gpus_per_node:
+        return ln.gpus_per_node
+    if ln.gpus_per_task:
+        return ln.gpus_per_task
+    return gres_gpus(ln.gres) if ln.gres else None
+
+
+def _flag_name(option: str) -> str:
+    return re.split(r"[= ]", option.strip(), maxsplit=1)[0]
+
+
+def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
+    """(key, message) for every contradiction in the launch section."""
+    out: list[tuple[str, str]] = []
+    ways = [k for k in ("gpus_per_node", "gpus_per_task", "gres") if getattr(ln, k)]
+    if len(ways) > 1:
+        out.append((f"launch.{ways[1]}", f"GPUs are asked for twice ({' and '.join('launch.' + w for w in ways)}); "
+                    "keep the one your site uses"))
+    if ln.gpu_type and ln.gres:
+        out.append(("launch.gpu_type", f"with launch.gres, write the type inside it (gres=gpu:{ln.gpu_type}:N)"))
+    elif ln.gpu_type and not (ln.gpus_per_node or ln.gpus_per_task):
+        out.append(("launch.gpu_type", "types the GPUs of launch.gpus_per_node or launch.gpus_per_task; set one of them"))
+    if ln.cpus_per_task and ln.cpus_per_gpu:
+        out.append(("launch.cpus_per_gpu", "SLURM refuses --cpus-per-gpu together with --cpus-per-task; "
+                    "keep one of launch.cpus_per_gpu and launch.cpus_per_task"))
+    if ln.cpus_per_gpu and gpus_requested(ln) is None:
+        out.append(("launch.cpus_per_gpu", "needs GPUs (launch.gpus_per_node, gpus_per_task or gres); "
+                    "on CPU-only partitions use launch.cpus_per_task"))
+    for option in ln.sbatch_extra:
+        key = OWNED_FLAGS.get(_flag_name(option))
+        if key:
+            out.append(("launch.sbatch_extra", f"{option!r} is set through launch.{key}; move it there"
+                        if not key.startswith("(") else f"{option!r}: {key[1:-1]}"))
+    if ln.prepare_data == "job" and ln.backend != "slurm":
+        out.append(("launch.prepare_data", f"'job' prepares the data as a SLURM job's first step; with "
+                    f"launch.backend={ln.backend} use 'submitter' or 'auto'"))
+    return out
