@@ -48,6 +48,16 @@ def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
 
 def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
     """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA)."""
+    if hasattr(arrays, "batch_tensors"):  # SFT rows: labels from the loss mask, cut to the longest row
+        batch = arrays.batch_tensors(idx)
+    else:
+        batch = _lm_batch(arrays, idx)
+    if device.type == "cuda":
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _lm_batch(arrays: Arrays, idx: np.ndarray) -> dict[str, torch.Tensor]:
     ids = torch.from_numpy(arrays.input_ids[idx].astype(np.int64))
     batch = {"input_ids": ids}
     if arrays.attention_mask is None:
@@ -55,9 +65,7 @@ def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device) -> dict[str,
     else:
         batch["attention_mask"] = torch.from_numpy(arrays.attention_mask[idx].astype(np.int64))
         batch["labels"] = torch.from_numpy(arrays.labels[idx])
-    if device.type == "cuda":
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
+    return batch
 
 
 class TrainBatches:
@@ -92,6 +100,12 @@ class TrainBatches:
     @property
     def seq_len(self) -> int:
         return int(self.arrays.input_ids.shape[1])
+
+    @property
+    def tokens_per_sample(self) -> float:
+        """Real (non-padding) tokens per sample on average: what tokens/s counts."""
+        lengths = getattr(self.arrays, "lengths", None)
+        return float(np.mean(lengths)) if lengths is not None and len(self.arrays) else float(self.seq_len)
 
     def epoch_of(self, pos: Position) -> float:
         return pos.samples_seen / len(self.arrays)

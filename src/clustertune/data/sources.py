@@ -130,8 +130,9 @@ def carve_validation(ds: Any, fraction: float, seed: int) -> tuple[Any, Any]:
     return ds.select(np.sort(perm[n_val:])), ds.select(np.sort(perm[:n_val]))
 
 
-def load_raw(d: DataSection, seed: int) -> RawData:
-    """Resolve the recipe's data section into train/validation examples."""
+def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
+    """Resolve the recipe's data section into train/validation examples (``check_text``: the
+    text column must exist; SFT data checks its own columns)."""
     from datasets import Dataset, load_from_disk
 
     ident: dict[str, Any]
@@ -167,7 +168,7 @@ def load_raw(d: DataSection, seed: int) -> RawData:
     if carved:
         train, val = carve_validation(train, d.validation_fraction, seed)
     for split_name, ds in (("train", train), ("validation", val)):
-        if d.text_column not in ds.column_names:
+        if check_text and d.text_column not in ds.column_names:
             raise DataError(
                 f"data.text_column: column {d.text_column!r} not in the {split_name} data; "
                 f"its columns are {', '.join(ds.column_names)}"

@@ -126,7 +126,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     """Instantiate the model: fresh from ``config`` or pretrained weights with it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if recipe.task in ("causal_lm", "sft") else AutoModelForSequenceClassification
     m = recipe.model
     kwargs: dict[str, Any] = {}
     if m.attn_implementation:

@@ -28,6 +28,7 @@ from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer, make_scheduler
 from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
+from clustertune.train.sft_eval import make_generation_check
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")
@@ -67,6 +68,18 @@ def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
     return t.max_steps if t.max_steps is not None else max(1, math.ceil(t.epochs * steps_per_epoch))
 
 
+def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+    """The model's output on one batch: the only forward call of training and evaluation.
+
+    Packed SFT rows carry ``position_ids`` that restart per example and no attention mask;
+    transformers turns those into a block-diagonal causal mask only when no KV cache is passed,
+    and with ``use_cache=True`` (the default of Llama and GPT-2) it builds a cache, skips that
+    detection and lets an example attend to the one before it. So no cache when training."""
+    if "position_ids" in batch:
+        return model(**batch, use_cache=False)
+    return model(**batch)
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
@@ -75,8 +88,9 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
     for batch in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
-            out = model(**batch)
-        n = batch["input_ids"].shape[0]
+            out = forward(model, batch)
+        # SFT: the loss is a mean over trained tokens, so weigh each batch by how many it has.
+        n = (batch["labels"][:, 1:] != -100).sum() if task == "sft" else batch["input_ids"].shape[0]
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
@@ -84,7 +98,7 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
-    if task == "causal_lm":
+    if task in ("causal_lm", "sft"):
         return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 700.0))}
     return {"eval_loss": loss, "eval_accuracy": (sums[2] / sums[1]).item()}
 
@@ -118,6 +132,7 @@ def train_loop(
     eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)
     kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
+    generation_check = make_generation_check(recipe, eval_arrays, paths.tokenizer, strategy)
 
     step, pos = 0, Position()
     loss_sum = torch.zeros((), device=strategy.device)  # running loss, read at log intervals
@@ -138,6 +153,8 @@ def train_loop(
 
     def run_eval(at: int) -> dict[str, float]:
         res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
+        if generation_check is not None:
+            res.update(generation_check(model))
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
         progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
@@ -159,7 +176,8 @@ def train_loop(
         if step == 0 and t.eval_at_start:
             last_eval = run_eval(0)
         model.train()
-        tokens_per_step = batches.global_batch * seq_len
+        # Real tokens: SFT rows are cut to the longest in the batch, and padding is not work done.
+        tokens_per_step = batches.global_batch * getattr(batches, "tokens_per_sample", seq_len)
         t_start = t_log = time.perf_counter()
         steps_at_log = step
         tok_s = None
@@ -171,7 +189,7 @@ def train_loop(
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        loss = model(**batch).loss / len(micro_batches)
+                        loss = forward(model, batch).loss / len(micro_batches)
                     strategy.backward(loss)
                 loss_sum += loss.detach()
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None

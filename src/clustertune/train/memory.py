@@ -102,7 +102,7 @@ def model_shape(config: Any, task: str) -> ModelShape:
     """Exact parameter count of the model ``config`` describes (built on the meta device)."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    auto = AutoModelForCausalLM if task == "causal_lm" else AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if task in ("causal_lm", "sft") else AutoModelForSequenceClassification
     with torch.device("meta"):
         model = auto.from_config(config)
     return shape_of(model, config)
@@ -199,7 +199,7 @@ def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
     shape = model_shape(config, recipe.task)
     seq = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
-                           recipe.task == "causal_lm")
+                           recipe.task in ("causal_lm", "sft"))
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
     return [estimate(shape, s, world, act, mixed, thr) for s in strategies]
 
