@@ -103,7 +103,9 @@ def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str
                 raise DataError(f"{where}: uses the {f} shape ({c!r}) while other examples use {fmt}; one "
                                 "dataset must use one shape (split the file, or convert the examples)")
         if fmt == "prompt_completion":
-            p, c = data[s.prompt_column][i], data[s.completion_column][i]
+            # CSV readers turn numeric answers into numbers: they are text here
+            p, c = (str(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+                    for v in (data[s.prompt_column][i], data[s.completion_column][i]))
             for name, v in ((s.prompt_column, p), (s.completion_column, c)):
                 if not isinstance(v, str) or not v.strip():
                     raise DataError(f"{where}: column {name!r} is empty or not text; every example needs both "
@@ -188,7 +190,7 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
             break
         last = max(i for i, m in enumerate(conv) if m["role"] == "assistant")
         text = renderer.render(conv[:last], add_generation_prompt=True)
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         if len(ids) < max_length:
             out.append({"prompt_ids": list(map(int, ids)), "reference": conv[last]["content"].strip()})
     return out

@@ -67,8 +67,9 @@ def _read_file(path: Path, key: str) -> Any:
             import pyarrow.parquet as pq
 
             return Dataset(pq.read_table(path))
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {exc}") from exc
+    except (ValueError, TypeError, UnicodeDecodeError, OSError) as exc:  # Arrow's type errors are TypeErrors
+        raise DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {exc} (a column whose values "
+                        "have different types in different rows?)") from exc
     raise DataError(
         f"{key}: {str(path)!r} has an unsupported extension {suffix or '(none)'}; "
         f"use one of {', '.join(sorted(TABLE_SUFFIXES))}"
