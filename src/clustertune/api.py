@@ -119,6 +119,32 @@ def _resume_target(run: Run) -> Path | None:
     return found[-1]
 
 
+def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
+                       show_progress: bool = True) -> Recipe:
+    """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
+    directory in its place (so the resolved recipe names what was trained). A missing run named
+    like a shipped recipe (``run:quickstart``) is trained first, once."""
+    from clustertune.recipe.load import shipped_recipes
+    from clustertune.recipe.rl_schema import RUN_PREFIX
+    from clustertune.train.rl.sources import resolve_model
+
+    ref = recipe.model.name_or_path or ""
+    if recipe.task != "sft" or not ref.startswith(RUN_PREFIX):
+        return recipe
+    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
+    try:
+        path = resolve_model(ref, "model.name_or_path", root)
+    except RunError:
+        name = ref[len(RUN_PREFIX):]
+        if name not in shipped_recipes():
+            raise
+        log.info("model.name_or_path: no completed %r run under %s yet; training it first (`clustertune run %s`)",
+                 name, root, name)
+        run(name, runs_root_dir=root, show_progress=show_progress)
+        path = resolve_model(ref, "model.name_or_path", root)
+    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
+
+
 def run(
     source: Recipe | str | os.PathLike[str] | dict[str, Any] | None = None,
     overrides: list[str] | None = None,
@@ -150,6 +176,8 @@ def run(
         raise UserError("give a recipe (a YAML file or a shipped name; `clustertune recipes` lists them)")
     else:
         recipe = load_recipe(source, overrides)
+    if resume is None:
+        recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
 
     from clustertune.launch.submit import launch, needs_launcher
 

@@ -40,6 +40,11 @@ def register(app: typer.Typer) -> None:
         print(f"run {r.id} {r.state.value}")
         print(f"  model:   {r.paths.model}")
         print(f"  metrics: {r.paths.metrics}")
+        from clustertune.runs.report import generation_change
+        from clustertune.train.metrics import read_metrics
+
+        if r.info.get("task") == "sft" and (line := generation_change(read_metrics(r.paths.metrics))):
+            print(line)
 
     @app.command()
     def validate(

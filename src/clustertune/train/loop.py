@@ -80,6 +80,17 @@ def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
     return model(**batch)
 
 
+def token_shares(micro_batches: list[dict[str, torch.Tensor]], strategy: Strategy) -> torch.Tensor:
+    """Each micro-batch's weight so that a step's loss is the mean over all its trained tokens,
+    on every rank together: SFT batches hold different numbers of labels, and a mean of
+    per-batch means would weigh a short answer's tokens more than a long one's. The gradient
+    average across ranks divides by the world size, hence the factor. A small all-reduce, no
+    host sync."""
+    counts = torch.stack([(b["labels"][:, 1:] != -100).sum() for b in micro_batches]).to(torch.float32)
+    total = strategy.reduce(counts.sum(), reduction="sum")
+    return counts * strategy.num_processes / total.clamp(min=1.0)
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
@@ -185,11 +196,13 @@ def train_loop(
         probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
         while step < steps:
             micro_batches, next_pos = next(it)
+            shares = token_shares(micro_batches, strategy) if recipe.task == "sft" else None
             for i, batch in enumerate(micro_batches):
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        loss = forward(model, batch).loss / len(micro_batches)
+                        out = forward(model, batch)
+                        loss = out.loss * shares[i] if shares is not None else out.loss / len(micro_batches)
                     strategy.backward(loss)
                 loss_sum += loss.detach()
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
