@@ -63,3 +63,21 @@ def test_two_ranks_match_one_rank_with_twice_the_batch(sft_base: Path, chat_file
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
     assert worst <= 1e-4, worst
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_sft_recipe_runs_on_the_slurm_cluster(sft_base: Path, chat_file: Path, runs_root: Path) -> None:
+    from clustertune.launch import job_for
+    from clustertune.launch.submit import launch
+    from clustertune.runs.store import get_run
+
+    recipe = sft_recipe(sft_base, chat_file, sft={"packing": True})
+    recipe["train"].update({"max_steps": 4, "log_every": 2})
+    recipe["launch"] = {"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}
+    submitted = launch(ct.load_recipe(recipe))
+    state = job_for(get_run(submitted.id)).wait(timeout=300)
+    run = get_run(submitted.id)
+    assert state is RunState.COMPLETED, f"{run.info.get('reason')}\n{job_for(run).logs()}"
+    evals = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "eval"]
+    assert evals and "eval_exact_match" in evals[-1]
+    assert (run.paths.model / "config.json").is_file()
