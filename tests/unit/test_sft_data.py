@@ -204,7 +204,8 @@ def test_template_problems_and_everything_dropped(sft_base: Path, tmp_path: Path
     drops.write_text("{% for m in messages %}{{ m['role'] + ': ' + (m['content'] if m['role'] != 'assistant' "
                      "else 'ok') + '\n' }}{% endfor %}", encoding="utf-8")
     with pytest.raises(DataError, match="example 0: the content of assistant turn 1 does not appear"):
-        prepare(ct.load_recipe(sft_recipe(sft_base, train, sft={"chat_template": str(drops)})), cache_dir=tmp_path / "c")
+        prepare(ct.load_recipe(sft_recipe(sft_base, train, sft={"chat_template": str(drops)})),
+                cache_dir=tmp_path / "c")
     with pytest.raises(DataError, match="every one of the 9 train examples was dropped.*raise data.max_length"):
         prepare(ct.load_recipe(sft_recipe(sft_base, train, max_length=8, sft={"too_long": "drop"})),
                 cache_dir=tmp_path / "c")

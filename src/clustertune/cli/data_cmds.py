@@ -79,7 +79,8 @@ def register(app: typer.Typer) -> None:
         print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
         for split in ("train", "validation") if r.task == "sft" else ():
             s = p.manifest.split(split)
-            print(f"  {split:<9} sft: {s['trained_tokens']:,} trained tokens, {'packed' if s['packed'] else 'one example per row'}; "
+            rows = "packed" if s["packed"] else "one example per row"
+            print(f"  {split:<9} sft: {s['trained_tokens']:,} trained tokens, {rows}; "
                   f"{s['truncated']} truncated, {s['dropped_too_long']} dropped as longer than data.max_length, "
                   f"{s['dropped_no_loss']} dropped with no trained token")
         if not p.hit:

@@ -56,7 +56,8 @@ def resolve_template(spec: str | None, tokenizer: Any) -> str:
     path = Path(spec).expanduser()
     if not path.is_file():
         raise DataError(
-            f"{KEY}: {spec!r} is neither a built-in template ({', '.join(BUILTIN_TEMPLATES)}) nor an existing Jinja file"
+            f"{KEY}: {spec!r} is neither a built-in template ({', '.join(BUILTIN_TEMPLATES)}) "
+            "nor an existing Jinja file"
         )
     return path.read_text(encoding="utf-8")
 

@@ -114,7 +114,8 @@ def plot(run: Run, out: Path | None = None) -> Path:
         from clustertune.runs.report_rl import plot_rl
 
         return plot_rl(run, train, evals, plt, out or run.paths.plot)
-    extra = next((k for k in ("eval_exact_match", "eval_accuracy", "eval_perplexity") if any(k in r for r in evals)), None)
+    extra = next((k for k in ("eval_exact_match", "eval_accuracy", "eval_perplexity")
+                  if any(k in r for r in evals)), None)
     fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
     ax = axes[0][0]
     ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
