@@ -212,3 +212,15 @@ def test_template_problems_and_everything_dropped(sft_base: Path, tmp_path: Path
     assert [p.name for p in (tmp_path / "c").iterdir() if not p.name.startswith(".")] == []
     res = cli("prepare", _yaml(tmp_path, sft_recipe(sft_base, train, sft={"chat_template": "nope"})))
     assert res.returncode == 2 and "data.sft.chat_template" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_built_in_templates_written_in_python_render_as_jinja_does(sft_base: Path) -> None:
+    tok = _tok(sft_base)
+    convs = CHATS + [[{"role": "user", "content": " padded "}, {"role": "assistant", "content": "  spaced out \n"}]]
+    for template in BUILTIN_TEMPLATES.values():
+        direct, jinja = ChatRenderer(template, tok), ChatRenderer(template, tok)
+        jinja.direct = None
+        assert direct.direct is not None
+        for loss_on in ("assistant", "completion", "all"):
+            for i, conv in enumerate(convs):
+                assert direct.with_spans(conv, loss_on, "x") == jinja.with_spans(conv, loss_on, "x"), (template, i)

@@ -386,7 +386,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         if renderer is not None:
             from clustertune.data.sft import sft_split
 
-            arr, extra = sft_split(recipe, ds, tk, name, renderer)
+            arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
         else:
             arr = prepare_split(recipe, ds, tk, name, workers)
         t2 = time.perf_counter()

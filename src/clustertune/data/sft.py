@@ -127,18 +127,29 @@ class Tokenized:
     dropped_no_loss: int = 0
 
 
-def encode_with_offsets(texts: list[str], tokenizer: Any) -> list[tuple[list[int], np.ndarray]]:
+def encode_with_offsets(texts: list[str], tokenizer: Any, workers: int = 1) -> list[tuple[list[int], np.ndarray]]:
     """Ids of each text (no special tokens added: the template writes its own) and the
     character span of each token."""
     if not getattr(tokenizer, "is_fast", False):
         raise DataError("model.tokenizer: task sft needs a fast (Rust) tokenizer for character offsets; "
                         "load one with a tokenizer.json")
-    out = []
-    for i in range(0, len(texts), _BATCH):
-        enc = tokenizer(texts[i : i + _BATCH], add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        out.extend((ids, np.asarray(offs, dtype=np.int64).reshape(-1, 2))
-                   for ids, offs in zip(enc["input_ids"], enc["offset_mapping"]))
-    return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenizers import Tokenizer
+
+    # The Rust encoder itself (transformers' wrapper converts every encoding to Python objects
+    # first), on threads over chunks: it releases the GIL.
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+
+    def encode(chunk: list[str]) -> list[tuple[list[int], np.ndarray]]:
+        return [(e.ids, np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2))
+                for e in backend.encode_batch(chunk, add_special_tokens=False)]
+
+    chunks = [texts[i : i + _BATCH] for i in range(0, len(texts), _BATCH)]
+    with ThreadPoolExecutor(max(1, min(workers, len(chunks))), thread_name_prefix="clustertune-sft") as ex:
+        return [x for part in ex.map(encode, chunks) for x in part]
 
 
 def span_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -157,11 +168,11 @@ def span_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
 
 
 def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
-                           s: SFTSection, max_length: int, split: str) -> Tokenized:
+                           s: SFTSection, max_length: int, split: str, workers: int = 1) -> Tokenized:
     """Render, tokenize and mask every conversation; truncate or drop the long ones."""
     rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
     out = Tokenized()
-    for r, (ids, offs) in zip(rendered, encode_with_offsets([r.text for r in rendered], tokenizer)):
+    for r, (ids, offs) in zip(rendered, encode_with_offsets([r.text for r in rendered], tokenizer, workers)):
         mask = span_mask(offs, r.spans)
         ids_arr = np.asarray(ids, dtype=np.int64)
         if len(ids_arr) > max_length:
@@ -196,7 +207,8 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
     return out
 
 
-def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer) -> tuple[Any, dict[str, int]]:
+def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer,
+              workers: int = 1) -> tuple[Any, dict[str, int]]:
     """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts."""
     from clustertune.data.packing import build_rows
     from clustertune.data.prepare import _id_dtype
@@ -208,7 +220,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
     if len(ds) == 0:
         raise DataError(f"data: the {split} split has no examples")
     convs = conversations(ds, s, split)
-    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split)
+    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers)
     counts = {"truncated": tok.truncated, "dropped_too_long": tok.dropped_too_long,
               "dropped_no_loss": tok.dropped_no_loss, "trained_tokens": int(sum(int(m.sum()) for m in tok.masks))}
     if not tok.ids:
