@@ -81,3 +81,26 @@ def test_sft_recipe_runs_on_the_slurm_cluster(sft_base: Path, chat_file: Path, r
     evals = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "eval"]
     assert evals and "eval_exact_match" in evals[-1]
     assert (run.paths.model / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_sft_demo_lifts_held_out_exact_match_from_near_zero_to_half(quickstart_cli_run: Any) -> None:
+    """The shipped demo, as the README runs it, on the model the suite's quickstart run trained."""
+    import re
+
+    from tests.conftest import cli
+
+    assert quickstart_cli_run.result.returncode == 0, quickstart_cli_run.result.stderr[-2000:]
+    res = cli("run", "sft-demo", "--runs-root", str(quickstart_cli_run.runs_root), timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    m = re.search(r"^run (\S+) COMPLETED$", res.stdout, re.M)
+    assert m, res.stdout
+    # The untuned baseline is reported beside the tuned score.
+    line = re.search(r"held-out exact match ([\d.]+) \(step 0\) -> ([\d.]+) \(step 150\)", res.stdout)
+    assert line, res.stdout
+    run_dir = quickstart_cli_run.runs_root / m.group(1)
+    evals = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "eval"]
+    assert evals[0]["step"] == 0 and evals[0]["eval_exact_match"] <= 0.1, evals[0]
+    assert evals[-1]["eval_exact_match"] >= 0.5, evals[-1]
+    recipe = (run_dir / "recipe.yaml").read_text()
+    assert "run:quickstart" not in recipe and str(quickstart_cli_run.runs_root) in recipe  # resolved base
