@@ -94,5 +94,5 @@ def tree_snapshot(root: Path) -> dict[str, bytes]:
 
 # Real services (SLURM, sshd) are started once per test session by modules in tests/services/;
 # each module listed here provides its session fixtures.
-pytest_plugins: list[str] = ["tests.services.slurm", "tests.services.sshd", "tests.rl_fixtures", "tests.sft_fixtures",
-                             "tests.quickstart_fixture"]
+pytest_plugins: list[str] = ["tests.services.slurm", "tests.services.sshd", "tests.rl_fixtures", "tests.adapter_fixtures",
+                             "tests.sft_fixtures", "tests.quickstart_fixture"]

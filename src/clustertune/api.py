@@ -18,6 +18,7 @@ from typing import Any
 
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.errors import RunError, UserError
+from clustertune.models.adapters import check_adapter
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
@@ -65,6 +66,7 @@ def preflight(recipe: Recipe) -> Checked:
         return Checked(prepared=None, config=None)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
+    check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
     with log_to_stderr():
         prepared = prepare(recipe)
     return Checked(prepared=prepared, config=config)

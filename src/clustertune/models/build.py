@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError
+from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
 from clustertune.models.tokenizer import hub_unreachable_message
 from clustertune.recipe.schema import Recipe
 
@@ -131,6 +132,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     kwargs: dict[str, Any] = {}
     if m.attn_implementation:
         kwargs["attn_implementation"] = m.attn_implementation
+    kwargs.update(load_kwargs(recipe))  # QLoRA: the base in 4-bit
     try:
         if m.config is not None:
             model = auto.from_config(config, **kwargs)
@@ -144,4 +146,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     emb = model.get_input_embeddings()
     if emb is not None and len(tokenizer) > emb.num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
+    if m.adapter is not None:
+        model = apply_adapter(recipe, model, tokenizer)
+        record_base(recipe, model)
     return model

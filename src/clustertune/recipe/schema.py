@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from clustertune.recipe.adapter_schema import AdapterSection, adapter_problems
 from clustertune.recipe.sft_schema import SFTSection
 
 Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
@@ -51,6 +52,11 @@ class ModelSection(Section):
 
     attn_implementation: str | None = None
     """Attention kernel passed to transformers (``sdpa``, ``eager``, ``flash_attention_2``)."""
+
+    adapter: AdapterSection | None = None
+    """Train an adapter (LoRA, DoRA, QLoRA through PEFT) on the frozen pretrained weights instead
+    of every weight: checkpoints hold the adapter and its optimizer state only, and ``model/``
+    is a PEFT adapter directory (``PeftModel.from_pretrained`` loads it onto the base)."""
 
 
 class DataSection(Section):
@@ -462,6 +468,7 @@ class Recipe(Section):
             problems.append(("launch.cluster", "launch.backend=ssh needs a cluster: launch.cluster=NAME "
                              "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
         problems.extend(strategy_problems(self.train))
+        problems.extend(adapter_problems(self))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
             # turns the "key: message" text back into a Problem with that key.

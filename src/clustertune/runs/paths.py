@@ -51,8 +51,13 @@ class RunPaths:
 
     @property
     def model(self) -> Path:
-        """Final model (save_pretrained) and tokenizer."""
+        """Final model (save_pretrained) and tokenizer; with model.adapter, the PEFT adapter directory."""
         return self.root / "model"
+
+    @property
+    def merged_model(self) -> Path:
+        """With model.adapter.save_merged: the base with the adapter merged in (save_pretrained)."""
+        return self.root / "model-merged"
 
     @property
     def tokenizer(self) -> Path:

@@ -22,6 +22,7 @@ import torch
 
 from clustertune.data.fingerprint import sha256_file
 from clustertune.errors import CheckpointError
+from clustertune.models.adapters import adapter_record, check_resume
 from clustertune.runs.paths import RunPaths
 
 FORMAT = 1
@@ -95,7 +96,7 @@ def save_distributed(
     strategy.wait_for_everyone()  # every rank's files are on disk
     if strategy.is_main_process:
         topo = {"strategy": strategy.name, "world_size": strategy.num_processes}
-        _seal(tmp, final, step, {**topo, **meta}, recipe_yaml)
+        _seal(tmp, final, step, {**topo, **adapter_record(strategy.unwrap(model)), **meta}, recipe_yaml)
         prune(paths, keep_last)
     strategy.wait_for_everyone()
     return final
@@ -186,6 +187,7 @@ def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, schedule
 def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
     """Every rank calls this: verify, check the checkpoint fits the strategy, restore; returns state.json."""
     state = verify_checkpoint(ckpt)
+    check_resume(ckpt, state, strategy.unwrap(model))  # the same base and adapter settings
     saved = state.get("strategy", "ddp")
     if saved != strategy.name:
         raise CheckpointError(

@@ -16,6 +16,7 @@ import torch
 
 from clustertune.data.staging import open_run_data
 from clustertune.errors import DataError, UserError
+from clustertune.models.adapters import merge_adapter
 from clustertune.models.build import build_model, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
@@ -155,6 +156,8 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         if strategy.is_main_process:
             strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
             tok.save_pretrained(str(paths.model))
+            if recipe.model.adapter is not None and recipe.model.adapter.save_merged:
+                merge_adapter(paths.model, paths.merged_model)
             summary = {
                 "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
                 "samples_seen": result.samples_seen, "train_seconds": result.train_seconds,

@@ -22,6 +22,7 @@ import torch
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module
+from clustertune.train.trainable import load_weights, save_weights, trainable_parameters
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 
 WEIGHTS = "model.safetensors"
@@ -116,33 +117,33 @@ class AccelerateStrategy(AcceleratorRanks):
             dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(directory / SHARDS))
         if self.is_main_process:
             if not self.sharded:
-                from safetensors.torch import save_model
-
-                save_model(self.unwrap(model), str(directory / WEIGHTS))
+                save_weights(self.unwrap(model), directory / WEIGHTS)
                 torch.save(optimizer.state_dict(), directory / OPTIMIZER)
             torch.save(scheduler.state_dict(), directory / SCHEDULER)
 
     def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
         if self.sharded:
             import torch.distributed.checkpoint as dcp
-            from torch.distributed.checkpoint.state_dict import set_state_dict
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
             model_sd, optim_sd = self._dcp_state(model, optimizer)
             state = {"model": model_sd, "optimizer": optim_sd}
-            dcp.load(state, checkpoint_id=str(directory / SHARDS))
+            dcp.load(state, checkpoint_id=str(directory / SHARDS))  # fails on a key the shards lack
+            # Frozen weights are not in the checkpoint (they stay as the base has them).
+            whole = trainable_parameters(model) is None
             set_state_dict(model, _inner(optimizer), model_state_dict=state["model"],
-                           optim_state_dict=state["optimizer"])
+                           optim_state_dict=state["optimizer"],
+                           options=StateDictOptions(ignore_frozen_params=True, strict=whole))
         else:
-            from safetensors.torch import load_model
-
-            load_model(self.unwrap(model), str(directory / WEIGHTS))
+            load_weights(self.unwrap(model), directory / WEIGHTS)
             optimizer.load_state_dict(torch.load(directory / OPTIMIZER, map_location="cpu", weights_only=False))
         scheduler.load_state_dict(torch.load(directory / SCHEDULER, weights_only=False))
 
     def _dcp_state(self, model: Any, optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-        return get_state_dict(model, _inner(optimizer))
+        # Frozen weights (a base under an adapter) are not checkpointed: they come from the base.
+        return get_state_dict(model, _inner(optimizer), options=StateDictOptions(ignore_frozen_params=True))
 
     def full_state_dict(self, model: Any) -> dict[str, torch.Tensor] | None:
         if not self.sharded:

@@ -24,6 +24,7 @@ from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
+from clustertune.train.trainable import trainable_parameters
 from clustertune.train.strategies.ds_config import build_config, merge_user_config, read_user_config
 
 TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
@@ -174,11 +175,13 @@ class DeepSpeedStrategy(AcceleratorRanks):
         return zero_state_bytes(self.unwrap(model), optimizer, self.stage, self.recipe.train.effective_offload)
 
     def save_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
-        model.save_checkpoint(str(directory), tag=TAG, save_latest=False)
+        # Frozen weights (a base under an adapter) are not checkpointed: they come from the base.
+        model.save_checkpoint(str(directory), tag=TAG, save_latest=False, exclude_frozen_parameters=True)
 
     def load_state(self, model: Any, optimizer: Any, scheduler: Any, directory: Path) -> None:
+        whole = trainable_parameters(self.unwrap(model)) is None
         path, _ = model.load_checkpoint(str(directory), tag=TAG, load_optimizer_states=True,
-                                        load_lr_scheduler_states=True)
+                                        load_lr_scheduler_states=True, load_module_strict=whole)
         if path is None:
             raise UserError(f"checkpoint {directory} holds no DeepSpeed state; was it saved under another train.strategy?")
 
