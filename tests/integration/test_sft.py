@@ -45,16 +45,21 @@ def test_sft_run_trains_evaluates_generation_and_saves_the_template(sft_base: Pa
     assert template == BUILTIN_TEMPLATES["chatml"]
 
 
-def test_two_ranks_match_one_rank_with_twice_the_batch(sft_base: Path, chat_file: Path, runs_root: Path) -> None:
+def test_lora_under_two_ranks_matches_one_rank_with_twice_the_batch(sft_base: Path, chat_file: Path,
+                                                                    runs_root: Path) -> None:
     """The loss is a mean over the global batch's trained tokens, so 2 ranks x 2 examples equal
     1 rank x 4 examples although the ranks hold different numbers of labels."""
     from clustertune.launch.submit import launch
 
     steps = {"max_steps": 4, "log_every": 1, "eval_at_start": False}
+    lora = {"name_or_path": str(sft_base), "adapter": {"type": "lora", "rank": 8}}
     r1 = sft_recipe(sft_base, chat_file)
     r1["train"].update(steps)
+    r1["model"] = lora
     one = ct.run(ct.load_recipe(r1), show_progress=False)
+    assert (one.paths.model / "adapter_config.json").is_file()
     r2 = sft_recipe(sft_base, chat_file)
+    r2["model"] = lora
     r2["train"].update({**steps, "batch_size": 2})
     r2["launch"] = {"procs_per_node": 2}
     two = launch(ct.load_recipe(r2))
