@@ -123,6 +123,11 @@ def main() -> None:
         train = root / "chat.jsonl"
         train.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         tok_dir = make_tokenizer(root / "tok")
+        # Warm-up on a few rows, not timed: both sides' imports and first calls.
+        small = root / "small.jsonl"
+        small.write_text("".join(json.dumps(r) + "\n" for r in rows[:50]), encoding="utf-8")
+        ours(small, tok_dir, root / "cache")
+        trl_side(rows[:50], tok_dir, a.procs)
         mine_t, trl_t = [], []
         for r in range(a.repeats):
             s1, ids1, m1 = ours(train, tok_dir, root / "cache")
