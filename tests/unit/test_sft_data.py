@@ -103,6 +103,10 @@ def test_messages_sharegpt_disk_and_prompt_completion_give_the_same_rows(sft_bas
     for v in variants[1:]:
         _, ids, mask = _prepared_rows(v)
         assert np.array_equal(ids, first[1]) and np.array_equal(mask, first[2])
+    # Held-out prompts for the generation check leave room for the answer within max_length.
+    prompts = first[0].open_split("validation").generation
+    assert prompts and all(len(p["prompt_ids"]) + 4 <= 64 for p in prompts)
+    assert {p["reference"] for p in prompts} <= {r["messages"][1]["content"] for r in rows}
     # The template is saved with the prepared tokenizer, so the run's model chats as trained.
     assert first[0].tokenizer().chat_template == BUILTIN_TEMPLATES["chatml"]
 

@@ -192,9 +192,10 @@ def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRend
 
 
 def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
-                       n: int, max_length: int) -> list[dict[str, Any]]:
+                       n: int, max_length: int, max_new_tokens: int) -> list[dict[str, Any]]:
     """Up to ``n`` held-out prompts (the conversation before its last assistant turn, with the
-    generation prompt) and their reference answers, for the generation check."""
+    generation prompt) and their reference answers, for the generation check: those that leave
+    room for ``max_new_tokens`` within ``max_length`` (which fits the model's positions)."""
     out: list[dict[str, Any]] = []
     for conv in convs:
         if len(out) >= n:
@@ -202,7 +203,7 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
         last = max(i for i, m in enumerate(conv) if m["role"] == "assistant")
         text = renderer.render(conv[:last], add_generation_prompt=True)
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-        if len(ids) < max_length:
+        if len(ids) + max_new_tokens <= max_length:
             out.append({"prompt_ids": list(map(int, ids)), "reference": conv[last]["content"].strip()})
     return out
 
@@ -233,7 +234,8 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, _id_dtype(len(tokenizer)))
     if split == "validation" and s.generation_samples:
-        arrays.generation = generation_prompts(convs, renderer, tokenizer, s.generation_samples, d.max_length)
+        arrays.generation = generation_prompts(convs, renderer, tokenizer, s.generation_samples, d.max_length,
+                                               s.max_new_tokens)
         arrays.end_marker = renderer.end_marker()
     counts["examples_kept"] = len(tok.ids)
     log.info("data: %s: %d examples -> %d rows (%d truncated, %d dropped as too long, %d dropped with no trained "
