@@ -229,7 +229,7 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
     elif recipe.task == "sft":
         # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
         # the template's text joins the inputs where the tokenizer is known.
-        proc = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 1}
+        proc = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
     else:
         proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
     if d.streaming:
