@@ -119,8 +119,8 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool) -> dict:
     rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
     timed = [r for r in rows if r["kind"] == "train" and r["step"] > skip]
     evals = [r for r in rows if r["kind"] == "eval"]
-    return {"side": "ours-packed" if packed else "ours", "tokens_per_s": sum(r["tokens_per_s"] for r in timed) / len(timed),
-            "eval_loss": evals[-1]["eval_loss"]}
+    return {"side": "ours-packed" if packed else "ours",
+            "tokens_per_s": sum(r["tokens_per_s"] for r in timed) / len(timed), "eval_loss": evals[-1]["eval_loss"]}
 
 
 def main() -> None:
@@ -146,7 +146,8 @@ def main() -> None:
             if line is None:
                 sys.exit(f"{side} failed:\n{proc.stderr[-3000:]}")
             out[side] = json.loads(line[7:])
-            print(f"{side:12s} {out[side]['tokens_per_s']:9,.0f} real tokens/s   eval loss {out[side]['eval_loss']:.4f}")
+            r = out[side]
+            print(f"{side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}")
         t = out["trl"]
         for side in ("ours", "ours-packed"):
             print(f"{side} / trl: {out[side]['tokens_per_s'] / t['tokens_per_s']:.2f}x tokens/s, eval loss "

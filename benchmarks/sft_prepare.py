@@ -36,7 +36,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 MARKED_CHATML = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
-    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{{ '<|im_start|>assistant\n' }}"
+    "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
     "{% else %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
@@ -140,7 +141,8 @@ def main() -> None:
                       f"({sum(map(len, ids1)):,} tokens, {sum(map(sum, m1)):,} trained)")
             mine_t.append(s1)
             trl_t.append(s2)
-            print(f"round {r + 1}: clustertune prepare {s1:.2f}s   TRL _prepare_dataset (num_proc={a.procs}) {s2:.2f}s")
+            print(f"round {r + 1}: clustertune prepare {s1:.2f}s   "
+                  f"TRL _prepare_dataset (num_proc={a.procs}) {s2:.2f}s")
         print(f"best: clustertune {min(mine_t):.2f}s, TRL {min(trl_t):.2f}s; medians {statistics.median(mine_t):.2f}s / "
               f"{statistics.median(trl_t):.2f}s")
         print(f"ratio={min(trl_t) / min(mine_t):.2f}")
