@@ -143,8 +143,9 @@ def main() -> None:
             trl_t.append(s2)
             print(f"round {r + 1}: clustertune prepare {s1:.2f}s   "
                   f"TRL _prepare_dataset (num_proc={a.procs}) {s2:.2f}s")
-        print(f"best: clustertune {min(mine_t):.2f}s, TRL {min(trl_t):.2f}s; medians {statistics.median(mine_t):.2f}s / "
-              f"{statistics.median(trl_t):.2f}s")
+        med = statistics.median
+        print(f"best: clustertune {min(mine_t):.2f}s, TRL {min(trl_t):.2f}s; "
+              f"medians {med(mine_t):.2f}s / {med(trl_t):.2f}s")
         print(f"ratio={min(trl_t) / min(mine_t):.2f}")
 
 
