@@ -18,7 +18,7 @@ from typing import Any
 
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.errors import RunError, UserError
-from clustertune.models.adapters import check_adapter
+from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.recipe.schema import Recipe
@@ -172,6 +172,8 @@ def run(
         existing = get_run(resume, runs_root_dir)
         resume_from = _resume_target(existing)
         recipe = load_recipe(existing.paths.recipe)
+        if resume_from is not None:
+            check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
     elif isinstance(source, Recipe):
         recipe = source if not overrides else load_recipe(source.to_plain(), overrides)
     elif source is None:

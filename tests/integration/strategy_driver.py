@@ -8,6 +8,10 @@ no rank tokenizes anything.
 Every rank runs clustertune's node-side ``execute``: data, model, strategy, the loop, the
 final gathered save.
 
+``--also RUN_DIR2[::CHECKPOINT] ...``: afterwards, in the same processes, each of these run
+directories (their recipes may name other strategies and models), resumed from CHECKPOINT
+where one is given: a matrix of small runs for the price of one launch.
+
 ``--sizes LAYERSxWIDTH,...``: afterwards, in the same processes, one more step of the same
 recipe for each of these model shapes, each in RUN_DIR/sizes/LAYERSxWIDTH, so that the state
 each rank holds (the loop's ``state_memory`` metrics row) is recorded for several model sizes
@@ -57,6 +61,7 @@ def main() -> None:
     p.add_argument("run_dir", type=Path)
     p.add_argument("resume", type=Path, nargs="?")
     p.add_argument("--sizes", default="")
+    p.add_argument("--also", nargs="*", default=[])
     a = p.parse_args()
     # The deprecation warnings DeepSpeed triggers on every collective would bury the log.
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -75,7 +80,8 @@ def main() -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"{ready} never appeared")
         time.sleep(0.1)
-    if subs:
+    also = [(Path(d), Path(c) if c else None) for d, _, c in (spec.partition("::") for spec in a.also)]
+    if subs or also:
         # One process group for all the runs of this launch: Accelerate's end_training destroys
         # it after each run, and a gloo group made again under the same launcher store can hang
         # in its connect. Each run finds it up (Accelerate then does not create one).
@@ -86,7 +92,9 @@ def main() -> None:
     execute(load_recipe(paths.recipe), paths, a.resume, show_progress=False)
     for sub in subs:
         execute(load_recipe(sub / "recipe.yaml"), RunPaths(sub), None, show_progress=False)
-    if subs:
+    for run_dir, resume in also:
+        execute(load_recipe(run_dir / "recipe.yaml"), RunPaths(run_dir), resume, show_progress=False)
+    if subs or also:
         destroy()
 
 

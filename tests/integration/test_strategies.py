@@ -85,9 +85,10 @@ def job_dir(where: Path, recipe: dict[str, Any], baseline: Path) -> Path:
     return where
 
 
-def launch(run_dir: Path, resume: Path | None = None, sizes: str = "") -> None:
+def launch(run_dir: Path, resume: Path | None = None, sizes: str = "", also: list[str] | None = None) -> None:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(DRIVER), str(run_dir)] + ([str(resume)] if resume else []) + (["--sizes", sizes] if sizes else [])
+    cmd += ["--also", *also] if also else []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=DRIVER.parents[2])
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-4000:]}\n{out.stderr[-8000:]}"

@@ -24,20 +24,19 @@ def test_rank_must_be_positive(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("train, fix", [
-    ({"strategy": "fsdp"}, "FSDP"),
     ({"strategy": "deepspeed", "zero_stage": 3}, "ZeRO-3"),
     ({"strategy": "deepspeed", "zero_stage": 2}, "ZeRO-2"),
 ])
-def test_qlora_outside_one_process_or_ddp_names_what_to_use(tmp_path: Path, train: dict, fix: str) -> None:
+def test_qlora_under_deepspeed_names_what_to_use(tmp_path: Path, train: dict, fix: str) -> None:
     with pytest.raises(RecipeError) as err:
         load(with_(lora_recipe(tmp_path, type="qlora"), train=train))
     text = str(err.value)
-    assert "model.adapter.type" in text and fix in text and "train.strategy=ddp" in text
+    assert "model.adapter.type" in text and fix in text and "train.strategy=fsdp" in text
 
 
-def test_dora_under_zero3_is_refused_with_the_alternatives(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match=r"model\.adapter\.type: dora .*train\.strategy=fsdp .*train\.zero_stage=2"):
-        load(with_(lora_recipe(tmp_path, type="dora"), train={"strategy": "deepspeed", "zero_stage": 3}))
+def test_qlora_with_offload_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match=r"train\.offload: qlora.*train\.offload=none"):
+        load(with_(lora_recipe(tmp_path, type="qlora"), train={"strategy": "fsdp", "offload": "params"}))
 
 
 def test_adapter_on_a_fresh_model_asks_for_pretrained_weights() -> None:
@@ -66,6 +65,16 @@ def test_target_modules_matching_nothing_lists_the_models_layers(llama_base: Pat
         assert name in str(err)
 
 
+def test_one_string_is_a_regular_expression_and_says_so(llama_base: Path, runs_root: Path) -> None:
+    run_fails(lora_recipe(llama_base, target_modules="q_proj"), runs_root,
+              r"'q_proj' match\(es\) no module of LlamaForCausalLM \(one string is a regular expression")
+    import clustertune as ct
+
+    run = ct.run(load(lora_recipe(llama_base, target_modules=r".*\.(q|v)_proj"), ["train.max_steps=1"]),
+                 runs_root_dir=runs_root, show_progress=False)
+    assert run.state.value == "COMPLETED"
+
+
 def test_a_module_peft_cannot_wrap_is_a_model_error(llama_base: Path, runs_root: Path) -> None:
     # RMSNorm layers exist but are no layer type LoRA supports.
     run_fails(lora_recipe(llama_base, target_modules=["input_layernorm"]), runs_root,
@@ -88,3 +97,4 @@ def test_unknown_trainable_token_is_named(llama_base: Path, runs_root: Path) -> 
     with pytest.raises(ModelError, match=r"trainable_token_indices: '<\|not-a-token\|>' is not a token"):
         apply_adapter(recipe, model, AutoTokenizer.from_pretrained(str(llama_base)))
     del ct
+

@@ -37,13 +37,18 @@ def register(app: typer.Typer) -> None:
         if r.model.config is not None and r.model.tokenizer == "train":
             config.vocab_size = r.model.tokenizer_vocab_size  # the tokenizer is not trained yet
         mixed = r.train.precision in ("bf16", "fp16") or (r.train.precision == "auto" and gpu is not None)
-        rows = memory.estimate_all(r, config, world, mixed)
+        # QLoRA's 4-bit base runs under DDP and FSDP (the recipe refuses the rest).
+        qlora = r.model.adapter is not None and r.model.adapter.type == "qlora"
+        rows = memory.estimate_all(r, config, world, mixed, ("ddp", "fsdp") if qlora else memory.STRATEGIES)
         dev = memory.device_memory_bytes(gpu)
         if gpu is not None and dev is None:
             raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
-        shape = memory.model_shape(config, r.task)
+        shape = memory.model_shape(config, r.task, r)
         seq = r.data.block_size if r.task == "causal_lm" else r.data.max_length
-        print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters, micro-batch {r.train.batch_size} x {seq} tokens, "
+        adapter = (f" ({r.model.adapter.type}: {shape.trainable / 1e6:.2f}M trainable)"
+                   if r.model.adapter is not None else "")
+        print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters{adapter}, "
+              f"micro-batch {r.train.batch_size} x {seq} tokens, "
               f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
               + (", activation checkpointing" if r.train.gradient_checkpointing else ""))
         cols = ["strategy", "params GiB", "grads GiB", "optimizer GiB", "activations GiB", "per device GiB", "host GiB"]

@@ -84,6 +84,15 @@ def linear_module_names(model: Any) -> list[str]:
     return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if n and isinstance(m, kinds)})
 
 
+def quantized_linear_numels(model: Any) -> tuple[int, ...]:
+    """Element counts of the Linear weights QLoRA loads in 4 bits: all but the output layer, which
+    transformers keeps in 16/32 bits."""
+    import torch
+
+    head = model.get_output_embeddings()
+    return tuple(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head)
+
+
 def _check_targets(a: AdapterSection, model: Any) -> None:
     """Every named target matches some module; else list what the model has."""
     if a.target_modules == ALL_LINEAR:
@@ -94,9 +103,13 @@ def _check_targets(a: AdapterSection, model: Any) -> None:
     else:
         missing = [t for t in a.target_modules if not any(n == t or n.endswith("." + t) for n in names)]
     if missing:
+        regex = ""
+        if isinstance(a.target_modules, str):
+            regex = (" (one string is a regular expression over full module paths such as "
+                     "model.layers.0.self_attn.q_proj: give a list to match by name)")
         raise ModelError(
             f"model.adapter.target_modules: {', '.join(repr(m) for m in missing)} match(es) no module of "
-            f"{type(model).__name__}; its linear layers are named {', '.join(linear_module_names(model))} "
+            f"{type(model).__name__}{regex}; its linear layers are named {', '.join(linear_module_names(model))} "
             f"(or use {ALL_LINEAR!r})"
         )
 
@@ -152,6 +165,7 @@ def apply_adapter(recipe: Recipe, model: Any, tokenizer: Any) -> Any:
     if checkpointing:
         # Recomputed blocks (reentrant checkpointing) only backpropagate when their input needs
         # a gradient; with the embedding frozen it would not, and the adapter would get none.
+        # (transformers 5 also does this when checkpointing is switched on; 4.x does not.)
         peft_model.enable_input_require_grads()
     return peft_model
 
@@ -223,11 +237,24 @@ def adapter_record(model: Any) -> dict[str, Any]:
 
 
 def check_resume(ckpt: Path, state: dict[str, Any], model: Any) -> None:
-    """A checkpoint resumes only onto the base and adapter settings it was trained with."""
-    saved, now = state.get("adapter"), getattr(model, RECORD_ATTR, None)
+    """A checkpoint resumes only onto the base and adapter settings it was trained with (the
+    node side, with the model it built)."""
+    check_record(ckpt, state.get("adapter"), getattr(model, RECORD_ATTR, None))
+
+
+def check_resume_recipe(ckpt: Path, recipe: Recipe) -> None:
+    """The same check before a resume starts, from the recipe (no model is built)."""
+    import json
+
+    a = recipe.model.adapter
+    saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8")).get("adapter")
+    check_record(ckpt, saved, {"base": base_identity(recipe), "settings": a.settings()} if a else None)
+
+
+def check_record(ckpt: Path, saved: dict[str, Any] | None, now: dict[str, Any] | None) -> None:
     if saved is None and now is None:
         return
-    if (saved is None) != (now is None):
+    if saved is None or now is None:
         has, lacks = ("the checkpoint", "this run") if saved else ("this run", "the checkpoint")
         raise CheckpointError(f"checkpoint {ckpt}: {has} has a model.adapter and {lacks} has none; resume "
                               "with the recipe the checkpoint was written with")

@@ -70,15 +70,13 @@ def adapter_problems(recipe: Any) -> list[tuple[str, str]]:
         out.append(("model.adapter", "an adapter trains on top of pretrained weights, but model.config builds "
                     "a fresh, random model: set model.name_or_path (a hub name or a save_pretrained directory), "
                     "or drop model.adapter to train every weight"))
-    if a.type == "qlora" and t.strategy != "ddp":
-        what = "FSDP" if t.strategy == "fsdp" else f"DeepSpeed ZeRO-{t.effective_zero_stage}"
-        out.append(("model.adapter.type", f"qlora's 4-bit base weights cannot be sharded or partitioned by {what} "
-                    "here: use train.strategy=ddp (each process holds the 4-bit base, about a quarter of a "
-                    "16-bit copy), or model.adapter.type=lora with train.strategy=" + t.strategy))
-    if a.type == "dora" and t.strategy == "deepspeed" and t.effective_zero_stage == 3:
-        out.append(("model.adapter.type", "dora reads each whole base weight (its column norms) outside the "
-                    "layer's forward, where ZeRO-3 has not gathered it: use train.strategy=fsdp (shards and "
-                    "gathers per block) or train.zero_stage=2, or model.adapter.type=lora under ZeRO-3"))
+    if a.type == "qlora" and t.strategy == "deepspeed":
+        out.append(("model.adapter.type", f"qlora's 4-bit base weights are not partitioned by DeepSpeed "
+                    f"ZeRO-{t.effective_zero_stage} here: use train.strategy=fsdp (shards the 4-bit weights) or "
+                    "train.strategy=ddp, or model.adapter.type=lora with train.strategy=deepspeed"))
+    elif a.type == "qlora" and t.effective_offload != "none":
+        out.append(("train.offload", "qlora's 4-bit base is not offloaded here: use train.offload=none "
+                    "(the 4-bit base is already about a quarter of a 16-bit copy)"))
     if a.type == "qlora" and t.precision == "fp16":
         out.append(("train.precision", "qlora computes in bf16 or fp32: use train.precision=bf16 (or auto)"))
     return out

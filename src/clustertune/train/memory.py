@@ -27,6 +27,13 @@ remainders):
   partition-sized buffer on the device for copying the updated weights back; ZeRO-3 with
   parameter offload keeps only the persistent parameters whole on the device.
 
+Adapters (``model.adapter``): the frozen base keeps only its weights (no gradients, no optimizer
+state); gradients and optimizer state follow the trainable parameters alone, sharded or
+partitioned the same way (DeepSpeed flattens only trainable parameters into its buffers, but
+ZeRO-3 partitions the frozen weights too). QLoRA's base Linear weights are 4-bit NF4: half a byte
+per weight, plus the quantization state bitsandbytes keeps per layer (one 8-bit absmax per block
+of 64 weights, an fp32 absmax per 256 of those, and its 16- and 256-entry fp32 code tables).
+
 Communication buckets (DeepSpeed's ``reduce_bucket_size``, DDP's buckets) and the CUDA context
 are not counted: ``estimate-memory`` leaves ~10% of the device for them.
 
@@ -43,6 +50,7 @@ fp32. Mixed precision stores them in 2 bytes, fp32 in 4.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +94,10 @@ class ModelShape:
     vocab: int
     # Element count of each distinct parameter tensor: sharding splits tensors one by one.
     numels: tuple[int, ...] = field(default=(), repr=False)
+    # With an adapter: the element counts of the trainable tensors (None: every parameter trains).
+    trainable_numels: tuple[int, ...] | None = field(default=None, repr=False)
+    # QLoRA: element counts of the base weights held in 4 bits.
+    quantized_numels: tuple[int, ...] = field(default=(), repr=False)
 
     def shard(self, world: int) -> int:
         """Elements of one rank's shards: each tensor split on its own, rounded up."""
@@ -93,28 +105,82 @@ class ModelShape:
             return -(-self.n_params // world)
         return sum(-(-n // world) for n in self.numels)
 
+    @property
+    def trainable(self) -> int:
+        return self.n_params if self.trainable_numels is None else sum(self.trainable_numels)
+
+    def trainable_shard(self, world: int) -> int:
+        if self.trainable_numels is None:
+            return self.shard(world)
+        return sum(-(-n // world) for n in self.trainable_numels)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every weight held whole in fp32, with the 4-bit ones at their quantized size."""
+        q = sum(self.quantized_numels)
+        return 4 * (self.n_params - q) + sum(nf4_bytes(n) for n in self.quantized_numels)
+
+    def weight_shard_bytes(self, world: int) -> int:
+        """One rank's bytes of FSDP-sharded weights: fp32 shards, and of each 4-bit weight its
+        shard of the packed values plus the whole quantization state (kept on every rank)."""
+        rest = Counter(self.numels) - Counter(self.quantized_numels)
+        fp32 = sum(_ceil(n, world) * k for n, k in rest.items())
+        packed = [_ceil(n, 2) for n in self.quantized_numels]
+        state = sum(nf4_bytes(n) - p for n, p in zip(self.quantized_numels, packed))
+        return 4 * fp32 + sum(_ceil(p, world) for p in packed) + state
+
     def small(self, threshold: int) -> int:
         """Elements in tensors smaller than ``threshold`` (ZeRO-3 keeps them whole)."""
         return sum(n for n in self.numels if n < threshold)
 
 
-def model_shape(config: Any, task: str) -> ModelShape:
-    """Exact parameter count of the model ``config`` describes (built on the meta device)."""
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def nf4_bytes(n: int) -> int:
+    """One Linear weight of ``n`` elements in bitsandbytes' NF4 with double quantization: packed
+    4-bit values, an 8-bit absmax per block of 64, an fp32 absmax per 256 blocks and the offset,
+    and the NF4 (16) and 8-bit (256) fp32 code tables."""
+    blocks = -(-n // 64)
+    return -(-n // 2) + blocks + 4 * -(-blocks // 256) + 4 + 4 * (16 + 256)
+
+
+def model_shape(config: Any, task: str, recipe: Any = None) -> ModelShape:
+    """Exact parameter count of the model ``config`` describes (built on the meta device), with
+    the recipe's adapter when it has one."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     auto = AutoModelForCausalLM if task in ("causal_lm", "sft") else AutoModelForSequenceClassification
+    adapter = recipe.model.adapter if recipe is not None else None
     with torch.device("meta"):
         model = auto.from_config(config)
-    return shape_of(model, config)
+        quantized: tuple[int, ...] = ()
+        if adapter is not None:
+            from clustertune.models.adapters import apply_adapter, quantized_linear_numels
+
+            if adapter.type == "qlora":
+                quantized = quantized_linear_numels(model)
+            # On the meta device the base stays unquantized; the trainable set is the same.
+            # (token rows given as strings need the tokenizer: only their number matters here)
+            meta_adapter = adapter.model_copy(update={
+                "type": "lora" if adapter.type == "qlora" else adapter.type,
+                "trainable_token_indices": list(range(len(adapter.trainable_token_indices)))})
+            plain = recipe.model.model_copy(update={"adapter": meta_adapter})
+            model = apply_adapter(recipe.model_copy(update={"model": plain}), model, None)
+    return shape_of(model, config, quantized)
 
 
-def shape_of(model: torch.nn.Module, config: Any) -> ModelShape:
+def shape_of(model: torch.nn.Module, config: Any, quantized: tuple[int, ...] = ()) -> ModelShape:
     # Tied weights are one tensor: count each distinct parameter once, as the optimizer does.
-    numels = tuple(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    params = list({id(p): p for p in model.parameters()}.values())
+    numels = tuple(p.numel() for p in params)
+    frozen = any(not p.requires_grad for p in params)
+    trainable = tuple(p.numel() for p in params if p.requires_grad) if frozen else None
     layers = _first_int(config, "n_layer", "num_hidden_layers", "num_layers") or 0
     hidden = _first_int(config, "n_embd", "hidden_size", "d_model") or 0
     vocab = _first_int(config, "vocab_size") or 0
-    return ModelShape(sum(numels), layers, hidden, vocab, numels)
+    return ModelShape(sum(numels), layers, hidden, vocab, numels, trainable, quantized)
 
 
 def _first_int(config: Any, *names: str) -> int | None:
@@ -145,26 +211,28 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     ``mixed``: DeepSpeed holds the model's weights in 2 bytes (bf16/fp16) beside its fp32 master."""
     n, w = shape.n_params, max(1, world)
     s = shape.shard(w)
+    # Gradients and optimizer state exist for trainable weights only (all of them without an adapter).
+    t, st = shape.trainable, shape.trainable_shard(w)
     ds_weight = 2 if mixed else 4  # bytes of a model weight under DeepSpeed
     host = 0
     if strategy == "ddp":
-        p, g, o = 4 * n, 4 * n, 8 * n
+        p, g, o = shape.weight_bytes, 4 * t, 8 * t
     elif strategy == "fsdp":
-        p, g, o = 4 * s, 4 * s, 8 * s
+        p, g, o = shape.weight_shard_bytes(w), 4 * st, 8 * st
     elif strategy == "fsdp+offload":
-        p, g, o, host = 0, 0, 0, 16 * s
+        p, g, o, host = 0, 0, 0, 4 * s + 12 * st
     elif strategy in ("zero1", "zero2"):
-        part = -(-n // w)  # ZeRO-1/2 split one flat buffer of all weights
-        p, g, o = ds_weight * n, (ds_weight * n if strategy == "zero1" else 4 * part), 12 * part
+        part = -(-t // w)  # ZeRO-1/2 split one flat buffer of all trainable weights
+        p, g, o = ds_weight * n, (ds_weight * t if strategy == "zero1" else 4 * part), 12 * part
     elif strategy == "zero2+offload":
-        part = -(-n // w)
+        part = -(-t // w)
         p, g, o, host = ds_weight * n + ds_weight * part, 0, 0, 16 * part
     elif strategy == "zero3":
         whole = shape.small(persistence_threshold)
-        p, g, o = ds_weight * (s + whole), 4 * s, 12 * s
+        p, g, o = ds_weight * (s + whole), 4 * st, 12 * st
     elif strategy == "zero3+offload":
         whole = shape.small(persistence_threshold)
-        p, g, o, host = ds_weight * whole, 0, 0, (ds_weight + 16) * s
+        p, g, o, host = ds_weight * whole, 0, 0, ds_weight * s + 16 * st
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
     return MemoryEstimate(strategy, p, g, o, activations, host)
@@ -196,7 +264,7 @@ def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
 
 def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
                  strategies: Iterable[str] = STRATEGIES) -> list[MemoryEstimate]:
-    shape = model_shape(config, recipe.task)
+    shape = model_shape(config, recipe.task, recipe)
     seq = recipe.data.block_size if recipe.task == "causal_lm" else recipe.data.max_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
                            recipe.task in ("causal_lm", "sft"))
@@ -280,7 +348,22 @@ def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimize
     strategies/zero.py)."""
     params = list(model.parameters())
     grads = [p.grad for p in params if p.grad is not None]
-    return distinct_bytes({"params": params, "grads": grads, "optimizer": optimizer_state_tensors(optimizer)})
+    quant = quant_state_tensors([*params, *model.modules()])
+    return distinct_bytes({"params": [*params, *quant], "grads": grads,
+                           "optimizer": optimizer_state_tensors(optimizer)})
+
+
+def quant_state_tensors(holders: Iterable[Any]) -> list[torch.Tensor]:
+    """The quantization state bitsandbytes keeps beside 4-bit weights (absmax, code tables), from
+    the weights or their layers (where it stays when FSDP replaces the weights by shards): part of
+    what holding a QLoRA base costs, though not parameters."""
+    out = []
+    for h in holders:
+        qs = getattr(h, "quant_state", None)
+        for state in (qs, getattr(qs, "state2", None)):
+            if state is not None:
+                out += [v for v in vars(state).values() if isinstance(v, torch.Tensor)]
+    return out
 
 
 def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:

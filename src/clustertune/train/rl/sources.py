@@ -18,6 +18,7 @@ from typing import Any
 from clustertune.data import builtin
 from clustertune.data.sources import RawData, carve_validation, load_raw
 from clustertune.errors import DataError, ModelError, RunError
+from clustertune.models.adapters import is_adapter_dir, merge_adapter
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
 
@@ -39,11 +40,12 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
         if not found:
             raise RunError(f"{key}: no run {ident!r} under {root}; `clustertune runs` lists them "
                            "(set CLUSTERTUNE_RUNS or tracking.runs_root to look elsewhere)")
-        done = [r for r in found if r.state is RunState.COMPLETED and (r.paths.model / "config.json").is_file()]
+        done = [r for r in found if r.state is RunState.COMPLETED
+                and ((r.paths.model / "config.json").is_file() or is_adapter_dir(r.paths.model))]
         if not done:
             states = ", ".join(f"{r.id} {r.state.value}" for r in found[-3:])
             raise RunError(f"{key}: run {ident!r} has no final model yet ({states}); finish it or name another run")
-        return str(done[-1].paths.model)  # list_runs is oldest first: the newest completed one
+        return _plain_model(done[-1].paths)  # list_runs is oldest first: the newest completed one
     p = Path(ref).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
@@ -52,6 +54,20 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     if ref.startswith(("/", "./", "../", "~")):
         raise ModelError(f"{key}: directory {ref!r} does not exist")
     return ref
+
+
+def _plain_model(paths: Any) -> str:
+    """A run's final model as a plain directory: an adapter run's merged copy (written by
+    ``model.adapter.save_merged``, or merged here once from the base and the adapter)."""
+    import logging
+
+    if not is_adapter_dir(paths.model):
+        return str(paths.model)
+    if not (paths.merged_model / "config.json").is_file():
+        logging.getLogger("clustertune").info("merging the adapter of %s onto its base into %s",
+                                              paths.model, paths.merged_model)
+        merge_adapter(paths.model, paths.merged_model)
+    return str(paths.merged_model)
 
 
 def _prose_windows() -> list[list[str]]:
