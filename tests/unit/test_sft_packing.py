@@ -93,3 +93,14 @@ def test_unpacked_batches_are_padded_to_their_longest_example() -> None:
         together = forward(model, batch).loss.item()
         alone = sum(forward(model, to_batch(rows, np.array([i]), CPU)).loss.item() * counts[i] for i in range(3))
     assert abs(together - alone / sum(counts)) < 1e-5
+
+
+def test_generated_answers_end_at_the_end_marker_even_when_cut_off() -> None:
+    from clustertune.train.sft_eval import cut_answer, score
+
+    stops = ["<|im_end|>", "<|endoftext|>"]
+    assert cut_answer(" beta<|im_end|>\n<|im_start|>", stops) == "beta"
+    assert cut_answer("beta<|im", stops) == "beta"  # max_new_tokens ran out inside the marker
+    assert cut_answer("beta and more", stops) == "beta and more"
+    assert score(["beta", "the beta one", "gamma"], ["beta", "beta", "beta"]) == {
+        "eval_exact_match": 1 / 3, "eval_contains": 2 / 3}

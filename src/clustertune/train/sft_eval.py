@@ -16,11 +16,16 @@ import torch
 
 
 def cut_answer(text: str, stops: list[str]) -> str:
-    """The generated text up to the first stop string, without surrounding whitespace."""
+    """The generated text up to the first stop string, without surrounding whitespace. A stop
+    string begun but cut off by ``max_new_tokens`` at the very end (``answer<|im``) counts too:
+    markers spelled in plain-text tokens take several tokens."""
     end = len(text)
     for s in stops:
         if s and (k := text.find(s)) >= 0:
             end = min(end, k)
+        elif s:
+            partial = next((n for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), 0)
+            end = min(end, len(text) - partial)
     return text[:end].strip()
 
 
