@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
          "num_key_value_heads": 2, "max_position_embeddings": 64, "tie_word_embeddings": False}

@@ -26,6 +26,7 @@ def devices_of(recipe: Recipe) -> int:
     return ln.nodes * (ln.procs_per_node or gpus_requested(ln) or 1)
 
 
+
 def run(
     source: Recipe | str | os.PathLike[str] | dict[str, Any] | None = None,
     overrides: list[str] | None = None,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.adapter_fixtures import lora_recipe
-from tests.conftest import with_
+from tests.helpers import with_
 from tests.integration.test_adapters import check_state_memory
 from tests.integration.test_strategies import final_eval_loss, job_dir, launch, need_deepspeed, train_losses
 

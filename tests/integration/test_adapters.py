@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.adapter_fixtures import lora_recipe
-from tests.conftest import read_jsonl, with_
+from tests.helpers import read_jsonl, with_
 
 pytestmark = pytest.mark.slow
 
@@ -200,7 +200,7 @@ def test_kill_9_then_resume_is_exact_and_refuses_other_adapter_settings_or_base(
     from clustertune.errors import CheckpointError
     from clustertune.runs.store import get_run
     from tests.adapter_fixtures import make_base
-    from tests.conftest import cli, tree_snapshot
+    from tests.helpers import cli, tree_snapshot
 
     base = make_base(tmp_path_factory.mktemp("base-to-change") / "base")
     recipe = with_(lora_recipe(base), train={"lr": 3e-2, "eval_at_start": False, "max_steps": 10, "save_every": 4,
@@ -249,7 +249,7 @@ def test_kill_9_then_resume_is_exact_and_refuses_other_adapter_settings_or_base(
 def test_cli_run_with_unmatched_target_modules_exits_2_and_writes_nothing(llama_base: Path, tmp_path: Path) -> None:
     import yaml
 
-    from tests.conftest import cli
+    from tests.helpers import cli
 
     path = tmp_path / "lora.yaml"
     path.write_text(yaml.safe_dump(lora_recipe(llama_base, target_modules=["c_attn"])))
@@ -267,7 +267,7 @@ def test_lora_on_a_classifier_trains_and_saves_its_head(tmp_path: Path) -> None:
 
     from clustertune.data.builtin import pydoc_paragraphs
     from clustertune.models.tokenizer import train_bpe
-    from tests.conftest import TINY_CLS
+    from tests.helpers import TINY_CLS
 
     base = tmp_path / "bert"
     tok = train_bpe(pydoc_paragraphs(), 512, classification=True, model_max_length=32)

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import cli, read_jsonl
+from tests.quickstart_fixture import QuickstartRun
 
 
 @pytest.mark.slow
-def test_quickstart_perplexity_falls_at_least_5x(tmp_path: Path) -> None:
-    res = cli("run", "quickstart", "--runs-root", str(tmp_path), timeout=900)
+def test_quickstart_perplexity_falls_at_least_5x(quickstart_cli_run: QuickstartRun) -> None:
+    res, tmp_path = quickstart_cli_run.result, quickstart_cli_run.runs_root
     assert res.returncode == 0, res.stderr[-3000:]
     # Not a terminal: plain periodic progress lines instead of a bar.
     assert re.search(r"^step 10/200  loss [\d.]+  tok/s [\d,.]+", res.stderr, re.M), res.stderr[-2000:]

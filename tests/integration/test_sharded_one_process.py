@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, read_jsonl, with_
 
 
 def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> None:

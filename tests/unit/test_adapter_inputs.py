@@ -9,7 +9,7 @@ import pytest
 
 from clustertune.errors import ModelError, RecipeError
 from tests.adapter_fixtures import lora_recipe
-from tests.conftest import with_
+from tests.helpers import with_
 
 
 def load(recipe: dict, overrides: list[str] | None = None):
@@ -29,7 +29,7 @@ def test_qlora_with_offload_is_refused(tmp_path: Path) -> None:
 
 
 def test_adapter_on_a_fresh_model_asks_for_pretrained_weights() -> None:
-    from tests.conftest import TINY_CAUSAL
+    from tests.helpers import TINY_CAUSAL
 
     recipe = with_(TINY_CAUSAL)
     recipe["model"]["adapter"] = {"rank": 4}

@@ -16,7 +16,7 @@ from clustertune.data.prepare import Arrays
 from clustertune.recipe.load import load_recipe
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.strategies import group
-from tests.conftest import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, with_
 
 
 def recipe(**train: object):

@@ -120,7 +120,9 @@ def test_shipped_set_is_complete() -> None:
 def test_every_field_is_documented() -> None:
     from clustertune.recipe.schema import DataSection, LaunchSection, ModelSection, Recipe, TrackingSection, TrainSection
 
-    for model in (Recipe, ModelSection, DataSection, TrainSection, LaunchSection, TrackingSection):
+    from clustertune.recipe.sft_schema import SFTSection
+
+    for model in (Recipe, ModelSection, DataSection, TrainSection, LaunchSection, TrackingSection, SFTSection):
         undocumented = [n for n, f in model.model_fields.items() if not f.description]
         assert not undocumented, f"{model.__name__}: {undocumented}"
 

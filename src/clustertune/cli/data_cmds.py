@@ -75,6 +75,12 @@ def prepare(
     else:
         print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
     print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
+    for split in ("train", "validation") if r.task == "sft" else ():
+        s = p.manifest.split(split)
+        rows = "packed" if s["packed"] else "one example per row"
+        print(f"  {split:<9} sft: {s['trained_tokens']:,} trained tokens, {rows}; "
+              f"{s['truncated']} truncated, {s['dropped_too_long']} dropped as longer than data.max_length, "
+              f"{s['dropped_no_loss']} dropped with no trained token")
     if not p.hit:
         sec = p.manifest.data.get("seconds", {})
         print(f"  tokenize  {sec.get('tokenize', 0):.2f}s with {p.manifest.data['created_by']['workers']} worker(s), "

@@ -12,6 +12,8 @@ from rich.table import Table
 
 from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipes
+from clustertune.runs.metrics_file import read_metrics
+from clustertune.runs.report import generation_change
 from clustertune.runs.state import RunState
 
 
@@ -93,5 +95,7 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
     else:
         print(f"  model:   {r.paths.model}")
         print(f"  metrics: {r.paths.metrics}")
+        if r.info.task == "sft" and (line := generation_change(read_metrics(r.paths.metrics))):
+            print(line)  # the held-out generation check, before and after
     if r.state is not RunState.COMPLETED:
         raise typer.Exit(1)

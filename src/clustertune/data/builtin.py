@@ -6,6 +6,9 @@ no files to carry, and the same bytes on every node with the same Python version
 - ``builtin:pydoc``: its paragraphs as text examples (causal LM).
 - ``builtin:pydoc-kinds``: its lines labelled ``prose`` (0) or ``code`` (1), balanced, with the
   indentation stripped so the model has to read the words. The majority baseline is 0.5.
+- ``builtin:pydoc-topics``: chat examples for instruction tuning: the opening words of a
+  paragraph, and the answer naming the topic of the reference it comes from (one of
+  :data:`SFT_TOPICS`, balanced). The answer is never in the prompt: it has to be inferred.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import random
 import re
 
 BUILTIN_PREFIX = "builtin:"
-BUILTINS = ("pydoc", "pydoc-kinds")
+BUILTINS = ("pydoc", "pydoc-kinds", "pydoc-topics")
 KIND_LABELS = ("prose", "code")
 
 _CODE_START = (">>>", "...", "def ", "class ", "import ", "from ", "for ", "if ", "print(", "return", "while ",
@@ -87,6 +90,32 @@ def pydoc_kinds(seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
+SFT_TOPICS = ("debugger", "string-methods", "formatstrings", "typesmapping", "specialnames", "compound")
+SFT_QUESTION = "Which topic of the Python reference is this from?"
+SFT_WORDS = 24  # words of the paragraph in the prompt
+
+
+def pydoc_topics(seed: int = 0, per_topic: int = 100) -> list[dict[str, object]]:
+    """Balanced chat rows: a passage's opening words -> the name of its topic."""
+    topics = _topics()
+    rng = random.Random(seed)
+    rows: list[dict[str, object]] = []
+    for name in SFT_TOPICS:
+        seen, paras = set(), []
+        for para in re.split(r"\n\s*\n", topics[name]):
+            words = para.split()
+            text = " ".join(words[:SFT_WORDS])
+            # Short lines (headings) say little, and a passage that names its topic is a copy task.
+            if len(words) >= 8 and name not in text.lower() and text not in seen:
+                seen.add(text)
+                paras.append(text)
+        for text in rng.sample(paras, min(per_topic, len(paras))):
+            rows.append({"messages": [{"role": "user", "content": f"{SFT_QUESTION}\n{text}"},
+                                      {"role": "assistant", "content": name}]})
+    rng.shuffle(rows)
+    return rows
+
+
 def short_name(dataset: str) -> str:
     """``builtin:NAME`` -> ``NAME``, or a DataError listing the builtin corpora."""
     from clustertune.errors import DataError
@@ -106,4 +135,6 @@ def builtin_rows(name: str) -> list[dict[str, object]]:
         return [{"text": p} for p in pydoc_paragraphs()]
     if name == "pydoc-kinds":
         return pydoc_kinds()
+    if name == "pydoc-topics":
+        return pydoc_topics()
     raise KeyError(name)

@@ -169,7 +169,7 @@ class _LazyRaw:
     def get(self) -> RawData:
         if self._raw is None:
             t0 = time.perf_counter()
-            self._raw = load_raw(self.recipe.data, self.recipe.train.seed)
+            self._raw = load_raw(self.recipe.data, self.recipe.train.seed, check_text=self.recipe.task != "sft")
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
@@ -273,7 +273,18 @@ def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokeniz
     raw = _LazyRaw(recipe)
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
+    if recipe.task == "sft":  # the template decides the bytes; the tokenizer's hash leaves it out
+        from clustertune.data.templates import template_digest
+
+        inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
     return fingerprint(inputs), inputs, tok, raw
+
+
+def _sft_template(recipe: Recipe, tok: _Tokenizer) -> str:
+    from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
+
+    spec = recipe.data.sft.chat_template
+    return BUILTIN_TEMPLATES[spec] if spec in BUILTIN_TEMPLATES else resolve_template(spec, tok.load())
 
 
 def fingerprint_of(recipe: Recipe, cache_dir: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any]]:
@@ -320,6 +331,21 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
     res = found(load_manifest(final), False)
     log.info("data: prepared %s in %.1fs (%d workers)", fp, res.seconds, n)
     return res
+
+
+def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], files: dict[str, Any],
+                     extra: dict[str, Any]) -> None:
+    """The SFT rows' other arrays, and the held-out prompts of the generation check."""
+    from clustertune.data.manifest import file_entry
+    from clustertune.data.packing import write_generation
+
+    for key in ("loss_mask", "position_ids", "lengths"):
+        arrays[key] = write_array(out, f"{name}.{key}", getattr(arr, key), files)
+    extra["packed"] = bool(arr.packed)
+    if arr.generation:
+        fname = f"{name}.generation.json"
+        files[fname] = file_entry(write_generation(out / fname, arr))
+        extra["generation_file"] = fname
 
 
 def _fsync_dir(d: Path) -> None:
@@ -399,13 +425,29 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         data = raw.get()
         check_labels(recipe, data.train, "train")
         check_labels(recipe, data.validation, "validation")
+        renderer = None
+        if recipe.task == "sft":
+            from clustertune.data.templates import ChatRenderer
+
+            tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
+            renderer = ChatRenderer(tk.chat_template, tk)
         for name, ds in (("train", data.train), ("validation", data.validation)):
-            arr = prepare_split(recipe, ds, tk, name, workers)
+            extra: dict[str, Any] = {}
+            if renderer is not None:
+                from clustertune.data.sft import sft_split
+
+                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
+            else:
+                arr = prepare_split(recipe, ds, tk, name, workers)
             t2 = time.perf_counter()
-            arrays = {k: write_array(out, f"{name}.{k}", getattr(arr, k), files)
-                      for k in ("input_ids", "attention_mask", "labels")}
+            arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files)}
+            if arr.attention_mask is not None:
+                arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files)
+                arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files)
+            if renderer is not None:
+                _write_sft_split(out, name, arr, arrays, files, extra)
             t_write += time.perf_counter() - t2
-            splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays}
+            splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays, **extra}
     t_tok = time.perf_counter() - t0 - t_write
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))

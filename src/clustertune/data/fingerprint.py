@@ -199,6 +199,10 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
     if recipe.task == "causal_lm":
         proc: dict[str, Any] = {"block_size": d.block_size, "packing": "concat-all-drop-remainder",
                                 "special_tokens": True}
+    elif recipe.task == "sft":
+        # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
+        # the template's text joins the inputs where the tokenizer is known.
+        proc = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
     else:
         proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
     if d.streaming:

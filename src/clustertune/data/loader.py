@@ -50,12 +50,12 @@ def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device,
              ignore_from: int | None = None) -> dict[str, torch.Tensor]:
     """Gather rows into tensors on ``device`` (pinned + non-blocking copy on CUDA). Rows from
     ``ignore_from`` on are padding: their labels are -100, which every loss ignores."""
-    ids = torch.from_numpy(arrays.input_ids[idx].astype(np.int64))
-    batch = {"input_ids": ids}
-    labels = ids  # causal LM: the model shifts them itself; copied to the device once
-    if arrays.attention_mask is not None:
-        batch["attention_mask"] = torch.from_numpy(arrays.attention_mask[idx].astype(np.int64))
-        labels = torch.from_numpy(arrays.labels[idx])
+    if hasattr(arrays, "batch_tensors"):  # SFT rows: labels from the loss mask, cut to the longest row
+        batch = arrays.batch_tensors(idx)
+    else:
+        batch = _lm_batch(arrays, idx)
+    ids = batch["input_ids"]
+    labels = batch.pop("labels", ids)
     if ignore_from is not None and ignore_from < len(idx):
         labels = labels.clone()
         labels[ignore_from:] = -100
@@ -65,8 +65,17 @@ def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device,
         moved = {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
     else:
         moved = {k: v.to(device) for k, v in batch.items()}
-    moved.setdefault("labels", moved["input_ids"])
+    moved.setdefault("labels", moved["input_ids"])  # causal LM: the model shifts them itself; copied once
     return moved
+
+
+def _lm_batch(arrays: Arrays, idx: np.ndarray) -> dict[str, torch.Tensor]:
+    ids = torch.from_numpy(arrays.input_ids[idx].astype(np.int64))
+    batch = {"input_ids": ids}
+    if arrays.attention_mask is not None:
+        batch["attention_mask"] = torch.from_numpy(arrays.attention_mask[idx].astype(np.int64))
+        batch["labels"] = torch.from_numpy(arrays.labels[idx])
+    return batch
 
 
 class TrainBatches:
@@ -101,6 +110,12 @@ class TrainBatches:
     @property
     def seq_len(self) -> int:
         return int(self.arrays.input_ids.shape[1])
+
+    @property
+    def tokens_per_sample(self) -> float:
+        """Real (non-padding) tokens per sample on average: what tokens/s counts."""
+        lengths = getattr(self.arrays, "lengths", None)
+        return float(np.mean(lengths)) if lengths is not None and len(self.arrays) else float(self.seq_len)
 
     def epoch_of(self, pos: Position) -> float:
         return pos.samples_seen / len(self.arrays)

@@ -148,6 +148,13 @@ class Manifest:
         except KeyError:
             raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
         arrays = {k: _map_array(self.dir, v) for k, v in spec["arrays"].items()}
+        if "loss_mask" in arrays:  # SFT rows
+            from clustertune.data.packing import SFTArrays, read_generation
+
+            gen, marker = read_generation(self.dir / spec["generation_file"]) if spec.get("generation_file") else ([], "")
+            return SFTArrays(input_ids=arrays["input_ids"], loss_mask=arrays["loss_mask"],  # type: ignore[return-value]
+                             position_ids=arrays["position_ids"], lengths=arrays["lengths"], packed=bool(spec["packed"]),
+                             n_tokens=int(spec["tokens"]), generation=gen, end_marker=marker)
         return MappedArrays(input_ids=arrays["input_ids"], attention_mask=arrays.get("attention_mask"),
                             labels=arrays.get("labels"), n_tokens=int(spec["tokens"]))
 

@@ -75,8 +75,9 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
             import pyarrow.parquet as pq
 
             return Dataset(pq.read_table(path))
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {exc}") from exc
+    except (ValueError, TypeError, UnicodeDecodeError, OSError) as exc:  # Arrow's type errors are TypeErrors
+        raise DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {exc} (a column whose values "
+                        "have different types in different rows?)") from exc
     raise DataError(
         f"{key}: {str(path)!r} has an unsupported extension {suffix or '(none)'}; "
         f"use one of {', '.join(sorted(TABLE_SUFFIXES))}"
@@ -243,8 +244,9 @@ def carve_validation(ds: Any, fraction: float, seed: int, first: bool = False) -
     return ds.select(np.sort(perm[n_val:])), ds.select(np.sort(perm[:n_val]))
 
 
-def load_raw(d: DataSection, seed: int) -> RawData:
-    """Resolve the recipe's data section into train/validation examples."""
+def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
+    """Resolve the recipe's data section into train/validation examples (``check_text``: the
+    text column must exist; SFT data checks its own columns)."""
     from datasets import Dataset, load_from_disk
 
     ident: dict[str, Any]
@@ -281,7 +283,7 @@ def load_raw(d: DataSection, seed: int) -> RawData:
         # data.split_seed, not the training seed: changing train.seed keeps the validation set.
         train, val = carve_validation(train, d.validation_fraction, d.split_seed, d.validation_carve == "first")
     for split_name, ds in (("train", train), ("validation", val)):
-        if d.text_column not in ds.column_names:
+        if check_text and d.text_column not in ds.column_names:
             raise DataError(
                 f"data.text_column: column {d.text_column!r} not in the {split_name} data; "
                 f"its columns are {', '.join(ds.column_names)}"

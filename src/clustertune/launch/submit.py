@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import logging
 import sys
 from pathlib import Path
 
-from clustertune.errors import LaunchError, UserError
+from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.base import Announce, launcher
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
-from clustertune.recipe.load import dump_recipe, load_recipe
+from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
+from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
 from clustertune.remote.train_job import before_resume
 from clustertune.runs.paths import RunPaths
@@ -25,6 +27,8 @@ from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
+
+log = logging.getLogger("clustertune")
 
 
 def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
@@ -108,6 +112,30 @@ def dry_run_text(recipe: Recipe, root: Path) -> str:
     return "\n".join(out)
 
 
+def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
+                       show_progress: bool = True) -> Recipe:
+    """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
+    directory in its place (so the resolved recipe names what was trained). A missing run named
+    like a shipped recipe (``run:quickstart``) is trained first, once."""
+    from clustertune.train.rl.sources import resolve_model  # imports torch: only for SFT from a run
+
+    ref = recipe.model.name_or_path or ""
+    if recipe.task != "sft" or not ref.startswith(RUN_PREFIX):
+        return recipe
+    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
+    try:
+        path = resolve_model(ref, "model.name_or_path", root)
+    except RunError:
+        name = ref[len(RUN_PREFIX):]
+        if name not in shipped_recipes():
+            raise
+        log.info("model.name_or_path: no completed %r run under %s yet; training it first (`clustertune run %s`)",
+                 name, root, name)
+        launch(load_recipe(name), runs_root_dir=root, show_progress=show_progress)
+        path = resolve_model(ref, "model.name_or_path", root)
+    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
+
+
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
            announce: Announce | None = None, user_command: list[str] | None = None,
@@ -147,6 +175,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     else:
         if recipe is None:
             raise UserError("give a recipe to launch, or --resume RUN_ID")
+        recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
         if not needs_launcher(recipe):
             return _in_process(recipe, None, runs_root_dir, show_progress, command)
         # Problems found without heavy imports fail here, before any run directory exists;

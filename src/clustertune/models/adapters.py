@@ -25,7 +25,7 @@ from clustertune.recipe.schema import Recipe
 
 RECORD_ATTR = "clustertune_adapter"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-TASK_TYPES = {"causal_lm": "CAUSAL_LM", "sequence_classification": "SEQ_CLS"}
+TASK_TYPES = {"causal_lm": "CAUSAL_LM", "sft": "CAUSAL_LM", "sequence_classification": "SEQ_CLS"}
 
 
 def require_bitsandbytes() -> Any:
@@ -188,7 +188,7 @@ def check_adapter(recipe: Recipe, config: Any) -> None:
 
     if a.type == "qlora":
         require_bitsandbytes()
-    auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if recipe.task in ("causal_lm", "sft") else AutoModelForSequenceClassification
     with torch.device("meta"):
         model = auto.from_config(config)
         wrapped = apply_adapter(recipe.model_copy(update={"model": recipe.model.model_copy(

@@ -131,7 +131,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    auto = AutoModelForCausalLM if recipe.task == "causal_lm" else AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if recipe.task in ("causal_lm", "sft") else AutoModelForSequenceClassification
     m = recipe.model
     # fp32 whatever dtype the checkpoint or config names: transformers 5 loads in the saved
     # dtype by default (bf16 for Llama/Qwen, fp16 for Pythia/OPT), which would leave AdamW

@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustertune.recipe.adapter_schema import AdapterSection, adapter_problems
 from clustertune.recipe.launch_checks import launch_problems
+from clustertune.recipe.sft_schema import SFTSection
 
-Task = Literal["causal_lm", "sequence_classification", "rlhf"]
-TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "rlhf")
+Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
+TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf")
 TOKENIZER_TRAIN = "train"
 
 
@@ -116,7 +117,11 @@ class DataSection(Section):
     blocks; the remainder is dropped. Must not exceed the model's positions."""
 
     max_length: int = Field(default=128, ge=2)
-    """Classification: examples are truncated and padded to this many tokens."""
+    """Classification: examples are truncated and padded to this many tokens. SFT: the most
+    tokens of one example (see ``data.sft.too_long``) and of one packed row."""
+
+    sft: SFTSection = Field(default_factory=SFTSection)
+    """``task: sft``: data format, chat template, which tokens carry the loss, packing."""
 
     max_train_samples: int | None = Field(default=None, ge=1)
     """Keep only N training samples (blocks for causal LM, examples for classification),
@@ -467,7 +472,8 @@ class Recipe(Section):
 
     task: Task = "causal_lm"
     """``causal_lm`` (next-token prediction, perplexity), ``sequence_classification``
-    (text -> one of ``model.num_labels`` classes, accuracy) or ``rlhf`` (a policy tuned against
+    (text -> one of ``model.num_labels`` classes, accuracy), ``sft`` (instruction tuning on
+    chat or prompt/completion examples, loss on the answers; see ``data.sft``) or ``rlhf`` (a policy tuned against
     a reward or on preference pairs, see the ``rl`` section)."""
 
     model: ModelSection = Field(default_factory=ModelSection)
@@ -515,6 +521,9 @@ class Recipe(Section):
                 problems.append(("data.streaming", "needs data.validation_files: carving a validation split takes the whole dataset"))
             if (d.dataset or "").startswith("builtin:"):
                 problems.append(("data.streaming", "builtin corpora have no validation split to stream beside; prepare them instead"))
+        if self.task == "sft" and m.tokenizer == TOKENIZER_TRAIN:
+            problems.append(("model.tokenizer", "task sft fine-tunes a base model with its own tokenizer; "
+                             "'train' is for models trained from scratch"))
         if self.task == "sequence_classification" and m.num_labels is None:
             problems.append(("model.num_labels", "required for task sequence_classification"))
         if self.launch.nodes > 1 and self.launch.backend == "local":

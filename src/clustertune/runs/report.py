@@ -24,11 +24,23 @@ def age(iso: str | None) -> str:
 def best_eval(rows: list[dict[str, Any]]) -> tuple[str, float] | None:
     """Best evaluation figure: highest accuracy, else lowest perplexity, else lowest loss."""
     evals = [r for r in rows if r.get("kind") == "eval"]
-    for key, pick in (("eval_accuracy", max), ("eval_reward", max), ("eval_perplexity", min), ("eval_loss", min)):
+    for key, pick in (("eval_exact_match", max), ("eval_accuracy", max), ("eval_reward", max), ("eval_perplexity", min),
+                      ("eval_loss", min)):
         vals = [r[key] for r in evals if isinstance(r.get(key), (int, float))]
         if vals:
             return key.removeprefix("eval_"), pick(vals)
     return None
+
+
+def generation_change(rows: list[dict[str, Any]]) -> str | None:
+    """SFT's generation check from the first evaluation to the last (the untuned baseline beside
+    the tuned score), or None when the run has none."""
+    evals = [r for r in rows if r.get("kind") == "eval" and "eval_exact_match" in r]
+    if not evals:
+        return None
+    a, b = evals[0], evals[-1]
+    return (f"  held-out exact match {a['eval_exact_match']:.2f} (step {a['step']}) -> {b['eval_exact_match']:.2f} "
+            f"(step {b['step']}); contains the reference {a['eval_contains']:.2f} -> {b['eval_contains']:.2f}")
 
 
 def run_row(run: Run) -> dict[str, str]:
@@ -100,7 +112,8 @@ def plot(run: Run, out: Path | None = None) -> Path:
         from clustertune.runs.report_rl import plot_rl
 
         return plot_rl(run, train, evals, plt, out or run.paths.plot)
-    extra = next((k for k in ("eval_accuracy", "eval_perplexity") if any(k in r for r in evals)), None)
+    extra = next((k for k in ("eval_exact_match", "eval_accuracy", "eval_perplexity")
+                  if any(k in r for r in evals)), None)
     fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
     ax = axes[0][0]
     ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
@@ -111,7 +124,12 @@ def plot(run: Run, out: Path | None = None) -> Path:
     ax.set_title(run.id, fontsize=9)
     if extra:
         ax2 = axes[0][1]
-        ax2.plot([r["step"] for r in evals], [r[extra] for r in evals], "o-", color="tab:green")
+        ax2.plot([r["step"] for r in evals], [r[extra] for r in evals], "o-", color="tab:green",
+                 label=extra.removeprefix("eval_"))
+        if extra == "eval_exact_match":  # SFT's generation check: both of its scores
+            ax2.plot([r["step"] for r in evals], [r["eval_contains"] for r in evals], "s--", color="tab:olive",
+                     label="contains reference")
+            ax2.legend()
         ax2.set_xlabel("step")
         ax2.set_ylabel(extra.removeprefix("eval_"))
         if extra == "eval_perplexity":

@@ -29,6 +29,7 @@ from clustertune.train.optim import make_optimizer
 from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
 from clustertune.train.schedule import make_scheduler
+from clustertune.train.sft_eval import make_generation_check
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")
@@ -68,6 +69,29 @@ def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
     return t.max_steps if t.max_steps is not None else max(1, math.ceil(t.epochs * steps_per_epoch))
 
 
+def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+    """The model's output on one batch: the only forward call of training and evaluation.
+
+    Packed SFT rows carry ``position_ids`` that restart per example and no attention mask;
+    transformers turns those into a block-diagonal causal mask only when no KV cache is passed,
+    and with ``use_cache=True`` (the default of Llama and GPT-2) it builds a cache, skips that
+    detection and lets an example attend to the one before it. So no cache when training."""
+    if "position_ids" in batch:
+        return model(**batch, use_cache=False)
+    return model(**batch)
+
+
+def token_shares(micro_batches: list[dict[str, torch.Tensor]], strategy: Strategy) -> torch.Tensor:
+    """Each micro-batch's weight so that a step's loss is the mean over all its trained tokens,
+    on every rank together: SFT batches hold different numbers of labels, and a mean of
+    per-batch means would weigh a short answer's tokens more than a long one's. The gradient
+    average across ranks divides by the world size, hence the factor. A small all-reduce, no
+    host sync."""
+    counts = torch.stack([(b["labels"][:, 1:] != -100).sum() for b in micro_batches]).to(torch.float32)
+    total = strategy.reduce(counts.sum(), reduction="sum")
+    return counts * strategy.num_processes / total.clamp(min=1.0)
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
@@ -78,9 +102,11 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     # -100 and a batch of padding only is run (a collective under sharding) but not counted.
     for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
-            out = model(**batch)
+            out = forward(model, batch)
         if n == 0:
             continue
+        if task == "sft":  # the loss is a mean over trained tokens: weigh each batch by how many it has
+            n = (batch["labels"][:, 1:] != -100).sum()
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
@@ -88,7 +114,7 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
-    if task == "causal_lm":
+    if task in ("causal_lm", "sft"):
         return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 700.0))}
     return {"eval_loss": loss, "eval_accuracy": (sums[2] / sums[1]).item()}
 
@@ -122,6 +148,7 @@ def train_loop(
     eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)
     kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
+    generation_check = make_generation_check(recipe, eval_arrays, paths.tokenizer, strategy)
 
     step, pos = 0, Position()
     loss_sum = torch.zeros((), device=strategy.device)  # running loss, read at log intervals
@@ -144,6 +171,8 @@ def train_loop(
     def run_eval(at: int) -> dict[str, float]:
         t0 = time.perf_counter()
         res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
+        if generation_check is not None:
+            res.update(generation_check(model))
         paused[0] += time.perf_counter() - t0
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
@@ -168,7 +197,8 @@ def train_loop(
         if step == 0 and t.eval_at_start:
             last_eval = run_eval(0)
         model.train()
-        tokens_per_step = batches.global_batch * seq_len
+        # Real tokens: SFT rows are cut to the longest in the batch, and padding is not work done.
+        tokens_per_step = batches.global_batch * getattr(batches, "tokens_per_sample", seq_len)
         t_start = t_log = time.perf_counter()
         steps_at_log = step
         tok_s = None
@@ -176,11 +206,14 @@ def train_loop(
         probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
         while step < steps:
             micro_batches, next_pos = next(it)
+            shares = token_shares(micro_batches, strategy) if recipe.task == "sft" else None
             for i, batch in enumerate(micro_batches):
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        loss = model(**batch).loss.float() / len(micro_batches)  # fp32 whatever the outputs' dtype
+                        out = forward(model, batch)
+                        # fp32 whatever the outputs' dtype
+                        loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
                     strategy.backward(loss)
                 loss_sum += loss.detach()
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None

@@ -161,7 +161,7 @@ def model_shape(config: Any, task: str, recipe: Any = None) -> ModelShape:
     the recipe's adapter when it has one."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    auto = AutoModelForCausalLM if task == "causal_lm" else AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if task in ("causal_lm", "sft") else AutoModelForSequenceClassification
     adapter = recipe.model.adapter if recipe is not None else None
     with torch.device("meta"):
         model = auto.from_config(config)
@@ -285,7 +285,7 @@ def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
     shape = model_shape(config, recipe.task, recipe)
     seq = recipe.sequence_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
-                           recipe.task == "causal_lm")
+                           recipe.task in ("causal_lm", "sft"))
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
     return [estimate(shape, s, world, act, mixed, thr) for s in strategies]
 

@@ -1,0 +1,159 @@
+"""SFT with LoRA on CPU: clustertune vs TRL's ``SFTTrainer``, same base, data, LoRA and steps.
+
+    .venv/bin/python benchmarks/sft_cpu.py                 # 40 steps each side, 10 not timed
+    .venv/bin/python benchmarks/sft_cpu.py --steps 20 --skip 5
+
+Base: a GPT-2 of the quickstart's shape (4 layers, width 256, 128 positions) built from a
+config with a 4,096-token BPE trained on the builtin corpus, saved once and loaded by both
+sides (same initial weights). Data: ``builtin:pydoc-topics`` (chat rows), carved once into the
+same train and held-out files for both. LoRA rank 16, alpha 32, every linear layer, AdamW at
+3e-3 with a constant schedule, batch 16, max_length 128, one process, torch threads 2.
+
+Masking is the same on both sides: loss on the assistant's tokens and end marker only. TRL
+1.12 finds them through ``{% generation %}`` markers, so it gets a marked copy of the ChatML
+template that renders the same text (``benchmarks/sft_prepare.py`` checks that both sides
+then produce identical ids and masks). Sides:
+
+- ``trl``: ``SFTTrainer`` defaults for this (padded batches, ``assistant_only_loss=True``);
+- ``ours``: clustertune, one example per row, batches padded to their longest;
+- ``ours-packed``: clustertune with ``data.sft.packing: true``.
+
+TRL's own packing is not compared: with SDPA attention and no FlashAttention its packed rows
+need ``padding_free`` and position ids, and whether its examples then attend to each other
+depends on the KV cache setting it trains with; that was not checked here.
+
+Each side runs in a fresh process; throughput counts real (non-padding) tokens over the timed
+steps; eval loss is the mean over held-out trained tokens after the last step. The last line
+is ``ratio=<ours tokens/s / trl tokens/s>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+LORA = {"rank": 16, "alpha": 32.0}
+
+
+def setup(root: Path) -> None:
+    from datasets import Dataset
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.data.builtin import pydoc_paragraphs, pydoc_topics
+    from clustertune.data.sources import carve_validation
+    from clustertune.models.tokenizer import train_bpe
+
+    tok = train_bpe(pydoc_paragraphs(), 4096, classification=False, model_max_length=128)
+    cfg = GPT2Config(vocab_size=len(tok), n_layer=4, n_embd=256, n_head=4, n_positions=128,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    GPT2LMHeadModel(cfg).save_pretrained(root / "base")
+    tok.save_pretrained(root / "base")
+    train, val = carve_validation(Dataset.from_list(pydoc_topics()), 0.1, 42)
+    for name, ds in (("train", train), ("val", val)):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ds.to_list()), encoding="utf-8")
+
+
+def run_trl(root: Path, steps: int, skip: int) -> dict:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from sft_prepare import MARKED_CHATML
+
+    torch.set_num_threads(2)
+    tok = AutoTokenizer.from_pretrained(str(root / "base"))
+    tok.chat_template = MARKED_CHATML
+    model = AutoModelForCausalLM.from_pretrained(str(root / "base"))
+    rows = [json.loads(x) for x in (root / "train.jsonl").read_text().splitlines()]
+    val = [json.loads(x) for x in (root / "val.jsonl").read_text().splitlines()]
+    marks: dict[str, float] = {}
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):  # noqa: ANN001, ANN003
+            if state.global_step == skip:
+                marks["start"] = time.perf_counter()
+
+    args = SFTConfig(output_dir=str(root / "trl"), assistant_only_loss=True, max_length=128, max_steps=steps,
+                     per_device_train_batch_size=16, per_device_eval_batch_size=16, learning_rate=3e-3,
+                     lr_scheduler_type="constant", use_cpu=True, report_to=[], logging_steps=10, save_strategy="no",
+                     dataset_num_proc=1, seed=42)
+    lora = LoraConfig(r=LORA["rank"], lora_alpha=LORA["alpha"], target_modules="all-linear", lora_dropout=0.0,
+                      task_type="CAUSAL_LM")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                         eval_dataset=Dataset.from_list(val), processing_class=tok, peft_config=lora,
+                         callbacks=[Clock()])
+    lengths = [len(x) for x in trainer.train_dataset["input_ids"]]
+    trainer.train()
+    secs = time.perf_counter() - marks["start"]
+    tokens = (steps - skip) * 16 * sum(lengths) / len(lengths)
+    return {"side": "trl", "tokens_per_s": tokens / secs, "eval_loss": trainer.evaluate()["eval_loss"]}
+
+
+def run_ours(root: Path, steps: int, skip: int, packed: bool) -> dict:
+    import clustertune as ct
+
+    recipe = {"name": "bench", "task": "sft", "model": {"name_or_path": str(root / "base"),
+                                                        "adapter": {"type": "lora", "target_modules": "all-linear",
+                                                                    **LORA}},
+              "data": {"train_files": [str(root / "train.jsonl")], "validation_files": [str(root / "val.jsonl")],
+                       "max_length": 128, "cache_dir": str(root / "cache"),
+                       "sft": {"chat_template": "chatml", "packing": packed, "generation_samples": 0}},
+              "train": {"batch_size": 16, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
+                        "log_every": skip, "cpu_threads": 2, "seed": 42, "max_grad_norm": 1.0},
+              "tracking": {"runs_root": str(root / "runs")}}
+    run = ct.run(ct.load_recipe(recipe), show_progress=False)
+    rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
+    timed = [r for r in rows if r["kind"] == "train" and r["step"] > skip]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    return {"side": "ours-packed" if packed else "ours",
+            "tokens_per_s": sum(r["tokens_per_s"] for r in timed) / len(timed), "eval_loss": evals[-1]["eval_loss"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--skip", type=int, default=10, help="warm-up steps not timed")
+    p.add_argument("--side", choices=["trl", "ours", "ours-packed"], help=argparse.SUPPRESS)
+    p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.side:
+        res = run_trl(a.root, a.steps, a.skip) if a.side == "trl" else run_ours(a.root, a.steps, a.skip,
+                                                                                 a.side == "ours-packed")
+        print("RESULT " + json.dumps(res))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        setup(root)
+        out = {}
+        for side in ("trl", "ours", "ours-packed"):
+            proc = subprocess.run([sys.executable, __file__, "--side", side, "--root", str(root), "--steps",
+                                   str(a.steps), "--skip", str(a.skip)], capture_output=True, text=True)
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if line is None:
+                sys.exit(f"{side} failed:\n{proc.stderr[-3000:]}")
+            out[side] = json.loads(line[7:])
+            r = out[side]
+            print(f"{side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}")
+        t = out["trl"]
+        for side in ("ours", "ours-packed"):
+            print(f"{side} / trl: {out[side]['tokens_per_s'] / t['tokens_per_s']:.2f}x tokens/s, eval loss "
+                  f"{100 * (out[side]['eval_loss'] / t['eval_loss'] - 1):+.1f}%")
+        print(f"ratio={out['ours-packed']['tokens_per_s'] / t['tokens_per_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

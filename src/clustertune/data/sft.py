@@ -1,0 +1,243 @@
+"""Supervised fine-tuning examples: raw rows -> conversations -> token ids and a loss mask.
+
+Rows come in three shapes (``data.sft.format``): ``messages`` (``{role, content}`` turns),
+ShareGPT ``conversations`` (``{from, value}`` turns, converted) and prompt/completion columns
+(one user turn and one assistant turn). Every conversation is rendered with the chat template
+(:mod:`clustertune.data.templates`), tokenized whole (so the ids are those of tokenizing the
+rendered text), and a token is trained when it holds a character of a trained span: from the
+token holding the span's first character to the token holding its last. The first token of an
+example is never trained (nothing before it predicts it), which keeps packed rows from
+predicting one example's first token from the end of the previous one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clustertune.data.templates import ChatRenderer
+from clustertune.errors import DataError
+from clustertune.recipe.sft_schema import SFTSection
+
+log = logging.getLogger("clustertune")
+
+ROLES = ("system", "user", "assistant")
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "system": "system", "model": "assistant", "chatgpt": "assistant", "bing": "assistant"}
+_BATCH = 1000
+
+
+def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
+    """The example shape: the one set, else the one whose columns the data has."""
+    need = {"messages": [s.messages_column], "conversations": [s.conversations_column],
+            "prompt_completion": [s.prompt_column, s.completion_column]}
+    if s.format != "auto":
+        missing = [c for c in need[s.format] if c not in columns]
+        if missing:
+            raise DataError(f"data.sft.format: {s.format} needs column(s) {', '.join(missing)}, not in the {split} "
+                            f"data; its columns are {', '.join(columns)} (set data.sft.*_column to the names it uses)")
+        return s.format
+    found = [f for f, cols in need.items() if all(c in columns for c in cols)]
+    if not found:
+        raise DataError(
+            f"data.sft.format: the {split} data has none of the SFT shapes: a {s.messages_column!r} column "
+            f"(messages), a {s.conversations_column!r} column (ShareGPT), or {s.prompt_column!r} and "
+            f"{s.completion_column!r} columns; its columns are {', '.join(columns)} (set data.sft.*_column)"
+        )
+    return found[0]
+
+
+def _turns(raw: Any, fmt: str, where: str) -> list[dict[str, str]]:
+    """One row's turns as messages, every problem named with its index and the fix."""
+    col = "messages" if fmt == "messages" else "conversations"
+    if not isinstance(raw, (list, tuple)):
+        raise DataError(f"{where}: {col} is {type(raw).__name__} {str(raw)[:60]!r}, not a list of turns; "
+                        f"each example needs a list of {{role, content}} turns")
+    out = []
+    for j, turn in enumerate(raw):
+        if not isinstance(turn, dict):
+            raise DataError(f"{where}: turn {j} is {type(turn).__name__}, not a {{role, content}} object")
+        if fmt == "messages":
+            role, content = turn.get("role"), turn.get("content")
+            if role not in ROLES:
+                raise DataError(f"{where}: turn {j} has role {role!r}; roles are {', '.join(ROLES)} "
+                                "(ShareGPT data with from/value: data.sft.format=conversations)")
+        else:
+            sender, content = turn.get("from"), turn.get("value")
+            role = SHAREGPT_ROLES.get(str(sender).lower()) if sender is not None else None
+            if role is None:
+                raise DataError(f"{where}: turn {j} is from {sender!r}; ShareGPT senders are "
+                                f"{', '.join(sorted(SHAREGPT_ROLES))}")
+        if not isinstance(content, str) or not content.strip():
+            raise DataError(f"{where}: turn {j} ({role}) has empty content; every turn needs text "
+                            "(remove the turn or the example)")
+        out.append({"role": str(role), "content": content})
+    if not any(t["role"] == "assistant" for t in out):
+        raise DataError(f"{where}: the conversation has no assistant turn, so nothing to train on; "
+                        "every example needs at least one assistant answer")
+    return out
+
+
+def _present(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and np.isnan(v))
+
+
+def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str]]]:
+    """Every row of ``ds`` as a list of messages; DataError naming the first bad row."""
+    from clustertune.data.prepare import column
+
+    cols = list(ds.column_names)
+    fmt = detect_format(cols, s, split)
+    own = {"messages": [s.messages_column], "conversations": [s.conversations_column],
+           "prompt_completion": [s.prompt_column, s.completion_column]}
+    others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols]
+    data = {c: column(ds, c) for c in own[fmt] + [c for _, c in others]}
+    out = []
+    for i in range(len(ds)):
+        where = f"data: {split} example {i}"
+        for f, c in others:  # a file mixing shapes has some rows in another shape
+            if _present(data[c][i]) and not all(_present(data[k][i]) for k in own[fmt]):
+                raise DataError(f"{where}: uses the {f} shape ({c!r}) while other examples use {fmt}; one "
+                                "dataset must use one shape (split the file, or convert the examples)")
+        if fmt == "prompt_completion":
+            # CSV readers turn numeric answers into numbers: they are text here
+            p, c = (str(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+                    for v in (data[s.prompt_column][i], data[s.completion_column][i]))
+            for name, v in ((s.prompt_column, p), (s.completion_column, c)):
+                if not isinstance(v, str) or not v.strip():
+                    raise DataError(f"{where}: column {name!r} is empty or not text; every example needs both "
+                                    "a prompt and a completion")
+            out.append([{"role": "user", "content": p}, {"role": "assistant", "content": c}])
+        else:
+            out.append(_turns(data[own[fmt][0]][i], fmt, where))
+    return out
+
+
+@dataclass
+class Tokenized:
+    """Examples as ragged ids and loss masks, with what was dropped and why."""
+
+    ids: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    truncated: int = 0
+    dropped_too_long: int = 0
+    dropped_no_loss: int = 0
+
+
+def encode_with_offsets(texts: list[str], tokenizer: Any, workers: int = 1) -> list[tuple[list[int], np.ndarray]]:
+    """Ids of each text (no special tokens added: the template writes its own) and the
+    character span of each token."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise DataError("model.tokenizer: task sft needs a fast (Rust) tokenizer for character offsets; "
+                        "load one with a tokenizer.json")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenizers import Tokenizer
+
+    # The Rust encoder itself (transformers' wrapper converts every encoding to Python objects
+    # first), on threads over chunks: it releases the GIL.
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+
+    def encode(chunk: list[str]) -> list[tuple[list[int], np.ndarray]]:
+        return [(e.ids, np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2))
+                for e in backend.encode_batch(chunk, add_special_tokens=False)]
+
+    chunks = [texts[i : i + _BATCH] for i in range(0, len(texts), _BATCH)]
+    with ThreadPoolExecutor(max(1, min(workers, len(chunks))), thread_name_prefix="clustertune-sft") as ex:
+        return [x for part in ex.map(encode, chunks) for x in part]
+
+
+def span_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """1 for the tokens from the one holding a span's first character to the one holding its last."""
+    mask = np.zeros(len(offsets), dtype=np.uint8)
+    if len(offsets) == 0:
+        return mask
+    starts, ends = offsets[:, 0], np.maximum.accumulate(offsets[:, 1])
+    for s, e in spans:
+        if e <= s:
+            continue
+        first = int(np.searchsorted(ends, s, side="right"))
+        last = int(np.searchsorted(starts, e - 1, side="right")) - 1
+        mask[first : last + 1] = 1
+    return mask
+
+
+def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
+                           s: SFTSection, max_length: int, split: str, workers: int = 1) -> Tokenized:
+    """Render, tokenize and mask every conversation; truncate or drop the long ones."""
+    rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
+    out = Tokenized()
+    for r, (ids, offs) in zip(rendered, encode_with_offsets([r.text for r in rendered], tokenizer, workers)):
+        mask = span_mask(offs, r.spans)
+        ids_arr = np.asarray(ids, dtype=np.int64)
+        if len(ids_arr) > max_length:
+            if s.too_long == "drop":
+                out.dropped_too_long += 1
+                continue
+            ids_arr, mask = ids_arr[:max_length], mask[:max_length]
+            out.truncated += 1
+        if len(mask):
+            mask[0] = 0
+        if not mask.any():
+            out.dropped_no_loss += 1
+            continue
+        out.ids.append(ids_arr)
+        out.masks.append(mask)
+    return out
+
+
+def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
+                       n: int, max_length: int, max_new_tokens: int) -> list[dict[str, Any]]:
+    """Up to ``n`` held-out prompts (the conversation before its last assistant turn, with the
+    generation prompt) and their reference answers, for the generation check: those that leave
+    room for ``max_new_tokens`` within ``max_length`` (which fits the model's positions)."""
+    out: list[dict[str, Any]] = []
+    for conv in convs:
+        if len(out) >= n:
+            break
+        last = max(i for i, m in enumerate(conv) if m["role"] == "assistant")
+        text = renderer.render(conv[:last], add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        if len(ids) + max_new_tokens <= max_length:
+            out.append({"prompt_ids": list(map(int, ids)), "reference": conv[last]["content"].strip()})
+    return out
+
+
+def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer,
+              workers: int = 1) -> tuple[Any, dict[str, int]]:
+    """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts."""
+    from clustertune.data.packing import build_rows
+    from clustertune.data.prepare import _id_dtype
+
+    d, s = recipe.data, recipe.data.sft
+    limit = d.max_train_samples if split == "train" else d.max_eval_samples
+    if limit is not None:
+        ds = ds.select(range(min(limit, len(ds))))
+    if len(ds) == 0:
+        raise DataError(f"data: the {split} split has no examples")
+    convs = conversations(ds, s, split)
+    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers)
+    counts = {"truncated": tok.truncated, "dropped_too_long": tok.dropped_too_long,
+              "dropped_no_loss": tok.dropped_no_loss, "trained_tokens": int(sum(int(m.sum()) for m in tok.masks))}
+    if not tok.ids:
+        raise DataError(
+            f"data.max_length: every one of the {len(convs)} {split} examples was dropped "
+            f"({tok.dropped_too_long} longer than {d.max_length} tokens with data.sft.too_long=drop, "
+            f"{tok.dropped_no_loss} with no trained token left after truncation); raise data.max_length "
+            "or set data.sft.too_long=truncate"
+        )
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, _id_dtype(len(tokenizer)))
+    if split == "validation" and s.generation_samples:
+        arrays.generation = generation_prompts(convs, renderer, tokenizer, s.generation_samples, d.max_length,
+                                               s.max_new_tokens)
+        arrays.end_marker = renderer.end_marker()
+    counts["examples_kept"] = len(tok.ids)
+    log.info("data: %s: %d examples -> %d rows (%d truncated, %d dropped as too long, %d dropped with no trained "
+             "token)", split, len(convs), len(arrays), tok.truncated, tok.dropped_too_long, tok.dropped_no_loss)
+    return arrays, counts

@@ -1,0 +1,63 @@
+"""The ``data.sft`` section: how chat and prompt/completion examples become training rows.
+
+Only read for ``task: sft``. ``data.max_length`` caps the tokens of one example (and of one
+packed row); the rest lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SFT_FORMATS = ("auto", "messages", "conversations", "prompt_completion")
+
+
+class SFTSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    format: Literal["auto", "messages", "conversations", "prompt_completion"] = "auto"
+    """Shape of an example. ``messages``: a list of ``{role, content}`` turns (roles ``system``,
+    ``user``, ``assistant``); ``conversations``: ShareGPT's list of ``{from, value}`` turns
+    (``human``/``gpt``/``system``), converted to messages; ``prompt_completion``: one prompt and
+    one completion column, a single turn. ``auto`` picks the one whose columns the data has."""
+
+    messages_column: str = "messages"
+    """Column holding the turns for ``format: messages``."""
+
+    conversations_column: str = "conversations"
+    """Column holding the turns for ``format: conversations``."""
+
+    prompt_column: str = "prompt"
+    """Column holding the user's prompt for ``format: prompt_completion``."""
+
+    completion_column: str = "completion"
+    """Column holding the answer for ``format: prompt_completion``."""
+
+    chat_template: str | None = None
+    """Chat template: unset uses the tokenizer's own; ``chatml`` or ``llama3`` name a built-in
+    one (for tokenizers without a template); anything else is a path to a Jinja file. The
+    template used is saved into the run's tokenizer, so the trained model chats the way it was
+    trained."""
+
+    loss_on: Literal["assistant", "completion", "all"] = "assistant"
+    """Which tokens carry the loss (the others get label -100): ``assistant`` (every assistant
+    turn with its end-of-turn marker), ``completion`` (the last assistant turn only), ``all``
+    (the whole rendered text)."""
+
+    packing: bool = False
+    """Put several examples into each row of ``data.max_length`` tokens (best-fit decreasing,
+    deterministic). Each example keeps its own positions and attends only to itself. Off:
+    one example per row, batches padded to the longest example in the batch."""
+
+    too_long: Literal["truncate", "drop"] = "truncate"
+    """Examples longer than ``data.max_length`` tokens: ``truncate`` keeps the first
+    ``max_length`` tokens, ``drop`` leaves the example out. Examples left with no trained token
+    are dropped either way; ``clustertune prepare`` reports both counts."""
+
+    generation_samples: int = Field(default=16, ge=0)
+    """Held-out conversations whose last assistant turn is generated (greedy) at every
+    evaluation and compared with the reference: exact match and contains-the-reference."""
+
+    max_new_tokens: int = Field(default=32, ge=1)
+    """Tokens generated per held-out prompt in the generation check."""
