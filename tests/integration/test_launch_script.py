@@ -5,13 +5,21 @@ to the same final loss as an uninterrupted run; a command the node does not have
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from clustertune.launch import job_for
+from clustertune.launch.submit import launch
+from clustertune.runs.state import RunState
 from tests.helpers import cli
 from tests.integration.script_fixtures import DDP_SCRIPT
+
+STEPS = 30
 
 
 def _only_run(runs_root: Path) -> Path:
@@ -23,25 +31,41 @@ def _info(run: Path) -> dict:
     return json.loads((run / "run.json").read_text())
 
 
-def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(tmp_path: Path, runs_root: Path) -> None:
-    (tmp_path / "train.py").write_text(DDP_SCRIPT)
-    straight = tmp_path / "straight"
-    out = cli("launch", "launch.procs_per_node=2", "--runs-root", str(straight), "--", sys.executable, "train.py", "30",
-              cwd=tmp_path)
+def _wait_progress(run_dir: Path, step: int, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = (run_dir / "progress").read_text().strip() if (run_dir / "progress").is_file() else ""
+        if text and int(text) >= step:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the script did not reach step {step}: {sorted(p.name for p in (run_dir / 'logs').iterdir())}")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_loss(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The DDP script's final loss on 2 ranks, never interrupted (the local backend, via the CLI)."""
+    where = tmp_path_factory.mktemp("straight")
+    (where / "train.py").write_text(DDP_SCRIPT)
+    out = cli("launch", "launch.procs_per_node=2", "--runs-root", str(where / "runs"), "--",
+              sys.executable, "train.py", str(STEPS), cwd=where)
     assert out.returncode == 0, out.stdout + out.stderr
-    want = json.loads((_only_run(straight) / "final.json").read_text())["loss"]
+    return json.loads((_only_run(where / "runs") / "final.json").read_text())["loss"]
+
+
+def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
+        tmp_path: Path, runs_root: Path, uninterrupted_loss: float) -> None:
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    want = uninterrupted_loss
 
     exe = Path(sys.executable).with_name("clustertune")
     first = subprocess.Popen([str(exe), "launch", "launch.procs_per_node=2", "launch.stop_grace_seconds=20", "--",
-                              sys.executable, "train.py", "30"], cwd=tmp_path, env={**__import__("os").environ, "STEP_PAUSE": "0.1"},
+                              sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        runs = list(runs_root.glob("*/progress")) if runs_root.is_dir() else []
-        if runs and runs[0].read_text().strip() and int(runs[0].read_text()) >= 3:
-            break
-        time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not (runs_root.is_dir() and any(runs_root.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.1)
     run = _only_run(runs_root)
+    _wait_progress(run, 3)
     status = cli("status", run.name)
     assert status.returncode == 0 and "RUNNING" in status.stdout, status.stdout + status.stderr
     assert cli("cancel", run.name).returncode == 0
@@ -49,7 +73,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(tmp_p
     assert first.returncode == 130, stdout + stderr  # the launching process was interrupted by the cancel
     assert [(a["state"], a["exit_code"]) for a in _info(run)["attempts"]] == [("CANCELLED", 0)]
     saved_at = int((run / "progress").read_text())
-    assert 3 <= saved_at < 30
+    assert 3 <= saved_at < STEPS
 
     again = cli("launch", "--resume", run.name, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -58,7 +82,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(tmp_p
     info = _info(run)
     assert info["state"] == "COMPLETED" and info["task"] == "command"
     assert [(a["state"], a["exit_code"]) for a in info["attempts"]] == [("CANCELLED", 0), ("COMPLETED", 0)]
-    assert json.loads((run / "command.json").read_text()) == [sys.executable, "train.py", "30"]
+    assert json.loads((run / "command.json").read_text()) == [sys.executable, "train.py", str(STEPS)]
     assert "procs_per_node: 2" in (run / "launch.yaml").read_text()
     rank1 = (run / "logs" / "rank-1.log").read_text()
     assert "rank 1/2 attempt 1 starts at step 0" in rank1 and f"attempt 2 starts at step {saved_at}" in rank1
@@ -83,3 +107,47 @@ def test_runner_none_runs_the_command_once_with_the_placeholders_filled(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
     log = (_only_run(runs_root) / "logs" / "node-0.log").read_text()
     assert "args ['0/1', '127.0.0.1', '{unknown}'] rank None" in log
+
+
+# -- the same script on the 2-node SLURM test cluster -------------------------------------------
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_the_stop_signal_saves_requeues_and_the_next_attempt_resumes(
+        tmp_path: Path, runs_root: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted_loss: float) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(DDP_SCRIPT)
+    monkeypatch.setenv("STEP_PAUSE", "0.2")  # the job's environment is this one
+    run = launch(None, user_command=[sys.executable, str(script), str(STEPS)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=1", "launch.cpus_per_task=1",
+                            "launch.stop_grace_seconds=20"])
+    assert run.state is RunState.PENDING
+    job = job_for(run)
+    _wait_progress(run.paths.root, 3)
+    # What SLURM sends the batch shell before the time limit; the shell passes it on as SIGTERM.
+    subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)
+    state = job.wait(timeout=300)
+    run.reload()
+    assert state is RunState.COMPLETED, f"{run.info.reason}\n{job.logs()}"
+    assert json.loads((run.paths.root / "final.json").read_text()) == {"loss": uninterrupted_loss, "attempt": 2}
+    assert [a.state for a in run.attempts] == [RunState.PREEMPTED, RunState.COMPLETED]
+    assert run.attempts[-1].exit_code == 0 and run.attempts[0].job_id == run.attempts[1].job_id
+    batch = job.logs()
+    assert "received SIGUSR2" in batch and "requeue:" in batch and "restart 1" in batch
+    nodes = run.paths.node_log(0).read_text() + run.paths.node_log(1).read_text()  # ranks: as the rendezvous placed them
+    assert "rank 0 saved at step" in nodes and "rank 1 saved at step" in nodes
+    assert nodes.count("clustertune: stop requested: SIGTERM to the command") == 2
+    assert "rank 1/2 attempt 2 starts at step" in (run.paths.rank_log(1)).read_text()
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_runner_none_runs_once_per_node_with_its_placeholders(tmp_path: Path, runs_root: Path) -> None:
+    code = "import os, sys; print('node', sys.argv[1:], os.environ['CLUSTERTUNE_ATTEMPT'])"
+    run = launch(None, user_command=[sys.executable, "-c", code, "{node_rank}/{nnodes}", "{master_addr}:{master_port}"],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1"])
+    job = job_for(run)
+    assert job.wait(timeout=120) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    port = 20000 + int(job.job_id) % 20000
+    for node in (0, 1):
+        log = run.paths.node_log(node).read_text()
+        assert f"node ['{node}/2', '127.0.0.1:{port}'] 1" in log, log
