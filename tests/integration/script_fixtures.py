@@ -53,3 +53,37 @@ if rank == 0:
 print(f"rank {rank} done", flush=True)
 dist.destroy_process_group()
 '''
+
+# The shape of an Accelerate loop converted from a plain PyTorch one: a small CNN on synthetic
+# images (no downloads), the Accelerator placing model, optimizer and data on each rank.
+ACCELERATE_SCRIPT = r'''
+import json
+import torch
+from accelerate import Accelerator
+from clustertune import script
+
+accelerator = Accelerator(cpu=True)
+torch.manual_seed(0)
+images = torch.randn(256, 1, 8, 8)
+labels = (images.mean(dim=(1, 2, 3)) > 0).long()
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=16, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(256, 2))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+model, opt, loader = accelerator.prepare(model, opt, loader)
+first = last = None
+for epoch in range(3):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        accelerator.backward(loss)
+        opt.step(); opt.zero_grad()
+        value = accelerator.reduce(loss.detach(), reduction="mean").item()
+        first = value if first is None else first
+        last = value
+    if script.should_stop():
+        break
+accelerator.save_state(str(script.checkpoint_dir() / "accelerate"))
+if accelerator.is_main_process:
+    (script.run_dir() / "final.json").write_text(json.dumps(
+        {"first": first, "last": last, "processes": accelerator.num_processes, "type": str(accelerator.distributed_type)}))
+accelerator.print(f"done on {accelerator.num_processes} processes")
+'''

@@ -17,7 +17,7 @@ from clustertune.launch import job_for
 from clustertune.launch.submit import launch
 from clustertune.runs.state import RunState
 from tests.helpers import cli
-from tests.integration.script_fixtures import DDP_SCRIPT
+from tests.integration.script_fixtures import ACCELERATE_SCRIPT, DDP_SCRIPT
 
 STEPS = 30
 
@@ -151,3 +151,15 @@ def test_on_slurm_runner_none_runs_once_per_node_with_its_placeholders(tmp_path:
     for node in (0, 1):
         log = run.paths.node_log(node).read_text()
         assert f"node ['{node}/2', '127.0.0.1:{port}'] 1" in log, log
+
+
+def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:
+    (tmp_path / "train_acc.py").write_text(ACCELERATE_SCRIPT)
+    out = cli("launch", "launch.procs_per_node=2", "--", sys.executable, "train_acc.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = _only_run(runs_root)
+    final = json.loads((run / "final.json").read_text())
+    assert final["processes"] == 2 and "MULTI_CPU" in final["type"]
+    assert final["last"] < final["first"]
+    assert (run / "checkpoints" / "accelerate").is_dir()
+    assert "done on 2 processes" in cli("logs", run.name).stdout
