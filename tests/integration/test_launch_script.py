@@ -163,3 +163,28 @@ def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path)
     assert final["last"] < final["first"]
     assert (run / "checkpoints" / "accelerate").is_dir()
     assert "done on 2 processes" in cli("logs", run.name).stdout
+
+
+# -- the same script on the 2 SSH test hosts ---------------------------------------------------
+
+
+def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across_both(
+        ssh_cluster, tmp_path: Path, uninterrupted_loss: float) -> None:
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "train.py").write_text(DDP_SCRIPT)
+    (work / ".gitignore").write_text("big.bin\n")
+    (work / "big.bin").write_bytes(b"0" * 1024)
+    out = cli("launch", "launch.backend=ssh", "launch.cluster=loop", "launch.nodes=2", "launch.procs_per_node=1",
+              # The hosts' env reuses this interpreter's packages (torch); `python` is that env's.
+              f"launch.site_packages_from={sys.executable}", "--", "python", "train.py", str(STEPS), cwd=work, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs_root = Path(os.environ["CLUSTERTUNE_RUNS"])
+    run = _only_run(runs_root)
+    assert json.loads((run / "final.json").read_text()) == {"loss": uninterrupted_loss, "attempt": 1}
+    info = _info(run)
+    assert info["state"] == "COMPLETED" and info["attempts"][0]["exit_code"] == 0
+    for host in ssh_cluster.hosts:
+        synced = Path(host.root) / "proj"
+        assert (synced / "train.py").is_file() and not (synced / "big.bin").exists()
+    assert "rank 1 done" in cli("logs", run.name).stdout

@@ -109,7 +109,7 @@ def test_stop_file_request_is_seen_with_its_signal(tmp_path: Path) -> None:
     (["python", "train.py"], ["train.lr=3e-4"], "only launch.\\* keys apply to your own script"),
     (["python", "train.py"], ["launch.watchdog_minutes=5"], "watchdog"),
     (["python", "train.py"], ["launch.runner=none", "launch.procs_per_node=2"], "starts its own"),
-    (["python", "train.py"], ["launch.backend=ssh", "launch.cluster=gpus"], "runs on local and slurm"),
+    (["python", "train.py"], ["launch.backend=ssh", "launch.cluster=no-such-cluster"], "no cluster 'no-such-cluster'"),
     (["python", "train.py"], ["launch.runner=sometimes"], "launch.runner"),
 ])
 def test_a_users_own_command_with_bad_input_is_refused_before_anything_is_written(

@@ -33,7 +33,7 @@ NOT_FOR_SCRIPTS = {
 # validated inside the smallest recipe (never written anywhere: only the launch section is kept).
 _CARRIER = {"model": {"config": "gpt2", "tokenizer": "train"}, "data": {"dataset": "builtin:pydoc"}}
 # Backends a command runs on today.
-COMMAND_BACKENDS = ("local", "slurm")
+COMMAND_BACKENDS = ("local", "slurm", "ssh")
 TASK = "command"
 
 
@@ -74,8 +74,7 @@ def check_launch(recipe: Recipe) -> None:
         problems.append("launch.procs_per_node: with launch.runner=none the command starts its own "
                         "processes (e.g. `accelerate launch --num_processes N`); leave it unset")
     if ln.backend not in COMMAND_BACKENDS:
-        problems.append(f"launch.backend={ln.backend}: your own script runs on {' and '.join(COMMAND_BACKENDS)} "
-                        "for now; for SSH hosts use `clustertune sync` and `clustertune exec`")
+        problems.append(f"launch.backend={ln.backend}: your own script runs on {', '.join(COMMAND_BACKENDS)}")
     if problems:
         raise LaunchError("does not apply to your own script:\n  - " + "\n  - ".join(problems))
 
