@@ -90,6 +90,9 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
     assert "rank 0 saved at step" in logs.stdout and "rank 0 done" in logs.stdout
     listing = cli("runs")
     assert run.name in listing.stdout and "COMPLETED" in listing.stdout
+    shown = cli("runs", "show", run.name).stdout
+    assert f"command   {sys.executable} train.py {STEPS}" in shown
+    assert "attempt 1  CANCELLED" in shown and "attempt 2  COMPLETED" in shown and "exit code 0" in shown
 
 
 def test_a_command_the_node_does_not_have_fails_with_its_message(tmp_path: Path, runs_root: Path) -> None:
