@@ -128,7 +128,6 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         run.set_backend(recipe.launch.backend)
     else:
         if user_command is not None:
-            check_command(user_command)
             if recipe is None:  # launch.* overrides on the defaults
                 recipe = load_launch(None, overrides or [], user_command)
             return _launch_command(recipe, user_command, runs_root_dir, command, announce)
