@@ -62,7 +62,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
                               sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not (runs_root.is_dir() and any(runs_root.iterdir())) and time.monotonic() < deadline:
+    while not list(runs_root.glob("*/run.json")) and time.monotonic() < deadline:
         time.sleep(0.1)
     run = _only_run(runs_root)
     _wait_progress(run, 3)
@@ -104,12 +104,15 @@ def test_a_command_the_node_does_not_have_fails_with_its_message(tmp_path: Path,
 
 
 def test_runner_none_runs_the_command_once_with_the_placeholders_filled(tmp_path: Path, runs_root: Path) -> None:
-    code = "import os, sys; print('args', sys.argv[1:], 'rank', os.environ.get('RANK'))"
-    out = cli("launch", "launch.runner=none", "--", sys.executable, "-c", code, "{node_rank}/{nnodes}", "{master_addr}",
-              "{unknown}", cwd=tmp_path)
+    # `python -S`: no site-packages, so no installed clustertune; the helper comes from the run directory.
+    code = ("import os, sys; from clustertune import script; "
+            "print('args', sys.argv[1:], 'rank', os.environ.get('RANK'), 'helper', script.__file__)")
+    out = cli("launch", "launch.runner=none", "--", sys.executable, "-S", "-c", code, "{node_rank}/{nnodes}",
+              "{master_addr}", "{unknown}", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    log = (_only_run(runs_root) / "logs" / "node-0.log").read_text()
-    assert "args ['0/1', '127.0.0.1', '{unknown}'] rank None" in log
+    run = _only_run(runs_root)
+    log = (run / "logs" / "node-0.log").read_text()
+    assert f"args ['0/1', '127.0.0.1', '{{unknown}}'] rank None helper {run / 'lib' / 'clustertune' / 'script' / '__init__.py'}" in log
 
 
 # -- the same script on the 2-node SLURM test cluster -------------------------------------------
