@@ -147,16 +147,24 @@ def test_on_slurm_the_stop_signal_saves_requeues_and_the_next_attempt_resumes(
 
 
 @pytest.mark.usefixtures("slurm_cluster")
-def test_on_slurm_runner_none_runs_once_per_node_with_its_placeholders(tmp_path: Path, runs_root: Path) -> None:
-    code = "import os, sys; print('node', sys.argv[1:], os.environ['CLUSTERTUNE_ATTEMPT'])"
-    run = launch(None, user_command=[sys.executable, "-c", code, "{node_rank}/{nnodes}", "{master_addr}:{master_port}"],
+def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholders(tmp_path: Path, runs_root: Path) -> None:
+    # A command that starts its own processes: torchrun itself, told its place by the placeholders.
+    script = tmp_path / "allreduce.py"
+    script.write_text("import os, torch, torch.distributed as dist\n"
+                      "dist.init_process_group('gloo'); t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)\n"
+                      "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', t.item(), "
+                      "'attempt', os.environ['CLUSTERTUNE_ATTEMPT'], flush=True)\n")
+    run = launch(None, user_command=[sys.executable, "-m", "torch.distributed.run", "--nnodes={nnodes}",
+                                     "--node-rank={node_rank}", "--nproc-per-node=1", "--master-addr={master_addr}",
+                                     "--master-port={master_port}", str(script)],
                  overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1"])
     job = job_for(run)
-    assert job.wait(timeout=120) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
-    port = 20000 + int(job.job_id) % 20000
+    assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    # {node_rank} was each node's own: node N's torchrun placed global rank N there.
     for node in (0, 1):
         log = run.paths.node_log(node).read_text()
-        assert f"node ['{node}/2', '127.0.0.1:{port}'] 1" in log, log
+        assert f"rank {node} of 2 sum 3.0 attempt 1" in log, log
+    assert not list(run.paths.logs_dir.glob("rank-*.log"))  # the command's own processes: one log per node
 
 
 def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:
