@@ -137,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, f: stopper.stop(f"received {signal.Signals(s).name}"))
     threading.Thread(target=stopper.watch, args=(run_dir / STOP_FILE if run_dir else None,), daemon=True).start()
-    assert proc.stdout is not None
-    for line in iter(proc.stdout.readline, b""):
+    for line in iter(proc.stdout.readline if proc.stdout else (lambda: b""), b""):
         sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
         if log is not None:
