@@ -9,11 +9,33 @@ The Python API mirrors the command line::
     ct.run(resume=run_id)                                            # continue a stopped run
 """
 
-from clustertune.errors import UserError
-from clustertune.recipe import Recipe, load_recipe, shipped_recipes
-from clustertune.runs import Run, RunState, get_run, list_runs
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clustertune.errors import UserError
+    from clustertune.recipe import Recipe, load_recipe, shipped_recipes
+    from clustertune.runs import Run, RunState, get_run, list_runs
 
 __version__ = "0.1.0"
+
+# Exports loaded on first use: `import clustertune.script` (the helper a user's own script
+# imports on every rank) then loads no third-party module; `ct.Recipe` still works as before.
+_LAZY: dict[str, str] = {
+    "UserError": "clustertune.errors", "Recipe": "clustertune.recipe", "load_recipe": "clustertune.recipe",
+    "shipped_recipes": "clustertune.recipe", "Run": "clustertune.runs", "RunState": "clustertune.runs",
+    "get_run": "clustertune.runs", "list_runs": "clustertune.runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'clustertune' has no attribute {name!r}")
 
 
 def run(*args, **kwargs):  # noqa: ANN002, ANN003 - signature documented on clustertune.api.run

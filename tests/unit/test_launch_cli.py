@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustertune.errors import LaunchError
+from clustertune.errors import LaunchError, UserError
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, cli, with_
@@ -104,7 +104,21 @@ def test_stop_file_request_is_seen_with_its_signal(tmp_path: Path) -> None:
     assert flag.local() and flag.requested_by == "SIGUSR2 via stop-request"
 
 
-def test_launching_a_users_own_command_is_refused_before_anything_is_written(runs_root: Path) -> None:
-    with pytest.raises(LaunchError, match="not supported yet"):
-        launch(None, user_command=["python", "train.py"], runs_root_dir=runs_root)
+@pytest.mark.parametrize(("command", "overrides", "says"), [
+    ([], [], "give the command to run after `--`"),
+    (["python", "train.py"], ["train.lr=3e-4"], "only launch.\\* keys apply to your own script"),
+    (["python", "train.py"], ["launch.watchdog_minutes=5"], "watchdog"),
+    (["python", "train.py"], ["launch.runner=none", "launch.procs_per_node=2"], "starts its own"),
+    (["python", "train.py"], ["launch.backend=ssh", "launch.cluster=no-such-cluster"], "no cluster 'no-such-cluster'"),
+    (["python", "train.py"], ["launch.runner=sometimes"], "launch.runner"),
+])
+def test_a_users_own_command_with_bad_input_is_refused_before_anything_is_written(
+        runs_root: Path, command: list[str], overrides: list[str], says: str) -> None:
+    with pytest.raises(UserError, match=says):
+        launch(None, user_command=command, overrides=overrides, runs_root_dir=runs_root)
     assert not runs_root.exists() or not any(runs_root.iterdir())
+
+
+def test_a_recipe_never_runs_without_torchrun(recipe_file: Path, runs_root: Path) -> None:
+    with pytest.raises(LaunchError, match="runner=none applies to your own command"):
+        launch(load_recipe(recipe_file, ["launch.runner=none"]), runs_root_dir=runs_root)

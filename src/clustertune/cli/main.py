@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from clustertune.cli import bench_cmds, cloud_cmds, cluster_cmds, data_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune.cli import bench_cmds, cloud_cmds, cluster_cmds, data_cmds, launch_cmds, perf_cmds, run_cmds, runs_cmds
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -34,6 +34,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for
 # (name, the function or typer group, typer's options for it).
 COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("run", run_cmds.run, {"context_settings": {"allow_extra_args": False}}),
+    ("launch", launch_cmds.launch, {}),
     ("validate", run_cmds.validate, {}),
     ("recipes", run_cmds.recipes, {}),
     ("runs", runs_cmds.runs_app, {}),
@@ -60,12 +61,12 @@ for _name, _target, _options in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args, command = launch_cmds.split_command(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     logging.getLogger("clustertune").setLevel(logging.DEBUG if debug else logging.INFO)
     try:
         # Without standalone mode, an Exit(code) raised by a command comes back as the return value.
-        rc = app(args=args, prog_name="clustertune", standalone_mode=False)
+        rc = app(args=args, prog_name="clustertune", standalone_mode=False, obj={"command": command})
     except UserError as exc:
         if debug:
             traceback.print_exc()

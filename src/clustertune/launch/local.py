@@ -11,9 +11,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clustertune.errors import LaunchError, RunError
+from clustertune.errors import LaunchError, RunError, UserError
+from clustertune.launch.command import finish_attempt, load_launch
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
+from clustertune.runs.paths import RunPaths
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
 from clustertune.runs.run import Run, pid_alive
 from clustertune.runs.state import RunState
@@ -36,7 +38,9 @@ class LocalJob:
         return [None]  # the run's own log
 
     def read_log(self, node: int | None, offset: int) -> bytes:
-        return read_file_from(self.run.paths.log, offset)
+        # A user's own command has no run.log of clustertune's: its node's output is the log.
+        path = self.run.paths.node_log(0) if self.run.paths.is_command else self.run.paths.log
+        return read_file_from(path, offset)
 
     def wait(self, timeout: float | None = None) -> RunState:
         return wait(self, timeout, poll=0.2)
@@ -52,10 +56,16 @@ class LocalJob:
         if att is not None and att.host != socket.gethostname():
             raise RunError(f"run {self.run.id} runs on host {att.host}; cancel it there")
         pid = (att.pid if att else None) or 0
+        wait_s = 10.0
+        if self.run.paths.is_command:
+            # A script's ranks see the request themselves (SIGTERM from their wrapper), and get
+            # the grace period to save before they are killed.
+            request_stop(self.run.paths, cancel=True)
+            wait_s += command_grace(self.run)
         if pid and pid_alive(pid):
             # SIGINT: the training process records CANCELLED itself on KeyboardInterrupt.
             os.kill(pid, signal.SIGINT)
-            for _ in range(100):
+            for _ in range(int(wait_s * 10)):
                 if not pid_alive(pid):
                     break
                 time.sleep(0.1)
@@ -84,6 +94,12 @@ class LocalLauncher:
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> LocalJob:
         """Runs the ranks and returns once they end (the run is then terminal)."""
+        if plan.command:
+            if announce is not None:
+                how = "once (launch.runner=none)" if plan.runner == "none" else f"as {local_procs(plan)} rank(s) through torchrun"
+                announce(f"run {run.id}: the command runs {how}; follow with `clustertune logs {run.id} --follow`")
+            run_command(plan, run)
+            return LocalJob(run)
         if announce is not None:
             announce(f"run {run.id}: {plan.procs_per_node or 'one per GPU'} processes through torchrun; "
                      f"follow with `clustertune logs {run.id} --follow`")
@@ -169,3 +185,62 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
     elif run.state is RunState.FAILED and rc != 0 and "last lines" not in (run.info.reason or ""):
         run.explain(f"last lines of {out}:\n{tail(out)}")
     return run.state
+
+
+# -- a user's own command on this host ------------------------------------------------------
+
+
+def request_stop(paths: RunPaths, cancel: bool) -> None:
+    """Ask every rank of a command to stop: its wrapper sends SIGTERM, then SIGKILL after the grace."""
+    if cancel:
+        paths.cancel_request.write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
+    paths.stop_request.write_text("TERM\n", encoding="utf-8")
+
+
+def command_grace(run: Run) -> float:
+    """The grace period a command's run was launched with (30 s where its launch file is unreadable)."""
+    try:
+        return float(load_launch(run.paths.launch_section, []).launch.stop_grace_seconds)
+    except UserError:
+        return 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_command(plan: LaunchPlan, run: Run) -> RunState:
+    """Run a user's command on this host (under torchrun, or once with ``runner: none``) and
+    wait; the exit code and how it ended go into run.json."""
+    nproc = local_procs(plan) if plan.runner == "torchrun" else 1
+    argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
+    out = run.paths.node_log(0)
+    for stale in (run.paths.stop_request, run.paths.cancel_request):  # left by an earlier attempt
+        stale.unlink(missing_ok=True)
+    att = run.start_attempt()
+    env = node_env(plan)
+    env.update(CLUSTERTUNE_ATTEMPT=str(att.n), CLUSTERTUNE_NODE_RANK="0",
+               CLUSTERTUNE_MASTER_ADDR="127.0.0.1", CLUSTERTUNE_MASTER_PORT=str(free_port()))
+    grace = float(dict(plan.env).get("CLUSTERTUNE_STOP_GRACE", "30"))
+    with out.open("ab") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        run.record_attempt(torchrun_pid=proc.pid)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C or `clustertune cancel`: every rank gets SIGTERM and the grace period.
+            request_stop(run.paths, cancel=True)
+            try:
+                proc.wait(timeout=grace + 5)
+            except subprocess.TimeoutExpired:
+                proc.terminate()  # torchrun passes SIGTERM on and kills its ranks after 30 s
+                try:
+                    proc.wait(timeout=40)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            finish_attempt(run, proc.returncode, out, tail(out))
+            raise
+    return finish_attempt(run, rc, out, tail(out))

@@ -22,6 +22,8 @@ from clustertune.recipe.schema import LaunchSection, Recipe
 
 # The node-side entry point; it reads everything else from the run directory.
 ENTRY_MODULE = "clustertune.train.entry"
+# A user's own command runs under this wrapper on each rank (or node): logs, stop requests.
+SCRIPT_MODULE = "clustertune.script.rank"
 # Variables every job gets: offline-safe tokenizers, no thread oversubscription across ranks.
 BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 # Names that look like secrets must travel by env_passthrough, never in the plan's env.
@@ -96,6 +98,10 @@ class LaunchPlan:
     max_restarts: int = 0
     node_address_suffix: str | None = None
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    command: tuple[str, ...] = ()
+    """A user's own command (``clustertune launch``) instead of the recipe's node entry."""
+    runner: str = "torchrun"
+    """``torchrun``: the command is every rank; ``none``: it runs once per node."""
 
     @property
     def multi_process(self) -> bool:
@@ -104,16 +110,22 @@ class LaunchPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["env"] = dict(self.env)
+        if not self.command:  # a recipe's plan reads as it always did
+            del d["command"], d["runner"]
         return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
-def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> LaunchPlan:
-    """The plan for ``recipe`` run in ``run_dir`` with the interpreter ``python`` (pure)."""
+def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str,
+               command: list[str] | tuple[str, ...] = ()) -> LaunchPlan:
+    """The plan for ``recipe`` run in ``run_dir`` with the interpreter ``python`` (pure); with
+    ``command``, the plan of a user's own command under the recipe's ``launch`` section."""
     ln = recipe.launch
     env = dict(BASE_ENV)
+    if command:
+        env.update(script_env(run_id, run_dir, ln.nodes, ln.stop_grace_seconds))
     if recipe.train.cpu_threads:
         # Each rank sets torch's threads itself; OMP's default (all cores per rank) oversubscribes.
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
@@ -141,6 +153,8 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
         max_restarts=ln.max_restarts,
         node_address_suffix=ln.node_address_suffix,
         slurm=SlurmOptions.from_launch(ln),
+        command=tuple(command),
+        runner=ln.runner if command else "torchrun",
     )
 
 
@@ -171,6 +185,17 @@ def shell_expanding_quote(value: str) -> str:
     return '"' + "".join([*out, lit(value[pos:])]) + '"'
 
 
+def script_env(run_id: str, run_dir: str, nodes: int, grace: int) -> dict[str, str]:
+    """What a user's command learns from its environment (``clustertune.script`` reads it); the
+    attempt number and the node's rendezvous host are added where they are known."""
+    return {
+        "CLUSTERTUNE_RUN_ID": run_id,
+        "CLUSTERTUNE_RUN_DIR": run_dir,
+        "CLUSTERTUNE_STOP_GRACE": str(grace),
+        "CLUSTERTUNE_NNODES": str(nodes),
+    }
+
+
 def secret_looking_env(plan: LaunchPlan) -> list[str]:
     """Names in the plan's env that look like secrets (they belong in env_passthrough)."""
     return [k for k, _ in plan.env if SECRET_NAME.search(k.upper())]
@@ -187,7 +212,16 @@ def torchrun_args(plan: LaunchPlan, nproc: int | str) -> list[str]:
 
 
 def entry_args(plan: LaunchPlan) -> list[str]:
+    """What torchrun starts as each rank: the recipe's node entry, or the user's command
+    under its wrapper."""
+    if plan.command:
+        return ["-m", SCRIPT_MODULE, *plan.command]
     return ["-m", ENTRY_MODULE, plan.run_dir]
+
+
+def per_node_args(plan: LaunchPlan) -> list[str]:
+    """``launch.runner: none``: the argv each node runs once (placeholders filled there)."""
+    return [plan.python, "-m", SCRIPT_MODULE, "--per-node", *plan.command]
 
 
 def rdzv_port(job_id: int) -> int:
@@ -208,6 +242,8 @@ def node_command(plan: LaunchPlan, node_rank: int, addresses: list[str], port: i
     ``node_rank`` is checked, not used, so a backend cannot start more nodes than planned.
     """
     assert 0 <= node_rank < plan.nodes == len(addresses), (node_rank, plan.nodes, addresses)
+    if plan.command and plan.runner == "none":
+        return per_node_args(plan)
     if plan.nodes == 1:
         # One host: torchrun picks a free port and a private rendezvous itself.
         rdzv = ["--standalone"]

@@ -15,6 +15,7 @@ shell requeues the job, which resumes from that checkpoint.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
-from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, entry_args, shell_expanding_quote, torchrun_args
+from clustertune.launch.plan import (SITE_DEFAULT_KEYS, LaunchPlan, entry_args, per_node_args, shell_expanding_quote,
+                                     torchrun_args)
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
@@ -96,7 +98,8 @@ def render_sbatch(plan: LaunchPlan) -> str:
     flags = sbatch_flags(plan)
     for f in flags:
         _check_sbatch_value(f)
-    lines = ["#!/bin/bash", *(f"#SBATCH {f}" for f in flags), f"# clustertune run {plan.run_id}: generated from its recipe.", ""]
+    source = "launch section and command" if plan.command else "recipe"
+    lines = ["#!/bin/bash", *(f"#SBATCH {f}" for f in flags), f"# clustertune run {plan.run_id}: generated from its {source}.", ""]
     lines += _env_lines(plan) + _stop_and_rendezvous_lines(plan) + _data_lines(plan) + _train_lines(plan)
     return "\n".join(lines) + "\n"
 
@@ -156,6 +159,8 @@ def _stop_and_rendezvous_lines(plan: LaunchPlan) -> list[str]:
 
 def _data_lines(plan: LaunchPlan) -> list[str]:
     q = shlex.quote
+    if plan.command:
+        return _command_lines(plan)
     cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
     return [
         "# Data: prepared once, as this job's first step (a cache hit if any run prepared it before);",
@@ -171,6 +176,16 @@ def _data_lines(plan: LaunchPlan) -> list[str]:
     ]
 
 
+def _command_lines(plan: LaunchPlan) -> list[str]:
+    """A user's own command: what it learns of this attempt and of the nodes (no data step)."""
+    return [
+        "# Your own command: its attempt (1 + earlier attempts + requeues), and for launch.runner=none",
+        "# the values of {master_addr} and {master_port} (each node's {node_rank} is its SLURM_NODEID).",
+        'export CLUSTERTUNE_ATTEMPT=$(( ${CT_FIRST_ATTEMPT:-1} + CT_RESTART ))',
+        'export CLUSTERTUNE_MASTER_ADDR="$CT_RDZV_HOST" CLUSTERTUNE_MASTER_PORT="${PET_RDZV_ENDPOINT##*:}"',
+    ]
+
+
 def _train_lines(plan: LaunchPlan) -> list[str]:
     q = shlex.quote
     nproc = str(plan.procs_per_node) if plan.procs_per_node else "$CT_NPROC"
@@ -180,6 +195,10 @@ def _train_lines(plan: LaunchPlan) -> list[str]:
     # srun no longer inherits the job's --cpus-per-task (SLURM 22.05): without it, all the
     # ranks of a node would share one core.
     cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
+    if plan.command and plan.runner == "none":
+        torchrun = " ".join(map(q, per_node_args(plan)))
+    # A recipe is done when its summary is written; a command when it exits 0 unasked.
+    done = '[ -z "$CT_STOP_SIGNAL" ]' if plan.command else '[ -f "$CT_RUN_DIR/summary.json" ]'
     return [
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
         f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes}{cpus} --open-mode=append '
@@ -188,7 +207,7 @@ def _train_lines(plan: LaunchPlan) -> list[str]:
         "# bash runs a trap only between commands: wait again after each signal until srun is gone.",
         'while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done',
         'step "train: ended with code $CT_RC"',
-        'if [ "$CT_RC" = 0 ] && [ -f "$CT_RUN_DIR/summary.json" ]; then step "done"; exit 0; fi',
+        f'if [ "$CT_RC" = 0 ] && {done}; then step "done"; exit 0; fi',
         "# SIGTERM (preemption, scancel) is SLURM's to act on: a preempted job with --requeue goes back",
         "# to the queue by itself, a cancelled one must not. The time-limit signal is ours to requeue.",
         'if [ "$CT_STOP_SIGNAL" = USR2 ]; then',
@@ -231,15 +250,16 @@ def describe_lines(plan: LaunchPlan, recipe: Recipe) -> list[str]:
     if plan.slurm.gpus and not plan.slurm.step_cpus:
         lines.append(f"# note: no CPUs asked for: the site's default per task (often 1) serves the {plan.slurm.gpus} "
                      "ranks of each node and their data loading; set launch.cpus_per_task or launch.cpus_per_gpu")
-    lines += [f"# data: prepared {where} (launch.prepare_data)",
-              f"# the nodes run {plan.python} (the submitting Python): it must exist at that path on every node",
+    if not plan.command:  # a user's own command has no data step
+        lines.append(f"# data: prepared {where} (launch.prepare_data)")
+    lines += [f"# the nodes run {plan.python} (the submitting Python): it must exist at that path on every node",
               "# sbatch script", render_sbatch(plan)]
     return lines
 
 
-def _run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
         raise LaunchError(
             f"launch.backend=slurm: `{argv[0]}` is not on PATH; run on a SLURM login node "
@@ -251,7 +271,8 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     """Write the script into the run directory, submit it, record the attempt; the job id."""
     script = Path(plan.run_dir) / SCRIPT_NAME
     script.write_text(render_sbatch(plan), encoding="utf-8")
-    out = _run(sbatch_argv(plan, script))
+    # The job's environment is this one (--export=ALL): a command's attempts count on from here.
+    out = _run(sbatch_argv(plan, script), env={**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)})
     if out.returncode != 0:
         msg = (out.stderr or out.stdout).strip()
         run.transition(RunState.FAILED, reason=f"sbatch rejected the job: {msg}")
@@ -357,6 +378,8 @@ class SlurmJob:
         view = query_job(self.job_id)
         if view is None:
             return run.state
+        if run.paths.is_command:
+            return command_state(run, self.job_id, view)
         if run.state.terminal:
             # Requeued (SLURM counts the restarts): a new attempt, PENDING until rank 0 starts it.
             seen = sum(1 for a in run.attempts if a.job_id == self.job_id)
@@ -419,6 +442,34 @@ class SlurmJob:
         run = self.run.reload()
         if not run.state.terminal:
             run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` (scancel)")
+
+
+def command_state(run: Run, job_id: str, view: SchedulerView) -> RunState:
+    """A user's command records nothing itself: its run follows SLURM. A requeue (the batch
+    shell's after a stop request, or a preemption's) closes the attempt PREEMPTED and opens the
+    next; the job's end is the run's, with its exit code (CANCELLED where a cancel asked)."""
+    restarts = view.restarts or 0
+    while sum(1 for a in run.attempts if a.job_id == job_id) <= restarts:  # requeued since we looked
+        if not run.state.terminal:
+            if run.state is RunState.PENDING:  # it ran between two looks
+                run.transition(RunState.RUNNING)
+            run.transition(RunState.PREEMPTED, reason=f"SLURM job {job_id} was requeued (stop request or preemption)")
+        run.start_attempt(job_id=job_id, state=RunState.PENDING)
+    if run.state is RunState.PENDING and (view.state is RunState.RUNNING or view.state in (RunState.COMPLETED, RunState.TIMEOUT, RunState.PREEMPTED)):
+        run.transition(RunState.RUNNING)  # (a job that ended between two looks ran first)
+    if view.state.terminal and not run.state.terminal:
+        code = view.exit_code.split(":")[0]
+        if code.isdigit():
+            run.record_attempt(exit_code=int(code))
+        final = RunState.CANCELLED if run.paths.cancel_request.is_file() else view.state
+        why = None if final is RunState.COMPLETED else f"SLURM job {job_id} ended {view.raw}" + (
+            f" (exit code {view.exit_code})" if view.exit_code else "")
+        if final is RunState.FAILED:
+            tails = node_log_tails(run)
+            cannot = re.search(r"^clustertune: cannot start .*$", tails, re.M)
+            why = (f"{cannot.group(0)}\n" if cannot else "") + f"{why}" + (f"\n{tails}" if tails else "")
+        run.transition(final, reason=why)
+    return run.state
 
 
 class SlurmLauncher:

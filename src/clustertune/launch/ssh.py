@@ -123,6 +123,16 @@ def dry_run_lines(plan: LaunchPlan, launch: LaunchSection) -> list[str]:
 # -- submitting ---------------------------------------------------------------------------------
 
 
+def _sync_workdir(cluster: Any, nodes: list[int]) -> list[str]:
+    """This directory on each host (``.gitignore`` respected, under the host's root by its own
+    name, as ``clustertune sync`` puts it); the absolute paths there."""
+    out = []
+    for i, dest in zip(nodes, cluster.sync(Path.cwd(), None, nodes)):
+        r = cluster.conn(i).check_call(shell_join(["cd", dest], "&&", ["pwd", "-P"]), what=f"finding {dest}")
+        out.append(r.text.strip().splitlines()[-1])
+    return out
+
+
 def _env_for(plan: LaunchPlan, launch: LaunchSection) -> Any:
     reqs = list(launch.requirements)
     if not reqs and not launch.site_packages_from:
@@ -150,7 +160,7 @@ def _code_files() -> tuple[Path, list[str], str]:
     return pkg, files, tree_hash(pkg, files)
 
 
-def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef,
+def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef | None,
                   code: tuple[Path, list[str], str]) -> str:
     """Env, code, data and run directory on host ``i``; returns the run directory there (absolute)."""
     conn = cluster.conn(i)
@@ -165,6 +175,9 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef,
     cluster.ensure_env(i, env)
     pkg, files, code_hash = code
     cluster.snapshot_to(i, pkg, posixpath.join(root, "code", f"clustertune-{code_hash}", "clustertune"), files)
+    if data_ref is None:  # a user's own command: no prepared data, just the run directory
+        conn.rsync(["-a", *[f"--exclude={p}" for p in SCRATCH], f"{run.paths.root}/", conn.remote(abs_rdir + "/")])
+        return abs_rdir
     src = Path(data_ref.dir)
     man = load_manifest(src)
     data_dir = posixpath.join(root, "data", man.fingerprint)
@@ -185,8 +198,10 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     hosts = [cluster.hosts[i] for i in nodes]
     key = attempt_key(run.id, len(run.attempts) + 1)
     addresses = [h.address for h in hosts]
-    data_ref = read_run_data(run.paths)
+    data_ref = None if plan.command else read_run_data(run.paths)
     code = _code_files()
+    # A user's own command runs in this directory mirrored to each host, as `clustertune sync` does.
+    workdirs = _sync_workdir(cluster, nodes) if plan.command else []
     run.set_remote({
         "cluster": cluster.name, "kind": "train", "nodes": nodes, "client": client_id(),
         "hosts": [h.to_dict() for h in cluster.hosts], "key": key, "keep_on_cluster": launch.keep_on_cluster,
@@ -203,11 +218,17 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         abs_rdir = _prepare_host(cluster, i, run, env, data_ref, code)
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
+        cwd = abs_rdir
+        if plan.command:
+            cwd = workdirs[i]
+            runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(run.attempts)),
+                           CLUSTERTUNE_NODE_RANK=str(i), CLUSTERTUNE_MASTER_ADDR=addresses[0],
+                           CLUSTERTUNE_MASTER_PORT=str(rendezvous_port(key)))
         # The code snapshot first on the path: the run uses the code as it was when submitted.
         runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{code[2]}"),
                                                      runtime.get("PYTHONPATH")) if p)
         # launch.env values expand their $NAME references on the host (as in a SLURM script).
-        header = {"argv": argv, "cwd": abs_rdir, "env": runtime, "client": client_id(),
+        header = {"argv": argv, "cwd": cwd, "env": runtime, "client": client_id(),
                   "expand_env": [k for k, _ in plan.env]}
         _, py = cluster.env_python(i, env)
         cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",

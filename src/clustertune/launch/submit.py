@@ -15,6 +15,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.base import Announce, launcher
+from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
@@ -44,15 +45,16 @@ def missing_passthrough(plan: LaunchPlan) -> list[str]:
     return [n for n in plan.env_passthrough if n not in os.environ]
 
 
-def plan_for(recipe: Recipe, run_id: str, run_dir: Path, *, need_passthrough: bool = True) -> LaunchPlan:
+def plan_for(recipe: Recipe, run_id: str, run_dir: Path, user_command: list[str] | None = None, *,
+             need_passthrough: bool = True) -> LaunchPlan:
     """The plan; an unset ``env_passthrough`` variable is an error where the job would start
     (``need_passthrough``), a warning in a dry run (public models need no HF_TOKEN to look at)."""
     if recipe.launch.backend == "ssh":
         # Each host runs the node command inside its own copy of the run directory, with the
         # env's bin first on PATH: the same command on every host.
-        plan = build_plan(recipe, run_id, ".", "python")
+        plan = build_plan(recipe, run_id, ".", "python", user_command or ())
     else:
-        plan = build_plan(recipe, run_id, str(run_dir), sys.executable)
+        plan = build_plan(recipe, run_id, str(run_dir), sys.executable, user_command or ())
     bad = secret_looking_env(plan)
     if bad:
         raise LaunchError(
@@ -97,15 +99,19 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     write_run_data(prepare(recipe), paths)
 
 
-def dry_run_text(recipe: Recipe, root: Path) -> str:
+def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = None) -> str:
     """The plan (and the sbatch script) a launch would use, for a run directory not yet made."""
-    check_deepspeed_json(recipe)
+    if user_command is not None:
+        check_command(user_command)
+        check_launch(recipe)
+    else:
+        check_deepspeed_json(recipe)
     run_id = new_run_id(recipe.name)
-    plan = plan_for(recipe, run_id, root / run_id, need_passthrough=False)
+    plan = plan_for(recipe, run_id, root / run_id, user_command, need_passthrough=False)
     out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
            "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
     out += ["# launch plan", plan_json_for_people(plan)]
-    if not needs_launcher(recipe):
+    if not needs_launcher(recipe) and user_command is None:
         out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
     else:
         out += launcher(plan.backend).describe(plan, recipe)
@@ -142,24 +148,30 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
            show_progress: bool = True) -> Run:
     """Create (or resume) a run and start it through its backend.
 
-    Exactly one of ``recipe`` (a new run), ``resume`` (a run id) or ``user_command`` (a user's
-    own script; not supported yet) says what to launch.
+    ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
+    ``recipe`` holds only the ``launch`` section (:func:`clustertune.launch.command.load_launch`)
+    and the command runs on every rank instead of the trainer. ``--resume`` of a command's run
+    runs the same command again as a new attempt (the script resumes from its own checkpoint).
 
     One rank on this machine trains in this process; several processes go through torchrun
     and wait for the ranks. SLURM: returns once submitted
     (the run is PENDING; `clustertune status RUN_ID` follows it). On resume, ``overrides`` may
     change only ``launch.*`` keys (e.g. another world size); the data position carries over.
     """
-    if user_command is not None:
-        # The slot for a user's own script under torchrun on every node, with the same run
-        # directory, logs, stop requests and requeue. Not built yet: a typed refusal, not a guess.
-        raise LaunchError("launching your own command is not supported yet; run a recipe "
-                          "(`clustertune run RECIPE`) or start the command with torchrun yourself")
     if resume is not None:
         run = get_run(resume, runs_root_dir)
         bad = [o for o in overrides or [] if not o.strip().startswith("launch.")]
         if bad:
             raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
+        if run.paths.is_command:
+            # The same command again, as the next attempt, under its launch section (+ overrides).
+            run.check_resumable()
+            user_command = read_command(run.paths)
+            recipe = load_launch(run.paths.launch_section, overrides or [])
+            write_launch(run.paths, recipe)
+            run.set_backend(recipe.launch.backend)
+            return launcher(recipe.launch.backend).submit(plan_for(recipe, run.id, run.paths.root, user_command),
+                                                          run, recipe, announce).run
         started_with = load_recipe(run.paths.recipe)
         recipe = load_recipe(run.paths.recipe, overrides or [])
         # A run that was launched stays with the launcher, even when resumed on one process.
@@ -173,8 +185,15 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
         run.set_backend(recipe.launch.backend)
     else:
+        if user_command is not None:
+            if recipe is None:  # launch.* overrides on the defaults
+                recipe = load_launch(None, overrides or [], user_command)
+            return _launch_command(recipe, user_command, runs_root_dir, command, announce)
         if recipe is None:
             raise UserError("give a recipe to launch, or --resume RUN_ID")
+        if recipe.launch.runner != "torchrun":
+            raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
+                              "a recipe always runs under torchrun")
         recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
         if not needs_launcher(recipe):
             return _in_process(recipe, None, runs_root_dir, show_progress, command)
@@ -196,6 +215,18 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan, run, recipe, announce).run
+
+
+def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str | os.PathLike[str] | None,
+                    command: list[str] | None, announce: Announce | None) -> Run:
+    """A new run of a user's command: checked before any run directory exists, then started
+    like a recipe's (no data to prepare)."""
+    check_command(user_command)
+    check_launch(recipe)
+    backend = launcher(recipe.launch.backend)
+    backend.check(recipe, plan_for(recipe, "", Path("."), user_command))
+    run = create_run(recipe, user_command, runs_root(runs_root_dir or recipe.tracking.runs_root), command or list(sys.argv))
+    return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce).run
 
 
 def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,

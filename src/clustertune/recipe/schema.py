@@ -447,6 +447,18 @@ class LaunchSection(Section):
     max_requeues: int = Field(default=3, ge=0)
     """Requeues after the time limit's stop request; a preemption (SIGTERM) always requeues."""
 
+    runner: Literal["torchrun", "none"] = "torchrun"
+    """``clustertune launch`` (your own script): ``torchrun`` runs the command as every rank
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``... set as torchrun sets them); ``none`` runs it
+    once per node, for commands that start their own processes (``accelerate launch``,
+    ``deepspeed``), with ``{node_rank}``, ``{nnodes}``, ``{master_addr}``, ``{master_port}`` and
+    ``{run_dir}`` in its arguments filled in per node. Recipes always run under torchrun."""
+
+    stop_grace_seconds: int = Field(default=30, ge=0)
+    """``clustertune launch``: seconds a script's ranks have, after a stop request reaches them as
+    SIGTERM (time limit, preemption, cancel), to save and exit before they get SIGKILL. Under the
+    torchrun runner at most 30 take effect on a preemption's SIGTERM (torchrun's own limit)."""
+
 
 class TrackingSection(Section):
     runs_root: str | None = None

@@ -118,6 +118,10 @@ class SshJob:
             why = "; ".join(f"node {i}: {s.get('reason') or s.get('state')}" for i, s in zip(self._nodes(), states))
             state, reason = RunState.FAILED, f"{why}\nlast lines:\n{self._tail(cluster)}"
         self.run.reload()
+        if self.run.paths.is_command and self.run.last_attempt is not None:
+            codes = [s.get("exit_code") for s in states if s.get("exit_code") is not None]
+            if codes:  # a user's own command: the first host's failure, else 0
+                self.run.record_attempt(exit_code=next((c for c in codes if c), codes[0]))
         if not self.run.state.terminal:
             self.run.transition(state, reason=reason)
         self._gather_once()
@@ -222,6 +226,8 @@ def gather(run: Run) -> None:
         conn = cluster.conn(int(i))
         src = HostRunPaths(cluster.root(int(i)), run.id).run_dir
         conn.rsync(["-a", "--update", *excludes, conn.remote(src + "/"), f"{run.paths.root}/"])
+    if run.paths.is_command:
+        return  # a user's own script keeps the checkpoints it keeps
     keep = load_recipe(run.paths.recipe).train.keep_last
     found = sorted(p for p in run.paths.checkpoints.glob("step-*") if p.is_dir()) if run.paths.checkpoints.is_dir() else []
 

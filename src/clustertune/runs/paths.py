@@ -11,11 +11,11 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
-# Written into the run directory to ask every rank to checkpoint and stop (the batch shell's
-# signal trap writes it); removed when a job (re)starts.
-STOP_FILE = "stop-request"
-# Written by `clustertune cancel` before it asks the scheduler: the ranks then record CANCELLED.
-CANCEL_FILE = "cancel-request"
+# STOP_FILE, written into the run directory, asks every rank to checkpoint and stop (the batch
+# shell's signal trap writes it); removed when a job (re)starts. CANCEL_FILE, written by
+# `clustertune cancel` before it asks the scheduler, makes the stop a cancel. A user's own
+# script reads them through the stdlib-only helper that names them.
+from clustertune.script import CANCEL_FILE, LIB_DIR, STOP_FILE
 LOGS_DIR = "logs"
 RUN_LOG = "run.log"
 # What marks a tokenizer directory as complete (save_pretrained writes it last of the configs).
@@ -91,6 +91,26 @@ class RunPaths:
     def cancel_request(self) -> Path:
         """Says a stop is a cancel: the ranks record CANCELLED (see :data:`CANCEL_FILE`)."""
         return self.root / CANCEL_FILE
+
+    @property
+    def command(self) -> Path:
+        """A user's own command (``clustertune launch``): its argv, as JSON."""
+        return self.root / "command.json"
+
+    @property
+    def launch_section(self) -> Path:
+        """A user's own command: the resolved ``launch`` section it runs under."""
+        return self.root / "launch.yaml"
+
+    @property
+    def script_lib(self) -> Path:
+        """A user's own command: the copy of ``clustertune.script`` on its PYTHONPATH."""
+        return self.root / LIB_DIR
+
+    @property
+    def is_command(self) -> bool:
+        """Whether this run is a user's own command rather than a recipe."""
+        return self.command.is_file()
 
     @property
     def has_tokenizer(self) -> bool:

@@ -47,6 +47,8 @@ class Attempt(_Record):
     traceback: str | None = None
     torchrun_pid: int | None = None
     """Local runs: torchrun's process group, so a cancel reaches the ranks."""
+    exit_code: int | None = None
+    """A user's own command: how it exited (under torchrun: the first failed rank's code)."""
 
     @property
     def open(self) -> bool:

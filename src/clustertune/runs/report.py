@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -62,7 +65,8 @@ def show_text(run: Run) -> str:
     rows = read_metrics(run.paths.metrics)
     lines = [
         f"run       {run.id}",
-        f"recipe    {info.name} ({info.task})",
+        f"recipe    {info.name} ({info.task})" if not run.paths.is_command
+        else f"command   {shlex.join(json.loads(run.paths.command.read_text(encoding='utf-8')))}",
         f"state     {run.state.value}" + (f": {info.reason}" if info.reason else ""),
         f"created   {info.created_at} on {info.host}",
         f"dir       {run.paths.root}",
@@ -71,6 +75,7 @@ def show_text(run: Run) -> str:
         lines.append(
             f"attempt {att.n}  {att.state.value}  {att.started_at} -> {att.ended_at or '...'}"
             f"  pid {att.pid}" + (f"  resumed from {att.resumed_from}" if att.resumed_from else "")
+            + (f"  exit code {att.exit_code}" if att.exit_code is not None else "")
         )
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
@@ -89,8 +94,10 @@ def show_text(run: Run) -> str:
                           for n, h in enumerate(remote.get("hosts") or []) if n in remote.get("nodes", []))
         lines.append(f"results   kept on cluster {remote.get('cluster')} (launch.keep_on_cluster), "
                      f"in the run directory on the host that ran rank 0: {where}")
-    else:
+    elif run.paths.metrics.is_file() or not run.paths.is_command:
         lines.append(f"metrics   {run.paths.metrics}")
+    if run.paths.is_command:
+        lines.append(f"logs      {run.paths.logs_dir}")
     return "\n".join(lines)
 
 

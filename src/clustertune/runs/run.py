@@ -101,8 +101,9 @@ class Run:
     # -- persistence -------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str, command: list[str],
+    def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str | None, command: list[str],
                backend: str = "local") -> Run:
+        """A new run directory; ``recipe_yaml`` None: no recipe (a user's own command)."""
         runs_root.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             root = runs_root / new_run_id(name)
@@ -115,7 +116,8 @@ class Run:
             raise RuntimeError("could not allocate a unique run id")
         paths = RunPaths(root)
         paths.logs_dir.mkdir()
-        paths.recipe.write_text(recipe_yaml, encoding="utf-8")
+        if recipe_yaml is not None:
+            paths.recipe.write_text(recipe_yaml, encoding="utf-8")
         run = cls(paths, RunInfo(
             id=root.name, name=name, task=task, state=RunState.CREATED, created_at=now_iso(),
             host=socket.gethostname(), command=command, cwd=os.getcwd(), git_commit=_git_commit(Path.cwd()),

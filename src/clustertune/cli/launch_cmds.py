@@ -1,0 +1,73 @@
+"""``launch``: a user's own command with clustertune's launch plumbing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from clustertune.errors import UserError
+from clustertune.runs.state import RunState
+
+
+def split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """``clustertune [opts] launch ... -- COMMAND``: the part for clustertune and the command
+    (None without ``--``). Split here because click drops the ``--`` itself."""
+    for i, a in enumerate(args):
+        if a == "launch":
+            if "--" in args[i:]:
+                cut = args.index("--", i)
+                return args[:cut], args[cut + 1:]
+            return args, None
+        if not a.startswith("-"):
+            break
+    return args, None
+
+
+def launch(
+    ctx: typer.Context,
+    items: Optional[list[str]] = typer.Argument(None, help="A YAML file with a launch section, and/or launch.* keys, "
+                                                "then `--` and the command."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Run this run's command again, as its next attempt."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script and command); start nothing."),
+) -> None:
+    """Run your own script (`-- python train.py ...`) on every rank: torchrun per node by default,
+    a run id, logs, status, cancel, stop requests and requeue as for recipes."""
+    from clustertune.launch import submit
+    from clustertune.launch.command import load_launch
+
+    command = (ctx.obj or {}).get("command")
+    items = list(items or [])
+    source = items.pop(0) if items and "=" not in items[0] else None
+    if resume is not None:
+        if source is not None or command:
+            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
+        if dry_run:
+            raise UserError("--dry-run shows a new launch; drop --resume")
+        r = submit.launch(None, resume=resume, overrides=items, runs_root_dir=runs_root,
+                          announce=lambda t: print(t, file=sys.stderr, flush=True))
+    else:
+        if command is None:
+            raise UserError("give the command to run after `--`, e.g. "
+                            "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+        recipe = load_launch(source, items, command)
+        if dry_run:
+            from clustertune.runs.store import runs_root as root_of
+
+            print(submit.dry_run_text(recipe, root_of(runs_root or recipe.tracking.runs_root), command))
+            return
+        r = submit.launch(recipe, user_command=command, runs_root_dir=runs_root,
+                          command=["clustertune", *sys.argv[1:]],
+                          announce=lambda t: print(t, file=sys.stderr, flush=True))
+    if r.state is RunState.PENDING:
+        print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
+        return
+    code = r.last_attempt.exit_code if r.last_attempt else None
+    print(f"run {r.id} {r.state.value}" + (f" (exit code {code})" if code is not None else "")
+          + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
+    print(f"  logs: {r.paths.logs_dir}")
+    if r.state is not RunState.COMPLETED:
+        raise typer.Exit(1)

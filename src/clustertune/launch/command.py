@@ -1,0 +1,157 @@
+"""A user's own command (``clustertune launch [launch keys | launch.yaml] -- COMMAND``): the
+``launch`` section it runs under, its run directory, and how a finished attempt is recorded.
+
+It takes the recipes' path from the plan on: the same backends, run directory, logs, stop
+requests and requeue; only what runs on each rank differs (the command under
+``clustertune.script.rank`` instead of the training entry).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from clustertune.errors import LaunchError, UserError
+from clustertune.recipe.load import load_recipe
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.paths import RunPaths
+from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
+
+# What a YAML given to `clustertune launch` may hold besides its launch section.
+LAUNCH_FILE_KEYS = frozenset({"launch", "name", "description"})
+# Launch keys that act on clustertune's own trainer only, with why.
+NOT_FOR_SCRIPTS = {
+    "watchdog_minutes": "the hang watchdog counts the trainer's optimizer steps, which a script does not report",
+    "keep_on_cluster": "a script's outputs stay where it writes them; nothing is copied back",
+}
+# A command has no model or data; the recipe schema wants one of each, so its launch section is
+# validated inside the smallest recipe (never written anywhere: only the launch section is kept).
+_CARRIER = {"model": {"config": "gpt2", "tokenizer": "train"}, "data": {"dataset": "builtin:pydoc"}}
+# Backends a command runs on today.
+COMMAND_BACKENDS = ("local", "slurm", "ssh")
+TASK = "command"
+
+
+def load_launch(source: str | Path | None, overrides: list[str], command: list[str] | None = None) -> Recipe:
+    """The launch section a command runs under: a YAML file with a ``launch`` section, and
+    ``launch.*`` overrides; every key that does not apply to a script is an error. The run is
+    named after the file's ``name``, else the command's script."""
+    bad = [o for o in overrides if not o.strip().startswith("launch.")]
+    if bad:
+        raise UserError(f"{', '.join(bad)}: only launch.* keys apply to your own script "
+                        "(its own arguments go after `--`)")
+    data: dict = {"name": run_name(command)} if command else {}
+    if source is not None:
+        path = Path(source)
+        if not path.is_file():
+            raise UserError(f"{source}: no such file; give a YAML file with a launch section, or launch.* keys")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            raw = None
+        if not isinstance(raw, dict):
+            load_recipe(path, [])  # says where the YAML is malformed, as for recipes
+            raise UserError(f"{path}: a launch file is a mapping with a launch section")
+        extra = sorted(set(raw) - LAUNCH_FILE_KEYS)
+        if extra:
+            raise UserError(f"{path}: {', '.join(extra)} do(es) not apply to your own script; "
+                            "a launch file holds a launch section (and a name)")
+        data = {**data, **raw}
+    recipe = load_recipe({**_CARRIER, **data}, overrides)
+    check_launch(recipe)
+    return recipe
+
+
+def check_launch(recipe: Recipe) -> None:
+    ln = recipe.launch
+    problems = [f"launch.{k}: {why}" for k, why in NOT_FOR_SCRIPTS.items() if getattr(ln, k)]
+    if ln.runner == "none" and ln.procs_per_node is not None:
+        problems.append("launch.procs_per_node: with launch.runner=none the command starts its own "
+                        "processes (e.g. `accelerate launch --num_processes N`); leave it unset")
+    if ln.backend not in COMMAND_BACKENDS:
+        problems.append(f"launch.backend={ln.backend}: your own script runs on {', '.join(COMMAND_BACKENDS)}")
+    if problems:
+        raise LaunchError("does not apply to your own script:\n  - " + "\n  - ".join(problems))
+
+
+def check_command(command: list[str]) -> None:
+    if not command or not command[0].strip():
+        raise UserError("give the command to run after `--`, e.g. "
+                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+
+
+def run_name(command: list[str]) -> str:
+    """The run's name: the script the command runs (``train`` for ``python train.py``)."""
+    script = next((a for a in command[1:] if a.endswith(".py")), command[0])
+    return Path(script).stem or "command"
+
+
+def launch_yaml(recipe: Recipe) -> str:
+    return yaml.safe_dump({"name": recipe.name, "launch": recipe.launch.model_dump(mode="json")},
+                          sort_keys=False, default_flow_style=False)
+
+
+def create_run(recipe: Recipe, command: list[str], root: Path, cli_command: list[str]) -> Run:
+    """The run directory of a command: run.json, its argv, its launch section, and the helper."""
+    run = Run.create(root, recipe.name, TASK, None, cli_command, backend=recipe.launch.backend)
+    run.paths.command.write_text(json.dumps(command) + "\n", encoding="utf-8")
+    write_launch(run.paths, recipe)
+    copy_helper(run.paths)
+    return run
+
+
+def write_launch(paths: RunPaths, recipe: Recipe) -> None:
+    paths.launch_section.write_text(launch_yaml(recipe), encoding="utf-8")
+
+
+def read_command(paths: RunPaths) -> list[str]:
+    return [str(a) for a in json.loads(paths.command.read_text(encoding="utf-8"))]
+
+
+def copy_helper(paths: RunPaths) -> None:
+    """``clustertune.script`` (stdlib only) into the run directory, for nodes without clustertune."""
+    import clustertune.script as helper
+
+    dest = paths.script_lib / "clustertune"
+    (dest / "script").mkdir(parents=True, exist_ok=True)
+    (dest / "__init__.py").write_text('"""clustertune\'s helper for your own scripts (clustertune.script) alone."""\n',
+                                      encoding="utf-8")
+    for f in Path(helper.__file__).parent.glob("*.py"):
+        shutil.copy2(f, dest / "script" / f.name)
+
+
+# torchrun's summary of a failed rank: "exitcode  : 127 (pid: ...)"
+_RANK_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_CANNOT_START = re.compile(r"^clustertune: cannot start .*$", re.M)
+
+
+def command_exit_code(rc: int, log_text: str) -> int:
+    """The command's own exit code: the first failed rank's under torchrun, else ``rc``."""
+    found = _RANK_EXIT.search(log_text) if rc != 0 else None
+    return int(found.group(1)) if found else rc
+
+
+def finish_attempt(run: Run, rc: int, log: Path, tail_text: str) -> RunState:
+    """Record how an attempt of a command ended on this machine: CANCELLED when a cancel asked
+    for it, COMPLETED on exit code 0, else FAILED with the node's own message first."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    code = command_exit_code(rc, text)
+    run.reload()
+    if run.last_attempt is not None:
+        run.record_attempt(exit_code=code)
+    if run.state.terminal:
+        return run.state
+    if run.paths.cancel_request.is_file():
+        run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
+    elif rc == 0:
+        run.transition(RunState.COMPLETED)
+    else:
+        cannot = _CANNOT_START.findall(text)
+        first = f"{cannot[0]}\n" if cannot else ""
+        run.transition(RunState.FAILED, reason=f"{first}the command exited with code {code}; last lines of {log}:\n{tail_text}")
+    return run.state

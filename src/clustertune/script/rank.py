@@ -1,0 +1,151 @@
+"""``python -m clustertune.script.rank [--per-node] COMMAND...``: runs one rank (or, with
+``--per-node``, one node's command) of a user's script on a node. Standard library only.
+
+The launcher starts this under torchrun (one per rank) or once per node, with the run's
+environment (:mod:`clustertune.script` names it). It runs the command and passes its output on,
+copying each rank's lines into ``logs/rank-R.log``; it turns the run's stop-request file, and
+SIGTERM/SIGINT from the node's launcher, into SIGTERM for the command's process group, then
+SIGKILL ``$CLUSTERTUNE_STOP_GRACE`` seconds later. A command that cannot be started exits 127
+(126: not executable) with a line naming it and the host.
+
+With ``--per-node`` (``launch.runner: none``) the placeholders ``{node_rank}``, ``{nnodes}``,
+``{master_addr}``, ``{master_port}`` and ``{run_dir}`` in the command's arguments are filled in
+for this node (other braces are left alone).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from clustertune.script import CHECKPOINT_DIR_ENV, CHECKPOINTS_DIR, LIB_DIR, RUN_DIR_ENV, STOP_FILE
+
+GRACE_ENV = "CLUSTERTUNE_STOP_GRACE"
+NODE_RANK_ENV = "CLUSTERTUNE_NODE_RANK"
+NNODES_ENV = "CLUSTERTUNE_NNODES"
+MASTER_ADDR_ENV = "CLUSTERTUNE_MASTER_ADDR"
+MASTER_PORT_ENV = "CLUSTERTUNE_MASTER_PORT"
+PLACEHOLDER = re.compile(r"\{(node_rank|nnodes|master_addr|master_port|run_dir)\}")
+
+
+def node_rank(env: dict[str, str]) -> str:
+    """This node's index: ours, else torchrun's GROUP_RANK, else SLURM's node id."""
+    for name in (NODE_RANK_ENV, "GROUP_RANK", "SLURM_NODEID"):
+        if env.get(name):
+            return env[name]
+    return "0"
+
+
+def fill_placeholders(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The command with this node's values in place of the known ``{placeholders}``."""
+    values = {
+        "node_rank": node_rank(env),
+        "nnodes": env.get(NNODES_ENV, "1"),
+        "master_addr": env.get(MASTER_ADDR_ENV, "127.0.0.1"),
+        "master_port": env.get(MASTER_PORT_ENV, "29500"),
+        "run_dir": env.get(RUN_DIR_ENV, "."),
+    }
+    return [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
+
+
+def _die_with_parent() -> None:
+    # Linux: the command is killed if this wrapper is (torchrun SIGKILLs a rank's process group
+    # after its own grace period; the command runs in a group of its own).
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class Stopper:
+    """Asks the command's process group to stop once (SIGTERM), kills it after the grace period."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float):
+        self.proc, self.grace = proc, grace
+        self.asked = threading.Event()
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self, why: str) -> None:
+        if self.asked.is_set() or self.proc.poll() is not None:
+            return
+        self.asked.set()
+        print(f"clustertune: {why}: SIGTERM to the command; SIGKILL in {self.grace:g} s if it is still running",
+              file=sys.stderr, flush=True)
+        self._signal(signal.SIGTERM)
+        timer = threading.Timer(self.grace, self._signal, args=(signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def watch(self, stop_file: Path | None) -> None:
+        """Poll the run's stop-request file (written by the batch shell, a cancel) until the command ends."""
+        while self.proc.poll() is None:
+            if stop_file is not None and stop_file.exists():
+                self.stop("stop requested")
+                return
+            try:
+                self.proc.wait(0.5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    per_node = bool(args) and args[0] == "--per-node"
+    cmd = args[1:] if per_node else args
+    env = dict(os.environ)
+    if not cmd:
+        print("clustertune: no command to run", file=sys.stderr)
+        return 2
+    run_dir = Path(env[RUN_DIR_ENV]).resolve() if env.get(RUN_DIR_ENV) else None
+    if run_dir is not None:
+        env[RUN_DIR_ENV] = str(run_dir)
+        env.setdefault(CHECKPOINT_DIR_ENV, str(run_dir / CHECKPOINTS_DIR))
+        Path(env[CHECKPOINT_DIR_ENV]).mkdir(parents=True, exist_ok=True)
+        # Last on the path: an installed clustertune (same helper) wins where there is one.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(run_dir / LIB_DIR)) if p)
+    if per_node:
+        cmd = fill_placeholders(cmd, env)
+    rank = env.get("RANK")
+    log = None
+    if run_dir is not None and rank is not None and not per_node:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        log = (run_dir / "logs" / f"rank-{rank}.log").open("ab")
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=env, preexec_fn=_die_with_parent)
+    except OSError as exc:
+        line = f"clustertune: cannot start {cmd[0]!r} on {socket.gethostname()}: {exc.strerror or exc}\n"
+        for out in (sys.stdout.buffer, log):
+            if out is not None:
+                out.write(line.encode())
+                out.flush()
+        return 126 if isinstance(exc, PermissionError) else 127
+    stopper = Stopper(proc, float(env.get(GRACE_ENV, "30")))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, f: stopper.stop(f"received {signal.Signals(s).name}"))
+    threading.Thread(target=stopper.watch, args=(run_dir / STOP_FILE if run_dir else None,), daemon=True).start()
+    for line in iter(proc.stdout.readline if proc.stdout else (lambda: b""), b""):
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+        if log is not None:
+            log.write(line)
+            log.flush()
+    rc = proc.wait()
+    return 128 - rc if rc < 0 else rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

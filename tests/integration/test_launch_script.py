@@ -1,0 +1,204 @@
+"""`clustertune launch -- COMMAND` on this host: a plain PyTorch DDP script with its own
+checkpointing on 2 ranks, cancelled part-way (it saves on SIGTERM) and resumed as a new attempt
+to the same final loss as an uninterrupted run; a command the node does not have; runner none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clustertune.launch import job_for
+from clustertune.launch.submit import launch
+from clustertune.runs.state import RunState
+from tests.helpers import cli
+from tests.integration.script_fixtures import ACCELERATE_SCRIPT, DDP_SCRIPT
+
+STEPS = 30
+
+
+def _only_run(runs_root: Path) -> Path:
+    (run,) = [d for d in runs_root.iterdir() if (d / "run.json").is_file()]
+    return run
+
+
+def _info(run: Path) -> dict:
+    return json.loads((run / "run.json").read_text())
+
+
+def _wait_progress(run_dir: Path, step: int, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = (run_dir / "progress").read_text().strip() if (run_dir / "progress").is_file() else ""
+        if text and int(text) >= step:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the script did not reach step {step}: {sorted(p.name for p in (run_dir / 'logs').iterdir())}")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_loss(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The DDP script's final loss on 2 ranks, never interrupted (the local backend, via the CLI)."""
+    where = tmp_path_factory.mktemp("straight")
+    (where / "train.py").write_text(DDP_SCRIPT)
+    out = cli("launch", "launch.procs_per_node=2", "--runs-root", str(where / "runs"), "--",
+              sys.executable, "train.py", str(STEPS), cwd=where)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads((_only_run(where / "runs") / "final.json").read_text())["loss"]
+
+
+def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
+        tmp_path: Path, runs_root: Path, uninterrupted_loss: float) -> None:
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    want = uninterrupted_loss
+
+    exe = Path(sys.executable).with_name("clustertune")
+    first = subprocess.Popen([str(exe), "launch", "launch.procs_per_node=2", "launch.stop_grace_seconds=20", "--",
+                              sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(runs_root.glob("*/run.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = _only_run(runs_root)
+    _wait_progress(run, 3)
+    status = cli("status", run.name)
+    assert status.returncode == 0 and "RUNNING" in status.stdout, status.stdout + status.stderr
+    assert cli("cancel", run.name).returncode == 0
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 130, stdout + stderr  # the launching process was interrupted by the cancel
+    assert [(a["state"], a["exit_code"]) for a in _info(run)["attempts"]] == [("CANCELLED", 0)]
+    saved_at = int((run / "progress").read_text())
+    assert 3 <= saved_at < STEPS
+
+    again = cli("launch", "--resume", run.name, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    final = json.loads((run / "final.json").read_text())
+    assert final == {"loss": want, "attempt": 2}
+    info = _info(run)
+    assert info["state"] == "COMPLETED" and info["task"] == "command"
+    assert [(a["state"], a["exit_code"]) for a in info["attempts"]] == [("CANCELLED", 0), ("COMPLETED", 0)]
+    assert json.loads((run / "command.json").read_text()) == [sys.executable, "train.py", str(STEPS)]
+    assert "procs_per_node: 2" in (run / "launch.yaml").read_text()
+    rank1 = (run / "logs" / "rank-1.log").read_text()
+    assert "rank 1/2 attempt 1 starts at step 0" in rank1 and f"attempt 2 starts at step {saved_at}" in rank1
+    logs = cli("logs", run.name)
+    assert "rank 0 saved at step" in logs.stdout and "rank 0 done" in logs.stdout
+    listing = cli("runs")
+    assert run.name in listing.stdout and "COMPLETED" in listing.stdout
+    shown = cli("runs", "show", run.name).stdout
+    assert f"command   {sys.executable} train.py {STEPS}" in shown
+    assert "attempt 1  CANCELLED" in shown and "attempt 2  COMPLETED" in shown and "exit code 0" in shown
+
+
+def test_a_command_the_node_does_not_have_fails_with_its_message(tmp_path: Path, runs_root: Path) -> None:
+    out = cli("launch", "--", "no-such-command-here", "--flag", cwd=tmp_path)
+    assert out.returncode == 1
+    info = _info(_only_run(runs_root))
+    assert info["state"] == "FAILED" and info["attempts"][0]["exit_code"] == 127
+    assert info["reason"].startswith("clustertune: cannot start 'no-such-command-here' on ")
+
+
+def test_runner_none_runs_the_command_once_with_the_placeholders_filled(tmp_path: Path, runs_root: Path) -> None:
+    # `python -S`: no site-packages, so no installed clustertune; the helper comes from the run directory.
+    code = ("import os, sys; from clustertune import script; "
+            "print('args', sys.argv[1:], 'rank', os.environ.get('RANK'), 'helper', script.__file__)")
+    out = cli("launch", "launch.runner=none", "--", sys.executable, "-S", "-c", code, "{node_rank}/{nnodes}",
+              "{master_addr}", "{unknown}", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = _only_run(runs_root)
+    log = (run / "logs" / "node-0.log").read_text()
+    assert f"args ['0/1', '127.0.0.1', '{{unknown}}'] rank None helper {run / 'lib' / 'clustertune' / 'script' / '__init__.py'}" in log
+
+
+# -- the same script on the 2-node SLURM test cluster -------------------------------------------
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_the_stop_signal_saves_requeues_and_the_next_attempt_resumes(
+        tmp_path: Path, runs_root: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted_loss: float) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(DDP_SCRIPT)
+    monkeypatch.setenv("STEP_PAUSE", "0.2")  # the job's environment is this one
+    run = launch(None, user_command=[sys.executable, str(script), str(STEPS)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=1", "launch.cpus_per_task=1",
+                            "launch.stop_grace_seconds=20"])
+    assert run.state is RunState.PENDING
+    job = job_for(run)
+    _wait_progress(run.paths.root, 3)
+    # What SLURM sends the batch shell before the time limit; the shell passes it on as SIGTERM.
+    subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)
+    state = job.wait(timeout=300)
+    run.reload()
+    assert state is RunState.COMPLETED, f"{run.info.reason}\n{job.logs()}"
+    assert json.loads((run.paths.root / "final.json").read_text()) == {"loss": uninterrupted_loss, "attempt": 2}
+    assert [a.state for a in run.attempts] == [RunState.PREEMPTED, RunState.COMPLETED]
+    assert run.attempts[-1].exit_code == 0 and run.attempts[0].job_id == run.attempts[1].job_id
+    batch = job.logs()
+    assert "received SIGUSR2" in batch and "requeue:" in batch and "restart 1" in batch
+    nodes = run.paths.node_log(0).read_text() + run.paths.node_log(1).read_text()  # ranks: as the rendezvous placed them
+    assert "rank 0 saved at step" in nodes and "rank 1 saved at step" in nodes
+    assert nodes.count("clustertune: stop requested: SIGTERM to the command") == 2
+    assert "rank 1/2 attempt 2 starts at step" in (run.paths.rank_log(1)).read_text()
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholders(tmp_path: Path, runs_root: Path) -> None:
+    # A command that starts its own processes: torchrun itself, told its place by the placeholders.
+    script = tmp_path / "allreduce.py"
+    script.write_text("import os, torch, torch.distributed as dist\n"
+                      "dist.init_process_group('gloo'); t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)\n"
+                      "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', t.item(), "
+                      "'attempt', os.environ['CLUSTERTUNE_ATTEMPT'], flush=True)\n")
+    run = launch(None, user_command=[sys.executable, "-m", "torch.distributed.run", "--nnodes={nnodes}",
+                                     "--node-rank={node_rank}", "--nproc-per-node=1", "--master-addr={master_addr}",
+                                     "--master-port={master_port}", str(script)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1"])
+    job = job_for(run)
+    assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    # {node_rank} was each node's own: node N's torchrun placed global rank N there.
+    for node in (0, 1):
+        log = run.paths.node_log(node).read_text()
+        assert f"rank {node} of 2 sum 3.0 attempt 1" in log, log
+    assert not list(run.paths.logs_dir.glob("rank-*.log"))  # the command's own processes: one log per node
+
+
+def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:
+    (tmp_path / "train_acc.py").write_text(ACCELERATE_SCRIPT)
+    out = cli("launch", "launch.procs_per_node=2", "--", sys.executable, "train_acc.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = _only_run(runs_root)
+    final = json.loads((run / "final.json").read_text())
+    assert final["processes"] == 2 and "MULTI_CPU" in final["type"]
+    assert final["last"] < final["first"]
+    assert (run / "checkpoints" / "accelerate").is_dir()
+    assert "done on 2 processes" in cli("logs", run.name).stdout
+
+
+# -- the same script on the 2 SSH test hosts ---------------------------------------------------
+
+
+def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across_both(
+        ssh_cluster, tmp_path: Path, uninterrupted_loss: float) -> None:
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "train.py").write_text(DDP_SCRIPT)
+    (work / ".gitignore").write_text("big.bin\n")
+    (work / "big.bin").write_bytes(b"0" * 1024)
+    out = cli("launch", "launch.backend=ssh", "launch.cluster=loop", "launch.nodes=2", "launch.procs_per_node=1",
+              # The hosts' env reuses this interpreter's packages (torch); `python` is that env's.
+              f"launch.site_packages_from={sys.executable}", "--", "python", "train.py", str(STEPS), cwd=work, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs_root = Path(os.environ["CLUSTERTUNE_RUNS"])
+    run = _only_run(runs_root)
+    assert json.loads((run / "final.json").read_text()) == {"loss": uninterrupted_loss, "attempt": 1}
+    info = _info(run)
+    assert info["state"] == "COMPLETED" and info["attempts"][0]["exit_code"] == 0
+    for host in ssh_cluster.hosts:
+        synced = Path(host.root) / "proj"
+        assert (synced / "train.py").is_file() and not (synced / "big.bin").exists()
+    assert "rank 1 done" in cli("logs", run.name).stdout
