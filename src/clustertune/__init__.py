@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from clustertune.errors import UserError
     from clustertune.recipe import Recipe, load_recipe, shipped_recipes
+    from clustertune.remote.envs import Env
     from clustertune.runs import Run, RunState, get_run, list_runs
 
 __version__ = "0.1.0"
@@ -27,6 +28,8 @@ _LAZY: dict[str, str] = {
     "UserError": "clustertune.errors", "Recipe": "clustertune.recipe", "load_recipe": "clustertune.recipe",
     "shipped_recipes": "clustertune.recipe", "Run": "clustertune.runs", "RunState": "clustertune.runs",
     "get_run": "clustertune.runs", "list_runs": "clustertune.runs",
+    # what a remote call runs in: ct.Env(requirements=[...], site_packages_from=..., secrets=[...])
+    "Env": "clustertune.remote.envs",
 }
 
 
@@ -57,14 +60,6 @@ def function(fn):  # noqa: ANN001, ANN201
     from clustertune.remote.functions import function as _function
 
     return _function(fn)
-
-
-def __getattr__(name: str):  # noqa: ANN202 - PEP 562: the remote side is imported on first use
-    if name == "Env":  # what a remote call runs in: ct.Env(requirements=[...], site_packages_from=..., secrets=[...])
-        from clustertune.remote.envs import Env
-
-        return Env
-    raise AttributeError(f"module 'clustertune' has no attribute {name!r}")
 
 
 def get_ref(run_key: str):  # noqa: ANN201

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, read_jsonl
+from tests.helpers import read_jsonl
 from tests.quickstart_fixture import QuickstartRun
 
 
