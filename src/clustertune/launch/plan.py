@@ -12,7 +12,6 @@ the same command and ranks are assigned by the rendezvous, never computed on the
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -22,8 +21,14 @@ from clustertune.recipe.schema import LaunchSection, Recipe
 ENTRY_MODULE = "clustertune.train.entry"
 # Variables every job gets: offline-safe tokenizers, no thread oversubscription across ranks.
 BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-# Names that look like secrets must travel by env_passthrough, never in the plan's env.
-SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)")
+# Names that look like secrets must travel by env_passthrough, never in the plan's env: a
+# name is secret-looking when one of its underscore-separated words is one of these.
+SECRET_WORDS = frozenset({
+    "PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "TOKEN", "SECRET", "SECRETS", "KEY", "KEYS",
+    "APIKEY", "PAT", "AUTH", "CREDENTIAL", "CREDENTIALS", "CREDS", "PRIVATE", "COOKIE", "SIGNATURE",
+})
+# What clustertune and ssh set themselves, whatever their words say.
+NOT_SECRET = frozenset({"TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK"})
 
 
 # SlurmOptions fields whose launch key has another name.
@@ -121,7 +126,13 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str) -> Launch
 
 def secret_looking_env(plan: LaunchPlan) -> list[str]:
     """Names in the plan's env that look like secrets (they belong in env_passthrough)."""
-    return [k for k, _ in plan.env if SECRET_NAME.search(k.upper())]
+    return [k for k, _ in plan.env if secret_looking(k)]
+
+
+def secret_looking(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (``DB_PASS``, ``HF_AUTH``)."""
+    upper = name.upper()
+    return upper not in NOT_SECRET and any(word in SECRET_WORDS for word in upper.split("_"))
 
 
 def torchrun_args(plan: LaunchPlan, nproc: int | str) -> list[str]:

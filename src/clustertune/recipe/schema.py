@@ -20,7 +20,7 @@ TOKENIZER_TRAIN = "train"
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class ModelSection(Section):
