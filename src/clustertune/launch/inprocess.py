@@ -24,7 +24,7 @@ from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.run import Run
+from clustertune.runs.run import Run, check_runs_root
 from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import execute
@@ -134,6 +134,8 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
     """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
     last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
     traceback in run.json) and raises."""
+    if existing is None:
+        check_runs_root(runs_root)  # before any data is prepared
     resume_from = resume_target(existing) if existing is not None else None
     if resume_from is not None:
         check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
