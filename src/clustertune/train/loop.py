@@ -256,7 +256,7 @@ def train_loop(
                 row = {
                     "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
                     "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
-                    "grad_norm": norm if norm is not None else (float(grad_norm) if grad_norm is not None else None),
+                    "grad_norm": float(grad_norm) if grad_norm is not None else None,
                     "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
                     "mfu": mfu(per_dev, flops_tok, peak), "samples_seen": pos.samples_seen, "time": time.time(),
                 }
