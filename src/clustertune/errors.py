@@ -65,6 +65,10 @@ class CheckpointError(UserError):
     """A checkpoint that is incomplete or corrupt; names the file."""
 
 
+class DivergedError(UserError):
+    """Training produced a non-finite loss or gradient norm; names the step and the likely cause."""
+
+
 class TrackingError(UserError):
     """A tracker that was asked for but is not installed."""
 

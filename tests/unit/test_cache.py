@@ -370,3 +370,19 @@ def test_loader_reads_mapped_shards_like_memory_and_resumes_at_another_world_siz
     (nxt,), _ = ref.step_indices(saved)
     halves = [TrainBatches(mapped, 2, 1, r, 2, seed=3, shuffle=True).step_indices(saved)[0][0] for r in range(2)]
     assert sorted(np.concatenate(halves).tolist()) == sorted(nxt.tolist())
+
+
+def test_cache_rm_removes_only_prepared_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from clustertune.cli.main import main
+
+    root = tmp_path / "cache"
+    mine = root / "Documents"
+    mine.mkdir(parents=True)
+    (mine / "thesis.txt").write_text("a user's file")
+    (root / "Downloads").mkdir()
+    (root / "Downloads" / "manifest.json").write_text('{"format": 1, "fingerprint": "other", "files": {}, "splits": {}}')
+    for prefix in ("Doc", "Down", "D"):
+        assert main(["cache", "rm", prefix, "--cache-dir", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert "no prepared data" in err and "left alone" in err and "Traceback" not in err
+    assert (mine / "thesis.txt").read_text() == "a user's file" and (root / "Downloads" / "manifest.json").is_file()

@@ -67,3 +67,48 @@ def test_temp_dirs_are_never_listed_and_old_ones_pruned(tmp_path: Path) -> None:
     assert [p.name for p in ckpt.list_checkpoints(paths)] == ["step-00000002", "step-00000003"]
     ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "", keep_last=2)
     assert not (paths.checkpoints / ".tmp-step-00000004-999").exists()
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.makedirs, (self.marker,))
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng.pt"])
+def test_a_file_of_ours_that_would_run_code_is_refused_unopened(tmp_path: Path, name: str) -> None:
+    import hashlib
+
+    paths, model, opt, sched = setup(tmp_path)
+    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "name: x\n", keep_last=2)
+    marker = tmp_path / "ran"
+    good = ckpt.load_tensors(d / name)
+    torch.save({**good, "extra": _Payload(marker)}, d / name)
+    state = json.loads((d / "state.json").read_text())
+    data = (d / name).read_bytes()
+    state["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (d / "state.json").write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match="could run code") as err:
+        ckpt.verify_checkpoint(d)
+    assert str(d / name) in str(err.value)
+    with pytest.raises(CheckpointError, match="could run code"):
+        ckpt.load_checkpoint(d, model, opt, sched)
+    assert not marker.exists()
+
+
+def test_leftovers_of_killed_writes_and_prunes_are_never_listed_and_cleaned_at_the_next_start(tmp_path: Path) -> None:
+    paths, model, opt, sched = setup(tmp_path)
+    good = ckpt.save_checkpoint(paths, 4, model, opt, sched, {}, "name: x\n", keep_last=2)
+    (paths.checkpoints / ".tmp-step-00000008").mkdir()  # a write killed before its rename
+    (paths.checkpoints / ".tmp-step-00000008" / "optimizer.pt").write_bytes(b"partial")
+    half = paths.checkpoints / "step-00000002"  # a removal cut short: state.json already gone
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"partial")
+    assert ckpt.list_checkpoints(paths) == [good]
+    assert ckpt.clean_stale(paths) == [".tmp-step-00000008", "step-00000002"]
+    assert sorted(p.name for p in paths.checkpoints.iterdir()) == [good.name]
+    ckpt.verify_checkpoint(good)

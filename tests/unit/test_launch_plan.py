@@ -196,3 +196,21 @@ def test_slurm_options_are_the_launch_sections_keys() -> None:
     plan = build_plan(load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "partition": "gpu",
                                                               "sbatch_extra": ["--exclusive"]})), "r", "/tmp/r", "python")
     assert plan.slurm.partition == "gpu" and plan.slurm.extra == ("--exclusive",)
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("DB_PASS", True), ("GITHUB_PAT", True), ("WANDB_KEY", True), ("OPENAI_APIKEY", True), ("HF_AUTH", True),
+    ("HF_TOKEN", True), ("AWS_SECRET_ACCESS_KEY", True), ("my_password", True), ("GCP_CREDENTIALS", True),
+    ("TOKENIZERS_PARALLELISM", False), ("SSH_AUTH_SOCK", False), ("NCCL_DEBUG", False), ("KEYBOARD", False),
+    ("PASSES", False), ("AUTHOR", False), ("MONKEY_PATCH", False), ("PATH", False), ("OMP_NUM_THREADS", False),
+])
+def test_secret_looking_env_names_go_by_whole_words(name: str, secret: bool, tmp_path: Path) -> None:
+    from clustertune.launch.plan import secret_looking
+
+    assert secret_looking(name) is secret
+    r = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "env": {name: "x"}}))
+    if secret:
+        with pytest.raises(LaunchError, match=f"{name}.*env_passthrough"):
+            plan_for(r, "x", tmp_path)
+    else:
+        assert (name, "x") in plan_for(r, "x", tmp_path).env

@@ -154,3 +154,40 @@ def test_bad_jump_hosts_are_refused_before_any_ssh():
     for bad in ("bastion;touch${IFS}x", "a,,b", "a@-oProxyCommand=x", "a,b:notaport", "$(x)"):
         with pytest.raises(ClusterError, match="jump host"):
             HostSpec(address="h", jump=bad)
+
+
+def test_ssh_control_directory_must_be_private_to_this_user(tmp_path, monkeypatch):
+    from clustertune.remote.transport import control_dir
+
+    d = tmp_path / "ctl"
+    monkeypatch.setenv("CLUSTERTUNE_SSH_CONTROL_DIR", str(d))
+    assert control_dir() == d and (d.stat().st_mode & 0o777) == 0o700
+    d.chmod(0o777)  # as a directory someone else made for us would be
+    with pytest.raises(ClusterError, match=r"ctl is not a private directory.*mode 777.*CLUSTERTUNE_SSH_CONTROL_DIR"):
+        control_dir()
+    d.rmdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    d.symlink_to(tmp_path / "elsewhere")  # a link planted where the directory should be
+    with pytest.raises(ClusterError, match="not a private directory"):
+        control_dir()
+
+
+def test_concurrent_first_uses_share_one_identity_key(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("CLUSTERTUNE_CONFIG_DIR", str(tmp_path / "cfg"))
+    got: list[bytes] = []
+    start = threading.Barrier(8)
+
+    def first_use() -> None:
+        start.wait()
+        got.append(identity_key())
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and len(set(got)) == 1
+    assert [p.name for p in (tmp_path / "cfg").iterdir()] == ["identity.key"]  # no temporary files left
+    assert ((tmp_path / "cfg" / "identity.key").stat().st_mode & 0o777) == 0o600

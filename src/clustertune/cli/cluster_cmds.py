@@ -34,8 +34,12 @@ def cluster_add(
     python: Optional[str] = typer.Option(None, "--python", help="The hosts' Python (default python3)."),
 ) -> None:
     """Add (or replace) a cluster in the user config file."""
+    from clustertune.errors import ClusterError
     from clustertune.remote.config import HostSpec, add_cluster, clusters_file
 
+    for option, given in (("--key", key), ("--known-hosts", known_hosts)):
+        if given is not None and not given.expanduser().is_file():
+            raise ClusterError(f"{option} {given}: no such file; give the path of an existing file (nothing was saved)")
     specs = [HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
                             jump=jump, root=root, known_hosts=str(known_hosts.expanduser().resolve()) if known_hosts else None,
                             python=python) for h in hosts]

@@ -490,14 +490,29 @@ def list_entries(root: Path) -> list[Manifest]:
     return out
 
 
+def _is_entry(d: Path) -> bool:
+    """A prepared entry: a directory whose valid manifest names it. Anything else under the
+    root (a user's own directory, a half-written one) is not ours to remove."""
+    if not d.is_dir() or d.name.startswith(".") or not (d / MANIFEST).is_file():
+        return False
+    try:
+        return load_manifest(d).fingerprint == d.name
+    except (DataError, KeyError, TypeError):
+        return False
+
+
 def find_entries(root: Path, prefixes: list[str]) -> list[Path]:
     """Entry directories named by fingerprint prefixes; each prefix must name exactly one."""
-    names = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")) if root.is_dir() else []
+    dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")) if root.is_dir() else []
+    names = [d.name for d in dirs if _is_entry(d)]
     out = []
     for p in prefixes:
         hits = [n for n in names if n.startswith(p)]
         if not hits:
-            raise DataError(f"no prepared data {p!r} under {root}; `clustertune cache ls` lists them")
+            others = [d.name for d in dirs if d.name.startswith(p) and d.name not in names]
+            left = (f"; {', '.join(others[:5])} under it hold no valid manifest.json naming them, so they are not "
+                    "prepared data and were left alone") if others else ""
+            raise DataError(f"no prepared data {p!r} under {root}{left}; `clustertune cache ls` lists the entries")
         if len(hits) > 1:
             raise DataError(f"fingerprint prefix {p!r} is ambiguous under {root}: {', '.join(hits[:5])}")
         out.append(root / hits[0])

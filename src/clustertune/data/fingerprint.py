@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data import builtin
+from clustertune.data.sources import not_a_file
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
@@ -129,7 +130,7 @@ def _files_identity(files: list[str], key: str, memo: HashMemo) -> list[dict[str
     for f in files:
         p = Path(f).expanduser()
         if not p.is_file():
-            raise DataError(f"{key}: file {f!r} does not exist (paths are relative to {os.getcwd()})")
+            raise DataError(not_a_file(p, key))
         # The suffix decides how the file is parsed; the path itself is not part of the identity.
         out.append({"suffix": p.suffix.lower(), "sha256": memo.sha256(p)})
     return out

@@ -8,6 +8,7 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,18 @@ def _looks_like_path(s: str) -> bool:
     return s.startswith(("/", "./", "../", "~")) or os.sep in s and Path(s).expanduser().exists() or Path(s).exists()
 
 
+def not_a_file(path: Path, key: str) -> str:
+    """Why ``path``, given as a data file, cannot be read as one."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"{key}: file {str(path)!r} does not exist (paths are relative to {os.getcwd()})"
+    except OSError as exc:  # a symlink loop, a path through a file, no permission
+        return f"{key}: {str(path)!r} cannot be opened ({exc.strerror}); give a regular file"
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe or a device)"
+    return f"{key}: {str(path)!r} is {kind}; give a regular file (.txt, .json/.jsonl, .csv or .parquet)"
+
+
 def text_lines(text: str, keep_linebreaks: bool) -> list[str]:
     """A .txt file's examples: every line with its line break (blank ones too), as run_clm.py
     reads them; without line breaks, the non-blank lines bare."""
@@ -52,7 +65,7 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
     from datasets import Dataset
 
     if not path.is_file():
-        raise DataError(f"{key}: file {str(path)!r} does not exist (paths are relative to {os.getcwd()})")
+        raise DataError(not_a_file(path, key))
     suffix = path.suffix.lower()
     try:
         if suffix in TEXT_SUFFIXES:
@@ -107,7 +120,7 @@ def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_byt
     for f in files:
         p = Path(f).expanduser()
         if not p.is_file():
-            raise DataError(f"{key}: file {str(p)!r} does not exist (paths are relative to {os.getcwd()})")
+            raise DataError(not_a_file(p, key))
         suffix = p.suffix.lower()
         try:
             if suffix in TEXT_SUFFIXES:

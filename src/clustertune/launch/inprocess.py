@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +27,13 @@ from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.run import Run
+from clustertune.runs.run import Run, check_runs_root
 from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import execute
 from clustertune.train.metrics import check_trackers
 from clustertune.train.precision import mixed_precision
+from clustertune.train.stop import STOP_SIGNALS, StopFlag
 from clustertune.train.strategies.zero import check_strategy
 
 log = logging.getLogger("clustertune")
@@ -122,11 +125,32 @@ def resume_target(run: Run) -> Path | None:
     return found[-1]
 
 
+def _execute_stoppable(recipe: Recipe, run: Run, resume_from: Path | None, show_progress: bool) -> str | None:
+    """Train with SIGTERM/SIGUSR2 (and the run's stop file) as stop requests: the loop writes a
+    checkpoint at the next step boundary and returns. What stopped it, or None when it finished.
+    The signal handlers this process had before are put back afterwards."""
+    for stale in (run.paths.stop_request, run.paths.cancel_request):  # left by an earlier attempt
+        stale.unlink(missing_ok=True)
+    removed = ckpt.clean_stale(run.paths)  # nothing else runs this run now
+    if removed:
+        log.info("removed what an earlier attempt left unfinished: %s", ", ".join(removed))
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    try:
+        stop = StopFlag(run.paths.stop_request)
+        return execute(recipe, run.paths, resume_from, show_progress, stop=stop).stopped_by
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+
 def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, show_progress: bool,
                      command: list[str]) -> Run:
     """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
     last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
     traceback in run.json) and raises."""
+    if existing is None:
+        check_runs_root(runs_root)  # before any data is prepared
     resume_from = resume_target(existing) if existing is not None else None
     if resume_from is not None:
         check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
@@ -148,9 +172,14 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
             log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
                      p.seconds, p.dir, p.total_bytes / 1e6)
             write_run_data(p, the_run.paths)  # what the nodes read: never raw data
-        execute(recipe, the_run.paths, resume_from, show_progress)
-        the_run.transition(RunState.COMPLETED)
-        log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
+        stopped_by = _execute_stoppable(recipe, the_run, resume_from, show_progress)
+        if stopped_by is not None:
+            cancelled = the_run.paths.cancel_request.exists()
+            the_run.transition(RunState.CANCELLED if cancelled else RunState.PREEMPTED,
+                               reason=f"stop request ({stopped_by}); checkpoint written")
+        else:
+            the_run.transition(RunState.COMPLETED)
+            log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
     except KeyboardInterrupt:
         the_run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,10 @@ def _pretrained_config(name: str) -> Any:
         raise ModelError(hub_unreachable_message("model.name_or_path", name, exc)) from exc
 
 
+# Config attributes that are sizes or counts (n_layer, num_attention_heads, hidden_size, ...).
+_SIZE_KEY = re.compile(r"^(?:n|num)_|_(?:size|layers?|heads?|positions|dim|embd|ctx)$")
+
+
 def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
     known = set(config.to_dict()) | set(getattr(config, "attribute_map", {}))
     bad = [k for k in overrides if k not in known]
@@ -76,6 +81,11 @@ def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
         raise ModelError(
             f"model.config_overrides: {config.model_type} configs have no attribute {', '.join(msgs)}"
         )
+    sizes = [k for k, v in overrides.items()
+             if isinstance(v, int) and not isinstance(v, bool) and v < 1 and _SIZE_KEY.search(k)]
+    if sizes:
+        raise ModelError("model.config_overrides: " + ", ".join(f"{k}={overrides[k]}" for k in sizes)
+                         + ": sizes and counts must be at least 1")
     for k, v in overrides.items():
         setattr(config, k, v)
 

@@ -17,7 +17,7 @@ OUTPUT_ONLY = ("save_merged",)
 
 
 class AdapterSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
     type: Literal["lora", "dora", "qlora"] = "lora"
     """``lora`` (low-rank matrices beside each targeted linear layer), ``dora`` (LoRA plus a

@@ -32,7 +32,17 @@ _FLOAT_RE = re.compile(
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        # A key given twice would silently keep the last value: refuse it, naming the line.
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"key {key!r} appears twice (first on line {seen[key].line + 1}); keep one", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.yaml_implicit_resolvers = copy.deepcopy(yaml.SafeLoader.yaml_implicit_resolvers)
@@ -132,7 +142,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], problems: list[P
                 break
             node = nxt
         else:
-            node[parts[-1]] = parse_scalar(raw)
+            value = parse_scalar(raw)
+            if isinstance(value, dict) and isinstance(node.get(parts[-1]), dict):
+                # train={lr: 1} sets those keys; it does not drop the section's others.
+                node[parts[-1]] = {**node[parts[-1]], **value}
+            else:
+                node[parts[-1]] = value
     return out
 
 
@@ -201,7 +216,13 @@ def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list
     else:
         path = resolve_recipe_path(source)
         file = str(path)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecipeError([Problem(key="", file=file, message=f"is not a UTF-8 text file ({exc.reason} at byte "
+                                                                   f"{exc.start}); a recipe is a YAML file")]) from None
+        except OSError as exc:
+            raise RecipeError([Problem(key="", file=file, message=f"cannot be read ({exc.strerror})")]) from None
         try:
             data = yaml.load(text, Loader=_Loader)
         except yaml.YAMLError as exc:

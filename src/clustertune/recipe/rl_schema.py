@@ -23,7 +23,7 @@ PPO_ONE_PROCESS = ("TRL 1.12's PPOTrainer runs on one process only (under severa
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class RewardSpec(_Section):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from clustertune.recipe.adapter_schema import AdapterSection, adapter_problems
 from clustertune.recipe.launch_checks import launch_problems
@@ -21,8 +21,19 @@ TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf")
 TOKENIZER_TRAIN = "train"
 
 
+_NUMBERS = (int, float, int | None, float | None)
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads true as 1 for an int field: train.batch_size=true would train with 1.
+        if isinstance(value, bool) and info.field_name and cls.model_fields[info.field_name].annotation in _NUMBERS:
+            raise ValueError("expected a number, got a boolean")
+        return value
 
 
 class ModelSection(Section):
@@ -112,11 +123,11 @@ class DataSection(Section):
     label_column: str = "label"
     """Column holding integer class labels (``sequence_classification``)."""
 
-    block_size: int = Field(default=128, ge=2)
+    block_size: int = Field(default=128, ge=2, le=2**20)
     """Causal LM: tokens per training block. The whole text is concatenated once and cut into
     blocks; the remainder is dropped. Must not exceed the model's positions."""
 
-    max_length: int = Field(default=128, ge=2)
+    max_length: int = Field(default=128, ge=2, le=2**20)
     """Classification: examples are truncated and padded to this many tokens. SFT: the most
     tokens of one example (see ``data.sft.too_long``) and of one packed row."""
 
@@ -224,7 +235,7 @@ class TrainSection(Section):
     keep_last: int = Field(default=2, ge=1)
     """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
 
-    seed: int = 42
+    seed: int = Field(default=42, ge=0, lt=2**32)
     """Seed for initialisation, data order and dropout (the validation carve-out has ``data.split_seed``)."""
 
     shuffle: bool = True

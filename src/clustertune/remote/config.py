@@ -212,7 +212,7 @@ def identity_key() -> bytes:
     remote processes only get per-run keys derived from it."""
     path = config_dir() / "identity.key"
     if not path.is_file():
-        _write_private(path, secrets.token_hex(32) + "\n")
+        _create_once(path, secrets.token_hex(32) + "\n")
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise ClusterError(f"{path} is readable by others (mode {mode:o}); `chmod 600 {path}`")
@@ -220,6 +220,24 @@ def identity_key() -> bytes:
         return bytes.fromhex(path.read_text().strip())
     except ValueError:
         raise ClusterError(f"{path} is not a clustertune identity key; delete it to create a new one") from None
+
+
+def _create_once(path: Path, text: str) -> None:
+    """Write ``path`` (mode 0600) unless it exists: the complete file is linked into place,
+    which fails when another process got there first, so concurrent first uses share one key."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        pass  # another process created it first: use theirs
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def run_secret(run_key: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import threading
@@ -26,6 +27,14 @@ def control_dir() -> Path:
     # ControlPath sockets have a ~100 byte limit: keep the directory short, private, per user.
     d = Path(os.environ.get("CLUSTERTUNE_SSH_CONTROL_DIR") or f"/tmp/ct-ssh-{os.getuid()}")
     d.mkdir(mode=0o700, exist_ok=True)
+    # Anyone who can write here could put a socket of theirs where ssh looks for ours.
+    st = d.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ClusterError(
+            f"ssh control directory {d} is not a private directory of this user (owner uid {st.st_uid}, "
+            f"mode {stat.S_IMODE(st.st_mode):o}); remove it, or set CLUSTERTUNE_SSH_CONTROL_DIR to a "
+            "directory only you can use (mode 700)"
+        )
     return d
 
 

@@ -12,6 +12,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -72,6 +73,17 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def check_runs_root(runs_root: Path) -> None:
+    """RunError unless run directories can be made under ``runs_root`` (made here if missing;
+    a directory is made and removed again to be sure, whatever the permission bits say)."""
+    try:
+        runs_root.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=runs_root))
+    except OSError as exc:
+        raise RunError(f"runs root {runs_root} cannot hold runs ({exc.strerror}: {exc.filename or runs_root}); pass "
+                       "--runs-root DIR (or set $CLUSTERTUNE_RUNS or tracking.runs_root) to a directory you can write") from None
+
+
 @dataclass
 class Run:
     """One run directory and its ``run.json``; the only code that changes a run's state.
@@ -104,6 +116,7 @@ class Run:
     def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str | None, command: list[str],
                backend: str = "local") -> Run:
         """A new run directory; ``recipe_yaml`` None: no recipe (a user's own command)."""
+        check_runs_root(runs_root)
         runs_root.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             root = runs_root / new_run_id(name)

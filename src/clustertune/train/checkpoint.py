@@ -5,6 +5,10 @@ optimizer, scheduler and RNG states, the data position, the resolved recipe and 
 ``state.json`` listing every file with its size and sha256. It is written under a temporary
 name and renamed into place, so a directory with that name is complete; loading checks every
 file against ``state.json`` and names the one that does not match.
+
+Checkpoints travel between hosts, so nothing in one may run code when it is loaded: the files
+written here (optimizer, scheduler, scaler and RNG states) hold only tensors and plain values
+and are read with ``torch.load(weights_only=True)``; one that holds anything else is refused.
 """
 
 from __future__ import annotations
@@ -32,12 +36,52 @@ OPTIMIZER = "optimizer.pt"
 SCHEDULER = "scheduler.pt"
 RNG = "rng.pt"
 RECIPE = "recipe.yaml"
+SCALER = "scaler.pt"
+# The pickled files whose format is ours: tensors and plain values only.
+TENSOR_FILES = (OPTIMIZER, SCHEDULER, SCALER, RNG, "rng-*.pt")
 
+
+def load_tensors(path: Path, mmap: bool = False) -> Any:
+    """``path`` read with ``torch.load(weights_only=True)``: tensors and plain containers only.
+    A file that needs anything else (a class, a function, a ``__reduce__``) is refused before
+    any of it runs."""
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(
+            f"checkpoint file {path} holds more than tensors and plain values, so loading it could run "
+            f"code; it was not loaded ({first}). Delete {path.parent} to resume from an earlier checkpoint"
+        ) from None
+
+
+def check_tensor_files(ckpt: Path, names: list[str]) -> None:
+    """Every file of ours among ``names`` opens under ``weights_only=True`` (memory-mapped: the
+    pickle is checked, the tensor data is not read)."""
+    for name in names:
+        path = ckpt / name
+        if not any(path.match(pattern) for pattern in TENSOR_FILES) or "/" in name:
+            continue
+        try:
+            load_tensors(path, mmap=True)
+        except RuntimeError:  # not torch's zip format (cannot be mapped): read it whole, as safely
+            load_tensors(path)
 
 
 def rng_state() -> dict[str, Any]:
-    """This process's generators; on a GPU only its own device's (each rank saves its own)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """This process's generators as tensors and plain values; on a GPU only its own device's
+    (each rank saves its own)."""
+    np_state = np.random.get_state(legacy=False)
+    state = {
+        "python": random.getstate(),
+        "numpy": {"bit_generator": np_state["bit_generator"],
+                  "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+                  "pos": int(np_state["state"]["pos"]),
+                  "has_gauss": int(np_state["has_gauss"]), "gauss": float(np_state["gauss"])},
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()
     return state
@@ -45,7 +89,10 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    n = state["numpy"]
+    np.random.set_state({"bit_generator": n["bit_generator"],
+                         "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+                         "has_gauss": n["has_gauss"], "gauss": n["gauss"]})
     torch.set_rng_state(state["torch"])
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
@@ -207,17 +254,43 @@ def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: 
 
 
 def list_checkpoints(paths: RunPaths) -> list[Path]:
-    """Complete checkpoints (renamed into place), oldest first. Temp dirs are never listed."""
+    """Complete checkpoints (renamed into place, state.json present), oldest first. Temporary
+    and half-removed directories are never listed."""
     if not paths.checkpoints.is_dir():
         return []
-    return sorted(p for p in paths.checkpoints.iterdir() if p.is_dir() and p.name.startswith("step-"))
+    return sorted(p for p in paths.checkpoints.iterdir()
+                  if p.is_dir() and p.name.startswith("step-") and (p / STATE).is_file())
+
+
+def _remove(d: Path) -> None:
+    """Rename out of the ``step-`` names first, so a removal cut short leaves nothing listed."""
+    gone = d.with_name(f".pruned-{d.name}-{os.getpid()}")
+    try:
+        os.replace(d, gone)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def prune(paths: RunPaths, keep_last: int) -> None:
     for old in list_checkpoints(paths)[:-keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
     for tmp in paths.checkpoints.glob(".tmp-*"):  # called after the rename: these are all leftovers
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clean_stale(paths: RunPaths) -> list[str]:
+    """Remove what killed attempts left (temporary checkpoint directories, half-removed ones,
+    step directories without state.json); call only when no attempt of the run is running,
+    at the start of a new one. Returns the names removed."""
+    if not paths.checkpoints.is_dir():
+        return []
+    complete = set(list_checkpoints(paths))
+    stale = [p for p in paths.checkpoints.iterdir() if p.is_dir() and p not in complete
+             and p.name.startswith((".tmp-", ".pruned-", "step-"))]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return sorted(p.name for p in stale)
 
 
 def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
@@ -229,7 +302,8 @@ def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {ckpt} is incomplete: {state_file} is missing") from None
     except ValueError as exc:
         raise CheckpointError(f"checkpoint file {state_file} is corrupt (not JSON: {exc})") from exc
-    for name, want in state.get("files", {}).items():
+    files = state.get("files", {})
+    for name, want in files.items():
         f = ckpt / name
         if not f.is_file():
             raise CheckpointError(f"checkpoint file {f} is missing")
@@ -238,6 +312,8 @@ def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
                 f"checkpoint file {f} is corrupt (size or sha256 differs from {state_file}); "
                 f"delete {ckpt} to resume from an earlier checkpoint"
             )
+    if state.get("kind") != "trl":  # an RL checkpoint is the trainer's own directory
+        check_tensor_files(ckpt, list(files))
     return state
 
 
@@ -248,9 +324,9 @@ def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, schedule
     state = verify_checkpoint(ckpt)
     try:
         load_model(model, str(ckpt / WEIGHTS))
-        optimizer.load_state_dict(torch.load(ckpt / OPTIMIZER, map_location="cpu", weights_only=False))
-        scheduler.load_state_dict(torch.load(ckpt / SCHEDULER, weights_only=False))
-        set_rng_state(torch.load(rng_file(ckpt, 0), weights_only=False))
+        optimizer.load_state_dict(load_tensors(ckpt / OPTIMIZER))
+        scheduler.load_state_dict(load_tensors(ckpt / SCHEDULER))
+        set_rng_state(load_tensors(rng_file(ckpt, 0)))
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
     return state
@@ -274,7 +350,7 @@ def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, sche
         )
     try:
         strategy.load_state(model, optimizer, scheduler, ckpt)
-        set_rng_state(torch.load(rng_file(ckpt, strategy.process_index), weights_only=False))
+        set_rng_state(load_tensors(rng_file(ckpt, strategy.process_index)))
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
     return state

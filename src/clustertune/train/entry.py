@@ -220,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         if run is not None:
             # Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue.
             run.node_started(topo.job_id, resume_from.name if resume_from else None)
+            # This attempt is the run's only one now: what killed attempts left goes (the other
+            # ranks write checkpoints only after the first save's barrier).
+            ckpt.clean_stale(paths)
         log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
                  f", resuming from {resume_from.name}" if resume_from else "")
         # The data was prepared before the ranks started (data.json in the run directory); each

@@ -20,6 +20,7 @@ import torch
 
 from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
+from clustertune.errors import DivergedError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
@@ -62,6 +63,43 @@ class LoopResult:
     evals: list[dict[str, Any]] = field(default_factory=list)
     stopped_by: str | None = None  # a stop request ended the loop early (checkpoint written)
     model: Any = None  # as the strategy holds it (wrapped, maybe sharded): for the final gather
+
+
+def diverged(recipe: Recipe, step: int, loss: float, grad_norm: float | None, when: str) -> DivergedError:
+    """The error that stops a run whose loss or gradient norm stopped being a finite number."""
+    t = recipe.train
+    what = f"loss {loss}" + (f", gradient norm {grad_norm}" if grad_norm is not None else "")
+    cause = (f"the learning rate is likely too high for this model (train.lr={t.lr:g}); lower train.lr, "
+             "raise train.warmup_steps or set train.max_grad_norm")
+    if t.precision == "fp16":
+        cause += ", or use train.precision=bf16 (fp16 overflows)"
+    return DivergedError(f"training diverged at step {step} ({what}, {when}); {cause}. "
+                         "No checkpoint of the diverged state was written: resume continues from the last good one")
+
+
+def _weights_finite(model: torch.nn.Module) -> bool:
+    """Whether this rank's part of every trainable weight is finite (its shard under FSDP)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                local = p.to_local() if hasattr(p, "to_local") else p
+                if not bool(torch.isfinite(local).all()):
+                    return False
+    return True
+
+
+def _finite_check(strategy: Strategy, loss_sum: torch.Tensor, grad_norm: Any,
+                  model: torch.nn.Module | None = None) -> tuple[float, float | None, bool]:
+    """The loss sum averaged over ranks, this step's gradient norm, and whether every rank's were
+    finite, and its weights too when ``model`` is given (one all-reduce: the ranks agree, so all
+    of them stop together)."""
+    gn = torch.as_tensor(0.0 if grad_norm is None else grad_norm, dtype=torch.float32).to(loss_sum.device)
+    bad = (~torch.isfinite(loss_sum) | ~torch.isfinite(gn)).float()
+    if model is not None and not _weights_finite(model):
+        bad = torch.ones_like(bad)
+    mean = strategy.reduce(torch.stack([loss_sum.float(), bad]), reduction="mean")
+    loss, any_bad = mean[0].item(), mean[1].item() > 0
+    return loss, (None if grad_norm is None else float(gn)), not any_bad and math.isfinite(loss)
 
 
 def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
@@ -167,6 +205,8 @@ def train_loop(
 
     evals: list[dict[str, Any]] = []
     paused = [0.0]  # seconds spent evaluating and checkpointing since the last log: not training
+    last_norm: list[Any] = [None]  # the latest step's gradient norm (checked with the loss)
+    scaled_loss = getattr(getattr(strategy, "accelerator", None), "mixed_precision", "no") == "fp16"
 
     def run_eval(at: int) -> dict[str, float]:
         t0 = time.perf_counter()
@@ -182,7 +222,9 @@ def train_loop(
     def save(at: int) -> None:
         # The partial loss sum averaged over ranks (a collective: every rank is here), so a
         # resume at any world size continues the same log interval.
-        partial = strategy.reduce(loss_sum, reduction="mean").item()
+        partial, norm, finite = _finite_check(strategy, loss_sum, last_norm[0], model)
+        if not finite:  # never seal a diverged state
+            raise diverged(recipe, at, partial, norm, "loss, gradient norm or weights checked before sealing a checkpoint")
         meta = {"position": pos.to_dict(), "loss_since_log": partial,
                 "steps_since_log": n_since_log, "total_steps": steps}
         # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
@@ -219,6 +261,9 @@ def train_loop(
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
             # Clip, optimizer and scheduler step, zero the gradients.
             grad_norm = strategy.step(model, optimizer, scheduler, t.max_grad_norm)
+            # fp16's loss scaler meets infinite gradients by design and skips that step: only
+            # other precisions count a non-finite gradient norm as divergence.
+            last_norm[0] = None if scaled_loss else grad_norm
             step, pos = step + 1, next_pos
             if held_before is not None:
                 held = memory.held_around_first_step(held_before, strategy.state_bytes(model, optimizer))
@@ -232,7 +277,12 @@ def train_loop(
 
             if step % t.log_every == 0 or step == steps:
                 # CPU-GPU sync point: the only place the loss leaves the device.
-                mean_loss = strategy.reduce(loss_sum, reduction="mean").item() / n_since_log
+                # After the last step the weights are checked too: they become the saved model.
+                loss_mean_sum, norm, finite = _finite_check(strategy, loss_sum, last_norm[0],
+                                                            model if step == steps else None)
+                if not finite:
+                    raise diverged(recipe, step, loss_mean_sum / n_since_log, norm, "checked at a log step")
+                mean_loss = loss_mean_sum / n_since_log
                 now = time.perf_counter()
                 tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log - paused[0], 1e-9)
                 per_dev = tok_s / strategy.num_processes
@@ -259,7 +309,10 @@ def train_loop(
             if t.save_every and step % t.save_every == 0 and step != steps:
                 save(step)
             # Stop requests are agreed at log steps only: the all-reduce is a sync point too.
-            if stop is not None and step % t.log_every == 0 and step != steps and stop.agreed(strategy):
+            # One process needs no agreement and stops at the next step boundary.
+            alone = strategy.num_processes == 1
+            if stop is not None and step != steps and (stop.local() if alone else
+                                                       step % t.log_every == 0 and stop.agreed(strategy)):
                 if not (t.save_every and step % t.save_every == 0):
                     save(step)
                 stopped_by = stop.requested_by or "another rank"

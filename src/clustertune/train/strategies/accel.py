@@ -21,6 +21,7 @@ import torch
 
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
+from clustertune.train.checkpoint import load_tensors
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.trainable import load_weights, save_weights, trainable_parameters
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
@@ -157,10 +158,10 @@ class AccelerateStrategy(AcceleratorRanks):
                            options=StateDictOptions(ignore_frozen_params=True, strict=whole))
         else:
             load_weights(self.unwrap(model), directory / WEIGHTS)
-            optimizer.load_state_dict(torch.load(directory / OPTIMIZER, map_location="cpu", weights_only=False))
-        scheduler.load_state_dict(torch.load(directory / SCHEDULER, weights_only=False))
+            optimizer.load_state_dict(load_tensors(directory / OPTIMIZER))
+        scheduler.load_state_dict(load_tensors(directory / SCHEDULER))
         if self.accelerator.scaler is not None and (directory / SCALER).is_file():
-            self.accelerator.scaler.load_state_dict(torch.load(directory / SCALER, weights_only=True))
+            self.accelerator.scaler.load_state_dict(load_tensors(directory / SCALER))
 
     def _dcp_state(self, model: Any, optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
