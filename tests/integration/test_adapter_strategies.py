@@ -5,7 +5,7 @@ The matrix (one process is tests/integration/test_adapters.py):
   so that it really partitions every weight of the tiny model: DoRA reads whole base weights);
 - QLoRA under DDP, FSDP2, ZeRO-2 and ZeRO-3 (FSDP2 and ZeRO-3 shard the packed 4-bit weights;
   bitsandbytes keeps the quantization state on the layer). With offload it is refused by the
-  recipe, see tests/unit/test_adapter_inputs.py.
+  recipe, see tests/unit/models/test_adapter_inputs.py.
 
 Each cell trains 4 steps of 2 ranks x 4 and must follow the one-process curve (batch 8), write a
 checkpoint at step 2 that holds only the trainable state and leave a PEFT adapter directory that

@@ -65,7 +65,7 @@ def test_lookup_by_prefix_and_errors(tmp_path: Path) -> None:
         get_run("../etc", tmp_path)
 
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 @pytest.mark.parametrize("name", ["run_json_slurm_requeued.json", "run_json_ssh_failed.json"])

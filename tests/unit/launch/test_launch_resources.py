@@ -16,7 +16,7 @@ from clustertune.launch.slurm import render_sbatch, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for, prepares_data_here
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
-from tests.unit.test_launch_plan import check_golden
+from tests.unit.launch.test_launch_plan import check_golden
 
 # The hf-slurm-training shape: 2 nodes, one task each, 8 GPUs and 32 CPUs per node, HF caches on scratch.
 SITE_LAUNCH = {

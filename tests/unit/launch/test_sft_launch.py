@@ -8,7 +8,7 @@ from clustertune.launch.plan import build_plan
 from clustertune.launch.ssh import dry_run_lines
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.config import HostSpec, add_cluster
-from tests.unit.test_launch_plan import check_golden
+from tests.unit.launch.test_launch_plan import check_golden
 
 
 def test_ssh_plan_of_the_sft_demo_matches_golden(ct_config: Path) -> None:

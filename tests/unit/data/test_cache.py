@@ -22,7 +22,7 @@ from clustertune.errors import DataError
 from clustertune.recipe import load_recipe
 from tests.helpers import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write_corpus(path: Path, n: int = 240, offset: int = 0) -> Path:

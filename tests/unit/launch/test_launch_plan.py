@@ -16,7 +16,7 @@ from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 HOSTILE = "/tmp/my runs/it's; touch /tmp/pwned-ct \"x\" $(id)"
 
 SLURM_LAUNCH = {
