@@ -74,11 +74,16 @@ def pid_alive(pid: int) -> bool:
 
 
 def check_runs_root(runs_root: Path) -> None:
-    """RunError unless run directories can be made under ``runs_root`` (made here if missing;
-    a directory is made and removed again to be sure, whatever the permission bits say)."""
+    """RunError unless run directories can be made under ``runs_root``. Nothing is left behind:
+    where the root does not exist yet, its nearest existing parent is probed instead (a directory
+    is made there and removed again, to be sure whatever the permission bits say)."""
+    probe = runs_root
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
     try:
-        runs_root.mkdir(parents=True, exist_ok=True)
-        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=runs_root))
+        if not probe.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(probe))
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=probe))
     except OSError as exc:
         raise RunError(f"runs root {runs_root} cannot hold runs ({exc.strerror}: {exc.filename or runs_root}); pass "
                        "--runs-root DIR (or set $CLUSTERTUNE_RUNS or tracking.runs_root) to a directory you can write") from None
