@@ -212,7 +212,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
               workers: int = 1) -> tuple[Any, dict[str, int]]:
     """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts."""
     from clustertune.data.packing import build_rows
-    from clustertune.data.prepare import _id_dtype
+    from clustertune.data.encode import id_dtype
 
     d, s = recipe.data, recipe.data.sft
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
@@ -232,7 +232,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
             "or set data.sft.too_long=truncate"
         )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, _id_dtype(len(tokenizer)))
+    arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, id_dtype(len(tokenizer)))
     if split == "validation" and s.generation_samples:
         arrays.generation = generation_prompts(convs, renderer, tokenizer, s.generation_samples, d.max_length,
                                                s.max_new_tokens)
