@@ -34,7 +34,8 @@ def test_usr2_checkpoints_requeues_and_resumes_to_the_same_loss(runs_root: Path)
     first, second = run.attempts[0], run.attempts[-1]
     assert first.state == "PREEMPTED" and "USR2" in first.reason
     stop_step = int(first.reason.split("at step ")[1].split(";")[0])
-    assert stop_step % TRAIN["log_every"] == 0 and stop_step < TRAIN["max_steps"]
+    # One process stops at the next step boundary (no agreement needed), not only at a log step.
+    assert 0 < stop_step < TRAIN["max_steps"]
     assert second.resumed_from == f"step-{stop_step:08d}" and second.job_id == first.job_id
     batch_log = job.logs()
     assert "received SIGUSR2" in batch_log and "requeue:" in batch_log and "restart 1" in batch_log
