@@ -153,7 +153,9 @@ def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholder
     script.write_text("import os, torch, torch.distributed as dist\n"
                       "dist.init_process_group('gloo'); t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)\n"
                       "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', t.item(), "
-                      "'attempt', os.environ['CLUSTERTUNE_ATTEMPT'], flush=True)\n")
+                      "'attempt', os.environ['CLUSTERTUNE_ATTEMPT'], flush=True)\n"
+                      # Leave together: a gloo peer that exits first can abort the other (SIGABRT).
+                      "dist.barrier(); dist.destroy_process_group()\n")
     run = launch(None, user_command=[sys.executable, "-m", "torch.distributed.run", "--nnodes={nnodes}",
                                      "--node-rank={node_rank}", "--nproc-per-node=1", "--master-addr={master_addr}",
                                      "--master-port={master_port}", str(script)],

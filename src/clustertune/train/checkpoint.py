@@ -158,6 +158,10 @@ def save_distributed(
     if strategy.is_main_process:
         _fresh_temp(paths, step)
     strategy.wait_for_everyone()  # the temp dir exists before anyone writes into it
+    # Hosts that share no filesystem (SSH hosts) see no temp dir of rank 0's: each writes its own
+    # files into a local one, and only rank 0's host seals a checkpoint (other ranks then resume
+    # with rank 0's generators; a local leftover is cleaned at the next start).
+    tmp.mkdir(parents=True, exist_ok=True)
     strategy.save_state(model, optimizer, scheduler, tmp)
     torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
     strategy.wait_for_everyone()  # every rank's files are on disk
