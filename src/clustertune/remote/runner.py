@@ -36,6 +36,7 @@ import traceback
 REF_MARK = "__clustertune_ref_v1__"
 EXIT_MISSING = 97  # the client reads this as "runner or env missing here: set them up"
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+CANCEL_MARK = "cancel-requested"  # in a run's directory: a cancel is under way
 
 
 # -- small helpers ------------------------------------------------------------------------------
@@ -96,7 +97,10 @@ def _status(rdir: str) -> dict:
     if info is None:
         return {"state": "UNKNOWN"}
     if info.get("state") == "RUNNING" and info.get("pid") and not _pid_alive(int(info["pid"])):
-        _set_state(rdir, "FAILED", reason="the remote process ended without reporting (killed or host rebooted)")
+        if os.path.exists(os.path.join(rdir, CANCEL_MARK)):  # a cancel killed it and has not written yet
+            _set_state(rdir, "CANCELLED", reason="cancelled by the client")
+        else:
+            _set_state(rdir, "FAILED", reason="the remote process ended without reporting (killed or host rebooted)")
         info = _read_json(os.path.join(rdir, "state.json"))
     return info
 
@@ -401,6 +405,8 @@ def verb_cancel(root: str, key: str) -> int:
     st = _status(rdir)
     pid = int(st.get("pid") or 0)
     if st.get("state") not in TERMINAL and pid:
+        # Marked first: whoever sees the process gone (this verb, a status, a follower) records a cancel.
+        _write_atomic(os.path.join(rdir, CANCEL_MARK), b"")
         for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             try:
                 os.killpg(pid, sig)

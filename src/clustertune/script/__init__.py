@@ -13,11 +13,13 @@ clustertune installed::
 
 A stop request (SLURM's signal before the time limit, a preemption, ``clustertune cancel``)
 reaches every rank as SIGTERM; the rank is killed ``launch.stop_grace_seconds`` later. The first
-call of :func:`should_stop` makes SIGTERM set a flag instead of ending the process.
+call of :func:`should_stop` makes SIGTERM set a flag instead of ending the process, and a rank
+that is already exiting ignores it (a request that arrives while it tears down is already met).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -68,12 +70,21 @@ def _on_term(signum: int, frame: object) -> None:
     _stop.set()
 
 
+def _ignore_term_on_exit() -> None:
+    # Python puts SIG_DFL back for its own handlers late in shutdown, so a stop request that
+    # reaches a rank while it tears down (torch takes a while) would kill a rank that saved and
+    # exits 0. Exit handlers run before that; ignoring SIGTERM here keeps the exit code honest.
+    if signal.getsignal(signal.SIGTERM) is _on_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _install() -> None:
     global _installed
     _installed = True
     # Only the main thread may set handlers; a handler the script set itself stays.
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_term)
+        atexit.register(_ignore_term_on_exit)
 
 
 def should_stop() -> bool:

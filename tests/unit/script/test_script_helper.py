@@ -57,6 +57,17 @@ def test_should_stop_sees_the_stop_file_and_sigterm(tmp_path: Path) -> None:
     assert out.stdout.strip() == "True", out.stderr
 
 
+def test_a_rank_that_is_exiting_ignores_a_late_stop_request() -> None:
+    # Python restores SIG_DFL for its handlers late in shutdown; a SIGTERM from the rank's wrapper
+    # arriving then would turn a clean exit 0 into 143. The helper's exit hook runs before that.
+    code = ("import atexit, signal\nfrom clustertune import script\n"
+            "atexit.register(lambda: print('at exit', signal.getsignal(signal.SIGTERM) is signal.SIG_IGN))\n"
+            "print('running', script.should_stop(), signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["running False False", "at exit True"]
+
+
 def test_placeholders_are_filled_per_node_and_other_braces_left_alone() -> None:
     env = {"CLUSTERTUNE_NODE_RANK": "1", "CLUSTERTUNE_NNODES": "2", "CLUSTERTUNE_MASTER_ADDR": "10.0.0.7",
            "CLUSTERTUNE_MASTER_PORT": "29400", "CLUSTERTUNE_RUN_DIR": "/r un"}
