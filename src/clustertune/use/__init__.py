@@ -1,0 +1,1 @@
+"""Using what a run trained: load it, generate, chat, evaluate, export."""

@@ -1,0 +1,188 @@
+"""What a user names to use a trained model, and loading it for inference.
+
+``RUN_ID`` (or a unique prefix of one) means that run's final model: a ``save_pretrained``
+directory, or for an adapter run the PEFT adapter directory, loaded onto its base without
+merging (``merge=True`` merges it, as ``export --merge`` does). A path means a model directory
+written by ``save_pretrained`` (or an adapter directory). The tokenizer comes from the model
+directory (SFT runs save theirs, chat template included, beside the weights), else from the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import ModelError, RunError
+from clustertune.models.adapters import is_adapter_dir
+from clustertune.runs.paths import has_tokenizer
+from clustertune.runs.run import Run
+from clustertune.runs.store import get_run
+
+DTYPES = ("auto", "fp32", "bf16", "fp16")
+_CLASSIFIER_SUFFIX = "ForSequenceClassification"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The model directory a user named, and the run it came from (None for a plain directory)."""
+
+    path: Path
+    run: Run | None
+    adapter: bool
+    classifier: bool
+
+    @property
+    def label(self) -> str:
+        return f"run {self.run.id}" if self.run is not None else str(self.path)
+
+
+@dataclass
+class Loaded:
+    """A model ready for inference (eval mode, on ``device``) and its tokenizer."""
+
+    target: Target
+    model: Any
+    tokenizer: Any
+    device: str
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.startswith(("/", "./", "../", "~")) or os.sep in ref or Path(ref).expanduser().exists()
+
+
+def _architectures(path: Path) -> list[str]:
+    cfg = path / "config.json"
+    if cfg.is_file():
+        try:
+            return list(json.loads(cfg.read_text(encoding="utf-8")).get("architectures") or [])
+        except (OSError, ValueError):
+            return []
+    return []
+
+
+def _adapter_is_classifier(path: Path) -> bool:
+    try:
+        return json.loads((path / "adapter_config.json").read_text(encoding="utf-8")).get("task_type") == "SEQ_CLS"
+    except (OSError, ValueError):
+        return False
+
+
+def _target_from_dir(path: Path, run: Run | None) -> Target:
+    adapter = is_adapter_dir(path)
+    if not adapter and not (path / "config.json").is_file():
+        raise ModelError(f"{path}: not a model directory (no config.json or adapter_config.json); give a run id "
+                         "(`clustertune runs` lists them) or a directory written by save_pretrained")
+    classifier = _adapter_is_classifier(path) if adapter else any(
+        a.endswith(_CLASSIFIER_SUFFIX) for a in _architectures(path))
+    return Target(path=path.resolve(), run=run, adapter=adapter, classifier=classifier)
+
+
+def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Target:
+    """``ref`` as a user types it: a run id (or prefix) under the runs root, or a model directory."""
+    ref = (ref or "").strip()
+    if not ref:
+        raise RunError("name a run id (`clustertune runs` lists them) or a model directory")
+    if _looks_like_path(ref):
+        path = Path(ref).expanduser()
+        if not path.is_dir():
+            raise ModelError(f"{ref}: no such directory; give a run id or a directory written by save_pretrained")
+        return _target_from_dir(path, None)
+    run = get_run(ref, runs_root)
+    model_dir = run.paths.model
+    if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
+        ckpts = sorted(p.name for p in run.paths.checkpoints.glob("step-*")) if run.paths.checkpoints.is_dir() else []
+        hint = f"; its newest checkpoint is {run.paths.checkpoints / ckpts[-1]}" if ckpts else ""
+        raise RunError(f"run {run.id} is {run.state.value} and has no final model yet ({model_dir} is missing){hint}; "
+                       f"finish it with `clustertune run --resume {run.id}` or name another run")
+    return _target_from_dir(model_dir, run)
+
+
+def pick_device(device: str | None = None) -> str:
+    """``device`` as given (checked), else the first GPU where there is one, else the CPU."""
+    import torch
+
+    if device in (None, "", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelError(f"--device {device!r}: not a device torch knows ({exc}); use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelError(f"--device {device}: this machine has no CUDA GPU torch can use; use --device cpu")
+    return str(dev)
+
+
+def torch_dtype(name: str, device: str) -> Any:
+    """The weights' dtype for ``name``; ``auto`` is bf16 on a GPU that has it, else fp32."""
+    import torch
+
+    if name not in DTYPES:
+        raise ModelError(f"--dtype {name!r}: choose one of {', '.join(DTYPES)}")
+    if name == "auto":
+        gpu_bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if gpu_bf16 else torch.float32
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def load_tokenizer_for(target: Target) -> Any:
+    """The tokenizer saved with the model, else the run's own, else (adapters) the base's."""
+    from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
+
+    for where in (target.path, target.run.paths.tokenizer if target.run is not None else None):
+        if where is not None and has_tokenizer(where):
+            return fix_pad_token(load_tokenizer(str(where), key=str(where)))
+    if target.adapter:
+        return fix_pad_token(load_tokenizer(adapter_base(target.path), key=f"{target.path} (its base model)"))
+    raise ModelError(f"{target.label}: no tokenizer in {target.path}"
+                     + (f" or {target.run.paths.tokenizer}" if target.run is not None else "")
+                     + "; save one there with tokenizer.save_pretrained(DIR)")
+
+
+def adapter_base(adapter_dir: Path) -> str:
+    try:
+        cfg = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{adapter_dir / 'adapter_config.json'}: unreadable ({exc})") from None
+    base = cfg.get("base_model_name_or_path")
+    if not base:
+        raise ModelError(f"{adapter_dir / 'adapter_config.json'}: names no base model (base_model_name_or_path)")
+    return str(base)
+
+
+def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: bool = False) -> Any:
+    """The model in eval mode on ``device``. An adapter is loaded onto its base unmerged (the
+    base unquantized, even for QLoRA: 4-bit kernels need a GPU), merged when ``merge``."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    auto = AutoModelForSequenceClassification if target.classifier else AutoModelForCausalLM
+    kwargs = {"dtype": torch_dtype(dtype, device)}
+    if target.adapter:
+        from peft import PeftModel
+
+        base = adapter_base(target.path)
+        try:
+            model = auto.from_pretrained(base, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{target.label}: cannot load its base model {base!r}: {exc}") from exc
+        model = PeftModel.from_pretrained(model, str(target.path))
+        if merge:
+            model = model.merge_and_unload()
+    else:
+        try:
+            model = auto.from_pretrained(str(target.path), **kwargs)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{target.label}: cannot load the model in {target.path}: {exc}") from exc
+    return model.to(device).eval()
+
+
+def load_for_use(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
+                 dtype: str = "auto", merge: bool = False) -> Loaded:
+    """Find what ``ref`` names and load its model and tokenizer for inference."""
+    target = find_target(ref, runs_root)
+    dev = pick_device(device)
+    tokenizer = load_tokenizer_for(target)
+    model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
+    return Loaded(target=target, model=model, tokenizer=tokenizer, device=dev)

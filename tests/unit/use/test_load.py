@@ -1,0 +1,86 @@
+"""Finding and loading what a user names for inference: a model directory, an adapter directory
+(onto its base, unmerged or merged), a run id; and the typed errors for what cannot be used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from clustertune.errors import ModelError, RunError
+from clustertune.runs.run import Run
+from clustertune.use.load import find_target, load_for_use, pick_device, torch_dtype
+from tests.sft_fixtures import make_base
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_base(tmp_path_factory.mktemp("use-base"), chat_template=None)
+
+
+@pytest.fixture(scope="module")
+def adapter(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(base)),
+                           LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
+    out = tmp_path_factory.mktemp("use-adapter")
+    model.save_pretrained(str(out))
+    return out
+
+
+def test_a_model_directory_loads_in_eval_mode_with_its_tokenizer(base: Path) -> None:
+    loaded = load_for_use(str(base), device="cpu", dtype="fp32")
+    assert loaded.target.run is None and not loaded.target.adapter and not loaded.target.classifier
+    assert loaded.device == "cpu" and not loaded.model.training
+    ids = loaded.tokenizer("def f():", return_tensors="pt").input_ids
+    assert loaded.model(ids).logits.shape[-1] == len(loaded.tokenizer)
+
+
+def test_an_adapter_loads_onto_its_base_unmerged_and_merged_the_same(adapter: Path, base: Path) -> None:
+    from peft import PeftModel
+
+    unmerged = load_for_use(str(adapter), device="cpu", dtype="fp32")
+    merged = load_for_use(str(adapter), device="cpu", dtype="fp32", merge=True)
+    assert unmerged.target.adapter and isinstance(unmerged.model, PeftModel)
+    assert not isinstance(merged.model, PeftModel)
+    ids = unmerged.tokenizer("class A:", return_tensors="pt").input_ids  # the base's tokenizer
+    with torch.no_grad():
+        a, b = unmerged.model(ids).logits, merged.model(ids).logits
+        plain = load_for_use(str(base), device="cpu", dtype="fp32").model(ids).logits
+    assert torch.allclose(a, b, atol=1e-5)
+    assert not torch.allclose(a, plain, atol=1e-3)  # the adapter changes what the base says
+
+
+def test_a_run_id_names_its_final_model_and_a_run_without_one_says_what_to_do(base: Path, tmp_path: Path) -> None:
+    import shutil
+
+    run = Run.create(tmp_path, "demo", "causal_lm", None, ["clustertune", "run"])
+    with pytest.raises(RunError, match=f"run {run.id} is CREATED and has no final model yet.*--resume {run.id}"):
+        find_target(run.id[:12], tmp_path)
+    shutil.copytree(base, run.paths.model)
+    target = find_target(run.id[:12], tmp_path)
+    assert target.run is not None and target.run.id == run.id and target.path == run.paths.model.resolve()
+    assert target.label == f"run {run.id}"
+
+
+def test_what_cannot_be_used_gets_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no such directory"):
+        find_target(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelError, match="not a model directory.*save_pretrained"):
+        find_target(str(tmp_path / "empty"))
+    with pytest.raises(RunError, match="no run 'nosuchrun'"):
+        find_target("nosuchrun", tmp_path)
+    with pytest.raises(RunError, match="name a run id"):
+        find_target("  ")
+    with pytest.raises(ModelError, match="not a device torch knows"):
+        pick_device("gpu0")
+    with pytest.raises(ModelError, match="choose one of auto, fp32, bf16, fp16"):
+        torch_dtype("float32", "cpu")
+    (tmp_path / "cls").mkdir()
+    (tmp_path / "cls" / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
+    assert find_target(str(tmp_path / "cls")).classifier
