@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,6 +94,36 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
     shown = cli("runs", "show", run.name).stdout
     assert f"command   {sys.executable} train.py {STEPS}" in shown
     assert "attempt 1  CANCELLED" in shown and "attempt 2  COMPLETED" in shown and "exit code 0" in shown
+
+
+def test_sighup_to_the_launcher_is_a_stop_request_the_script_saves_on(tmp_path: Path, runs_root: Path) -> None:
+    # The terminal closed: the script's ranks (in a session of their own) get the stop request,
+    # save and exit 0; the run is PREEMPTED, so `--resume` goes on from the save.
+    code = ("import time, sys\nfrom clustertune import script\n"
+            "for step in range(100000):\n"
+            "    (script.run_dir() / 'progress').write_text(str(step))\n"
+            "    if script.should_stop():\n"
+            "        print('saved at', step, flush=True); sys.exit(0)\n"
+            "    time.sleep(0.05)\n")
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "launch", "--", sys.executable, "-c", code], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(runs_root.glob("*/run.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run = _only_run(runs_root)
+        _wait_progress(run, 2, timeout=60)
+        proc.send_signal(signal.SIGHUP)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    info = _info(run)
+    assert info["state"] == "PREEMPTED" and "SIGHUP" in info["reason"], info
+    assert [(a["state"], a["exit_code"]) for a in info["attempts"]] == [("PREEMPTED", 0)]
+    assert "saved at" in (run / "logs" / "rank-0.log").read_text()
 
 
 def test_a_command_the_node_does_not_have_fails_with_its_message(tmp_path: Path, runs_root: Path) -> None:

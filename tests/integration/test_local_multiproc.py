@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
-from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, wait_for_step, with_
 
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 
@@ -109,6 +110,43 @@ def test_cancel_of_a_local_multi_process_run_stops_every_rank(runs_root: Path, t
     info = json.loads((runs_root / run_id / "run.json").read_text())
     assert info["state"] == "CANCELLED"
     pids = subprocess.run(["pgrep", "-f", f"clustertune.train.entry {runs_root / run_id}"], capture_output=True, text=True)
+    assert pids.stdout.strip() == ""  # no rank left behind
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_with_a_checkpoint(runs_root: Path, tmp_path: Path) -> None:
+    """The ranks run in a session of their own: a SIGTERM to `clustertune run` must reach them as a
+    stop request (a checkpoint, PREEMPTED), not leave them training as orphans."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 1, "eval_at_start": False},
+                                           launch={"procs_per_node": 2})))
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "run", str(recipe), "--no-progress"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not [d for d in runs_root.glob("*") if (d / "metrics.jsonl").is_file()]:
+            assert proc.poll() is None and time.monotonic() < deadline, "the ranks never started training"
+            time.sleep(0.2)
+        (run_dir,) = [d for d in runs_root.iterdir() if (d / "run.json").is_file()]
+        seen = wait_for_step(run_dir / "metrics.jsonl", 2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["state"] == "PREEMPTED" and "SIGTERM" in info["reason"], info
+    (ckpt,) = (run_dir / "checkpoints").glob("step-*")
+    assert int(ckpt.name.split("-")[1]) >= seen and (ckpt / "state.json").is_file()
+    pids = subprocess.run(["pgrep", "-f", f"clustertune.train.entry {run_dir}"], capture_output=True, text=True)
     assert pids.stdout.strip() == ""  # no rank left behind
 
 

@@ -148,6 +148,9 @@ def finish_attempt(run: Run, rc: int, log: Path, tail_text: str) -> RunState:
         return run.state
     if run.paths.cancel_request.is_file():
         run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
+    elif run.paths.stop_request.is_file():  # a stop request (a signal to the launcher): resume goes on
+        why = run.paths.stop_request.read_text(encoding="utf-8", errors="replace").strip()
+        run.transition(RunState.PREEMPTED, reason=f"stop request (SIG{why}); the command exited with code {code}")
     elif rc == 0:
         run.transition(RunState.COMPLETED)
     else:

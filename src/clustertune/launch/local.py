@@ -7,7 +7,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,7 +171,8 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=node_env(plan), start_new_session=True)
         run.record_attempt(torchrun_pid=proc.pid)  # so a cancel can reach the ranks if this process is gone
         try:
-            rc = proc.wait()
+            with stop_on_signals(run.paths):
+                rc = proc.wait()
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
             try:
@@ -185,6 +189,32 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
     elif run.state is RunState.FAILED and rc != 0 and "last lines" not in (run.info.reason or ""):
         run.explain(f"last lines of {out}:\n{tail(out)}")
     return run.state
+
+
+# SIGTERM (a scheduler, `kill`, a container stopping) and SIGHUP (the terminal closed) to the
+# launching process are stop requests for its ranks, which run in a session of their own and
+# would otherwise train on as orphans: they save at the next step and the run ends PREEMPTED.
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def stop_on_signals(paths: RunPaths) -> Iterator[None]:
+    """While the launcher waits for its ranks, SIGTERM/SIGHUP write the run's stop request (the
+    ranks and their wrappers watch it) instead of ending this process; handlers restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name.removeprefix("SIG")
+        paths.stop_request.write_text(f"{name}\n", encoding="utf-8")
+
+    before = {sig: signal.signal(sig, on_signal) for sig in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 # -- a user's own command on this host ------------------------------------------------------
@@ -228,7 +258,8 @@ def run_command(plan: LaunchPlan, run: Run) -> RunState:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         run.record_attempt(torchrun_pid=proc.pid)
         try:
-            rc = proc.wait()
+            with stop_on_signals(run.paths):
+                rc = proc.wait()
         except KeyboardInterrupt:
             # Ctrl-C or `clustertune cancel`: every rank gets SIGTERM and the grace period.
             request_stop(run.paths, cancel=True)

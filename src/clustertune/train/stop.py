@@ -16,7 +16,8 @@ from typing import IO, Any
 
 import torch
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+# SIGHUP: the terminal of a run trained in the launching process closed.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGHUP)
 
 
 class StopFlag:
