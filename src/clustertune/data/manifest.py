@@ -24,7 +24,7 @@ import numpy as np
 
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
-from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file
+from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file, xxh3_file
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -141,6 +141,19 @@ class Manifest:
                     f"{force_hint(self.fingerprint)}"
                 )
 
+    def check_checksums(self) -> None:
+        """Sizes and the fast checksum of every file (XXH3-128, or sha256 for entries written
+        before it), before the data is used: a flipped bit keeps the size and often the token id
+        in range, and would train on silently. The error names the first bad file."""
+        self.check_sizes()
+        for name, want in self.files.items():
+            kind, ok = file_matches(self.dir / name, want)
+            if not ok:
+                raise DataError(
+                    f"prepared data {self.dir}: checksum error in {self.dir / name} (its {kind} differs from "
+                    f"{self.path}); {force_hint(self.fingerprint)}"
+                )
+
     def open_split(self, name: str) -> MappedArrays:
         """The split as memory-mapped arrays (read-only, zero-copy)."""
         try:
@@ -157,6 +170,14 @@ class Manifest:
                              n_tokens=int(spec["tokens"]), generation=gen, end_marker=marker)
         return MappedArrays(input_ids=arrays["input_ids"], attention_mask=arrays.get("attention_mask"),
                             labels=arrays.get("labels"), n_tokens=int(spec["tokens"]))
+
+
+def file_matches(path: Path, want: dict[str, Any]) -> tuple[str, bool]:
+    """Which checksum of a manifest entry is checked, and whether ``path`` matches it: the
+    XXH3-128 where the entry has one (fast), else the sha256 (entries written before XXH3)."""
+    if XXH3 in want:
+        return "XXH3-128", xxh3_file(path) == want[XXH3]
+    return "sha256", sha256_file(path) == want["sha256"]
 
 
 def load_manifest(directory: Path) -> Manifest:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset
-from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, replace_dir, sha256_file, temp_sibling, xxh3_file
-from clustertune.data.manifest import MANIFEST, XXH3, Manifest, MappedArrays, force_hint, load_manifest
+from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, replace_dir, sha256_file, temp_sibling
+from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, file_matches, force_hint, load_manifest
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -99,14 +99,6 @@ def resolve_stage_root(spec: str, job: str | None = None) -> Path:
     return Path(expanded)
 
 
-def _checksum(path: Path, want: dict[str, Any]) -> tuple[str, bool]:
-    """Which checksum of a manifest entry staging checks, and whether ``path`` matches it: the
-    XXH3-128 where the entry has one (fast), else the sha256 (entries written before XXH3)."""
-    if XXH3 in want:
-        return "XXH3-128", xxh3_file(path) == want[XXH3]
-    return "sha256", sha256_file(path) == want["sha256"]
-
-
 def _copy_checked(src: Path, dst: Path, want: dict[str, Any]) -> tuple[str, bool]:
     """Copy ``src`` to ``dst`` durably and check the bytes that landed against ``want``.
 
@@ -118,7 +110,7 @@ def _copy_checked(src: Path, dst: Path, want: dict[str, Any]) -> tuple[str, bool
     shutil.copyfile(src, dst)
     if dst.stat().st_size != int(want["bytes"]):
         return "size", False
-    kind, ok = _checksum(dst, want)
+    kind, ok = file_matches(dst, want)
     fd = os.open(dst, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -136,7 +128,7 @@ def _workers() -> int:
 
 def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
     try:
-        return path.stat().st_size == int(want["bytes"]) and _checksum(path, want)[1]
+        return path.stat().st_size == int(want["bytes"]) and file_matches(path, want)[1]
     except OSError:
         return False
 
@@ -248,6 +240,38 @@ def stage_once_per_node(source: Path, dest_root: Path, local_rank: int, token: s
     return dest_root / fp
 
 
+def verify_once_per_node(man: Manifest, paths: RunPaths, local_rank: int, token: str,
+                         timeout: float | None = None) -> None:
+    """Check the checksums of prepared data read in place before its first use in this launch:
+    local rank 0 of each node reads every file once (its pages then serve training), the other
+    local ranks wait for its verdict, as staging does; a later launch checks again."""
+    ok = paths.root / f".data-verified-{hashlib.sha1(token.encode()).hexdigest()[:16]}"
+    bad = ok.with_name(ok.name.replace("verified", "corrupt"))
+    if ok.is_file():
+        return
+    if local_rank == 0:
+        t0 = time.perf_counter()
+        try:
+            man.check_checksums()
+        except DataError as exc:
+            bad.write_text(str(exc), encoding="utf-8")
+            raise
+        ok.write_text(man.fingerprint, encoding="utf-8")
+        log.info("data: checked %d files (%.1f MB) of %s in %.2fs", len(man.files), man.total_bytes / 1e6,
+                 man.fingerprint, time.perf_counter() - t0)
+        return
+    limit = timeout if timeout is not None else float(os.environ.get(STAGE_TIMEOUT_ENV, "3600"))
+    deadline = time.monotonic() + limit
+    while not ok.is_file():
+        if bad.is_file():
+            raise DataError(bad.read_text(encoding="utf-8"))
+        if time.monotonic() > deadline:
+            raise DataError(f"local rank {local_rank} waited {limit:.0f}s for local rank 0 to check the data of "
+                            f"{man.fingerprint} (marker {ok}); is local rank 0 running on this node? "
+                            f"({STAGE_TIMEOUT_ENV} sets the wait)")
+        time.sleep(0.1)
+
+
 def open_run_data(
     recipe: Recipe,
     paths: RunPaths,
@@ -272,9 +296,13 @@ def open_run_data(
     if spec:
         root = resolve_stage_root(spec, job=paths.run_id) if stage_dir is None else Path(spec)
         where = stage_once_per_node(source, root, local_rank, token or _default_token(paths), timeout)
+        man = _checked(where, ref.fingerprint)  # staging checked every file it copied or kept
     else:
         where = source
-    man = _checked(where, ref.fingerprint)
+        man = _checked(where, ref.fingerprint)
+        # The ranks of one node share their torchrun agent (the parent); one process is its own launch.
+        launch = os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()
+        verify_once_per_node(man, paths, local_rank, f"{token or _default_token(paths)}|{launch}", timeout)
     if man.data.get("streaming"):
         from transformers import AutoTokenizer
 

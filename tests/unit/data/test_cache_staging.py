@@ -223,3 +223,32 @@ def test_cli_prepare_cache_and_stage(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "checksum error in" in bad.stdout and "--force" in bad.stdout
     rm = cli("cache", "rm", fp[:8], env=env)
     assert rm.returncode == 0 and not (tmp_path / "c" / fp).exists()
+
+
+def test_data_read_in_place_is_checked_before_first_use_with_a_flip_that_keeps_ids_in_range(
+        prepared: Any, src: Path, tmp_path: Path) -> None:
+    paths = _run_dir(tmp_path, prepared)
+    ref = json.loads(paths.data.read_text())
+    paths.data.write_text(json.dumps({**ref, "dir": str(src)}))
+    r = load_recipe(TINY_CAUSAL)
+    open_run_data(r, paths, local_rank=0, token="launch-1")  # intact: it opens, and the check is recorded
+    shard = src / "train.input_ids.00000.bin"
+    ids = np.fromfile(shard, dtype=np.uint16)
+    vocab = int(ids.max()) + 1
+    ids[5] = (ids[5] + 1) % vocab  # another valid token id: an id-range check would not see it
+    ids.tofile(shard)
+    open_run_data(r, paths, local_rank=0, token="launch-1")  # the same launch: checked once, not again
+    err: dict[str, BaseException] = {}
+
+    def waiter() -> None:
+        try:
+            open_run_data(r, paths, local_rank=1, token="launch-2", timeout=60)
+        except BaseException as exc:  # noqa: BLE001
+            err["w"] = exc
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    with pytest.raises(DataError, match=f"checksum error in {shard} \\(its XXH3-128 differs"):
+        open_run_data(r, paths, local_rank=0, token="launch-2")
+    t.join(60)
+    assert isinstance(err.get("w"), DataError) and "checksum error in" in str(err["w"])
