@@ -95,3 +95,10 @@ class RemoteCallError(ClusterError):
 
 class RewardError(UserError):
     """A reward function or reward model that cannot be loaded or gives unusable scores."""
+
+
+class DiskFullError(UserError):
+    """A write failed for want of space (or quota): the run fails with this one message; what
+    was written before (earlier checkpoints) stays intact. Exit code 1, like any failed run."""
+
+    exit_code = 1

@@ -181,3 +181,31 @@ def xxh3_file(path: Path) -> str:
 def fsync_file(path: Path) -> None:
     """Flush one file's data to disk (before it is renamed into place or recorded)."""
     _fsync(path)
+
+
+# The errors a write gets when the disk (or the user's quota, or a file size limit) is full.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is a write that ran out of space."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def free_mb(path: Path) -> float | None:
+    """Free space at ``path`` (its nearest existing parent) in MB; None when it cannot be read."""
+    import shutil
+
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free / 1e6
+    except OSError:
+        return None

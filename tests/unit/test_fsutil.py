@@ -91,3 +91,22 @@ def test_build_dir_once_replaces_a_damaged_dir_and_cleans_up_a_failed_build(tmp_
     assert fsutil.build_dir_once(final, good, what="t", is_complete=lambda p: (p / "DONE").is_file())
     assert sorted(p.name for p in final.iterdir()) == ["DONE"]
     assert not fsutil.build_dir_once(final, good, what="t", is_complete=lambda p: (p / "DONE").is_file())
+
+
+def test_out_of_space_is_recognised_through_the_errors_it_caused() -> None:
+    import errno
+
+    from clustertune.fsutil import free_mb, is_no_space
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    try:
+        try:
+            raise full
+        except OSError as exc:
+            raise RuntimeError("write failed") from exc
+    except RuntimeError as wrapped:
+        assert is_no_space(wrapped)
+    assert is_no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert not is_no_space(OSError(errno.EACCES, "Permission denied"))
+    assert not is_no_space(ValueError("no space"))
+    assert free_mb(Path("/nonexistent/deeper")) is not None  # measured at the nearest existing parent

@@ -22,7 +22,8 @@ import torch
 
 from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
 from clustertune.data.staging import read_run_data, write_run_data
-from clustertune.errors import RunError, UserError
+from clustertune.errors import DiskFullError, RunError, UserError
+from clustertune.fsutil import is_no_space
 from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
@@ -181,14 +182,20 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
             the_run.transition(RunState.COMPLETED)
             log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
     except KeyboardInterrupt:
-        the_run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+        the_run.record_end(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
         raise
     except UserError as exc:
-        the_run.transition(RunState.FAILED, reason=str(exc))
+        the_run.record_end(RunState.FAILED, reason=str(exc))
         log.error("run %s failed: %s", the_run.id, exc)
         raise
     except BaseException as exc:
-        the_run.transition(RunState.FAILED, reason=f"{type(exc).__name__}: {exc}", traceback_text=traceback.format_exc())
+        if is_no_space(exc):  # metrics, logs, the final model: one message, not a traceback
+            full = DiskFullError(f"no space left on the device of {the_run.paths.root} ({exc}); free space there, "
+                                 f"then `clustertune run --resume {the_run.id}` continues from the newest checkpoint")
+            the_run.record_end(RunState.FAILED, reason=str(full))
+            log.error("run %s failed: %s", the_run.id, full)
+            raise full from exc
+        the_run.record_end(RunState.FAILED, reason=f"{type(exc).__name__}: {exc}", traceback_text=traceback.format_exc())
         log.error("run %s failed: %s: %s", the_run.id, type(exc).__name__, exc)
         raise
     finally:

@@ -6,6 +6,7 @@ Only this module changes a run's state, and only along the edges in :mod:`state`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import secrets
@@ -26,6 +27,8 @@ from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.records import Attempt, RunInfo
 from clustertune.runs.state import RESUMABLE, RunState, check_transition
+
+log = logging.getLogger("clustertune")
 
 
 def now_iso() -> str:
@@ -253,8 +256,19 @@ class Run:
         att = self.last_attempt
         if self.state is RunState.RUNNING and att is not None and self.info.backend == "local":
             if att.host == socket.gethostname() and att.pid and not pid_alive(att.pid):
-                self.transition(RunState.FAILED, reason="the training process ended without reporting (killed?)")
+                self.record_end(RunState.FAILED, reason="the training process ended without reporting (killed?)")
         return self
+
+    def record_end(self, new: RunState, reason: str | None = None, traceback_text: str | None = None) -> bool:
+        """:meth:`transition`, for paths that are already failing: when run.json cannot be
+        written (a full disk) the state changes in memory only, with a warning; True if saved."""
+        try:
+            self.transition(new, reason=reason, traceback_text=traceback_text)
+        except OSError as exc:
+            log.warning("run %s: could not record %s in %s: %s", self.id, new.value, self.paths.run_json,
+                        exc.strerror or exc)
+            return False
+        return True
 
 
 def _read_info(paths: RunPaths) -> RunInfo:

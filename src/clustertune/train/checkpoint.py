@@ -18,14 +18,16 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from clustertune.fsutil import sha256_file
-from clustertune.errors import CheckpointError
+from clustertune.fsutil import free_mb, is_no_space, sha256_file
+from clustertune.errors import CheckpointError, DiskFullError
 from clustertune.models.adapters import adapter_record, check_resume
 from clustertune.runs.paths import RunPaths
 
@@ -129,13 +131,37 @@ def save_checkpoint(
     """Write a complete checkpoint for ``step`` of a single-process run and prune older ones."""
     from safetensors.torch import save_model
 
-    final, tmp = _fresh_temp(paths, step)
-    save_model(model, str(tmp / WEIGHTS))
-    torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
-    torch.save(scheduler.state_dict(), tmp / SCHEDULER)
-    _seal(tmp, final, step, meta, recipe_yaml)
+    with out_of_space_is_typed(paths, step, _temp_name(paths, paths.checkpoint(step))):
+        final, tmp = _fresh_temp(paths, step)
+        save_model(model, str(tmp / WEIGHTS))
+        torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
+        torch.save(scheduler.state_dict(), tmp / SCHEDULER)
+        _seal(tmp, final, step, meta, recipe_yaml)
     prune(paths, keep_last)
     return final
+
+
+@contextmanager
+def out_of_space_is_typed(paths: RunPaths, step: int, tmp: Path) -> Iterator[None]:
+    """A checkpoint write that runs out of space removes what it wrote (so the run's directory
+    can still record how it ended) and fails with one message; earlier checkpoints stay."""
+    try:
+        yield
+    except Exception as exc:
+        # torch.save's zip writer reports a short write as a RuntimeError without the OSError:
+        # a device with (almost) nothing left free explains it as well.
+        left = free_mb(paths.checkpoints)
+        if not is_no_space(exc) and not (left is not None and left < 1.0):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = [p.name for p in list_checkpoints(paths)]
+        free = free_mb(paths.checkpoints)
+        raise DiskFullError(
+            f"no space left on the device of {paths.checkpoints} writing the checkpoint of step {step}"
+            + (f" ({free:.1f} MB free now the partial write is removed)" if free is not None else "")
+            + (f"; the earlier checkpoints are intact ({', '.join(kept)})" if kept else "")
+            + f"; free space there (or lower train.keep_last), then `clustertune run --resume {paths.run_id}`"
+        ) from exc
 
 
 def save_distributed(
@@ -161,9 +187,10 @@ def save_distributed(
     # Hosts that share no filesystem (SSH hosts) see no temp dir of rank 0's: each writes its own
     # files into a local one, and only rank 0's host seals a checkpoint (other ranks then resume
     # with rank 0's generators; a local leftover is cleaned at the next start).
-    tmp.mkdir(parents=True, exist_ok=True)
-    strategy.save_state(model, optimizer, scheduler, tmp)
-    torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
+    with out_of_space_is_typed(paths, step, tmp):  # this rank fails with the message; its launcher stops the rest
+        tmp.mkdir(parents=True, exist_ok=True)
+        strategy.save_state(model, optimizer, scheduler, tmp)
+        torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
     strategy.wait_for_everyone()  # every rank's files are on disk
     # Each rank hashes and fsyncs its share of the files (hundreds of GB of shards would keep
     # one rank busy past the collective timeout while the others wait in the barrier).
