@@ -6,6 +6,7 @@ and an RL run of the same ``train`` section warm up and decay the same way.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from clustertune.recipe.schema import Recipe, TrainSection
@@ -17,9 +18,9 @@ def scheduler_name(t: TrainSection) -> str:
 
 
 def warmup_steps(t: TrainSection, total_steps: int) -> int:
-    """``train.warmup_steps``, else ``train.warmup_ratio`` of the run's optimizer steps (rounded
-    down); without a known total (an RL run counted in epochs) only explicit steps warm up."""
-    return t.warmup_steps or int(t.warmup_ratio * total_steps)
+    """``train.warmup_steps``, else ``train.warmup_ratio`` of the run's optimizer steps, rounded
+    up (as transformers' Trainer rounds a ratio)."""
+    return t.warmup_steps or math.ceil(t.warmup_ratio * total_steps)
 
 
 def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:
@@ -31,5 +32,9 @@ def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:
 
 
 def trainer_schedule(t: TrainSection) -> dict[str, Any]:
-    """The same schedule as TrainingArguments for TRL's trainers."""
+    """The same schedule as TrainingArguments for TRL's trainers. A run counted in epochs has no
+    total yet: the ratio itself goes (a float below 1 is a ratio to TrainingArguments, which
+    rounds it up over the steps it counts, as :func:`warmup_steps` does)."""
+    if t.max_steps is None and not t.warmup_steps and t.warmup_ratio:
+        return {"lr_scheduler_type": scheduler_name(t), "warmup_steps": float(t.warmup_ratio)}
     return {"lr_scheduler_type": scheduler_name(t), "warmup_steps": warmup_steps(t, t.max_steps or 0)}

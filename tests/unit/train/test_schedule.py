@@ -53,3 +53,15 @@ def test_supervised_and_rl_runs_follow_the_same_schedule(tmp_path: Path, train: 
     assert _lrs(theirs_sched, opt2, steps) == pytest.approx(ours)
     warm = warmup_steps(supervised.train, steps)
     assert warm > 0 and ours[0] < ours[warm]  # it does warm up
+
+
+def test_an_rl_run_counted_in_epochs_still_warms_up_by_its_ratio(tmp_path: Path) -> None:
+    from clustertune.train.rl.runner import trainer_args
+
+    rl_plain = grpo_recipe("policy-dir", tmp_path)
+    rl = load_recipe(rl_plain | {"train": {**rl_plain["train"], "max_steps": None, "epochs": 2,
+                                           "warmup_steps": 0, "warmup_ratio": 0.15}})
+    args = trainer_args(rl, RunPaths(tmp_path / "run"), [1.0])
+    # Over the 37 steps the trainer will count: ceil(0.15 * 37) = 6, as the supervised rule gives.
+    supervised = load_recipe(with_(TINY_CAUSAL, train={"max_steps": 37, "warmup_steps": 0, "warmup_ratio": 0.15}))
+    assert args.get_warmup_steps(37) == warmup_steps(supervised.train, 37) == 6
