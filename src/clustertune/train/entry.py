@@ -117,16 +117,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     pad_vocab(config, vocab_multiple(recipe))
     set_seed(t.seed)
     model = build_model(recipe, config, tok)
-    t0 = time.perf_counter()
-    if local_rank is None:
-        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
-    train_arrays, eval_arrays = open_run_data(recipe, paths, local_rank, stage_dir)
-    if hasattr(train_arrays, "__len__"):
-        log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
-                 len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
-    else:
-        log.info("data: train streamed (tokenized on the fly), %d eval samples (%d tokens) opened in %.2fs",
-                 len(eval_arrays), eval_arrays.tokens, time.perf_counter() - t0)
+    train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
     strategy = make_strategy(recipe, paths)
@@ -138,28 +129,49 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         if result.stopped_by is not None:  # stopped on request: the checkpoint is the result
             strategy.end()
             return result
-        # Every rank takes part in gathering the shards; the main process writes a plain
-        # save_pretrained directory that loads without clustertune or the strategy.
-        weights = strategy.full_state_dict(result.model)
-        strategy.wait_for_everyone()
-        if strategy.is_main_process:
-            strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
-            tok.save_pretrained(str(paths.model))
-            if recipe.model.adapter is not None and recipe.model.adapter.save_merged:
-                merge_adapter(paths.model, paths.merged_model)
-            summary = {
-                "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
-                "samples_seen": result.samples_seen, "train_seconds": result.train_seconds,
-                "parameters": n_params, "train_samples": len(train_arrays) if hasattr(train_arrays, "__len__") else None, "eval_samples": len(eval_arrays),
-                "resumed_from_step": result.resumed_from_step, "evals": result.evals,
-            }
-            paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        _save_final(recipe, paths, strategy, result, tok, n_params, train_arrays, eval_arrays)
         strategy.end()
     finally:
         reset_accelerate_state()
         if getattr(strategy, "own_group", None) is not None:
             strategy.own_group.close()
     return result
+
+
+def _open_data(recipe: Recipe, paths: RunPaths, local_rank: int | None, stage_dir: str | None) -> tuple[Any, Any]:
+    """The run's train and eval arrays (staged first where asked), memory-mapped."""
+    t0 = time.perf_counter()
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    train_arrays, eval_arrays = open_run_data(recipe, paths, local_rank, stage_dir)
+    if hasattr(train_arrays, "__len__"):
+        log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
+                 len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
+    else:
+        log.info("data: train streamed (tokenized on the fly), %d eval samples (%d tokens) opened in %.2fs",
+                 len(eval_arrays), eval_arrays.tokens, time.perf_counter() - t0)
+    return train_arrays, eval_arrays
+
+
+def _save_final(recipe: Recipe, paths: RunPaths, strategy: Any, result: LoopResult, tok: Any, n_params: int,
+                train_arrays: Any, eval_arrays: Any) -> None:
+    """Every rank takes part in gathering the shards; the main process writes a plain
+    save_pretrained directory that loads without clustertune or the strategy, and summary.json."""
+    weights = strategy.full_state_dict(result.model)
+    strategy.wait_for_everyone()
+    if not strategy.is_main_process:
+        return
+    strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
+    tok.save_pretrained(str(paths.model))
+    if recipe.model.adapter is not None and recipe.model.adapter.save_merged:
+        merge_adapter(paths.model, paths.merged_model)
+    summary = {
+        "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
+        "samples_seen": result.samples_seen, "train_seconds": result.train_seconds, "parameters": n_params,
+        "train_samples": len(train_arrays) if hasattr(train_arrays, "__len__") else None,
+        "eval_samples": len(eval_arrays), "resumed_from_step": result.resumed_from_step, "evals": result.evals,
+    }
+    paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 # -- node side: `python -m clustertune.train.entry RUN_DIR`, one process per rank --------------
