@@ -37,7 +37,8 @@ def _helper_bundle() -> tuple[bytes, str]:
     here = Path(_runner_module.__file__).parent
     files = {"_clustertune_runner.py": (here / "runner.py").read_bytes(),
              "_clustertune_runner_sockets.py": (here / "runner_sockets.py").read_bytes(),
-             "_clustertune_runner_gpus.py": (here / "runner_gpus.py").read_bytes()}
+             "_clustertune_runner_gpus.py": (here / "runner_gpus.py").read_bytes(),
+             "_clustertune_runner_host.py": (here / "runner_host.py").read_bytes()}
     pkg = Path(cloudpickle.__file__).parent
     for f in sorted(pkg.glob("*.py")):
         files[f"cloudpickle/{f.name}"] = f.read_bytes()

@@ -160,7 +160,7 @@ def test_env_build_takes_torch_from_the_cpu_index_only_on_hosts_without_gpus() -
     import shlex
 
     from clustertune.remote.envs import Env
-    from clustertune.remote.runner import pip_commands
+    from clustertune.remote.runner_host import pip_commands
 
     spec = Env(requirements=("torch==2.13.0", "transformers", "torchvision"), index_url="https://mirror/simple",
                pip_args=("--no-cache-dir",)).spec("/usr/bin/python3")
