@@ -82,6 +82,14 @@ class RunPaths:
     def node_log(self, node: int | str) -> Path:
         return self.logs_dir / node_log_name(node)
 
+    def out_of_memory(self, rank: int) -> Path:
+        """Written by a rank that ran out of device memory, so the run's failure names it (the
+        other ranks only see their collective fail)."""
+        return self.logs_dir / f"out-of-memory-rank-{rank}.txt"
+
+    def out_of_memory_reports(self) -> list[Path]:
+        return sorted(self.logs_dir.glob("out-of-memory-rank-*.txt")) if self.logs_dir.is_dir() else []
+
     @property
     def stop_request(self) -> Path:
         """Asks every rank to checkpoint at the next step and stop (see :data:`STOP_FILE`)."""

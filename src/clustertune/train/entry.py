@@ -26,7 +26,7 @@ from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.precision import mixed_precision, reset_accelerate_state
 from clustertune.train.strategies import Strategy
-from clustertune.train.strategies.base import explain_out_of_memory
+from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory
 
 if TYPE_CHECKING:
     from clustertune.train.rl.runner import RLResult
@@ -202,6 +202,27 @@ def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) 
     return RunState.PREEMPTED
 
 
+def report_out_of_memory(paths: RunPaths, rank: int, exc: BaseException) -> None:
+    try:
+        paths.out_of_memory(rank).write_text(str(exc), encoding="utf-8")
+    except OSError:
+        pass  # the rank's own log has it
+
+
+def failure_reason(paths: RunPaths, rank: int, exc: BaseException) -> str:
+    """Why the run failed, as rank 0 records it: a rank that ran out of device memory is the
+    cause even when rank 0's own error is the collective that rank left hanging."""
+    if not isinstance(exc, OutOfMemory):
+        for report in paths.out_of_memory_reports():
+            other = report.stem.rsplit("-", 1)[-1]
+            try:
+                text = report.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            return f"rank {other} ran out of device memory (rank {rank} then failed: {type(exc).__name__}): {text}"
+    return f"rank {rank}: {type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
     import sys
@@ -226,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     minutes = recipe.launch.watchdog_minutes
     watchdog_log = paths.rank_log(topo.rank).open("a", encoding="utf-8") if minutes else None
     stop = StopFlag(paths.stop_request, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
+    paths.out_of_memory(topo.rank).unlink(missing_ok=True)  # an earlier attempt's
     try:
         found = ckpt.list_checkpoints(paths)
         resume_from = found[-1] if found else None  # a restart or requeue continues from here
@@ -251,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException as exc:
         log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
+        if isinstance(exc, OutOfMemory):
+            report_out_of_memory(paths, topo.rank, exc)
         if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
             run.transition(RunState.CANCELLED, reason="interrupted (SIGINT)")
         elif run is not None and not run.state.terminal:
-            run.transition(RunState.FAILED, reason=f"rank {topo.rank}: {type(exc).__name__}: {exc}",
+            run.transition(RunState.FAILED, reason=failure_reason(paths, topo.rank, exc),
                            traceback_text=traceback.format_exc())
         if isinstance(exc, (UserError, KeyboardInterrupt)):
             return 1

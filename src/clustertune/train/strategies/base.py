@@ -175,8 +175,9 @@ def explain_out_of_memory(recipe: Any, config: Any, world: int, mixed: bool, seq
 
 # What running out of device memory looks like when it is not torch's own OutOfMemoryError:
 # a CUDA error raised from a kernel launch, cuBLAS failing its workspace, NCCL its buffers.
+# On a CPU run (or an offloaded optimizer) the host allocator's own words.
 OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "Failed to CUDA calloc",
-               "cudaErrorMemoryAllocation")
+               "cudaErrorMemoryAllocation", "DefaultCPUAllocator: can't allocate memory")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
