@@ -18,7 +18,7 @@ def init(
                              help="causal_lm, classification (sequence_classification), sft or rlhf."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
-    """Write a commented starter recipe for a task; it validates and runs as written."""
+    """Write a commented starter recipe for a task; it validates as written."""
     from clustertune.recipe.starters import write_starter
 
     target = write_starter(task, path, force=force)
@@ -27,8 +27,15 @@ def init(
     print(f"  run it:   clustertune run {target}")
 
 
+def _complete_key(incomplete: str) -> list[str]:
+    from clustertune.recipe.keys import all_keys
+
+    return [d.key for d in all_keys() if d.key.startswith(incomplete)]
+
+
 def schema(
-    key: Optional[str] = typer.Argument(None, help="A section (`train`) or a key (`train.lr`); default: all."),
+    key: Optional[str] = typer.Argument(None, help="A section (`train`) or a key (`train.lr`); default: all.",
+                                        autocompletion=lambda incomplete: _complete_key(incomplete)),
     as_json: bool = typer.Option(False, "--json", help="The keys as a JSON list (key, type, default, doc)."),
     json_schema: bool = typer.Option(False, "--json-schema",
                                      help="A JSON Schema of recipe files, for editors (YAML language server)."),

@@ -138,9 +138,19 @@ def explain(recipe: Recipe) -> list[tuple[KeyDoc, Any]]:
     return out
 
 
+def _tidy(node: Any) -> Any:
+    """Descriptions on one line with single backticks, as editors show them."""
+    if isinstance(node, dict):
+        return {k: " ".join(v.split()).replace("``", "`") if k == "description" and isinstance(v, str) else _tidy(v)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_tidy(v) for v in node]
+    return node
+
+
 def recipe_json_schema() -> dict[str, Any]:
     """A JSON Schema of recipe files, for editors (the YAML language server): the recipe model's
     own schema with every field's doc as its description."""
-    schema = Recipe.model_json_schema(mode="validation")
+    schema = _tidy(Recipe.model_json_schema(mode="validation"))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": "clustertune recipe", **{k: v for k, v in schema.items() if k != "title"}}
