@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import typer
 
+from clustertune.cli.completion import complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
 
@@ -44,7 +45,7 @@ def _source(inputs: dict) -> str:
 
 
 def prepare(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tokenizing processes (default: data.workers, $SLURM_CPUS_PER_TASK, the CPU affinity mask)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the cache has it (replaces it atomically)."),
@@ -164,7 +165,7 @@ def cache_verify(
 
 
 def stage(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     dest: str = typer.Argument(..., help="Destination root (node-local disk); the data goes to DEST/<fingerprint>/."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     cache_dir: Optional[Path] = CacheDir,
@@ -186,7 +187,7 @@ def stage(
           f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
 
 def fetch(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustertune.cli.completion import complete_recipe
 from clustertune.errors import UserError
 
 
@@ -23,7 +24,7 @@ def _fits(per_device: int, device_bytes: int) -> bool:
 
 
 def estimate_memory(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     devices: Optional[int] = typer.Option(None, "--devices", min=1,
                                           help="Devices the run spans (default: from the recipe's launch section)."),

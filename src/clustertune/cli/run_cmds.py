@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustertune.cli.completion import complete_recipe, complete_shipped
 from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
@@ -21,7 +22,8 @@ from clustertune.runs.state import RunState
 
 
 def run(
-    recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`)."),
+    recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`).",
+                                    autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
@@ -37,7 +39,7 @@ def run(
     _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
 
 def validate(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
@@ -64,7 +66,8 @@ def _explain(r: Recipe) -> None:
         for line in textwrap.wrap(doc.doc, 96, initial_indent="    ", subsequent_indent="    "):
             print(line)
 
-def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped recipe (and its path).")) -> None:
+def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped recipe (and its path).",
+                                                  autocompletion=complete_shipped)) -> None:
     """List the shipped recipes, or print one: `clustertune recipes NAME > mine.yaml` to start from it."""
     if name is not None:
         path = shipped_recipe(name)

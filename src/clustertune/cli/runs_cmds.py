@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from clustertune.cli.completion import complete_run_id
 from clustertune.cli.tables import print_table
 from clustertune.errors import RunError
 from clustertune.runs import report
@@ -19,19 +20,8 @@ RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (d
 runs_app = typer.Typer(help="List runs; `runs show ID` for one, `runs rm ID` to delete.", invoke_without_command=True,
                        no_args_is_help=False)
 RunId = typer.Argument(..., help="Run id, a unique prefix of one, or `last` (the newest run).",
-                       autocompletion=lambda incomplete: complete_run_id(incomplete))
+                       autocompletion=complete_run_id)
 AsJson = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")
-
-
-def complete_run_id(incomplete: str) -> list[str]:
-    """Shell completion: the run ids under the runs root (and ``last``)."""
-    from clustertune.runs.store import LAST
-
-    try:
-        ids = [r.id for r in list_runs(None)]
-    except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell
-        ids = []
-    return [i for i in [LAST, *reversed(ids)] if i.startswith(incomplete)]
 
 
 @runs_app.callback()
@@ -80,7 +70,7 @@ def runs_show(
 @runs_app.command("rm")
 def runs_rm(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes, or `last`).",
-                                        autocompletion=lambda incomplete: complete_run_id(incomplete)),
+                                        autocompletion=complete_run_id),
     force: bool = typer.Option(False, "--force", help="Also runs that have not ended: they are cancelled first."),
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from clustertune.cli.completion import complete_key
 from clustertune.errors import UserError
 
 
@@ -27,15 +28,9 @@ def init(
     print(f"  run it:   clustertune run {target}")
 
 
-def _complete_key(incomplete: str) -> list[str]:
-    from clustertune.recipe.keys import all_keys
-
-    return [d.key for d in all_keys() if d.key.startswith(incomplete)]
-
-
 def schema(
     key: Optional[str] = typer.Argument(None, help="A section (`train`) or a key (`train.lr`); default: all.",
-                                        autocompletion=lambda incomplete: _complete_key(incomplete)),
+                                        autocompletion=complete_key),
     as_json: bool = typer.Option(False, "--json", help="The keys as a JSON list (key, type, default, doc)."),
     json_schema: bool = typer.Option(False, "--json-schema",
                                      help="A JSON Schema of recipe files, for editors (YAML language server)."),

@@ -137,9 +137,14 @@ def test_shell_completion_shows_installs_and_completes(tmp_path: Path) -> None:
 
     def complete(words: str) -> list[str]:
         done = cli(env={"_CLUSTERTUNE_COMPLETE": "complete_bash", "COMP_WORDS": words,
-                        "COMP_CWORD": str(len(words.split(" ")) - 1), "CLUSTERTUNE_RUNS": str(tmp_path / "runs")})
+                        "COMP_CWORD": str(len(words.split(" ")) - 1), "CLUSTERTUNE_RUNS": str(tmp_path / "runs")},
+                   cwd=tmp_path)
         return done.stdout.split()
 
+    (tmp_path / "mine.yaml").write_text("task: causal_lm\n")
+    (tmp_path / "configs").mkdir()
     assert complete("clustertune ru") == ["run", "runs"]
+    assert complete("clustertune validate quick") == ["quickstart"]
+    assert complete("clustertune run mi") == ["mine.yaml"] and complete("clustertune run ./co") == ["./configs/"]
     assert complete("clustertune schema train.lr") == ["train.lr", "train.lr_scheduler"]
     assert complete("clustertune status ") == ["last"]
