@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,15 @@ def trained(tmp_path: Path, tiny_policy_run: Any) -> Run:
     return get_run(tiny_policy_run.id, root)
 
 
-def _json(*args: str) -> Any:
-    done = cli(*args)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+@pytest.fixture
+def run_json(capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
+    """The CLI in this process; its output parsed as JSON."""
+    def call(*args: str) -> Any:
+        rc = main(list(args))
+        out = capsys.readouterr()
+        assert rc == 0, out.err
+        return json.loads(out.out)
+    return call
 
 
 def _newer_failed_run(root: Path) -> Run:
@@ -41,25 +47,27 @@ def _newer_failed_run(root: Path) -> Run:
     return r
 
 
-def test_runs_show_and_status_as_json_and_the_last_run(trained: Run) -> None:
+def test_runs_show_and_status_as_json_and_the_last_run(trained: Run, run_json: Callable[..., Any]) -> None:
     root = str(trained.paths.root.parent)
-    [listed] = _json("runs", "--json", "--runs-root", root)
+    done = cli("runs", "--json", "--runs-root", root)  # the installed entry point, end to end
+    assert done.returncode == 0, done.stderr
+    [listed] = json.loads(done.stdout)
     assert listed["id"] == trained.id and listed["state"] == "COMPLETED" and listed["steps"] == 30
     assert listed["best_eval"]["metric"] == "perplexity" and listed["best_eval"]["value"] > 1
     assert listed["dir"] == str(trained.paths.root) and listed["task"] == "causal_lm"
 
-    shown = _json("runs", "show", "last", "--json", "--runs-root", root)
+    shown = run_json("runs", "show", "last", "--json", "--runs-root", root)
     assert {k: shown[k] for k in listed} == listed
     assert [a["state"] for a in shown["attempts"]] == ["COMPLETED"]
     assert shown["last_train"]["step"] == 30 and shown["evals"][-1]["step"] == 30
     assert Path(shown["model"]).is_dir() and Path(shown["metrics"]).is_file()
 
-    assert _json("status", "last", "--json", "--runs-root", root) == {"id": trained.id, "state": "COMPLETED",
+    assert run_json("status", "last", "--json", "--runs-root", root) == {"id": trained.id, "state": "COMPLETED",
                                                                        "reason": None}
     later = _newer_failed_run(trained.paths.root.parent)
-    assert _json("status", "last", "--json", "--runs-root", root) == {"id": later.id, "state": "FAILED",
+    assert run_json("status", "last", "--json", "--runs-root", root) == {"id": later.id, "state": "FAILED",
                                                                        "reason": "stopped on purpose"}
-    assert [r["id"] for r in _json("runs", "--json", "--runs-root", root)] == [trained.id, later.id]
+    assert [r["id"] for r in run_json("runs", "--json", "--runs-root", root)] == [trained.id, later.id]
 
 
 def test_last_with_no_runs_and_an_empty_listing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,23 +109,27 @@ def test_runs_rm_removes_ended_runs_and_refuses_running_ones(trained: Run, capsy
     assert list(root.iterdir()) == []
 
 
-def test_tables_keep_ids_and_fingerprints_whole_in_a_narrow_terminal(trained: Run) -> None:
+def test_tables_keep_ids_and_fingerprints_whole_in_a_narrow_terminal(
+        trained: Run, run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     root = str(trained.paths.root.parent)
-    narrow = {"COLUMNS": "34"}
-    done = cli("runs", "--runs-root", root, env=narrow)
+    done = cli("runs", "--runs-root", root, env={"COLUMNS": "34"})
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()
     assert row.split() == [trained.id, "COMPLETED"] and header.split() == ["id", "state"]
-    wide = cli("runs", "--runs-root", root, env={"COLUMNS": "200"}).stdout.splitlines()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["runs", "--runs-root", root]) == 0
+    wide = capsys.readouterr().out.splitlines()
     assert wide[0].split() == ["id", "task", "state", "steps", "best", "eval", "age"]
 
     fingerprint = DataRef.model_validate_json(trained.paths.data.read_text()).fingerprint
-    entries = _json("cache", "ls", "--json")
+    entries = run_json("cache", "ls", "--json")
     assert fingerprint in {e["fingerprint"] for e in entries}
     entry = next(e for e in entries if e["fingerprint"] == fingerprint)
     assert entry["splits"]["train"]["samples"] > 0 and Path(entry["dir"]).is_dir() and entry["bytes"] > 0
     width = len(fingerprint) + 16
-    listed = cli("cache", "ls", env={"COLUMNS": str(width)}).stdout.splitlines()
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["cache", "ls"]) == 0
+    listed = capsys.readouterr().out.splitlines()
     assert any(line.split()[0] == fingerprint for line in listed)
     assert all(len(line.rstrip()) <= width for line in listed[:-1])
 
