@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from clustertune.errors import UserError
+from clustertune.errors import StarterError
 from clustertune.fsutil import atomic_write_text
 from clustertune.recipe.keys import KeyDoc, all_keys
 
@@ -101,7 +101,7 @@ def starter_text(task: str) -> str:
     """The commented starter recipe of a task (``classification`` names sequence_classification)."""
     task = TASK_ALIASES.get(task, task)
     if task not in STARTERS:
-        raise UserError(f"init: no starter for task {task!r}; choose one of {', '.join(starter_tasks())}")
+        raise StarterError(f"init: no starter for task {task!r}; choose one of {', '.join(starter_tasks())}")
     header, sections = STARTERS[task]
     docs: dict[str, KeyDoc] = {d.key: d for d in all_keys()}
     out = [f"# {line}" if line else "#" for line in header.splitlines()]
@@ -133,9 +133,9 @@ def write_starter(task: str, path: str | os.PathLike[str], force: bool = False) 
         target = target / "recipe.yaml"
     text = starter_text(task)
     if target.exists() and not force:
-        raise UserError(f"init: {target} already exists; choose another path or pass --force to overwrite it")
+        raise StarterError(f"init: {target} already exists; choose another path or pass --force to overwrite it")
     if target.suffix not in (".yaml", ".yml"):
-        raise UserError(f"init: {target} should end in .yaml (recipes are YAML files)")
+        raise StarterError(f"init: {target} should end in .yaml (recipes are YAML files)")
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
     return target

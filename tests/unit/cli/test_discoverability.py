@@ -69,6 +69,8 @@ def test_init_keeps_an_existing_file_unless_forced(capsys: pytest.CaptureFixture
     rc, _, err = _run(capsys, "init", "--task", "nonsense", str(tmp_path / "x.yaml"))
     assert rc == 2 and "no starter for task 'nonsense'" in err and ", ".join(STARTERS) in err
     assert not (tmp_path / "x.yaml").exists()
+    rc, _, err = _run(capsys, "init", str(tmp_path / "x.txt"))
+    assert rc == 2 and "should end in .yaml" in err and not (tmp_path / "x.txt").exists()
     done = cli("init", str(path), "--force")  # the installed entry point, end to end
     assert done.returncode == 0, done.stderr
     assert cli("validate", str(path)).returncode == 0
