@@ -23,9 +23,10 @@ from clustertune.runs.state import RunState
 
 def run(
     recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`).",
-                                    autocompletion=complete_recipe),
+                                           autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
+    resume: Optional[str] = typer.Option(None, "--resume",
+                                         help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
