@@ -16,6 +16,7 @@ import yaml
 
 from clustertune.cli.main import main
 from clustertune.cli.tables import fitting_columns
+from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.runs import Run, RunState, get_run
 from clustertune.runs.records import DataRef
 from tests.helpers import TINY_CAUSAL, cli
@@ -41,13 +42,15 @@ def run_json(capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
 
 
 def _newer_failed_run(root: Path) -> Run:
-    r = Run.create(root, "later", "causal_lm", "name: later\n", ["clustertune", "run", "later"])
+    recipe = dump_recipe(load_recipe({**TINY_CAUSAL, "name": "later"}))
+    r = Run.create(root, "later", "causal_lm", recipe, ["clustertune", "run", "later"])
     r.start_attempt()
     r.transition(RunState.FAILED, reason="stopped on purpose")
     return r
 
 
-def test_runs_show_and_status_as_json_and_the_last_run(trained: Run, run_json: Callable[..., Any]) -> None:
+def test_runs_show_and_status_as_json_and_the_last_run(trained: Run, run_json: Callable[..., Any],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     root = str(trained.paths.root.parent)
     done = cli("runs", "--json", "--runs-root", root)  # the installed entry point, end to end
     assert done.returncode == 0, done.stderr
@@ -64,9 +67,15 @@ def test_runs_show_and_status_as_json_and_the_last_run(trained: Run, run_json: C
 
     assert run_json("status", "last", "--json", "--runs-root", root) == {"id": trained.id, "state": "COMPLETED",
                                                                        "reason": None}
+    assert main(["logs", "last", "--runs-root", root]) == 0
+    assert f"run {trained.id}: " in capsys.readouterr().out
+    assert main(["cancel", "last", "--runs-root", root]) == 2
+    assert f"run {trained.id} is already COMPLETED" in capsys.readouterr().err
     later = _newer_failed_run(trained.paths.root.parent)
     assert run_json("status", "last", "--json", "--runs-root", root) == {"id": later.id, "state": "FAILED",
                                                                        "reason": "stopped on purpose"}
+    assert main(["run", "--resume", "last", "--dry-run", "--runs-root", root]) == 0  # `last` is the new run now
+    assert '"run_id": "later-' in capsys.readouterr().out  # the plan of the newest run's recipe
     assert [r["id"] for r in run_json("runs", "--json", "--runs-root", root)] == [trained.id, later.id]
 
 
