@@ -49,6 +49,14 @@ class RecipeNotFound(UserError):
     """A recipe name or path that is neither a file nor a shipped recipe."""
 
 
+class UnknownKey(UserError):
+    """A recipe key the schema does not have (``clustertune schema KEY``); names the closest ones."""
+
+
+class StarterError(UserError):
+    """``clustertune init``: a task without a starter recipe, or a file that is already there."""
+
+
 class DataError(UserError):
     """Missing data files, columns, bad labels, unreachable datasets."""
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import sys
+import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from clustertune.cli.completion import complete_recipe
+from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
 
 CacheDir = typer.Option(None, "--cache-dir", help="Cache root (default: data.cache_dir, $CLUSTERTUNE_CACHE, ~/.cache/clustertune).")
@@ -44,12 +44,8 @@ def _source(inputs: dict) -> str:
     return kind
 
 
-def _console() -> Console:
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-
-
 def prepare(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tokenizing processes (default: data.workers, $SLURM_CPUS_PER_TASK, the CPU affinity mask)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the cache has it (replaces it atomically)."),
@@ -89,25 +85,37 @@ def prepare(
 cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args_is_help=True)
 
 @cache_app.command("ls")
-def cache_ls(cache_dir: Optional[Path] = CacheDir) -> None:
+def cache_ls(cache_dir: Optional[Path] = CacheDir,
+             as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
     from clustertune.data.cache import cache_root, list_entries
 
     root = cache_root(None, cache_dir)
     entries = list_entries(root)
+    if as_json:
+        print(json.dumps([_entry_record(m) for m in entries], indent=2))
+        return
     if not entries:
         print(f"no prepared data under {root}")
         return
-    table = Table("fingerprint", "task", "source", "train samples", "tokens", "size", "age", box=None)
-    total = 0
+    rows = []
     for m in entries:
         tr = m.data["splits"].get("train", {"samples": "stream"})
-        total += m.total_bytes
-        table.add_row(m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
-                      f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
-                      _age(str(m.data.get("created_at", ""))))
-    _console().print(table)
-    print(f"{len(entries)} entries, {_mb(total)} under {root}")
+        rows.append([m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
+                     f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
+                     _age(str(m.data.get("created_at", "")))])
+    print_table(["fingerprint", "task", "source", "train samples", "tokens", "size", "age"], rows,
+                drop_first=["age", "tokens", "train samples", "task", "size", "source"])
+    print(f"{len(entries)} entries, {_mb(sum(m.total_bytes for m in entries))} under {root}")
+
+
+def _entry_record(m: Any) -> dict[str, Any]:
+    """A prepared entry as plain JSON (``cache ls --json``); keys are stable."""
+    splits = m.data["splits"]
+    return {"fingerprint": m.fingerprint, "task": m.data.get("task"), "source": _source(m.data.get("inputs", {})),
+            "dir": str(m.dir), "bytes": m.total_bytes, "created_at": m.data.get("created_at"),
+            "splits": {name: {k: v for k, v in split.items() if k in ("samples", "tokens", "examples")}
+                       for name, split in splits.items()}}
 
 @cache_app.command("rm")
 def cache_rm(
@@ -157,7 +165,7 @@ def cache_verify(
 
 
 def stage(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     dest: str = typer.Argument(..., help="Destination root (node-local disk); the data goes to DEST/<fingerprint>/."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     cache_dir: Optional[Path] = CacheDir,
@@ -179,7 +187,7 @@ def stage(
           f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
 
 def fetch(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),

@@ -10,7 +10,9 @@ from typing import Any
 
 import typer
 
-from clustertune.cli import bench_cmds, cloud_cmds, cluster_cmds, data_cmds, launch_cmds, perf_cmds, run_cmds, runs_cmds
+from clustertune import __version__
+from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, launch_cmds, perf_cmds, run_cmds, runs_cmds,
+                             start_cmds)
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -21,12 +23,22 @@ app = typer.Typer(
     help="Fine-tune and train Hugging Face transformers on a laptop, a GPU box, SSH servers or SLURM.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"clustertune {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for user errors too.")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for user errors too (anywhere on the line)."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                 help="Print clustertune's version and exit."),
+) -> None:
     """One YAML recipe, every target."""
 
 
@@ -36,6 +48,8 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("run", run_cmds.run, {"context_settings": {"allow_extra_args": False}}),
     ("launch", launch_cmds.launch, {}),
     ("validate", run_cmds.validate, {}),
+    ("init", start_cmds.init, {}),
+    ("schema", start_cmds.schema, {}),
     ("recipes", run_cmds.recipes, {}),
     ("runs", runs_cmds.runs_app, {}),
     ("logs", runs_cmds.logs, {}),
@@ -62,7 +76,10 @@ for _name, _target, _options in COMMANDS:
 
 def main(argv: list[str] | None = None) -> int:
     args, command = launch_cmds.split_command(list(sys.argv[1:] if argv is None else argv))
+    # --debug is read wherever it stands (`clustertune run x.yaml --debug`), before or after the
+    # command's name; the user's own command after `--` keeps its own.
     debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
     logging.getLogger("clustertune").setLevel(logging.DEBUG if debug else logging.INFO)
     try:
         # Without standalone mode, an Exit(code) raised by a command comes back as the return value.

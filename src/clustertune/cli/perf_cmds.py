@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Optional
 
@@ -9,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustertune.cli.completion import complete_recipe
 from clustertune.errors import UserError
 
 
@@ -16,12 +18,18 @@ def _gib(n: int) -> str:
     return f"{n / 1024**3:.2f}"
 
 
+def _fits(per_device: int, device_bytes: int) -> bool:
+    # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
+    return per_device <= 0.9 * device_bytes
+
+
 def estimate_memory(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     devices: Optional[int] = typer.Option(None, "--devices", min=1,
                                           help="Devices the run spans (default: from the recipe's launch section)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU to check against (H100, A100, ...); default: this machine's."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout (sizes in bytes)."),
 ) -> None:
     """Parameter, gradient, optimizer and activation memory per device for each strategy."""
     from clustertune.api import devices_of
@@ -47,6 +55,17 @@ def estimate_memory(
     seq = r.sequence_length
     adapter = (f" ({r.model.adapter.type}: {shape.trainable / 1e6:.2f}M trainable)"
                if r.model.adapter is not None else "")
+    if as_json:
+        print(json.dumps({
+            "recipe": r.name, "parameters": shape.n_params, "trainable_parameters": shape.trainable,
+            "micro_batch": r.train.batch_size, "sequence_length": seq, "devices": world, "mixed_precision": mixed,
+            "gradient_checkpointing": r.train.gradient_checkpointing,
+            "gpu": {"name": dev[0], "bytes": dev[1]} if dev else None,
+            "strategies": [{"strategy": e.strategy, "params": e.params, "grads": e.grads, "optimizer": e.optimizer,
+                            "activations": e.activations, "buffers": e.buffers, "per_device": e.device_total,
+                            "host": e.host, "fits": _fits(e.device_total, dev[1]) if dev else None} for e in rows],
+        }, indent=2))
+        return
     print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters{adapter}, "
           f"micro-batch {r.train.batch_size} x {seq} tokens, "
           f"{world} device(s), {'mixed precision' if mixed else 'fp32'} activations"
@@ -60,8 +79,7 @@ def estimate_memory(
         cells = [e.strategy, _gib(e.params), _gib(e.grads), _gib(e.optimizer), _gib(e.activations),
                  _gib(e.buffers), _gib(e.device_total), _gib(e.host)]
         if dev:
-            # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
-            cells.append("yes" if e.device_total <= 0.9 * dev[1] else "no")
+            cells.append("yes" if _fits(e.device_total, dev[1]) else "no")
         table.add_row(*cells)
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
     print("activations are an estimate; weights, gradients and optimizer state are exact for AdamW in fp32")

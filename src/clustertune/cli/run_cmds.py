@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -10,17 +12,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustertune.cli.completion import complete_recipe, complete_shipped
 from clustertune.errors import UserError
-from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipes
+from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
+from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.report import generation_change
 from clustertune.runs.state import RunState
 
 
 def run(
-    recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`)."),
+    recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`).",
+                                           autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Continue this run id from its last checkpoint."),
+    resume: Optional[str] = typer.Option(None, "--resume",
+                                         help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
@@ -34,8 +40,9 @@ def run(
     _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
 
 def validate(
-    recipe: str = typer.Argument(..., help="Recipe file or shipped name."),
+    recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
     from clustertune.train.ds_config import check_deepspeed_json
@@ -47,9 +54,27 @@ def validate(
         src = f"{r.rl.algorithm} policy {r.rl.policy}"
     data = r.data.dataset or ", ".join(r.data.train_files)
     print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
+    if explain:
+        _explain(r)
 
-def recipes() -> None:
-    """List the shipped recipes (run one with `clustertune run NAME`)."""
+
+def _explain(r: Recipe) -> None:
+    """The keys set to something other than their default: value, default, doc."""
+    from clustertune.recipe.keys import explain
+
+    for doc, value in explain(r):
+        print(f"\n{doc.key} = {json.dumps(value)}  (default {json.dumps(doc.default)})")
+        for line in textwrap.wrap(doc.doc, 96, initial_indent="    ", subsequent_indent="    "):
+            print(line)
+
+def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped recipe (and its path).",
+                                                  autocompletion=complete_shipped)) -> None:
+    """List the shipped recipes, or print one: `clustertune recipes NAME > mine.yaml` to start from it."""
+    if name is not None:
+        path = shipped_recipe(name)
+        print(f"# {path}")
+        print(path.read_text(encoding="utf-8"), end="")
+        return
     table = Table("name", "task", "description", box=None)
     for name, path in shipped_recipes().items():
         try:

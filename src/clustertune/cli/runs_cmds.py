@@ -1,58 +1,102 @@
-"""``runs`` (list, show) and ``logs``."""
+"""``runs`` (list, show, rm), ``logs``, ``status`` and ``cancel``."""
 
 from __future__ import annotations
 
-import sys
+import json
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from clustertune.cli.completion import complete_run_id
+from clustertune.cli.tables import print_table
+from clustertune.errors import RunError
 from clustertune.runs import report
 from clustertune.runs.store import get_run, list_runs
 
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
 
 
-runs_app = typer.Typer(help="List runs; `runs show ID` for one.", invoke_without_command=True, no_args_is_help=False)
+runs_app = typer.Typer(help="List runs; `runs show ID` for one, `runs rm ID` to delete.", invoke_without_command=True,
+                       no_args_is_help=False)
+RunId = typer.Argument(..., help="Run id, a unique prefix of one, or `last` (the newest run).",
+                       autocompletion=complete_run_id)
+AsJson = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")
+
 
 @runs_app.callback()
 def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
-              cluster: Optional[str] = typer.Option(None, "--cluster", help="Only runs on this SSH cluster.")) -> None:
+              cluster: Optional[str] = typer.Option(None, "--cluster", help="Only runs on this SSH cluster."),
+              as_json: bool = AsJson) -> None:
     """List runs: id, task, state, steps, best eval figure, age."""
     if ctx.invoked_subcommand is not None:
         return
     found = list_runs(runs_root)
     if cluster is not None:
         found = [r for r in found if (r.info.remote or {}).get("cluster") == cluster]
+    from clustertune.launch.base import refreshed
+
+    found = [refreshed(r) for r in found]  # unfinished runs: ask their backend (a call may have ended)
+    if as_json:
+        print(json.dumps([report.run_record(r) for r in found], indent=2))
+        return
     if not found:
         print("no runs yet")
         return
-    from clustertune.launch.base import refreshed
-
-    table = Table("id", "task", "state", "steps", "best eval", "age", box=None)
-    for r in found:
-        row = report.run_row(refreshed(r))  # unfinished runs: ask their backend (a call may have ended)
-        table.add_row(row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"])
-    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+    rows = [report.run_row(r) for r in found]
+    print_table(["id", "task", "state", "steps", "best eval", "age"],
+                [[row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"]] for row in rows],
+                drop_first=["age", "best eval", "steps", "task"])
 
 @runs_app.command("show")
 def runs_show(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: str = RunId,
     plot: bool = typer.Option(False, "--plot", help="Write a PNG of the training and evaluation curves."),
     runs_root: Optional[Path] = RunsRoot,
+    as_json: bool = AsJson,
 ) -> None:
     """Summary of one run: state, attempts, evaluations, where things are."""
     r = get_run(run_id, runs_root)
+    if as_json:
+        record = report.run_record(r, detail=True)
+        if plot:
+            record["plot"] = str(report.plot(r))
+        print(json.dumps(record, indent=2))
+        return
     print(report.show_text(r))
     if plot:
         print(f"plot      {report.plot(r)}")
 
+@runs_app.command("rm")
+def runs_rm(
+    run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes, or `last`).",
+                                        autocompletion=complete_run_id),
+    force: bool = typer.Option(False, "--force", help="Also runs that have not ended: they are cancelled first."),
+    runs_root: Optional[Path] = RunsRoot,
+) -> None:
+    """Delete runs: their directories, checkpoints and model included. Runs that have not ended
+    are refused (`cancel` them first) unless --force."""
+    from clustertune.runs.store import remove_run
+
+    found = [get_run(i, runs_root) for i in run_ids]  # every id resolves before anything is deleted
+    live = [r for r in found if not r.state.terminal]
+    if live and not force:
+        names = ", ".join(f"{r.id} ({r.state.value})" for r in live)
+        raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
+    for r in {r.id: r for r in found}.values():
+        if not r.state.terminal:
+            from clustertune.launch import job_for
+
+            job_for(r).cancel()
+            r = r.reload()
+        path = remove_run(r, force=True)
+        kept = (r.info.remote or {}).get("keep_on_cluster")
+        print(f"removed {r.id} ({path})" + (f"; its results kept on cluster {r.info.remote.get('cluster')} "
+                                              "are left there" if kept else ""))
+
 
 def logs(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: str = RunId,
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
     node: Optional[int] = typer.Option(None, "--node", help="Only this node's log (multi-node runs)."),
     runs_root: Optional[Path] = RunsRoot,
@@ -70,18 +114,23 @@ def logs(
     print(job.logs(node), end="")
 
 def status(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: str = RunId,
     runs_root: Optional[Path] = RunsRoot,
+    as_json: bool = AsJson,
 ) -> None:
     """A run's state, asked of its backend (local process, SLURM, SSH cluster)."""
     from clustertune.launch import job_for
 
     r = get_run(run_id, runs_root)
     state = job_for(r).state()
+    r = r.reload()
+    if as_json:
+        print(json.dumps({"id": r.id, "state": state.value, "reason": r.info.reason}))
+        return
     print(f"{r.id} {state.value}" + (f": {r.info.reason}" if r.info.reason else ""))
 
 def cancel(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: str = RunId,
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Stop a run wherever it runs; it ends CANCELLED."""

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from clustertune.errors import Problem, RecipeError, RecipeNotFound
 from clustertune.recipe.schema import Recipe
+from clustertune.recipe.trainer_names import trainer_hint
 
 # PyYAML follows YAML 1.1, where "3e-4" is a string. Users write it as a float, so accept
 # exponent forms without a dot as floats too.
@@ -66,6 +67,17 @@ def shipped_recipes() -> dict[str, Path]:
     """Shipped recipe names -> files."""
     d = recipes_dir()
     return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+
+
+def shipped_recipe(name: str) -> Path:
+    """The file of a shipped recipe (``quickstart`` or ``quickstart.yaml``); else RecipeNotFound."""
+    shipped = shipped_recipes()
+    key = name.removesuffix(".yaml").removesuffix(".yml")
+    if key in shipped:
+        return shipped[key]
+    close = difflib.get_close_matches(key, list(shipped), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise RecipeNotFound(f"no shipped recipe named {name!r}.{hint} Shipped recipes: {', '.join(shipped) or '(none found)'}.")
 
 
 def resolve_recipe_path(name_or_path: str | os.PathLike[str]) -> Path:
@@ -184,8 +196,8 @@ def _problems_from_validation(
         if e["type"] == "extra_forbidden":
             known = _fields_at(loc[:-1])
             close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-            hint = f"did you mean '{'.'.join(loc[:-1] + (close[0],))}'?" if close else (
-                f"known keys here: {', '.join(known)}" if known else None)
+            hint = trainer_hint(loc[-1]) or (f"did you mean '{'.'.join(loc[:-1] + (close[0],))}'?" if close else (
+                f"known keys here: {', '.join(known)}" if known else None))
             problems.append(Problem(key=key, message="unknown key", file=where, line=line, hint=hint))
         elif e["type"] == "value_error" and not loc:
             # Cross-field checks from Recipe._cross_field: "key: message; key: message".

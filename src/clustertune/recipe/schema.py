@@ -1,7 +1,8 @@
 """The recipe schema: one typed model per section, a docstring per field.
 
-The docstrings are the documentation: ``clustertune validate --explain`` and the docs read
-them from here (``use_attribute_docstrings``). Unknown keys are errors (``extra="forbid"``).
+The docstrings are the documentation (``use_attribute_docstrings``): ``clustertune schema``
+(every key), ``clustertune validate --explain`` (the keys a recipe sets) and the JSON Schema for
+editors (``recipes/recipe.schema.json``) read them from here, through recipe/keys.py. Unknown keys are errors (``extra="forbid"``).
 Checks that need no network live here; checks that need a model config or a dataset
 (block size vs positions, column names) run at the start of ``clustertune run``.
 """

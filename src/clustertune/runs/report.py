@@ -60,6 +60,32 @@ def run_row(run: Run) -> dict[str, str]:
     }
 
 
+def run_record(run: Run, detail: bool = False) -> dict[str, Any]:
+    """A run as plain JSON (``runs --json``; ``detail``: ``runs show --json``). Keys are stable:
+    new ones may be added, none renamed or removed."""
+    info = run.info
+    rows = read_metrics(run.paths.metrics)
+    train = [r for r in rows if r.get("kind") == "train"]
+    best = best_eval(rows)
+    out: dict[str, Any] = {
+        "id": run.id, "name": info.name, "task": info.task, "state": run.state.value, "reason": info.reason,
+        "backend": info.backend, "created_at": info.created_at or None,
+        "steps": max((int(r["step"]) for r in train), default=0),
+        "best_eval": {"metric": best[0], "value": best[1]} if best else None,
+        "dir": str(run.paths.root),
+    }
+    if detail:
+        out |= {
+            "host": info.host, "command": info.command,
+            "attempts": [a.to_json() for a in run.attempts],
+            "last_train": train[-1] if train else None,
+            "evals": [r for r in rows if r.get("kind") == "eval"],
+            "model": str(run.paths.model) if run.paths.model.is_dir() else None,
+            "metrics": str(run.paths.metrics) if run.paths.metrics.is_file() else None,
+        }
+    return out
+
+
 def show_text(run: Run) -> str:
     info = run.info
     rows = read_metrics(run.paths.metrics)

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from clustertune.errors import RunError
+from clustertune.fsutil import temp_sibling
 from clustertune.runs.run import Run
+
+
+# The run id that means "the newest run" wherever a run id is accepted.
+LAST = "last"
 
 
 def runs_root(configured: str | os.PathLike[str] | None = None) -> Path:
@@ -24,7 +30,7 @@ def list_runs(root: str | os.PathLike[str] | None = None) -> list[Run]:
         return []
     out = []
     for d in sorted(base.iterdir()):
-        if (d / "run.json").is_file():
+        if not d.name.startswith(".") and (d / "run.json").is_file():  # hidden: a run being removed
             try:
                 out.append(Run.load(d).reconcile())
             except (OSError, ValueError, RunError):  # a damaged run directory is left out of the list
@@ -34,13 +40,19 @@ def list_runs(root: str | os.PathLike[str] | None = None) -> list[Run]:
 
 
 def get_run(run_id: str, root: str | os.PathLike[str] | None = None) -> Run:
-    """The run with this id (or the only run whose id starts with it)."""
+    """The run with this id (or the only run whose id starts with it); ``last`` is the newest run."""
     base = runs_root(root)
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise RunError(f"{run_id!r} is not a run id; `clustertune runs` lists them")
     exact = base / run_id
     if (exact / "run.json").is_file():
         return Run.load(exact).reconcile()
+    if run_id == LAST:
+        found = list_runs(base)
+        if not found:
+            raise RunError(f"no runs under {base} yet, so there is no last run "
+                           "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)")
+        return found[-1]
     matches = [d for d in base.glob(f"{run_id}*") if (d / "run.json").is_file()] if base.is_dir() else []
     if len(matches) == 1:
         return Run.load(matches[0]).reconcile()
@@ -51,3 +63,20 @@ def get_run(run_id: str, root: str | os.PathLike[str] | None = None) -> Run:
         f"no run {run_id!r} under {base}; `clustertune runs` lists the runs there "
         "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)"
     )
+
+
+def remove_run(run: Run, force: bool = False) -> Path:
+    """Delete a run's directory. A run that has not ended is refused unless ``force`` (the caller
+    stops it first). The directory is renamed aside before it is deleted, so a half-deleted run
+    never lists as a run."""
+    if not run.state.terminal and not force:
+        raise RunError(f"run {run.id} is {run.state.value}; `clustertune cancel {run.id}` first, "
+                       "or pass --force to remove it anyway")
+    root = run.paths.root
+    aside = temp_sibling(root, "removing")
+    try:
+        os.rename(root, aside)
+    except OSError as exc:
+        raise RunError(f"cannot remove run {run.id} ({exc.strerror}: {root})") from None
+    shutil.rmtree(aside, ignore_errors=True)
+    return root

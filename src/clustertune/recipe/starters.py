@@ -1,0 +1,141 @@
+"""Starter recipes for ``clustertune init``: a few chosen keys per task, each with the first
+sentence of its schema doc as a comment, and some common keys left commented out to uncomment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clustertune.errors import StarterError
+from clustertune.fsutil import atomic_write_text
+from clustertune.recipe.keys import KeyDoc, all_keys
+
+# A key the starter sets, or (with a leading "#") one it shows commented out.
+Entry = tuple[str, Any]
+
+_RUN_LOCAL = [("backend", "local"), ("#procs_per_node", 2)]
+
+STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
+    "causal_lm": (
+        "A small GPT-2-style language model trained from scratch on Python's reference documentation\n"
+        "(offline, a few minutes on a CPU). Swap in your own model and text when it runs.",
+        [("", [("description", "GPT-2-style LM from scratch on the builtin pydoc corpus"), ("task", "causal_lm")]),
+         ("model", [("config", "gpt2"), ("config_overrides", {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 128}),
+                    ("tokenizer", "train"), ("tokenizer_vocab_size", 4096), ("#name_or_path", "gpt2")]),
+         ("data", [("dataset", "builtin:pydoc"), ("block_size", 128), ("#train_files", ["train.txt"])]),
+         ("train", [("batch_size", 16), ("lr", 1.0e-3), ("warmup_steps", 10), ("lr_scheduler", "cosine"),
+                    ("max_steps", 200), ("eval_every", 50), ("save_every", 50), ("#gradient_accumulation_steps", 1),
+                    ("#precision", "auto")]),
+         ("launch", _RUN_LOCAL)]),
+    "sequence_classification": (
+        "A small BERT-style classifier trained from scratch on labelled paragraphs of Python's\n"
+        "reference documentation (3 classes; offline, CPU). Point data at your own labelled files.",
+        [("", [("description", "BERT-style classifier on builtin pydoc paragraphs (3 classes)"),
+               ("task", "sequence_classification")]),
+         ("model", [("config", "bert"), ("config_overrides", {"num_hidden_layers": 2, "hidden_size": 128,
+                                                              "num_attention_heads": 2, "intermediate_size": 256}),
+                    ("tokenizer", "train"), ("tokenizer_vocab_size", 2048), ("num_labels", 3),
+                    ("#name_or_path", "bert-base-cased")]),
+         ("data", [("dataset", "builtin:pydoc-kinds"), ("max_length", 64), ("#train_files", ["train.csv"]),
+                   ("#text_column", "text"), ("#label_column", "label")]),
+         ("train", [("batch_size", 16), ("lr", 2.0e-3), ("max_steps", 100), ("eval_every", 25)]),
+         ("launch", _RUN_LOCAL)]),
+    "sft": (
+        "Instruction tuning with a LoRA adapter: a small pretrained chat model learns to name the topic\n"
+        "of a passage of Python's documentation. Downloads the model once; offline after that (or\n"
+        "use model.name_or_path: run:quickstart, after `clustertune run quickstart`).",
+        [("", [("description", "LoRA SFT of a small chat model on builtin pydoc topics"), ("task", "sft")]),
+         ("model", [("name_or_path", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                    ("adapter", {"type": "lora", "rank": 16, "alpha": 32})]),
+         ("data", [("dataset", "builtin:pydoc-topics"), ("max_length", 256), ("sft", {"packing": True}),
+                   ("#train_files", ["chats.jsonl"])]),
+         ("train", [("batch_size", 8), ("lr", 2.0e-4), ("warmup_steps", 10), ("lr_scheduler", "cosine"),
+                    ("max_steps", 100), ("eval_every", 25), ("#gradient_accumulation_steps", 2)]),
+         ("launch", _RUN_LOCAL)]),
+    "rlhf": (
+        "GRPO: a small pretrained chat model tuned against a reward function (here: the share of\n"
+        "letters 'e' in its completions; write your own as module:function).",
+        [("", [("description", "GRPO of a small chat model against a reward function"), ("task", "rlhf")]),
+         ("data", [("dataset", "builtin:pydoc-prompts"), ("max_eval_samples", 64)]),
+         ("rl", [("algorithm", "grpo"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                 ("rewards", [{"function": "clustertune.rewards:char_fraction", "kwargs": {"chars": "e"}}]),
+                 ("num_generations", 4), ("max_new_tokens", 32)]),
+         ("train", [("batch_size", 16), ("lr", 1.0e-5), ("max_steps", 40), ("save_every", 20)]),
+         ("launch", _RUN_LOCAL)]),
+}
+
+TASK_ALIASES = {"classification": "sequence_classification", "lm": "causal_lm", "grpo": "rlhf"}
+
+
+def starter_tasks() -> list[str]:
+    return [*STARTERS, *TASK_ALIASES]
+
+
+def _first_sentence(doc: str) -> str:
+    end = re.search(r"(?<!e\.g)(?<!i\.e)\. ", doc)
+    return doc if end is None else doc[: end.start() + 1]
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, 94 - len(indent), break_on_hyphens=False)]
+
+
+def _yaml_lines(key: str, value: Any) -> list[str]:
+    """``key: value``: scalars plain, mappings and lists of scalars in flow style on the same
+    line, a list of mappings as a block below the key."""
+    if not isinstance(value, (dict, list)):
+        return yaml.safe_dump({key: value}, default_flow_style=False, width=1000).rstrip("\n").splitlines()
+    lines = yaml.safe_dump(value, sort_keys=False, default_flow_style=None, width=1000).rstrip("\n").splitlines()
+    if len(lines) == 1:
+        return [f"{key}: {lines[0]}"]
+    return [f"{key}:", *(f"  {line}" for line in lines)]
+
+
+def starter_text(task: str) -> str:
+    """The commented starter recipe of a task (``classification`` names sequence_classification)."""
+    task = TASK_ALIASES.get(task, task)
+    if task not in STARTERS:
+        raise StarterError(f"init: no starter for task {task!r}; choose one of {', '.join(starter_tasks())}")
+    header, sections = STARTERS[task]
+    docs: dict[str, KeyDoc] = {d.key: d for d in all_keys()}
+    out = [f"# {line}" if line else "#" for line in header.splitlines()]
+    out += ["#", "# Every key with its type, default and doc: `clustertune schema` (one key: `clustertune schema",
+            "# train.lr`). Check this file: `clustertune validate FILE`; run it: `clustertune run FILE`.",
+            "# The recipe's name (used in run ids) defaults to the file name. Completion in editors",
+            "# (YAML language server): `clustertune schema --json-schema > recipe.schema.json`, then",
+            "# put the comment `yaml-language-server: $schema=recipe.schema.json` on this file's first line."]
+    for section, entries in sections:
+        indent = "  " if section else ""
+        out.append("")
+        if section:
+            out += _comment(_first_sentence(docs[section].doc), "")
+            out.append(f"{section}:")
+        for raw_key, value in entries:
+            commented = raw_key.startswith("#")
+            key = raw_key.lstrip("#")
+            doc = docs[f"{section}.{key}" if section else key].doc
+            out += _comment(_first_sentence(doc), indent)
+            out += [f"{indent}{'# ' if commented else ''}{line}" for line in _yaml_lines(key, value)]
+    return "\n".join(out) + "\n"
+
+
+def write_starter(task: str, path: str | os.PathLike[str], force: bool = False) -> Path:
+    """Write the starter recipe; an existing file is kept unless ``force``. A directory gets
+    ``recipe.yaml`` inside it."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        target = target / "recipe.yaml"
+    text = starter_text(task)
+    if target.exists() and not force:
+        raise StarterError(f"init: {target} already exists; choose another path or pass --force to overwrite it")
+    if target.suffix not in (".yaml", ".yml"):
+        raise StarterError(f"init: {target} should end in .yaml (recipes are YAML files)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    return target

@@ -1,0 +1,83 @@
+"""The names people type from Hugging Face ``TrainingArguments`` and the example scripts'
+arguments (``run_clm.py``, ``run_glue.py``), and the recipe key that does the same here.
+
+A misspelt key gets a did-you-mean from the schema's own names; a Trainer name gets the
+recipe key it maps to, wherever in the recipe (or on the command line) it was written.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+# Trainer / script argument -> (recipe key, how the value is written when it differs).
+TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
+    # TrainingArguments
+    "learning_rate": ("train.lr", None),
+    "per_device_train_batch_size": ("train.batch_size", "per device, as in TrainingArguments"),
+    "per_device_eval_batch_size": ("train.eval_batch_size", None),
+    "train_batch_size": ("train.batch_size", "per device"),
+    "gradient_accumulation_steps": ("train.gradient_accumulation_steps", None),
+    "num_train_epochs": ("train.epochs", None),
+    "max_steps": ("train.max_steps", None),
+    "warmup_steps": ("train.warmup_steps", None),
+    "warmup_ratio": ("train.warmup_ratio", None),
+    "weight_decay": ("train.weight_decay", None),
+    "adam_beta1": ("train.adam_beta1", None),
+    "adam_beta2": ("train.adam_beta2", None),
+    "adam_epsilon": ("train.adam_eps", None),
+    "max_grad_norm": ("train.max_grad_norm", None),
+    "lr_scheduler_type": ("train.lr_scheduler", "linear, cosine or constant"),
+    "logging_steps": ("train.log_every", None),
+    "eval_steps": ("train.eval_every", None),
+    "save_steps": ("train.save_every", None),
+    "eval_strategy": ("train.eval_every", "a number of steps"),
+    "evaluation_strategy": ("train.eval_every", "a number of steps"),
+    "save_strategy": ("train.save_every", "a number of steps"),
+    "logging_strategy": ("train.log_every", "a number of steps"),
+    "save_total_limit": ("train.keep_last", None),
+    "seed": ("train.seed", None),
+    "data_seed": ("train.seed", "one seed orders the data; data.split_seed moves the validation carve-out"),
+    "bf16": ("train.precision", "train.precision: bf16"),
+    "fp16": ("train.precision", "train.precision: fp16"),
+    "tf32": ("train.tf32", None),
+    "gradient_checkpointing": ("train.gradient_checkpointing", None),
+    "torch_compile": ("train.compile", None),
+    "use_cpu": ("train.device", "train.device: cpu"),
+    "no_cuda": ("train.device", "train.device: cpu"),
+    "deepspeed": ("train.deepspeed_config", "with train.strategy: deepspeed"),
+    "fsdp": ("train.strategy", "train.strategy: fsdp"),
+    "dataloader_num_workers": ("data.workers", "workers that tokenize when the data is prepared"),
+    "output_dir": ("tracking.runs_root", "each run gets its own directory under it"),
+    "logging_dir": ("tracking.runs_root", "metrics are written into each run's directory"),
+    "report_to": ("tracking.trackers", "a list: tensorboard, wandb, mlflow"),
+    "run_name": ("name", None),
+    # the example scripts' model and data arguments
+    "model_name_or_path": ("model.name_or_path", None),
+    "model_name": ("model.name_or_path", None),
+    "config_name": ("model.config", None),
+    "tokenizer_name": ("model.tokenizer", None),
+    "dataset_name": ("data.dataset", None),
+    "dataset_config_name": ("data.dataset_config", None),
+    "train_file": ("data.train_files", "a list of files"),
+    "validation_file": ("data.validation_files", "a list of files"),
+    "validation_split_percentage": ("data.validation_fraction", "a fraction: 5 percent is 0.05"),
+    "max_seq_length": ("data.max_length", None),
+    "max_train_samples": ("data.max_train_samples", None),
+    "max_eval_samples": ("data.max_eval_samples", None),
+    "preprocessing_num_workers": ("data.workers", None),
+    "text_column_name": ("data.text_column", None),
+    "label_column_name": ("data.label_column", None),
+    "block_size": ("data.block_size", None),
+    "num_labels": ("model.num_labels", None),
+}
+
+
+def trainer_hint(name: str, fuzzy: bool = False) -> str | None:
+    """``did you mean 'train.lr'?`` for a Trainer name (``fuzzy``: or a near miss of one), or None."""
+    if fuzzy and name not in TRAINER_NAMES:
+        name = next(iter(difflib.get_close_matches(name, list(TRAINER_NAMES), n=1, cutoff=0.85)), name)
+    hit = TRAINER_NAMES.get(name)
+    if hit is None:
+        return None
+    key, how = hit
+    return f"did you mean '{key}'? ({name} in Trainer terms" + (f"; {how})" if how else ")")
