@@ -95,3 +95,9 @@ class RemoteCallError(ClusterError):
 
 class RewardError(UserError):
     """A reward function or reward model that cannot be loaded or gives unusable scores."""
+class MetricError(UserError):
+    """An evaluation metric that cannot be imported or returns something that is not a number."""
+
+
+class EvalError(UserError):
+    """An evaluation that cannot run as asked: an unknown task, a missing task directory, a missing extra."""
