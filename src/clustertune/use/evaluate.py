@@ -178,11 +178,11 @@ def evaluate_lm_eval(ref: str, tasks: list[str], *, include_path: str | None = N
     """Tasks of EleutherAI's lm-eval harness on the model (an adapter merged onto its base)."""
     from clustertune.use.lm_eval_bridge import check_tasks, run_tasks
 
-    manager = check_tasks(tasks, include_path)  # before loading a model: a typo costs nothing
     target = find_target(ref, runs_root)
     if target.classifier:
         raise EvalError(f"{target.label} is a sequence classifier; lm-eval tasks evaluate language models "
                         "(use `clustertune eval` without --tasks for its accuracy)")
+    manager = check_tasks(tasks, include_path)  # before loading the model: a typo costs no load
     loaded = load_for_use(ref, runs_root=runs_root, device=device, dtype=dtype, merge=True)
     result = run_tasks(loaded, tasks, manager, limit=limit, num_fewshot=num_fewshot, batch_size=batch_size or 1)
     name = "lm-eval-" + "+".join(tasks)

@@ -45,8 +45,14 @@ def check_tasks(tasks: list[str], include_path: str | None) -> Any:
     require_lm_eval()
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(verbosity="ERROR",
-                          include_path=str(Path(include_path).expanduser()) if include_path else None)
+    local = str(Path(include_path).expanduser()) if include_path else None
+    if local is not None:
+        # Your own tasks alone first: indexing lm-eval's whole registry (thousands of YAML
+        # files) takes seconds, and is needed only for the names not found here.
+        manager = TaskManager(include_path=local, include_defaults=False)
+        if all(t in set(manager.all_tasks) for t in tasks):
+            return manager
+    manager = TaskManager(include_path=local)
     known = set(manager.all_tasks)
     unknown = [t for t in tasks if t not in known]
     if unknown:
@@ -82,7 +88,7 @@ def run_tasks(loaded: Loaded, tasks: list[str], manager: Any, *, limit: float | 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size, device=loaded.device)
     try:
         out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, limit=limit,
-                                      num_fewshot=num_fewshot, log_samples=False, verbosity="ERROR")
+                                      num_fewshot=num_fewshot, log_samples=False)
     except (FileNotFoundError, ConnectionError, OSError) as exc:
         raise EvalError(f"lm-eval could not load what its tasks need ({exc}); hub datasets and metrics need "
                         "internet (or their cached copies): local tasks should name local data_files "

@@ -14,46 +14,51 @@ import clustertune as ct
 from clustertune.errors import EvalError, RecipeError
 from clustertune.runs.report import show_text
 from clustertune.use.evaluate import evaluate_metrics
-from tests.helpers import TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import read_jsonl
 from tests.sft_fixtures import arithmetic_rows, sft_recipe, write_jsonl
 
 
-@pytest.fixture(scope="module")
-def lm_run(tmp_path_factory: pytest.TempPathFactory) -> ct.Run:
-    root = tmp_path_factory.mktemp("eval-runs")
-    recipe = ct.load_recipe(with_(TINY_CAUSAL, train={"max_steps": 4, "eval_at_start": False}))
-    return ct.run(recipe, runs_root_dir=root, show_progress=False)
-
-
-def test_the_runs_own_validation_split_gives_the_trainers_figures(lm_run: ct.Run) -> None:
-    final = [r for r in read_jsonl(lm_run.paths.metrics) if r["kind"] == "eval"][-1]
-    res = evaluate_metrics(lm_run.id, runs_root=lm_run.paths.root.parent, device="cpu", dtype="fp32")
+def test_the_runs_own_validation_split_gives_the_trainers_figures(tiny_policy_run: ct.Run) -> None:
+    final = [r for r in read_jsonl(tiny_policy_run.paths.metrics) if r["kind"] == "eval"][-1]
+    res = evaluate_metrics(tiny_policy_run.id, runs_root=tiny_policy_run.paths.root.parent, device="cpu", dtype="fp32")
     assert res.metrics["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-5)
     assert res.metrics["eval_perplexity"] == pytest.approx(math.exp(final["eval_loss"]), rel=1e-4)
     assert res.payload["samples"] == 32  # the recipe's data.max_eval_samples
-    assert res.path is not None and res.path.parent == lm_run.paths.evals
+    assert res.path is not None and res.path.parent == tiny_policy_run.paths.evals
     assert json.loads(res.path.read_text())["metrics"] == res.metrics
-    shown = show_text(lm_run)
-    assert f"evals     {lm_run.paths.evals} (1)" in shown and "metrics: validation" in shown and "eval_loss" in shown
+    shown = show_text(tiny_policy_run)
+    assert f"evals     {tiny_policy_run.paths.evals} (" in shown and "metrics: validation" in shown and "eval_loss" in shown
 
 
-def test_other_data_a_file_or_a_builtin_with_overrides(lm_run: ct.Run, tmp_path: Path) -> None:
+def test_a_classifier_gets_its_accuracy_and_lm_eval_is_refused(tiny_classifier_run: ct.Run) -> None:
+    from clustertune.use.evaluate import evaluate_lm_eval
+
+    root = tiny_classifier_run.paths.root.parent
+    final = [r for r in read_jsonl(tiny_classifier_run.paths.metrics) if r["kind"] == "eval"][-1]
+    res = evaluate_metrics(tiny_classifier_run.id, runs_root=root, device="cpu", dtype="fp32")
+    assert res.metrics["eval_accuracy"] == pytest.approx(final["eval_accuracy"])
+    assert res.metrics["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-5)
+    with pytest.raises(EvalError, match="is a sequence classifier; lm-eval tasks evaluate language models"):
+        evaluate_lm_eval(tiny_classifier_run.id, ["anything"], runs_root=root)
+
+
+def test_other_data_a_file_or_a_builtin_with_overrides(tiny_policy_run: ct.Run, tmp_path: Path) -> None:
     from clustertune.data.builtin import pydoc_paragraphs
 
     text = tmp_path / "held_out.txt"
     text.write_text("\n".join(pydoc_paragraphs()[:40]), encoding="utf-8")
-    on_file = evaluate_metrics(lm_run.id, data=str(text), runs_root=lm_run.paths.root.parent, device="cpu",
+    on_file = evaluate_metrics(tiny_policy_run.id, data=str(text), runs_root=tiny_policy_run.paths.root.parent, device="cpu",
                                dtype="fp32", overrides=["data.max_eval_samples=5"])
     assert on_file.name == "held_out.txt" and on_file.payload["samples"] == 5
     assert math.isfinite(on_file.metrics["eval_perplexity"])
     # A model directory has no recipe: the data is named, and nothing is written anywhere.
-    plain = evaluate_metrics(str(lm_run.paths.model), data="builtin:pydoc", device="cpu", dtype="fp32",
+    plain = evaluate_metrics(str(tiny_policy_run.paths.model), data="builtin:pydoc", device="cpu", dtype="fp32",
                              overrides=["data.block_size=64", "data.max_eval_samples=4"])
     assert plain.path is None and plain.payload["samples"] == 4 and plain.payload["task"] == "causal_lm"
     with pytest.raises(EvalError, match="a model directory has no recipe to take data from; name the data with --data"):
-        evaluate_metrics(str(lm_run.paths.model), device="cpu")
+        evaluate_metrics(str(tiny_policy_run.paths.model), device="cpu")
     with pytest.raises(RecipeError, match="data.max_eval_samplez"):
-        evaluate_metrics(lm_run.id, runs_root=lm_run.paths.root.parent, overrides=["data.max_eval_samplez=3"])
+        evaluate_metrics(tiny_policy_run.id, runs_root=tiny_policy_run.paths.root.parent, overrides=["data.max_eval_samplez=3"])
 
 
 def test_an_sft_run_gets_exact_match_and_loss(sft_base: Path, tmp_path: Path) -> None:
