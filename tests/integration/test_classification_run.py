@@ -12,6 +12,7 @@ import pytest
 
 import clustertune as ct
 from clustertune.errors import DataError, MetricError
+from clustertune.use.evaluate import evaluate_metrics
 from tests.helpers import TINY_CLS, read_jsonl, with_
 
 NAMES = {0: "prose", 1: "code"}  # sorted: code -> 0, prose -> 1
@@ -58,6 +59,12 @@ def test_string_labels_epoch_evals_and_a_users_metric(tmp_path: Path, runs_root:
 
     clf = pipeline("text-classification", model=str(run.paths.model), device="cpu")
     assert clf("for i in range(3): print(i)")[0]["label"] in ("code", "prose")
+
+    # `clustertune eval` on the validation file maps its names through the model's config and
+    # reproduces the final evaluation, the user's metric included.
+    res = evaluate_metrics(run.id, data=str(tmp_path / "val.jsonl"), device="cpu", dtype="fp32")
+    for key in ("eval_accuracy", "eval_f1", "eval_share_code"):
+        assert res.metrics[key] == pytest.approx(evals[-1][key]), key
 
 
 def test_bad_classification_inputs_stop_before_a_run_exists(tmp_path: Path, runs_root: Path) -> None:
