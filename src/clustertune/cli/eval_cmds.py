@@ -17,8 +17,8 @@ def eval_(
                                                      "e.g. data.text_column=body data.max_eval_samples=200"),
     data: Optional[str] = typer.Option(None, "--data", help="What data.dataset takes (builtin:pydoc, a save_to_disk "
                                        "dir, a hub name) or a local file; default: the run's validation split."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="lm-eval tasks, comma-separated (needs "
-                                        "`pip install 'clustertune[lm-eval]'`)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="lm-eval tasks, comma-separated (needs the "
+                                        "lm-eval extra of clustertune)."),
     include_path: Optional[str] = typer.Option(None, "--include-path", help="lm-eval: a directory of your own task YAML files."),
     limit: Optional[float] = typer.Option(None, "--limit", help="lm-eval: at most N examples per task (below 1: a fraction)."),
     num_fewshot: Optional[int] = typer.Option(None, "--num-fewshot", help="lm-eval: few-shot examples per prompt."),

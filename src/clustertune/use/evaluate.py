@@ -104,6 +104,9 @@ def eval_recipe(target: Target, data: str | None, overrides: list[str], model_co
             d[key] = None
         d["train_files"], d["validation_files"], d["streaming"] = [], [], False
         if _is_file_source(data):
+            if not Path(data).expanduser().is_file():
+                raise EvalError(f"--data {data}: no such file; give a local .txt/.jsonl/.csv/.parquet file, "
+                                "a save_to_disk directory, builtin:NAME or a hub dataset name")
             # The whole file is the evaluation set (the training side gets the same file: it
             # is prepared but never read).
             d["train_files"] = d["validation_files"] = [str(Path(data).expanduser())]
