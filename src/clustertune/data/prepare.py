@@ -109,7 +109,8 @@ def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: 
         arrays = causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
     else:
         labels = labels or infer_labels(recipe, {split: ds})
-        ids = label_ids(labels, column(ds, d.label_column))
+        values = column(ds, d.label_column)
+        ids = label_ids(labels, values[:limit] if limit is not None else values)  # the rows kept: checked
         arrays = classification_arrays(texts, list(ids), tokenizer, d.max_length, limit, split)
     return select_shuffled(arrays, shuffled, d.sample_seed) if shuffled else arrays
 

@@ -73,3 +73,13 @@ def test_the_label_rule_and_names_are_part_of_the_fingerprint() -> None:
     plain, named = _recipe(), _recipe(label_names=["b", "a"])
     assert selection_identity(plain, True)["labels"]["rule"]
     assert selection_identity(plain, True) != selection_identity(named, True)
+
+
+def test_only_the_rows_kept_need_known_labels() -> None:
+    from clustertune.data.prepare import prepare_split
+    from clustertune.models.tokenizer import train_bpe
+
+    ds = _ds(["b", "a", "a", "zzz"])  # the last row is past data.max_train_samples
+    tok = train_bpe(["t0 t1 t2 t3"] * 20, 300, classification=True, model_max_length=8)
+    r = _recipe(max_train_samples=3, max_length=8)
+    assert prepare_split(r, ds, tok, "train").labels.tolist() == [1, 0, 0]
