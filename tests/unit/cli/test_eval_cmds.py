@@ -1,6 +1,6 @@
-"""``clustertune eval`` through the CLI: a run's own metrics printed and written to its evals/
-(the real console script, once), ``runs show`` listing them, and bad input exiting 2 with the
-fix and no traceback (in process)."""
+"""``clustertune eval`` through the CLI's entry point, in process (the console script itself is
+exercised by the other CLI tests): a run's own metrics printed and written to its evals/,
+``runs show`` listing them, and bad input exiting 2 with the fix and no traceback."""
 
 from __future__ import annotations
 
@@ -10,18 +10,17 @@ import pytest
 
 import clustertune as ct
 from clustertune.cli.main import main
-from tests.helpers import cli
 
 
 def test_eval_prints_writes_and_runs_show_lists_it(tiny_policy_run: ct.Run, capsys: pytest.CaptureFixture[str]) -> None:
     root = str(tiny_policy_run.paths.root.parent)
     evals = tiny_policy_run.paths.evals
     before = set(evals.glob("*.json")) if evals.is_dir() else set()
-    res = cli("eval", tiny_policy_run.id, "--runs-root", root, "--device", "cpu")
-    assert res.returncode == 0, res.stderr
-    assert f"run {tiny_policy_run.id}: metrics on validation" in res.stdout and "eval_perplexity" in res.stdout
+    assert main(["eval", tiny_policy_run.id, "--runs-root", root, "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert f"run {tiny_policy_run.id}: metrics on validation" in out and "eval_perplexity" in out
     (new,) = set(evals.glob("*.json")) - before
-    assert f"written to {new}" in res.stdout and json.loads(new.read_text())["samples"] == 32
+    assert f"written to {new}" in out and json.loads(new.read_text())["samples"] == 32
     assert main(["runs", "show", tiny_policy_run.id, "--runs-root", root]) == 0
     assert f"evals     {evals} (" in capsys.readouterr().out
 
