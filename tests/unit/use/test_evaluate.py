@@ -63,9 +63,13 @@ def test_other_data_a_file_or_a_builtin_with_overrides(tiny_policy_run: ct.Run, 
         evaluate_metrics(tiny_policy_run.id, runs_root=tiny_policy_run.paths.root.parent, overrides=["data.max_eval_samplez=3"])
 
 
-def test_an_sft_run_gets_exact_match_and_loss(sft_base: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
+def test_an_sft_run_gets_exact_match_and_loss(adapter: bool, sft_base: Path, tmp_path: Path) -> None:
     train = write_jsonl(tmp_path / "chat.jsonl", arithmetic_rows(40))
-    run = ct.run(ct.load_recipe(sft_recipe(sft_base, train, tmp_path / "runs", max_length=32)), show_progress=False)
+    recipe = sft_recipe(sft_base, train, tmp_path / "runs", max_length=32)
+    if adapter:  # loaded onto its base, unmerged, as training evaluated it
+        recipe["model"]["adapter"] = {"type": "lora", "rank": 4}
+    run = ct.run(ct.load_recipe(recipe), show_progress=False)
     final = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "eval"][-1]
     res = evaluate_metrics(run.id, runs_root=tmp_path / "runs", device="cpu", dtype="fp32")
     assert res.metrics["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-5)
