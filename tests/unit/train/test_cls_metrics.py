@@ -59,3 +59,66 @@ def test_metric_functions_that_cannot_be_used_are_typed_errors(tmp_path: Path, m
         load_recipe(with_(TINY_CLS, train={"metrics": ["acc"]}))
     with pytest.raises(RecipeError, match="train.metrics: only for task sequence_classification"):
         load_recipe(with_(TINY_CLS, task="causal_lm", train={"metrics": ["f1"]}))
+
+
+class _ThreadRank:
+    """One rank of a world of threads: ``reduce`` sums over the ranks as an all-reduce does."""
+
+    def __init__(self, rank: int, world: int, shared: dict, barrier: object):
+        import contextlib
+
+        import torch
+
+        self.process_index, self.num_processes, self.device = rank, world, torch.device("cpu")
+        self.shared, self.barrier = shared, barrier
+        self.autocast = contextlib.nullcontext
+
+    def reduce(self, tensor, reduction: str = "sum"):  # noqa: ANN001, ANN201
+        self.shared[self.process_index] = tensor.clone()
+        self.barrier.wait()
+        total = sum(self.shared[r] for r in range(self.num_processes))
+        self.barrier.wait()  # every rank has read before the next reduce writes
+        return total
+
+
+def test_metrics_see_every_sample_in_order_whatever_the_world_size() -> None:
+    import threading
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from clustertune.data.prepare import Arrays
+    from clustertune.train.loop import evaluate
+    from clustertune.use.evaluate import LocalStrategy
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=64, num_labels=3)).eval()
+    n = 13  # neither the batch size nor the world size divides it
+    rng = np.random.default_rng(0)
+    arrays = Arrays(input_ids=rng.integers(1, 50, (n, 8)), attention_mask=np.ones((n, 8), dtype=np.uint8),
+                    labels=rng.integers(0, 3, n))
+    seen: list[tuple[list[int], list[int]]] = []
+
+    def order(predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        seen.append((predictions.tolist(), labels.tolist()))
+        return {"n": float(len(labels))}
+
+    fns = [order, *metric_functions(["f1"], 3)]
+    one = evaluate(model, arrays, "sequence_classification", 4, LocalStrategy("cpu"), fns)
+    world, shared, barrier = 3, {}, threading.Barrier(3)
+    results: dict[int, dict[str, float]] = {}
+
+    def rank(r: int) -> None:
+        results[r] = evaluate(model, arrays, "sequence_classification", 4, _ThreadRank(r, world, shared, barrier), fns)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen[0][1] == arrays.labels.tolist() and all(s == seen[0] for s in seen[1:])  # same samples, same order
+    for r in range(world):
+        assert results[r]["eval_n"] == n and results[r]["eval_f1"] == pytest.approx(one["eval_f1"])
+        assert results[r]["eval_accuracy"] == pytest.approx(one["eval_accuracy"])
+        assert results[r]["eval_loss"] == pytest.approx(one["eval_loss"], rel=1e-5)
