@@ -110,3 +110,11 @@ class DiskFullError(UserError):
     was written before (earlier checkpoints) stays intact. Exit code 1, like any failed run."""
 
     exit_code = 1
+
+
+class MetricError(UserError):
+    """An evaluation metric that cannot be imported or returns something that is not a number."""
+
+
+class EvalError(UserError):
+    """An evaluation that cannot run as asked: an unknown task, a missing task directory, a missing extra."""

@@ -48,7 +48,8 @@ from clustertune.data.manifest import (
 )
 from clustertune.data.encode import TextEncoder, chunks_by_chars, probe_sample, text_encoder
 from clustertune.data.blocks import discard_split, write_causal_lm_split
-from clustertune.data.prepare import check_labels, column, prepare_split
+from clustertune.data.labels import infer_labels
+from clustertune.data.prepare import column, prepare_split
 from clustertune.data.sources import (
     CHUNKED_SUFFIXES,
     ArrowGaveUp,
@@ -417,14 +418,17 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     tk = tok.load()
     files: dict[str, dict[str, Any]] = {}
     splits: dict[str, Any] = {}
+    extra_manifest: dict[str, Any] = {}
+    labels = None
     t_write = 0.0
     if recipe.task == "causal_lm":
         splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
         t_write = sum(s.pop("write_seconds") for s in splits.values())
     else:
         data = raw.get()
-        check_labels(recipe, data.train, "train")
-        check_labels(recipe, data.validation, "validation")
+        if recipe.task == "sequence_classification":
+            labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
+            extra_manifest["labels"] = labels.to_json()
         renderer = None
         if recipe.task == "sft":
             from clustertune.data.templates import ChatRenderer
@@ -438,7 +442,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
 
                 arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
             else:
-                arr = prepare_split(recipe, ds, tk, name, workers)
+                arr = prepare_split(recipe, ds, tk, name, workers, labels)
             t2 = time.perf_counter()
             arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files)}
             if arr.attention_mask is not None:
@@ -468,6 +472,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         "inputs": inputs,
         "splits": splits,
         "files": files,
+        **extra_manifest,
     }
     write_manifest(out, manifest)
 

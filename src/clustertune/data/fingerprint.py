@@ -166,8 +166,11 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
                            "text_column": d.text_column}
     if recipe.task == "sequence_classification":
+        from clustertune.data.labels import LABEL_RULE
+
         sel["label_column"] = d.label_column
         sel["num_labels"] = recipe.model.num_labels
+        sel["labels"] = {"rule": LABEL_RULE, "names": d.label_names}  # which id each label gets
     # Files without validation files are always carved; other sources only when they lack the
     # validation split, which is known once loaded (``carved=None`` keeps both settings in).
     if carved is not False:

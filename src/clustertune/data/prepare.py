@@ -4,8 +4,8 @@
   cut into ``block_size`` blocks, drop the one global remainder; labels are the inputs (the
   model shifts them). The result does not depend on batch or worker counts: it equals
   ``run_clm.py``'s with the whole split as one map batch (``num_proc=1, batch_size=None``).
-- classification: truncate and pad every example to ``max_length``; integer labels checked
-  against ``num_labels``.
+- classification: truncate and pad every example to ``max_length``; labels as class ids
+  (:mod:`clustertune.data.labels`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data.encode import encode_flat, encode_texts, id_dtype
+from clustertune.data.labels import LabelSet, infer_labels, label_ids
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 
@@ -74,7 +75,7 @@ def causal_lm_arrays(texts: list[str], tokenizer: Any, block_size: int, limit: i
 def classification_arrays(
     texts: list[str], labels: list[Any], tokenizer: Any, max_length: int, limit: int | None, split: str
 ) -> Arrays:
-    """Padded/truncated ids, attention mask and labels (labels already checked by check_labels)."""
+    """Padded/truncated ids, attention mask and class ids (labels already checked by infer_labels)."""
     if limit is not None:
         texts, labels = texts[:limit], labels[:limit]
     if not texts:
@@ -97,7 +98,9 @@ def column(ds: Any, name: str) -> list[Any]:
     return ds.with_format("arrow")[name].to_pylist()
 
 
-def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: int = 1) -> Arrays:
+def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: int = 1,
+                  labels: LabelSet | None = None) -> Arrays:
+    """One split's arrays; classification needs the run's ``labels`` (see ``infer_labels``)."""
     d = recipe.data
     texts = [t if isinstance(t, str) else "" if t is None else str(t) for t in column(ds, d.text_column)]
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
@@ -105,8 +108,10 @@ def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: 
     if recipe.task == "causal_lm":
         arrays = causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
     else:
-        check_labels(recipe, ds, split)
-        arrays = classification_arrays(texts, column(ds, d.label_column), tokenizer, d.max_length, limit, split)
+        labels = labels or infer_labels(recipe, {split: ds})
+        values = column(ds, d.label_column)
+        ids = label_ids(labels, values[:limit] if limit is not None else values)  # the rows kept: checked
+        arrays = classification_arrays(texts, list(ids), tokenizer, d.max_length, limit, split)
     return select_shuffled(arrays, shuffled, d.sample_seed) if shuffled else arrays
 
 
@@ -119,25 +124,6 @@ def select_shuffled(arrays: Arrays, n: int, seed: int) -> Arrays:
                               if isinstance(getattr(arrays, f.name), np.ndarray)})
 
 
-def check_labels(recipe: Recipe, ds: Any, split: str) -> None:
-    """Label column present and in range (cheap; runs before the run directory exists)."""
-    d = recipe.data
-    if recipe.task != "sequence_classification":
-        return
-    if d.label_column not in ds.column_names:
-        raise DataError(
-            f"data.label_column: column {d.label_column!r} not in the {split} data; "
-            f"its columns are {', '.join(ds.column_names)}"
-        )
-    limit = d.max_train_samples if split == "train" else d.max_eval_samples
-    if d.sample_selection == "shuffled":
-        limit = None  # any row may be drawn
-    labels = column(ds, d.label_column)[:limit] if limit else column(ds, d.label_column)
-    n = recipe.model.num_labels or 2
-    bad = [(i, v) for i, v in enumerate(labels) if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n]
-    if bad:
-        i, v = bad[0]
-        raise DataError(
-            f"data.label_column: {split} row {i} has label {v!r}, outside 0..{n - 1} "
-            f"({len(bad)} bad row(s) in all); labels must be integers below model.num_labels={n}"
-        )
+def check_labels(recipe: Recipe, ds: Any, split: str) -> LabelSet | None:
+    """The labels of one split checked (column present, every label usable); None for other tasks."""
+    return infer_labels(recipe, {split: ds}) if recipe.task == "sequence_classification" else None

@@ -47,6 +47,7 @@ def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> DataRef:
         fingerprint=prepared.fingerprint, dir=str(prepared.dir), manifest=str(prepared.manifest_path),
         manifest_sha256=sha256_file(prepared.manifest_path), total_bytes=prepared.total_bytes,
         task=prepared.manifest.data.get("task"), splits={s: prepared.counts(s) for s in ("train", "validation")},
+        labels=prepared.manifest.data.get("labels"),
     )
     atomic_write_json(paths.data, ref.to_json())
     if not paths.has_tokenizer:

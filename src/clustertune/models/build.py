@@ -99,8 +99,10 @@ def model_positions(config: Any) -> int | None:
     return None
 
 
-def resolve_config(recipe: Recipe, tokenizer: Any | None = None) -> Any:
-    """The model config the run will use, with overrides applied (no weights loaded)."""
+def resolve_config(recipe: Recipe, tokenizer: Any | None = None, labels: dict[str, Any] | None = None) -> Any:
+    """The model config the run will use, with overrides applied (no weights loaded).
+    ``labels`` (classification: ``num_labels`` and ``names`` as the prepared data found them)
+    set the head's size and the config's ``id2label``/``label2id``."""
     m = recipe.model
     fresh = m.config is not None
     config = _config_from_source(m.config) if fresh else _pretrained_config(m.name_or_path or "")
@@ -112,7 +114,13 @@ def resolve_config(recipe: Recipe, tokenizer: Any | None = None) -> Any:
             if tid is not None:
                 setattr(config, attr, tid)
     if recipe.task == "sequence_classification":
-        config.num_labels = m.num_labels
+        n = (labels or {}).get("num_labels") or m.num_labels
+        if n is not None:
+            config.num_labels = int(n)
+        names = (labels or {}).get("names")
+        if names:
+            config.id2label = {i: str(name) for i, name in enumerate(names)}
+            config.label2id = {str(name): i for i, name in enumerate(names)}
         if tokenizer is not None and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = tokenizer.pad_token_id
     apply_config_overrides(config, m.config_overrides)

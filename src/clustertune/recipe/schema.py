@@ -57,7 +57,8 @@ class ModelSection(Section):
     """Vocabulary size when ``tokenizer: train``."""
 
     num_labels: int | None = Field(default=None, ge=2)
-    """Number of classes for ``sequence_classification``."""
+    """Number of classes for ``sequence_classification``; unset: inferred from the data (the
+    label names, or the largest integer label + 1)."""
 
     ignore_mismatched_sizes: bool = False
     """Pretrained weights whose shape no longer fits the model (``config_overrides`` that change
@@ -122,7 +123,14 @@ class DataSection(Section):
     """Column holding the text."""
 
     label_column: str = "label"
-    """Column holding integer class labels (``sequence_classification``)."""
+    """Column holding the class labels (``sequence_classification``): integers (used as the
+    class ids), a ``ClassLabel`` column (ids with names), or strings (names, given ids in sorted
+    order, as ``run_glue.py`` does). The names are saved in the model's config (``id2label``,
+    ``label2id``), so ``pipeline("text-classification")`` prints them."""
+
+    label_names: list[str] | None = None
+    """String labels: the class names in id order (``[negative, positive]``) instead of their
+    sorted order; every label in the data must be one of them."""
 
     block_size: int = Field(default=128, ge=2, le=2**20)
     """Causal LM: tokens per training block. The whole text is concatenated once and cut into
@@ -221,8 +229,16 @@ class TrainSection(Section):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
 
-    eval_every: int | None = Field(default=None, ge=1)
-    """Evaluate every N optimizer steps (and always at the end)."""
+    eval_every: int | Literal["epoch"] | None = None
+    """Evaluate every N optimizer steps, or ``epoch``: at the end of every epoch (and always at
+    the end of training)."""
+
+    metrics: list[str] = Field(default_factory=list)
+    """``sequence_classification``: metrics computed at each evaluation beside the loss and
+    accuracy: built-in names (``f1``, ``f1_macro``, ``precision``, ``recall``,
+    ``matthews_correlation``) or your own function as ``module:function``, called as
+    ``fn(predictions, labels)`` (integer numpy arrays of the whole evaluation set) and returning
+    a float or a dict of floats (logged as ``eval_<name>``)."""
 
     eval_at_start: bool = False
     """Evaluate once before the first step (step 0)."""
@@ -296,6 +312,15 @@ class TrainSection(Section):
     """How long a rank waits in a collective (a barrier, an all-reduce) before the job fails.
     Raise it when sealing large checkpoints on a slow shared filesystem takes longer."""
 
+    @field_validator("eval_every", mode="before")
+    @classmethod
+    def _steps_or_epoch(cls, value: Any) -> Any:
+        if value is None or value == "epoch":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("expected a number of steps (1 or more) or 'epoch'")
+        return value
+
     @property
     def effective_zero_stage(self) -> int:
         if self.zero_stage is not None:
@@ -307,6 +332,38 @@ class TrainSection(Section):
         if self.offload is not None:
             return self.offload
         return PRESETS[self.deepspeed_preset][1] if self.deepspeed_preset else "none"
+
+
+# Evaluation metrics computed from predictions and labels (train.metrics); accuracy always is.
+BUILTIN_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "precision", "recall", "matthews_correlation")
+
+
+def classification_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """Label and metric settings that need no data to be checked."""
+    out: list[tuple[str, str]] = []
+    t, d = recipe.train, recipe.data
+    cls = recipe.task == "sequence_classification"
+    if t.metrics and not cls:
+        out.append(("train.metrics", f"only for task sequence_classification (task is {recipe.task!r})"))
+    for i, name in enumerate(t.metrics):
+        if ":" in name:
+            module, _, attr = name.partition(":")
+            if not module or not attr:
+                out.append((f"train.metrics.{i}", f"{name!r} must look like module:function, e.g. my_metrics:score"))
+        elif name not in BUILTIN_METRICS:
+            out.append((f"train.metrics.{i}", f"unknown metric {name!r}: use one of {', '.join(BUILTIN_METRICS)} "
+                        "or your own function as module:function"))
+    if d.label_names is not None:
+        if not cls:
+            out.append(("data.label_names", f"only for task sequence_classification (task is {recipe.task!r})"))
+        elif len(set(d.label_names)) != len(d.label_names) or len(d.label_names) < 2:
+            out.append(("data.label_names", "needs two or more distinct names"))
+        elif recipe.model.num_labels is not None and recipe.model.num_labels != len(d.label_names):
+            out.append(("model.num_labels", f"{recipe.model.num_labels} contradicts data.label_names "
+                        f"({len(d.label_names)} names); drop model.num_labels"))
+    if t.eval_every == "epoch" and d.streaming:
+        out.append(("train.eval_every", "a stream has no epochs: give a number of steps"))
+    return out
 
 
 def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
@@ -548,8 +605,7 @@ class Recipe(Section):
         if self.task == "sft" and m.tokenizer == TOKENIZER_TRAIN:
             problems.append(("model.tokenizer", "task sft fine-tunes a base model with its own tokenizer; "
                              "'train' is for models trained from scratch"))
-        if self.task == "sequence_classification" and m.num_labels is None:
-            problems.append(("model.num_labels", "required for task sequence_classification"))
+        problems.extend(classification_problems(self))
         if self.launch.nodes > 1 and self.launch.backend == "local":
             problems.append(("launch.nodes", "more than one node needs launch.backend=slurm or launch.backend=ssh"))
         if self.launch.backend == "ssh" and not self.launch.cluster:

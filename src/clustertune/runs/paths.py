@@ -145,6 +145,11 @@ class RunPaths:
         return self.root / "tokenizer"
 
     @property
+    def evals(self) -> Path:
+        """``clustertune eval`` results, one JSON file each: ``<UTC time>-<what>.json``."""
+        return self.root / "evals"
+
+    @property
     def trackers(self) -> Path:
         """TensorBoard/W&B/MLflow output."""
         return self.root / "trackers"

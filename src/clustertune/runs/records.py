@@ -101,3 +101,5 @@ class DataRef(_Record):
     task: str | None = None
     splits: dict[str, Any] = Field(default_factory=dict)
     """Per split: examples and tokens."""
+    labels: dict[str, Any] | None = None
+    """Classification: ``num_labels`` and the class ``names`` (None for integer labels)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.runs.run import Run
+from clustertune.runs.evals import eval_lines
 from clustertune.runs.metrics_file import read_metrics
 
 
@@ -113,6 +114,7 @@ def show_text(run: Run) -> str:
         lines.append(f"eval @ {r['step']:<6} {figs}")
     if run.paths.model.is_dir():
         lines.append(f"model     {run.paths.model}")
+    lines.extend(eval_lines(run.paths))
     remote = info.remote or {}
     if remote.get("keep_on_cluster") and not run.paths.metrics.is_file():
         # Nothing came back: name where the results are, not a local path that does not exist.

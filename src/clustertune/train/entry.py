@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from clustertune.data.staging import open_run_data
+from clustertune.data.staging import open_run_data, read_run_data
 from clustertune.errors import DataError, UserError
 from clustertune.models.adapters import merge_adapter
 from clustertune.models.build import build_model, resolve_config
@@ -113,7 +113,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
     tok = run_tokenizer(paths)
-    config = resolve_config(recipe, tok)
+    config = resolve_config(recipe, tok, read_run_data(paths).labels)
     pad_vocab(config, vocab_multiple(recipe))
     set_seed(t.seed)
     model = build_model(recipe, config, tok)

@@ -25,6 +25,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train import memory
+from clustertune.train.cls_metrics import MetricFn, compute, metric_functions
 from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer
 from clustertune.train.strategies import Strategy
@@ -131,11 +132,19 @@ def token_shares(micro_batches: list[dict[str, torch.Tensor]], strategy: Strateg
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy) -> dict[str, float]:
-    """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy."""
+def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy,
+             metric_fns: list[MetricFn] | None = None) -> dict[str, float]:
+    """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy, and for
+    classification the ``metric_fns`` on the predictions and labels of the whole set."""
     model.eval()
     dev = strategy.device
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
+    collect = task == "sequence_classification" and bool(metric_fns)
+    # Predictions and labels at their sample's index (0 elsewhere): summed across ranks, each
+    # holds the whole set in the data's order.
+    preds = torch.zeros(len(arrays) if collect else 0, device=dev, dtype=torch.long)
+    refs = torch.zeros_like(preds)
+    seen = 0  # this rank's samples so far: its j-th is sample rank + j * world
     # Every rank runs the same number of batches (see eval_batches): padding rows carry label
     # -100 and a batch of padding only is run (a collective under sharding) but not counted.
     for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
@@ -148,13 +157,28 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
         sums[0] += out.loss.double() * n
         sums[1] += n
         if task == "sequence_classification":
-            sums[2] += (out.logits[:n].argmax(-1) == batch["labels"][:n]).sum()
+            predicted = out.logits[:n].argmax(-1)
+            sums[2] += (predicted == batch["labels"][:n]).sum()
+            if collect:
+                at = strategy.process_index + strategy.num_processes * torch.arange(seen, seen + n, device=dev)
+                preds[at], refs[at] = predicted, batch["labels"][:n]
+                seen += n
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
     loss = (sums[0] / sums[1]).item()
     if task in ("causal_lm", "sft"):
         return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 700.0))}
-    return {"eval_loss": loss, "eval_accuracy": (sums[2] / sums[1]).item()}
+    res = {"eval_loss": loss, "eval_accuracy": (sums[2] / sums[1]).item()}
+    if collect:
+        preds, refs = strategy.reduce(preds, reduction="sum"), strategy.reduce(refs, reduction="sum")
+        res.update(compute(metric_fns or [], preds.cpu().numpy(), refs.cpu().numpy()))
+    return res
+
+
+def eval_interval(recipe: Recipe, steps_per_epoch: int | None) -> int | None:
+    """Steps between evaluations: ``train.eval_every``, or an epoch's steps for ``epoch``."""
+    every = recipe.train.eval_every
+    return steps_per_epoch if every == "epoch" else every
 
 
 def train_loop(
@@ -187,6 +211,8 @@ def train_loop(
     peak = device_peak_flops(t.peak_flops)
     kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
     generation_check = make_generation_check(recipe, eval_arrays, paths.tokenizer, strategy)
+    metric_fns = metric_functions(t.metrics, getattr(strategy.unwrap(model).config, "num_labels", 2))
+    eval_every = eval_interval(recipe, batches.steps_per_epoch)
 
     step, pos = 0, Position()
     loss_sum = torch.zeros((), device=strategy.device)  # running loss, read at log intervals
@@ -210,7 +236,7 @@ def train_loop(
 
     def run_eval(at: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy)
+        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns)
         if generation_check is not None:
             res.update(generation_check(model))
         paused[0] += time.perf_counter() - t0
@@ -304,7 +330,7 @@ def train_loop(
                 n_since_log, t_log, steps_at_log = 0, now, step
                 paused[0] = 0.0
 
-            if t.eval_every and step % t.eval_every == 0 and step != steps:
+            if eval_every and step % eval_every == 0 and step != steps:
                 last_eval = run_eval(step)
             if t.save_every and step % t.save_every == 0 and step != steps:
                 save(step)

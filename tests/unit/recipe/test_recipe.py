@@ -78,8 +78,10 @@ def test_cross_field_checks() -> None:
     bad = with_(TINY_CAUSAL, model={"name_or_path": "gpt2"})  # both name_or_path and config
     with pytest.raises(RecipeError, match="set exactly one of model.name_or_path"):
         load_recipe(bad)
-    with pytest.raises(RecipeError, match="model.num_labels: required for task sequence_classification"):
-        load_recipe(TINY_CAUSAL, ["task=sequence_classification"])
+    # num_labels is inferred from the data when unset; label names are for classification only
+    assert load_recipe(TINY_CAUSAL, ["task=sequence_classification"]).model.num_labels is None
+    with pytest.raises(RecipeError, match="data.label_names: only for task sequence_classification"):
+        load_recipe(TINY_CAUSAL, ["data.label_names=[a, b]"])
     with pytest.raises(RecipeError, match="set exactly one of data.dataset and data.train_files"):
         load_recipe(TINY_CAUSAL, ["data.dataset=null"])
 

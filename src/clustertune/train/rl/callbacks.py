@@ -185,7 +185,7 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         if step % sample_every == 0:
             self.write_samples(model, step)
         every = self.recipe.train.eval_every
-        if every and step % every == 0 and step != state.max_steps:
+        if isinstance(every, int) and step % every == 0 and step != state.max_steps:
             self.evaluate(model, step)
         if self.kill_at and step == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume tests
@@ -196,6 +196,10 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             if step % self.recipe.train.log_every == 0 and step != state.max_steps and self.stop.agreed(self.trainer.accelerator):
                 self.stopped_by = self.stop.requested_by or "another rank"
                 control.should_save = True
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        if self.recipe.train.eval_every == "epoch" and state.global_step != state.max_steps:
+            self.evaluate(model, state.global_step)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.adopt(state.global_step, Path(args.output_dir) / f"checkpoint-{state.global_step}", state.max_steps)

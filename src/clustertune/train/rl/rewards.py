@@ -7,50 +7,21 @@ per step), so the runner can save a checkpoint and mark the run FAILED with that
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
-import sys
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from clustertune.errors import RewardError
 from clustertune.recipe.rl_schema import RewardSpec
+from clustertune.train.user_code import import_function
+from clustertune.train.user_code import user_traceback as _user_traceback
 
 
 def import_reward_function(spec: str, key: str) -> Callable[..., Any]:
     """``module:attr`` -> the callable; RewardError says which module and what sys.path was."""
-    module_name, _, attr = spec.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        # Users keep reward files next to their recipes, like `python -m` would find them.
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        shown = [p or "(current directory)" for p in sys.path]
-        raise RewardError(
-            f"{key}: cannot import module {module_name!r} for reward function {spec!r}: {exc}. "
-            f"Looked on sys.path = {shown}; put the module in the current directory or on PYTHONPATH"
-        ) from exc
-    except Exception as exc:  # the module itself failed while importing: the user's traceback
-        raise RewardError(f"{key}: importing {module_name!r} raised:\n{_user_traceback(exc)}") from exc
-    fn = getattr(module, attr, None)
-    if fn is None:
-        names = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
-        raise RewardError(f"{key}: module {module_name!r} has no attribute {attr!r}; its callables are {', '.join(names) or '(none)'}")
-    if not callable(fn):
-        raise RewardError(f"{key}: {spec!r} is a {type(fn).__name__}, not a function")
-    return fn
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` without our own frames in front of the user's code."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_globals.get("__name__", "").startswith(("clustertune.train.rl", "importlib")):
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+    return import_function(spec, key, "reward function", RewardError)
 
 
 def check_scores(scores: Any, n: int, name: str) -> list[float]:

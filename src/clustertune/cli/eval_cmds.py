@@ -1,0 +1,57 @@
+"""``eval``: a trained model's own metrics on any data, or lm-eval tasks; no training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from clustertune.errors import EvalError
+
+
+def eval_(
+    ref: str = typer.Argument(..., help="A run id (or unique prefix) or a model directory (save_pretrained)."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the data settings, "
+                                                     "e.g. data.text_column=body data.max_eval_samples=200"),
+    data: Optional[str] = typer.Option(None, "--data", help="What data.dataset takes (builtin:pydoc, a save_to_disk "
+                                       "dir, a hub name) or a local file; default: the run's validation split."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="lm-eval tasks, comma-separated (needs the "
+                                        "lm-eval extra of clustertune)."),
+    include_path: Optional[str] = typer.Option(None, "--include-path", help="lm-eval: a directory of your own task YAML files."),
+    limit: Optional[float] = typer.Option(None, "--limit", help="lm-eval: at most N examples per task (below 1: a fraction)."),
+    num_fewshot: Optional[int] = typer.Option(None, "--num-fewshot", help="lm-eval: few-shot examples per prompt."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N (default: a GPU if there is one)."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto | fp32 | bf16 | fp16 (auto: bf16 on GPUs that have it)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Examples per forward pass."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Also write the result (JSON) here."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
+) -> None:
+    """Evaluate a run or model directory: its own metrics (perplexity, accuracy, exact match) on
+    --data or its validation split, or lm-eval --tasks. A run's results go to its evals/."""
+    from clustertune.fsutil import atomic_write_json
+    from clustertune.runs.evals import format_metrics
+    from clustertune.use.evaluate import evaluate_lm_eval, evaluate_metrics
+
+    lm_only = [name for name, v in (("--include-path", include_path), ("--limit", limit),
+                                    ("--num-fewshot", num_fewshot)) if v is not None]
+    if tasks is None and lm_only:
+        raise EvalError(f"{', '.join(lm_only)} only go with --tasks (lm-eval)")
+    if tasks is not None and (data is not None or overrides):
+        raise EvalError("--tasks runs lm-eval's own data; --data and key=value overrides are for the model's own metrics")
+    if tasks is not None:
+        res = evaluate_lm_eval(ref, [t.strip() for t in tasks.split(",")], include_path=include_path, limit=limit,
+                               num_fewshot=num_fewshot, runs_root=runs_root, device=device, dtype=dtype,
+                               batch_size=batch_size)
+    else:
+        res = evaluate_metrics(ref, data=data, overrides=list(overrides or []), runs_root=runs_root,
+                               device=device, dtype=dtype, batch_size=batch_size)
+    if output is not None:
+        atomic_write_json(output, json.loads(json.dumps(res.payload, default=str)))
+    print(f"{res.target.label}: {res.kind} on {res.name}")
+    for key, value in res.metrics.items():
+        print(f"  {key:<28} {format_metrics({key: value}).split(' ', 1)[1]}")
+    where = [str(p) for p in (res.path, output) if p is not None]
+    if where:
+        print("written to " + ", ".join(where))
