@@ -137,7 +137,9 @@ def check_labels(recipe: Recipe, ds: Any, split: str) -> None:
     bad = [(i, v) for i, v in enumerate(labels) if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n]
     if bad:
         i, v = bad[0]
+        what = (f"{v!r}, a string" if isinstance(v, str) else f"{v!r}, not an integer"
+                if not isinstance(v, (int, np.integer)) or isinstance(v, bool) else f"{v!r}, outside 0..{n - 1}")
         raise DataError(
-            f"data.label_column: {split} row {i} has label {v!r}, outside 0..{n - 1} "
-            f"({len(bad)} bad row(s) in all); labels must be integers below model.num_labels={n}"
+            f"data.label_column: {split} row {i} has label {what} ({len(bad)} bad row(s) in all); labels must be "
+            f"integers below model.num_labels={n}, written as numbers in the data"
         )

@@ -110,6 +110,8 @@ class HostSpec:
         rest = text
         if "@" in rest:
             user, rest = rest.split("@", 1)
+            if not user:
+                raise ClusterError(f"host {text!r}: no user before '@'; write user@host, or just host")
         if rest.count(":") == 1:
             rest, port_text = rest.split(":")
             try:
