@@ -133,6 +133,22 @@ def bad_clusters_file(d: Path) -> list[str]:
     return ["cluster", "ls"]
 
 
+def clusters_file(content: bytes | str, *argv: str) -> Setup:
+    def setup(d: Path) -> list[str]:
+        (d / "cfg").mkdir()
+        write(d / "cfg" / "clusters.yaml", content)
+        return list(argv)
+    return setup
+
+
+def on_a_cluster(*argv: str) -> Setup:
+    """A command about a saved cluster of one host (never reached: the command stops first)."""
+    def setup(d: Path) -> list[str]:
+        assert main(["cluster", "add", "lc", "127.0.0.1"]) == 0
+        return [a.replace("{d}", str(d)) for a in argv]
+    return setup
+
+
 def symlink_loop(p: Path) -> None:
     os.symlink(p, p)
 
@@ -286,6 +302,12 @@ CASES: list[tuple[str, Setup, str]] = [
     ("rl-one-generation", grpo("rl.num_generations=1"), "rl.num_generations"),
     # runs: run, resume, show, status, logs, cancel
     ("run-without-recipe", command("run", "--no-progress"), "give a recipe"),
+    ("dry-run-secret-in-sbatch", lambda d: [*run("launch.backend=slurm", "launch.env={API_TOKEN: x}")(d), "--dry-run"],
+     "launch.env: API_TOKEN"),
+    ("dry-run-deepspeed-json-not-json", lambda d: [*run("train.strategy=deepspeed", f"train.deepspeed_config={write(d / 'ds.json', '{')}")(d),
+                                                   "--dry-run"], "ds.json' is not valid JSON"),
+    ("launch-dry-run-secret", command("launch", "launch.env={MY_SECRET: x}", "--dry-run", "--", "true"), "launch.env: MY_SECRET"),
+    ("logs-follow-nonexistent", command("logs", "nope-1", "--follow"), "no run 'nope-1' under"),
     ("resume-beside-a-recipe", command("run", "x.yaml", "--resume", "x"), "--resume takes only the run id"),
     ("resume-empty-id", command("run", "--resume", "", "--no-progress"), "--resume needs a run id"),
     ("resume-path-as-id", command("run", "--resume", "../x", "--no-progress"), "'../x' is not a run id"),
@@ -312,6 +334,18 @@ CASES: list[tuple[str, Setup, str]] = [
     ("cache-ls-root-a-file", lambda d: ["cache", "ls", "--cache-dir", str(write(d / "f", "x"))], "is not a directory"),
     ("cache-verify-root-a-file", lambda d: ["cache", "verify", "--cache-dir", str(write(d / "f", "x"))], "is not a directory"),
     ("prepare-no-workers", lambda d: ["prepare", recipe_file(d, TINY_CAUSAL), "--workers", "0"], "--workers"),
+    ("prepare-text-of-numbers", lambda d: ["prepare", *files([{"text": i} for i in range(50)])(d)[1:-1]], "holds numbers"),
+    ("prepare-cache-dir-a-file", lambda d: ["prepare", recipe_file(d, TINY_CAUSAL), "--cache-dir", str(write(d / "f", "x"))],
+     "set --cache-dir to a directory you can write"),
+    ("stage-destination-a-file", lambda d: ["stage", recipe_file(d, TINY_CAUSAL), str(write(d / "f", "x"))],
+     "stage destination {d}/f cannot be created"),
+    ("estimate-memory-unknown-gpu", lambda d: ["estimate-memory", recipe_file(d, TINY_CAUSAL), "--gpu", "H900"], "--gpu: unknown GPU 'H900'"),
+    ("estimate-memory-no-devices", lambda d: ["estimate-memory", recipe_file(d, TINY_CAUSAL), "--devices", "0"], "--devices"),
+    ("bench-size-unknown", command("bench", "--size", "huge"), "--size: 'huge' is not one of"),
+    ("bench-batch-not-numbers", command("bench", "--batch", "a,b"), "--batch: 'a,b'"),
+    ("bench-variant-unknown", command("bench", "--variants", "nope", "--size", "tiny"), "--variants: unknown nope"),
+    ("bench-steps-within-skip", command("bench", "--steps", "0", "--size", "tiny", "--variants", "clustertune"), "--steps (0) must be larger"),
+    ("bench-no-repeats", command("bench", "--repeats", "0", "--size", "tiny", "--variants", "clustertune"), "--repeats: at least 1"),
     ("fetch-without-store", lambda d: ["fetch", recipe_file(d, TINY_CAUSAL)], "--store"),
     # clusters
     ("host-with-a-space", command("cluster", "add", "c1", "bad host"), "host address 'bad host'"),
@@ -331,6 +365,23 @@ CASES: list[tuple[str, Setup, str]] = [
     ("exec-unknown-cluster", command("exec", "nocl", "--", "true"), "no cluster 'nocl'"),
     ("sync-unknown-cluster", command("sync", "nocl"), "no cluster 'nocl'"),
     ("clusters-file-malformed", bad_clusters_file, "clusters.yaml: not valid YAML"),
+    ("clusters-file-not-utf8", clusters_file(b"\xff\xfe", "cluster", "ls"), "clusters.yaml: not UTF-8 text"),
+    ("clusters-file-a-list", clusters_file("- a\n", "cluster", "ls"), "expected a mapping 'clusters:"),
+    ("cluster-without-hosts", clusters_file("clusters:\n  x:\n    hosts: []\n", "cluster", "check", "x"),
+     "clusters.x.hosts must be a non-empty list"),
+    ("cluster-host-unknown-key", clusters_file("clusters:\n  x:\n    hosts:\n      - {address: h, colour: red}\n",
+                                               "cluster", "check", "x"), "clusters.x.hosts[0]: unknown keys ['colour']"),
+    ("down-unknown-cluster", command("cluster", "down", "nocl"), "no cluster 'nocl'"),
+    ("gc-unknown-cluster", command("cluster", "gc", "nocl"), "no cluster 'nocl'"),
+    ("up-gpus-count-a-word", command("cluster", "up", "c9", "--gpus", "A10G:x"), "--gpus 'A10G:x' is not NAME[:COUNT]"),
+    ("up-autostop-a-word", command("cluster", "up", "c9", "--gpus", "A10G:1", "--autostop", "soon"), "--autostop 'soon'"),
+    ("up-no-nodes", command("cluster", "up", "c9", "--gpus", "A10G:1", "--nodes", "0"), "--nodes 0"),
+    ("exec-host-out-of-range", on_a_cluster("exec", "lc", "--host", "7", "--", "true"), "cluster 'lc' has no host 7"),
+    ("exec-host-unknown", on_a_cluster("exec", "lc", "--host", "10.9.9.9", "--", "true"), "has no host '10.9.9.9'"),
+    ("exec-negative-gpus", on_a_cluster("exec", "lc", "--gpus", "-1", "--", "true"), "gpus=-1"),
+    ("exec-workdir-missing", on_a_cluster("exec", "lc", "--workdir", "{d}/none", "--", "true"), "--workdir {d}/none: not a folder"),
+    ("exec-without-command", on_a_cluster("exec", "lc"), "Missing argument 'command'"),
+    ("sync-folder-missing", on_a_cluster("sync", "lc", "{d}/none"), "none: not a folder"),
     # launch (a user's own command)
     ("launch-no-command", command("launch", "launch.procs_per_node=1"), "give the command to run after `--`"),
     ("launch-empty-command", command("launch", "--"), "give the command to run after `--`"),
