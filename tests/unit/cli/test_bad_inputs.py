@@ -64,8 +64,12 @@ def files(content: Any, suffix: str = ".jsonl", base: dict[str, Any] = TINY_CAUS
 
 
 def chunked(content: Any, suffix: str = ".jsonl") -> Setup:
-    """Train and validation files read a chunk at a time: a local tokenizer, no tokenizer training."""
+    """Train and validation files read a chunk at a time: a local tokenizer directory (made here
+    from a few lines), so no tokenizer is trained on the files themselves."""
     def setup(d: Path) -> list[str]:
+        from clustertune.models.tokenizer import train_bpe
+
+        train_bpe([t["text"] for t in TEXTS], 300, classification=False, model_max_length=64).save_pretrained(str(d / "tok"))
         train = d / f"train{suffix}"
         if suffix == ".parquet":
             import pyarrow as pa
@@ -75,7 +79,7 @@ def chunked(content: Any, suffix: str = ".jsonl") -> Setup:
         else:
             write(train, content)
         val = write(d / "validation.jsonl", TEXTS[:5])
-        recipe = with_(TINY_CAUSAL, model={"tokenizer": str(TOKENIZER)},
+        recipe = with_(TINY_CAUSAL, model={"tokenizer": str(d / "tok")},
                        data={"dataset": None, "train_files": [str(train)], "validation_files": [str(val)]})
         return ["run", recipe_file(d, recipe), "--no-progress"]
     return setup
@@ -171,7 +175,6 @@ def two_train_files(d: Path) -> list[str]:
 
 TEXTS = [{"text": f"line {i} of some text to train on, long enough to fill a block or two"} for i in range(40)]
 LABELLED = [{"text": f"example {i}", "label": i % 2} for i in range(40)]
-TOKENIZER = Path()  # set by the module fixture below
 
 CASES: list[tuple[str, Setup, str]] = [
     # The recipe file itself
@@ -394,16 +397,6 @@ CASES: list[tuple[str, Setup, str]] = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _local_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A tokenizer directory, so the chunked cases read their files without training one."""
-    from clustertune.models.tokenizer import train_bpe
-
-    global TOKENIZER
-    TOKENIZER = tmp_path_factory.mktemp("tokenizer")
-    train_bpe([t["text"] for t in TEXTS], 300, classification=False, model_max_length=64).save_pretrained(str(TOKENIZER))
-
-
 @pytest.mark.parametrize(("setup", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str], setup: Setup, says: str) -> None:
@@ -420,10 +413,6 @@ def test_bad_input_exits_2_naming_it_and_writes_nothing(tmp_path: Path, monkeypa
     assert rc == 2, err
     assert says.replace("{d}", str(work)) in err and "Traceback" not in err, err
     assert tree_snapshot(work) == before  # no run directory, no saved config, no file changed
-
-
-def test_cases_take_different_paths() -> None:
-    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
 
 
 def test_a_tracker_that_is_not_installed_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
