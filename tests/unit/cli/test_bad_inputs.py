@@ -117,6 +117,23 @@ def with_runs(argv: Callable[[dict[str, str]], list[str]]) -> Setup:
     return setup
 
 
+def with_script_runs(argv: Callable[[dict[str, str]], list[str]]) -> Setup:
+    """A command about runs of a user's own command (`clustertune launch -- true`), by state -> id."""
+    def setup(d: Path) -> list[str]:
+        from clustertune.launch.command import create_run, load_launch
+        from clustertune.runs.state import RunState
+
+        ids = {}
+        for state in (RunState.COMPLETED, RunState.RUNNING):
+            r = create_run(load_launch(None, [], ["true"]), ["true"], d / "runs", ["test"])
+            r.start_attempt()  # this process's pid: alive, so a RUNNING one stays RUNNING
+            if state is not RunState.RUNNING:
+                r.transition(state)
+            ids[state.value] = r.id
+        return argv(ids)
+    return setup
+
+
 def grpo(*overrides: str) -> Setup:
     recipe = {"name": "g", "task": "rlhf", "data": {"dataset": "builtin:pydoc-prompts"}, "train": {"batch_size": 8, "max_steps": 2},
               "rl": {"algorithm": "grpo", "policy": "./no-policy-here", "rewards": [{"function": "clustertune.rewards:char_fraction"}]}}
@@ -394,6 +411,10 @@ CASES: list[tuple[str, Setup, str]] = [
     ("launch-resume-with-command", command("launch", "--resume", "x", "--", "true"), "--resume runs the run's own command"),
     ("launch-resume-dry-run", command("launch", "--resume", "x", "--dry-run"), "drop --resume"),
     ("launch-resume-nonexistent", command("launch", "--resume", "nope-1"), "no run 'nope-1' under"),
+    ("launch-resume-completed", with_script_runs(lambda r: ["launch", "--resume", r["COMPLETED"]]), "already COMPLETED"),
+    ("launch-resume-running", with_script_runs(lambda r: ["launch", "--resume", r["RUNNING"]]), "is still RUNNING"),
+    ("launch-resume-recipe-key", with_script_runs(lambda r: ["launch", "--resume", r["COMPLETED"], "train.lr=1"]),
+     "only launch.* keys may change"),
 ]
 
 
