@@ -187,6 +187,10 @@ def exec_(
     command = list(command)
     if command and command[0] == "--":  # click keeps the separator when options stop at NAME
         command = command[1:]
+    if workdir is not None and not workdir.is_dir():  # before any host is asked
+        from clustertune.errors import ClusterError
+
+        raise ClusterError(f"--workdir {workdir}: not a folder; give the local folder to send as the working directory")
     c = Cluster.named(name)
     nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
     run, answers = remote_exec(c, list(command), hosts=nodes, env=Env(requirements=tuple(env or ()), site_packages_from=site_packages_from),

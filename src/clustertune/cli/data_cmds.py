@@ -44,6 +44,17 @@ def _source(inputs: dict) -> str:
     return kind
 
 
+def _cache_root(cache_dir: Path | None) -> Path:
+    """The cache root ``cache ls|rm|verify`` look at; a file in its place is named, not taken for an empty cache."""
+    from clustertune.data.cache import cache_root
+
+    root = cache_root(None, cache_dir)
+    if root.exists() and not root.is_dir():
+        raise DataError(f"cache root {root} is not a directory; pass --cache-dir DIR (or set $CLUSTERTUNE_CACHE) "
+                        "to the directory that holds the prepared data")
+    return root
+
+
 def prepare(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
@@ -88,9 +99,9 @@ cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args
 def cache_ls(cache_dir: Optional[Path] = CacheDir,
              as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
-    from clustertune.data.cache import cache_root, list_entries
+    from clustertune.data.cache import list_entries
 
-    root = cache_root(None, cache_dir)
+    root = _cache_root(cache_dir)
     entries = list_entries(root)
     if as_json:
         print(json.dumps([_entry_record(m) for m in entries], indent=2))
@@ -124,9 +135,9 @@ def cache_rm(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
-    from clustertune.data.cache import cache_root, find_entries, list_entries, remove_entry
+    from clustertune.data.cache import find_entries, list_entries, remove_entry
 
-    root = cache_root(None, cache_dir)
+    root = _cache_root(cache_dir)
     if all_:
         targets = [m.dir for m in list_entries(root)]
     elif fingerprints:
@@ -143,10 +154,10 @@ def cache_verify(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
-    from clustertune.data.cache import cache_root, find_entries
+    from clustertune.data.cache import find_entries
     from clustertune.data.manifest import load_manifest
 
-    root = cache_root(None, cache_dir)
+    root = _cache_root(cache_dir)
     dirs = find_entries(root, fingerprints) if fingerprints else sorted(
         d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "tokenizers"
     ) if root.is_dir() else []

@@ -32,6 +32,8 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
 ) -> None:
     """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
+    if resume is not None and not resume.strip():
+        raise UserError("--resume needs a run id (`clustertune runs` lists them)")
     if resume is not None and recipe is not None and not all(o.startswith("launch.") for o in [recipe, *(overrides or [])]):
         # `clustertune run --resume ID` only; a recipe beside it is ambiguous.
         raise UserError("--resume takes only the run id: the run keeps its resolved recipe")

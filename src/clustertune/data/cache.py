@@ -305,7 +305,9 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DataError(f"data.cache_dir: cannot create the cache directory {root}: {exc.strerror or exc}") from exc
+        where = "--cache-dir" if cache_dir is not None else "data.cache_dir (or $CLUSTERTUNE_CACHE)"
+        raise DataError(f"data.cache_dir: cannot create the cache directory {root}: {exc.strerror or exc}; "
+                        f"set {where} to a directory you can write") from exc
     fp, inputs, tok, raw = _identify(recipe, root)
     final = root / fp
 

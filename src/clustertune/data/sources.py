@@ -60,6 +60,80 @@ def text_lines(text: str, keep_linebreaks: bool) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
 
+def _first_bad_utf8(path: Path) -> tuple[int, int] | None:
+    """(line, byte in that line), both from 1, of the first bytes of ``path`` that are not UTF-8."""
+    with path.open("rb") as fh:
+        for i, line in enumerate(fh, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return i, exc.start + 1
+    return None
+
+
+def not_utf8(path: Path, key: str) -> DataError:
+    """The error for a data file that is not UTF-8 text, naming where the first bad bytes are."""
+    where = _first_bad_utf8(path)
+    at = f" (line {where[0]}, byte {where[1]} of that line)" if where else ""
+    return DataError(f"{key}: {str(path)!r} is not UTF-8 text{at}; re-encode it as UTF-8 (e.g. "
+                     "`iconv -f latin1 -t utf-8 OLD > NEW`) and point the recipe at the new file")
+
+
+# What a file of each kind should look like, for a file that cannot be read as one.
+_SHAPE = {
+    ".jsonl": "one JSON object per line",
+    ".json": "a JSON array of objects, or one object per line",
+    ".csv": "a header row naming the columns, then one row per example",
+    ".parquet": "is it a parquet file, and complete?",
+}
+
+
+def _unreadable(path: Path, key: str, exc: Exception) -> DataError:
+    suffix = path.suffix.lower()
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    hint = ("a column whose values have different types in different rows?" if isinstance(exc, TypeError)
+            else _SHAPE[suffix] if suffix == ".parquet" else f"expected {_SHAPE[suffix]}" if suffix in _SHAPE else "")
+    return DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {first}" + (f" ({hint})" if hint else ""))
+
+
+def _no_examples(path: Path, key: str) -> DataError:
+    what = "is empty" if path.stat().st_size == 0 else "holds no example (blank lines only?)"
+    return DataError(f"{key}: {str(path)!r} {what}; give files that hold examples, or drop it from {key}")
+
+
+def text_type_problem(t: Any) -> str | None:
+    """Why a text column of Arrow type ``t`` holds no text to tokenize (None: it does)."""
+    import pyarrow as pa
+
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", bool)(t):
+        return None
+    if pa.types.is_null(t):
+        return "holds no text: every value is null"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return f"holds numbers ({t}), not text"
+    if pa.types.is_boolean(t):
+        return "holds true/false values, not text"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"holds lists ({t}), not text"
+    return f"holds {t} values, not text"
+
+
+def wrong_text_type(column: str, where: str, problem: str, names: list[str]) -> DataError:
+    others = [n for n in names if n != column]
+    return DataError(f"data.text_column: column {column!r} of {where} {problem}; set data.text_column to the "
+                     "column that holds the text" + (f" (the others: {', '.join(others)})" if others else ""))
+
+
+def check_text_column(ds: Any, column: str, where: str) -> None:
+    """DataError unless ``ds`` (a datasets.Dataset) has ``column`` holding text."""
+    if column not in ds.column_names:
+        raise DataError(f"data.text_column: column {column!r} not in the {where}; "
+                        f"its columns are {', '.join(ds.column_names)}")
+    problem = text_type_problem(ds.data.schema.field(column).type)
+    if problem:
+        raise wrong_text_type(column, f"the {where}", problem, list(ds.column_names))
+
+
 def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
     import pandas as pd
     from datasets import Dataset
@@ -75,9 +149,15 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
             import pyarrow.json as pj
 
             try:  # Arrow's reader: several times faster than pandas on large files
-                return Dataset(pj.read_json(path))
+                table = pj.read_json(path)
             except pa.ArrowInvalid:
-                pass  # mixed types and other oddities: pandas copes
+                table = None  # mixed types and other oddities: pandas copes
+            if table is not None:
+                try:
+                    table.validate(full=True)  # Arrow reads bytes that are not UTF-8 into its strings
+                except pa.ArrowInvalid as exc:
+                    raise not_utf8(path, key) from exc
+                return Dataset(table)
         if suffix in JSON_SUFFIXES:
             text = path.read_text(encoding="utf-8")
             lines = suffix == ".jsonl" or not text.lstrip().startswith("[")
@@ -88,9 +168,10 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
             import pyarrow.parquet as pq
 
             return Dataset(pq.read_table(path))
-    except (ValueError, TypeError, UnicodeDecodeError, OSError) as exc:  # Arrow's type errors are TypeErrors
-        raise DataError(f"{key}: cannot read {str(path)!r} as {suffix[1:]}: {exc} (a column whose values "
-                        "have different types in different rows?)") from exc
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, key) from exc
+    except (ValueError, TypeError, OSError) as exc:  # Arrow's type errors are TypeErrors
+        raise _unreadable(path, key, exc) from exc
     raise DataError(
         f"{key}: {str(path)!r} has an unsupported extension {suffix or '(none)'}; "
         f"use one of {', '.join(sorted(TABLE_SUFFIXES))}"
@@ -122,15 +203,23 @@ def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_byt
         if not p.is_file():
             raise DataError(not_a_file(p, key))
         suffix = p.suffix.lower()
+        rows = 0
         try:
             if suffix in TEXT_SUFFIXES:
-                yield from _text_file_chunks(p, chunk_bytes, keep_linebreaks)
+                chunks = _text_file_chunks(p, chunk_bytes, keep_linebreaks)
             elif suffix == ".jsonl":
-                yield from (_jsonl_chunks_arrow if arrow else _jsonl_chunks_python)(p, text_column, key, chunk_bytes)
+                chunks = (_jsonl_chunks_arrow if arrow else _jsonl_chunks_python)(p, text_column, key, chunk_bytes)
             else:
-                yield from _parquet_chunks(p, text_column, key, chunk_bytes)
-        except (UnicodeDecodeError, OSError) as exc:
-            raise DataError(f"{key}: cannot read {str(p)!r} as {suffix[1:]}: {exc}") from exc
+                chunks = _parquet_chunks(p, text_column, key, chunk_bytes)
+            for chunk in chunks:
+                rows += len(chunk)
+                yield chunk
+        except UnicodeDecodeError as exc:
+            raise not_utf8(p, key) from exc
+        except OSError as exc:
+            raise _unreadable(p, key, exc) from exc
+        if not rows:
+            raise _no_examples(p, key)
 
 
 def _no_column(key: str, p: Path, column: str, names: list[str]) -> DataError:
@@ -154,6 +243,9 @@ def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Ite
         reader = pj.open_json(p, read_options=pj.ReadOptions(block_size=max(chunk_bytes, 1 << 20)))
         if column not in reader.schema.names:
             raise _no_column(key, p, column, reader.schema.names)
+        problem = text_type_problem(reader.schema.field(column).type)
+        if problem:
+            raise wrong_text_type(column, f"{str(p)!r} ({key})", problem, reader.schema.names)
         for batch in reader:
             yield [as_text(t) for t in batch.column(column).to_pylist()]
     except pa.ArrowInvalid as exc:
@@ -164,6 +256,7 @@ def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> It
     import json
 
     seen = False
+    kinds: set[str] = set()  # the types of the column's values other than None
     with p.open(encoding="utf-8") as fh:
         start = 1
         while lines := fh.readlines(chunk_bytes):
@@ -177,11 +270,17 @@ def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> It
                     raise DataError(f"{key}: {str(p)!r} line {i} is not JSON: {exc}") from exc
                 row = row if isinstance(row, dict) else {}
                 seen = seen or column in row
+                if row.get(column) is not None:
+                    kinds.add(type(row[column]).__name__)
                 chunk.append(as_text(row.get(column)))
             start += len(lines)
             yield chunk
     if not seen:
         raise _no_column(key, p, column, [])
+    if "str" not in kinds:  # some values of other types among texts are read as their str
+        problem = (f"holds {' and '.join(sorted(kinds))} values, not text" if kinds
+                   else "holds no text: every value is null")
+        raise wrong_text_type(column, f"{str(p)!r} ({key})", problem, [])
 
 
 def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
@@ -194,6 +293,9 @@ def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterato
         raise DataError(f"{key}: cannot read {str(p)!r} as parquet: {exc}") from exc
     if column not in pf.schema_arrow.names:
         raise _no_column(key, p, column, pf.schema_arrow.names)
+    problem = text_type_problem(pf.schema_arrow.field(column).type)
+    if problem:
+        raise wrong_text_type(column, f"{str(p)!r} ({key})", problem, pf.schema_arrow.names)
     meta = pf.metadata
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     rows = max(1, meta.num_rows * chunk_bytes // max(1, size))  # rows of about chunk_bytes
@@ -208,12 +310,15 @@ def _read_files(files: list[str], key: str, keep_linebreaks: bool = True) -> tup
     for f in files:
         p = Path(f).expanduser()
         ds = _read_file(p, key, keep_linebreaks)
+        if len(ds) == 0:
+            raise _no_examples(p, key)
         parts.append(ds)
         st = p.stat()
         ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": sha256_file(p)})
     cols = {tuple(sorted(d.column_names)) for d in parts}
     if len(cols) > 1:
-        raise DataError(f"{key}: the files have different columns: {sorted(cols)}")
+        each = "; ".join(f"{f}: {', '.join(sorted(d.column_names))}" for f, d in zip(files, parts))
+        raise DataError(f"{key}: the files have different columns ({each}); give files with the same columns")
     return (parts[0] if len(parts) == 1 else concatenate_datasets(parts)), ident
 
 
@@ -296,11 +401,8 @@ def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
         # data.split_seed, not the training seed: changing train.seed keeps the validation set.
         train, val = carve_validation(train, d.validation_fraction, d.split_seed, d.validation_carve == "first")
     for split_name, ds in (("train", train), ("validation", val)):
-        if check_text and d.text_column not in ds.column_names:
-            raise DataError(
-                f"data.text_column: column {d.text_column!r} not in the {split_name} data; "
-                f"its columns are {', '.join(ds.column_names)}"
-            )
+        if check_text:
+            check_text_column(ds, d.text_column, f"{split_name} data")
     return RawData(train=train, validation=val, identity=ident, carved=carved)
 
 
@@ -329,9 +431,5 @@ def load_validation(d: DataSection) -> Any:
             f"data.streaming: the dataset has no {d.validation_split!r} split to evaluate on; set "
             "data.validation_split to one it has (a streamed corpus cannot carve one)"
         )
-    if d.text_column not in val.column_names:
-        raise DataError(
-            f"data.text_column: column {d.text_column!r} not in the validation data; "
-            f"its columns are {', '.join(val.column_names)}"
-        )
+    check_text_column(val, d.text_column, "validation data")
     return val

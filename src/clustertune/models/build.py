@@ -40,7 +40,7 @@ def _config_from_source(src: str) -> Any:
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise ModelError(f"model.config: directory {src!r} has no config.json")
-        return AutoConfig.from_pretrained(str(p))
+        return local_config(p, "model.config")
     if _is_pathish(src):
         raise ModelError(f"model.config: {src!r} does not exist")
     if src in CONFIG_MAPPING:
@@ -50,6 +50,19 @@ def _config_from_source(src: str) -> Any:
     raise ModelError(f"model.config: {src!r} is neither a model type known to transformers nor an existing path{hint}")
 
 
+def local_config(directory: Path, key: str) -> Any:
+    """The config of a local model directory; a config.json transformers cannot read (not JSON,
+    not UTF-8, an unknown model_type) is named with the key that points at it."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(directory))
+    except (OSError, ValueError, KeyError) as exc:  # transformers raises OSError for bad JSON, ValueError for a type
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{key}: {directory / 'config.json'} cannot be read as a model config ({first}); "
+                         "fix the file or save the model again with save_pretrained") from exc
+
+
 def _pretrained_config(name: str) -> Any:
     from transformers import AutoConfig
 
@@ -57,7 +70,7 @@ def _pretrained_config(name: str) -> Any:
     if p.exists():
         if not (p / "config.json").is_file():
             raise ModelError(f"model.name_or_path: {name!r} has no config.json; is it a save_pretrained directory?")
-        return AutoConfig.from_pretrained(str(p))
+        return local_config(p, "model.name_or_path")
     if _is_pathish(name):
         raise ModelError(f"model.name_or_path: directory {name!r} does not exist")
     try:
@@ -87,7 +100,15 @@ def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
         raise ModelError("model.config_overrides: " + ", ".join(f"{k}={overrides[k]}" for k in sizes)
                          + ": sizes and counts must be at least 1")
     for k, v in overrides.items():
-        setattr(config, k, v)
+        held = getattr(config, k, None)
+        wrong = isinstance(held, (int, float)) and not isinstance(held, bool) and isinstance(v, str)
+        try:
+            if wrong:  # configs that do not check types would fail later, deep inside the model
+                raise TypeError(f"a number is expected, got {v!r}")
+            setattr(config, k, v)
+        except Exception as exc:  # configs that check their fields' types raise their own error classes
+            raise ModelError(f"model.config_overrides.{k}: {v!r} does not fit this {config.model_type} config "
+                             f"attribute (it holds {type(held).__name__} values, e.g. {held!r})") from exc
 
 
 def model_positions(config: Any) -> int | None:

@@ -200,9 +200,9 @@ def _problems_from_validation(
                 f"known keys here: {', '.join(known)}" if known else None))
             problems.append(Problem(key=key, message="unknown key", file=where, line=line, hint=hint))
         elif e["type"] == "value_error" and not loc:
-            # Cross-field checks from Recipe._cross_field: "key: message; key: message".
+            # Cross-field checks from Recipe._cross_field: one "key: message" per line.
             text = str(e["msg"]).removeprefix("Value error, ")
-            for item in text.split("; "):
+            for item in text.splitlines():
                 k, _, msg = item.partition(": ")
                 problems.append(Problem(key=k, message=msg, file=where, line=lines.get(tuple(k.split(".")))))
         else:

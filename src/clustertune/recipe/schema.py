@@ -616,8 +616,9 @@ class Recipe(Section):
         problems.extend(launch_problems(self.launch))
         if problems:
             # Raised as ValueError so pydantic reports it beside the field errors; the loader
-            # turns the "key: message" text back into a Problem with that key.
-            raise ValueError("; ".join(f"{k}: {msg}" for k, msg in problems))
+            # turns each "key: message" line back into a Problem with that key (one per line:
+            # messages hold semicolons of their own).
+            raise ValueError("\n".join(f"{k}: {msg}" for k, msg in problems))
         return self
 
     @property

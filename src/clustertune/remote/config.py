@@ -110,6 +110,8 @@ class HostSpec:
         rest = text
         if "@" in rest:
             user, rest = rest.split("@", 1)
+            if not user:
+                raise ClusterError(f"host {text!r}: no user before '@'; write user@host, or just host")
         if rest.count(":") == 1:
             rest, port_text = rest.split(":")
             try:
@@ -148,6 +150,8 @@ def _load_all() -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ClusterError(f"{path}: not valid YAML ({exc}); fix or delete the file") from None
+    except UnicodeDecodeError as exc:
+        raise ClusterError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); fix or delete the file") from None
     clusters = data.get("clusters", {}) if isinstance(data, dict) else None
     if not isinstance(clusters, dict):
         raise ClusterError(f"{path}: expected a mapping 'clusters: {{NAME: {{hosts: [...]}}}}'")

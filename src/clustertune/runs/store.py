@@ -26,6 +26,9 @@ def runs_root(configured: str | os.PathLike[str] | None = None) -> Path:
 def list_runs(root: str | os.PathLike[str] | None = None) -> list[Run]:
     """All runs under the root, oldest first; killed local runs are reconciled to FAILED."""
     base = runs_root(root)
+    if base.exists() and not base.is_dir():
+        raise RunError(f"runs root {base} is not a directory; pass --runs-root DIR (or set $CLUSTERTUNE_RUNS) "
+                       "to the directory that holds the run directories")
     if not base.is_dir():
         return []
     out = []
