@@ -87,6 +87,20 @@ def test_the_streamer_shows_nothing_from_a_stop_string_on(plain_gen: Generator) 
     assert cut_answer("  Loops repeat.END!\nmore text", ["END!"]) == "Loops repeat."
 
 
+def test_a_template_file_whose_marker_is_plain_text_stops_on_the_spelled_marker(plain_gen: Generator,
+                                                                                 tmp_path: Path) -> None:
+    jinja = tmp_path / "turns.jinja"
+    jinja.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} END!\n{% endfor %}"
+                     "{% if add_generation_prompt %}assistant:{% endif %}")
+    gen = Generator(plain_gen.loaded, template=str(jinja))
+    assert gen.prompt_text("hi") == "user: hi END!\nassistant:"
+    assert gen.stops == ["END!"] and not gen._marker_is_token()  # so generate() gets it as a stop string
+    shown: list[str] = []
+    answer = gen.complete(["hi"], Sampling(temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=12, seed=2),
+                          write=shown.append)[0]
+    assert "END!" not in answer and "".join(shown) == answer
+
+
 def test_batches_are_left_padded_and_answer_as_one_prompt_at_a_time(chat_gen: Generator) -> None:
     prompts = ["hi", "Which keyword starts a loop? Answer in one word, please.", "Count to three."]
     greedy = Sampling(temperature=0, max_new_tokens=10)
