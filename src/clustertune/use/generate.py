@@ -175,7 +175,7 @@ class Generator:
     def _marker_is_token(self) -> bool:
         return bool(self.stops) and len(self.tokenizer(self.stops[0], add_special_tokens=False)["input_ids"]) == 1
 
-    def prompt_text(self, prompt: Prompt, system: str | None = None) -> str:
+    def prompt_text(self, prompt: Prompt) -> str:
         """What the model reads for ``prompt`` (a text, or a conversation of role/content turns)."""
         if self.renderer is None:
             if isinstance(prompt, list):
@@ -183,13 +183,11 @@ class Generator:
                                       + ("drop --raw" if self.raw else "this model has none; name one with "
                                          "--template chatml|llama3|FILE.jinja, or give {\"prompt\": TEXT}"))
             return prompt
-        messages = list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        if system and not any(m["role"] == "system" for m in messages):
-            messages.insert(0, {"role": "system", "content": system})
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         return self.renderer.render(messages, add_generation_prompt=True)
 
-    def encode(self, prompt: Prompt, system: str | None = None) -> list[int]:
-        text = self.prompt_text(prompt, system)
+    def encode(self, prompt: Prompt) -> list[int]:
+        text = self.prompt_text(prompt)
         # A rendered template carries its own special tokens (a BOS where it writes one).
         ids = self.tokenizer(text, add_special_tokens=not self.chat, verbose=False)["input_ids"]
         return [int(i) for i in ids]
@@ -238,9 +236,13 @@ class Generator:
         sampling.check()
         if batch_size < 1:
             raise GenerationError(f"--batch-size {batch_size}: use a positive count")
-        encoded = [self.encode(p) for p in prompts]
-        for ids in encoded:  # every prompt checked before any is answered
-            self.room(len(ids), sampling.max_new_tokens)
+        encoded = []
+        for n, p in enumerate(prompts, 1):  # every prompt checked before any is answered
+            try:
+                encoded.append(self.encode(p))
+                self.room(len(encoded[-1]), sampling.max_new_tokens)
+            except GenerationError as exc:
+                raise GenerationError(f"prompt {n} of {len(prompts)}: {exc}" if len(prompts) > 1 else str(exc)) from None
         seed(sampling.seed)
         step = 1 if write is not None else batch_size
         out: list[str] = []

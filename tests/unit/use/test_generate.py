@@ -204,9 +204,12 @@ def test_models_that_cannot_write_get_typed_errors(plain_base: Path, chat_base: 
 
         refuse_classifier(find_target(str(cls)))
     msgs = tmp_path / "m.jsonl"
-    msgs.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
-    assert main(["generate", str(plain_base), "--input", str(msgs), "--device", "cpu"]) == 2
-    assert "needs a chat template" in capsys.readouterr().err
+    msgs.write_text(json.dumps({"prompt": "hi"}) + "\n" + json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+                    + "\n")
+    out = tmp_path / "never.jsonl"
+    assert main(["generate", str(plain_base), "--input", str(msgs), "--output", str(out), "--device", "cpu"]) == 2
+    assert "error: prompt 2 of 2: a conversation" in (err := capsys.readouterr().err) and "needs a chat template" in err
+    assert not out.exists()  # nothing answered before every prompt was checked
     run_dir = tmp_path / "runs"
     Run.create(run_dir, "x", "causal_lm", None, ["clustertune"])
     shutil.rmtree(run_dir / "nosuch", ignore_errors=True)
