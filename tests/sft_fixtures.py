@@ -73,3 +73,32 @@ def sft_recipe(base: Path, train: Path, runs_root: Path | None = None, **data: A
     if runs_root is not None:
         r["tracking"] = {"runs_root": str(runs_root)}
     return r
+
+
+@pytest.fixture(scope="session")
+def chat_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny base with the ChatML template saved in its tokenizer, as an SFT run saves its
+    model; its weights drawn from a fixed seed, so what it writes is the same every session."""
+    import torch
+
+    from clustertune.data.templates import CHATML
+
+    torch.manual_seed(0)
+    return make_base(tmp_path_factory.mktemp("chat-base"), chat_template=CHATML)
+
+
+@pytest.fixture(scope="session")
+def plain_base(chat_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same model and tokenizer without a chat template (a pretrained base, not chat-tuned)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("plain-base")
+    for f in chat_base.iterdir():
+        if f.is_file():
+            shutil.copy2(f, out / f.name)
+    (out / "chat_template.jinja").unlink(missing_ok=True)
+    tok = AutoTokenizer.from_pretrained(str(out))
+    assert not tok.chat_template, "the copy still has a chat template"
+    return out

@@ -65,6 +65,10 @@ class ModelError(UserError):
     """A model or tokenizer that cannot be found or does not fit the recipe."""
 
 
+class GenerationError(UserError):
+    """A sampling setting, prompt or prompts file that generation cannot use; names the flag or line."""
+
+
 class RunError(UserError):
     """Unknown run ids, runs that cannot be resumed."""
 
