@@ -13,6 +13,7 @@ import typer
 from clustertune import __version__
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, launch_cmds, perf_cmds, run_cmds, runs_cmds,
                              start_cmds)
+from clustertune.cli import export_cmds
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -61,6 +62,7 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("cache", data_cmds.cache_app, {}),
     ("stage", data_cmds.stage, {}),
     ("fetch", data_cmds.fetch, {}),
+    ("export", export_cmds.export, {}),
     ("cluster", cluster_cmds.cluster_app, {}),
     ("cloud", cloud_cmds.cloud_app, {}),
     ("sync", cluster_cmds.sync, {}),

@@ -1,0 +1,42 @@
+"""``export``: a run's model as a directory other tools load, optionally pushed to the hub."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def export(
+    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", help="A run id (or unique prefix), or a model directory."),
+    to: Path = typer.Option(..., "--to", help="The directory to write (created; must not exist or be empty)."),
+    merge: bool = typer.Option(False, "--merge", help="An adapter run: merge the adapter into its base (a plain model)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="bf16|fp16|fp32",
+                                        help="Convert the weights (default: keep the trained dtype)."),
+    force: bool = typer.Option(False, "--force", help="Replace what is in --to."),
+    push: Optional[str] = typer.Option(None, "--push", metavar="REPO_ID",
+                                       help="Then upload it to this Hugging Face Hub model repository."),
+    token: Optional[str] = typer.Option(None, "--token", show_default=False,
+                                        help="Hub token for --push (default: $HF_TOKEN or `hf auth login`)."),
+    private: bool = typer.Option(False, "--private", help="With --push: create the repository private."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live "
+                                             "(default $CLUSTERTUNE_RUNS or ./runs)."),
+) -> None:
+    """Write a model directory that transformers.pipeline and serving engines load as is."""
+    from transformers.utils import logging as hf_logging
+
+    from clustertune.use.export import export_model
+
+    hf_logging.disable_progress_bar()  # one bar per weight load and save: noise here
+    done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push)
+    print(f"exported  {done.source} as a {done.kind} ({done.dtype})")
+    print(f"to        {done.path}")
+    print(f"files     {', '.join(done.files)}")
+    if push is None:
+        return
+    from clustertune.use.push import push_dir
+
+    pushed = push_dir(done.path, push, token=token or os.environ.get("HF_TOKEN") or None, private=private)
+    print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")
