@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -38,5 +37,5 @@ def export(
         return
     from clustertune.use.push import push_dir
 
-    pushed = push_dir(done.path, push, token=token or os.environ.get("HF_TOKEN") or None, private=private)
+    pushed = push_dir(done.path, push, token=token, private=private)
     print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")

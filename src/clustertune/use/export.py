@@ -75,6 +75,9 @@ def check_destination(to: Path, target: Target, force: bool) -> Path:
     for src in sources:
         if _inside(out, src) or _inside(src, out):
             raise ModelError(f"--to {to}: overlaps {src}, which the export reads; name a directory outside it")
+    if _inside(Path.cwd().resolve(), out) or out == Path.home().resolve():
+        raise ModelError(f"--to {to}: that is {'your home directory' if out == Path.home().resolve() else 'where you are'}"
+                         "; the export replaces the whole directory, so name a new one (e.g. ./my-model)")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ModelError(f"--to {to}: the directory exists and is not empty; name a new one, or pass --force "
                          "to replace it")

@@ -72,9 +72,9 @@ def _training_lines(recipe: Any) -> list[str]:
     lines = [f"- recipe `{recipe.name}`, task `{recipe.task}` ({_TASKS.get(recipe.task, recipe.task)})"]
     if m.name_or_path:
         lines.append(f"- started from {_shown(m.name_or_path)}")
-    else:
+    elif m.config:
         overrides = ", ".join(f"{k}={v}" for k, v in m.config_overrides.items())
-        lines.append(f"- built from the `{Path(m.config or '?').name}` config" + (f" ({overrides})" if overrides else "")
+        lines.append(f"- built from the `{Path(m.config).name}` config" + (f" ({overrides})" if overrides else "")
                      + ", weights initialised at random")
     if m.adapter is not None:
         a = m.adapter

@@ -19,14 +19,22 @@ from clustertune.errors import ModelError
 from clustertune.runs.run import Run
 from clustertune.use.export import export_model
 from tests.helpers import tree_snapshot
-from tests.sft_fixtures import MARKERS, arithmetic_rows, make_base, sft_recipe, write_jsonl
+from tests.sft_fixtures import MARKERS, arithmetic_rows, sft_recipe, write_jsonl
 
 SUMMARY = {"steps": 6, "final_eval": {"loss": 2.5021, "perplexity": 12.21}, "tokens_per_s": 812.4, "train_seconds": 3.2}
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_base(tmp_path_factory.mktemp("export-base") / "tiny-chat-base", chat_template=CHATML)
+def base(sft_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's tiny base (chat markers as tokens), with ChatML as its own template."""
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("export-base") / "tiny-chat-base"
+    shutil.copytree(sft_base, out)
+    tok = AutoTokenizer.from_pretrained(str(out))
+    tok.chat_template = CHATML
+    tok.save_pretrained(str(out))
+    return out
 
 
 def make_run(root: Path, base: Path, model_dir: Path) -> Run:
@@ -181,7 +189,7 @@ def test_an_adapter_run_exports_unmerged_and_merged_with_the_same_logits(base: P
 
 
 def test_destinations_that_cannot_be_used_are_typed_errors_and_failures_leave_nothing(
-        base: Path, adapter: Path, tmp_path: Path) -> None:
+        base: Path, adapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
@@ -194,6 +202,9 @@ def test_destinations_that_cannot_be_used_are_typed_errors_and_failures_leave_no
         export_model(str(base), base / "inside", force=True)
     with pytest.raises(ModelError, match="overlaps"):
         export_model(str(base), base.parent, force=True)
+    with monkeypatch.context() as m, pytest.raises(ModelError, match="where you are"):
+        m.chdir(busy)
+        export_model(str(base), tmp_path, force=True)
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ModelError, match="a file is there"):
         export_model(str(base), tmp_path / "a-file")
