@@ -199,6 +199,9 @@ def _set_generation_ids(model: Any, tokenizer: Any) -> None:
     """bos/eos/pad ids in ``generation_config.json`` from the tokenizer the model was trained
     with (a config built from scratch carries GPT-2's 50256, outside a small vocabulary)."""
     gen = model.generation_config
+    # Derived from the model's config, transformers may rebuild it from that config at
+    # generate time; these ids are the ones to use.
+    gen._from_model_config = False
     eos: list[int] = []
     for t in (tokenizer.eos_token_id, end_of_turn_id(tokenizer)):
         if t is not None and t not in eos:

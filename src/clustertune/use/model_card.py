@@ -19,6 +19,10 @@ from clustertune.use.load import Target, adapter_base
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TASKS = {"causal_lm": "causal language modelling", "sft": "supervised fine-tuning on conversations",
           "sequence_classification": "sequence classification", "rlhf": "reinforcement learning from feedback"}
+_WHAT = {"causal_lm": "A causal language model", "sft": "A chat model (supervised fine-tuning on conversations)",
+         "sequence_classification": "A sequence classifier", "rlhf": "A policy tuned with reinforcement learning"}
+_KINDS = {"model": "a full model", "adapter": "a PEFT adapter, loaded onto its base",
+          "merged model": "a full model: the adapter merged into its base"}
 
 
 def _is_hub_name(ref: str) -> bool:
@@ -109,6 +113,13 @@ def _results_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _base_ref(base: str | None) -> str:
+    """The base as the card's example names it: a hub name, or a placeholder for a local copy."""
+    if base and _is_hub_name(base):
+        return json.dumps(base)
+    return json.dumps(f"path/to/{Path(base).name if base else 'base-model'}") + "  # your copy of the base model"
+
+
 def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: bool) -> str:
     if kind == "adapter":
         auto = "AutoModelForSequenceClassification" if classifier else "AutoModelForCausalLM"
@@ -116,9 +127,9 @@ def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: 
             "```python\n"
             "from peft import PeftModel\n"
             f"from transformers import AutoTokenizer, {auto}\n\n"
-            f"base = {auto}.from_pretrained({base!r})\n"
-            f"model = PeftModel.from_pretrained(base, {load_from!r})\n"
-            f"tokenizer = AutoTokenizer.from_pretrained({load_from!r})\n"
+            f"base = {auto}.from_pretrained({_base_ref(base)})\n"
+            f"model = PeftModel.from_pretrained(base, {json.dumps(load_from)})\n"
+            f"tokenizer = AutoTokenizer.from_pretrained({json.dumps(load_from)})\n"
             "```\n\n"
             "`model.merge_and_unload()` gives a plain model (or export with `--merge`).\n"
         )
@@ -126,7 +137,7 @@ def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: 
         return (
             "```python\n"
             "from transformers import pipeline\n\n"
-            f"classify = pipeline(\"text-classification\", model={load_from!r})\n"
+            f"classify = pipeline(\"text-classification\", model={json.dumps(load_from)})\n"
             "print(classify(\"some text\"))  # [{'label': ..., 'score': ...}]\n"
             "```\n"
         )
@@ -134,7 +145,7 @@ def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: 
     return (
         "```python\n"
         "from transformers import pipeline\n\n"
-        f"generate = pipeline(\"text-generation\", model={load_from!r})\n"
+        f"generate = pipeline(\"text-generation\", model={json.dumps(load_from)})\n"
         f"print(generate({prompt}, max_new_tokens=64)[0][\"generated_text\"])\n"
         "```\n"
     )
@@ -155,13 +166,13 @@ def model_card(target: Target, out: Path, *, kind: str, dtype: str, load_from: s
         meta["base_model"] = base
     name = (recipe.name if recipe is not None else None) or Path(load_from).name
 
-    what = {"model": "A model", "adapter": "A PEFT adapter", "merged model": "A model with its adapter merged in"}[kind]
-    origin = f", on top of {_shown(base)}" if base else ""
+    origin = f", fine-tuned from {_shown(base)}" if base else ""
     parts = [
         "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n",
         f"# {name}\n",
-        f"{what} for {_TASKS.get(task, task)}{origin}, trained with clustertune"
-        + (f" (run `{target.run.id}`)" if target.run is not None else "") + f". Weights: {dtype}.\n",
+        f"{_WHAT.get(task, 'A model')}{origin}, trained with clustertune"
+        + (f" (run `{target.run.id}`)" if target.run is not None else "")
+        + f". Exported as {_KINDS[kind]}; weights in {dtype}.\n",
     ]
     if recipe is not None:
         parts.append("## Training\n\n" + "\n".join(_training_lines(recipe)) + "\n")
