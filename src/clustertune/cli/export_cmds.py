@@ -30,7 +30,8 @@ def export(
 
     hf_logging.disable_progress_bar()  # one bar per weight load and save: noise here
     done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push)
-    print(f"exported  {done.source} as a {done.kind} ({done.dtype})")
+    article = "an" if done.kind[0] in "aeiou" else "a"
+    print(f"exported  {done.source} as {article} {done.kind} ({done.dtype})")
     print(f"to        {done.path}")
     print(f"files     {', '.join(done.files)}")
     if push is None:

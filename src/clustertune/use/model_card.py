@@ -105,7 +105,7 @@ def _results_lines(summary: dict[str, Any]) -> list[str]:
         figures = ", ".join(f"{k} {_number(v)}" for k, v in final.items() if isinstance(v, (int, float)))
         if figures:
             lines.append(f"- final evaluation: {figures}")
-    facts = [(summary.get("steps"), "{} steps"), (summary.get("train_seconds"), "{:.0f} s of training"),
+    facts = [(summary.get("steps"), "{} steps"), (summary.get("train_seconds"), "{:.3g} s of training"),
              (summary.get("tokens_per_s"), "{:.0f} tokens/s")]
     done = ", ".join(fmt.format(v) for v, fmt in facts if isinstance(v, (int, float)))
     if done:
@@ -116,8 +116,8 @@ def _results_lines(summary: dict[str, Any]) -> list[str]:
 def _base_ref(base: str | None) -> str:
     """The base as the card's example names it: a hub name, or a placeholder for a local copy."""
     if base and _is_hub_name(base):
-        return json.dumps(base)
-    return json.dumps(f"path/to/{Path(base).name if base else 'base-model'}") + "  # your copy of the base model"
+        return json.dumps(base) + ")"
+    return json.dumps(f"path/to/{Path(base).name if base else 'base-model'}") + ")  # your copy of the base model"
 
 
 def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: bool) -> str:
@@ -127,7 +127,7 @@ def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: 
             "```python\n"
             "from peft import PeftModel\n"
             f"from transformers import AutoTokenizer, {auto}\n\n"
-            f"base = {auto}.from_pretrained({_base_ref(base)})\n"
+            f"base = {auto}.from_pretrained({_base_ref(base)}\n"
             f"model = PeftModel.from_pretrained(base, {json.dumps(load_from)})\n"
             f"tokenizer = AutoTokenizer.from_pretrained({json.dumps(load_from)})\n"
             "```\n\n"
