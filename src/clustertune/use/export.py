@@ -16,6 +16,7 @@ one step.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from clustertune.use.model_card import model_card
 EXPORT_DTYPES = ("bf16", "fp16", "fp32")
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+# Failures a user fixes at the destination: permissions, space, a file where a folder must be.
+_WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EEXIST}
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,9 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
                 d.rmdir()
             except OSError:
                 break
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
             raise ModelError(f"--to {to}: cannot write the export there ({exc.strerror or exc}); is "
-                             f"{out.parent} writable, with room to spare?") from exc
+                             f"{out.parent} a writable directory with room to spare?") from exc
         raise
     return Exported(path=out, kind=kind, dtype=written, source=target.label,
                     files=sorted(p.name for p in out.iterdir()))

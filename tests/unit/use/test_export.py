@@ -208,6 +208,8 @@ def test_destinations_that_cannot_be_used_are_typed_errors_and_failures_leave_no
     (tmp_path / "a-file").write_text("")
     with pytest.raises(ModelError, match="a file is there"):
         export_model(str(base), tmp_path / "a-file")
+    with pytest.raises(ModelError, match="a-file/sub: cannot write the export there.*writable directory"):
+        export_model(str(base), tmp_path / "a-file" / "sub")
 
     done = export_model(str(base), busy, force=True)  # replaced in one rename
     assert "keep.txt" not in done.files and "model.safetensors" in done.files
