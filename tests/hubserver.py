@@ -38,6 +38,7 @@ class FakeHub:
         self.requests: list[str] = []
         self.tokens: list[str] = []
         self.commits: list[dict[str, Any]] = []
+        self.created: dict[str, dict[str, Any]] = {}  # repo id -> the create request's payload
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -231,6 +232,7 @@ class FakeHub:
                     return self._send(409, json.dumps({"error": "You already created this model repo", "url": url}).encode(),
                                       {"X-Error-Message": "You already created this model repo"})
                 hub.repo_dir(kind, repo).mkdir(parents=True)
+                hub.created[repo] = payload
                 return self._json({"url": url, "name": repo, "id": hashlib.sha1(repo.encode()).hexdigest()[:24]})
 
             def do_GET(self) -> None:

@@ -71,6 +71,9 @@ def test_export_push_uploads_the_directory_intact_and_it_downloads_back(sft_base
         assert pushed.commit == hub.commit("models", "testorg/tiny-export")
         assert (hub.repo_dir("models", "testorg/tiny-export") / "notes.txt").read_text() == "second commit\n"
         assert hub.commits[-1]["files"] == ["notes.txt"]
+        assert hub.created["testorg/tiny-export"].get("visibility") is None
+        push_dir(tmp_path / "again", "testorg/private-one", token=TOKEN, endpoint=hub.url, private=True)
+        assert hub.created["testorg/private-one"]["visibility"] == "private"
 
         with pytest.raises(ModelError, match="refused the token.*HTTP 401") as refused:
             push_dir(tmp_path / "again", "testorg/other", token="hf_wrong_token_value", endpoint=hub.url)
