@@ -7,9 +7,12 @@ from typing import Optional
 
 import typer
 
+from clustertune.cli.completion import complete_run_id
+
 
 def export(
-    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", help="A run id (or unique prefix), or a model directory."),
+    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", autocompletion=complete_run_id,
+                              help="A run id (a unique prefix, or `last`: the newest run), or a model directory."),
     to: Path = typer.Option(..., "--to", help="The directory to write (created; must not exist or be empty)."),
     merge: bool = typer.Option(False, "--merge", help="An adapter run: merge the adapter into its base (a plain model)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", metavar="bf16|fp16|fp32",

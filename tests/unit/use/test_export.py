@@ -229,7 +229,7 @@ def test_destinations_that_cannot_be_used_are_typed_errors_and_failures_leave_no
 def test_the_cli_exports_and_bad_destinations_exit_2_without_a_traceback(
         base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = make_run(tmp_path / "runs", base, base)
-    assert main(["export", run.id, "--to", str(tmp_path / "out"), "--runs-root", str(tmp_path / "runs"),
+    assert main(["export", "last", "--to", str(tmp_path / "out"), "--runs-root", str(tmp_path / "runs"),
                  "--dtype", "bf16"]) == 0
     out = capsys.readouterr().out
     assert f"exported  run {run.id} as a model (bfloat16)" in out and "generation_config.json" in out
