@@ -11,8 +11,8 @@ from typing import Any
 import typer
 
 from clustertune import __version__
-from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, launch_cmds, perf_cmds, run_cmds,
-                             runs_cmds, start_cmds, use_cmds)
+from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
+                             run_cmds, runs_cmds, start_cmds, use_cmds)
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -64,6 +64,7 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("cache", data_cmds.cache_app, {}),
     ("stage", data_cmds.stage, {}),
     ("fetch", data_cmds.fetch, {}),
+    ("export", export_cmds.export, {}),
     ("cluster", cluster_cmds.cluster_app, {}),
     ("cloud", cloud_cmds.cloud_app, {}),
     ("sync", cluster_cmds.sync, {}),

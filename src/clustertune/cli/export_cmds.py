@@ -1,0 +1,45 @@
+"""``export``: a run's model as a directory other tools load, optionally pushed to the hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from clustertune.cli.completion import complete_run_id
+
+
+def export(
+    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", autocompletion=complete_run_id,
+                              help="A run id (a unique prefix, or `last`: the newest run), or a model directory."),
+    to: Path = typer.Option(..., "--to", help="The directory to write (created; must not exist or be empty)."),
+    merge: bool = typer.Option(False, "--merge", help="An adapter run: merge the adapter into its base (a plain model)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", metavar="bf16|fp16|fp32",
+                                        help="Convert the weights (default: keep the trained dtype)."),
+    force: bool = typer.Option(False, "--force", help="Replace what is in --to."),
+    push: Optional[str] = typer.Option(None, "--push", metavar="REPO_ID",
+                                       help="Then upload it to this Hugging Face Hub model repository."),
+    token: Optional[str] = typer.Option(None, "--token", show_default=False,
+                                        help="Hub token for --push (default: $HF_TOKEN or `hf auth login`)."),
+    private: bool = typer.Option(False, "--private", help="With --push: create the repository private."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live "
+                                             "(default $CLUSTERTUNE_RUNS or ./runs)."),
+) -> None:
+    """Write a model directory that transformers.pipeline and serving engines load as is."""
+    from transformers.utils import logging as hf_logging
+
+    from clustertune.use.export import export_model
+
+    hf_logging.disable_progress_bar()  # one bar per weight load and save: noise here
+    done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push)
+    article = "an" if done.kind[0] in "aeiou" else "a"
+    print(f"exported  {done.source} as {article} {done.kind} ({done.dtype})")
+    print(f"to        {done.path}")
+    print(f"files     {', '.join(done.files)}")
+    if push is None:
+        return
+    from clustertune.use.push import push_dir
+
+    pushed = push_dir(done.path, push, token=token, private=private)
+    print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")
