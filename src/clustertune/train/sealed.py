@@ -120,8 +120,18 @@ def signed_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
 
 def verified_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
     """``ckpt``'s state.json after checking its signature, then every file it lists against its
-    size and sha256; a CheckpointError names the checkpoint or the file that does not match."""
+    size and sha256, and that it holds no other file (libraries find some of theirs by name
+    pattern); a CheckpointError names the checkpoint or the file that does not match."""
     state = signed_state(ckpt, key)
+    listed = set(state.get("files", {}))
+    extra = sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*")
+                   if not p.is_dir() and str(p.relative_to(ckpt)) not in listed | {STATE, SIGNATURE})
+    if extra:
+        raise CheckpointError(
+            f"checkpoint {ckpt} holds file(s) its {STATE} does not list ({', '.join(extra[:5])}): they were added "
+            f"after it was sealed, and a loader could pick them up; remove them, or delete {ckpt} to resume from "
+            "an earlier checkpoint"
+        )
     for name, want in state.get("files", {}).items():
         f = ckpt / name
         if not f.is_file():

@@ -66,6 +66,15 @@ def test_files_rewritten_with_recomputed_digests_are_refused_before_any_is_opene
     assert "clustertune run --resume my-run --trust-checkpoint" in msg and f"delete {d}" in msg
 
 
+def test_a_file_added_beside_the_listed_ones_is_refused(saved) -> None:
+    # DeepSpeed finds its optimizer shards by name pattern: an unlisted file could be loaded.
+    _, d = saved
+    (d / "sub").mkdir()
+    (d / "sub" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").write_bytes(b"planted")
+    with pytest.raises(CheckpointError, match=r"does not list \(sub/zero_pp_rank_1_mp_rank_00_optim_states.pt\)"):
+        ckpt.verify_checkpoint(d)
+
+
 def test_an_unsigned_checkpoint_is_refused_with_how_to_accept_it(saved) -> None:
     _, d = saved
     (d / SIGNATURE).unlink()
