@@ -24,6 +24,15 @@ def _data_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The client identity key (and the checkpoint key derived from it) of this test session,
+    never the user's ~/.config/clustertune; the runs' subprocesses inherit it."""
+    root = tmp_path_factory.mktemp("ct-config")
+    os.environ["CLUSTERTUNE_CONFIG_DIR"] = str(root)
+    return root
+
+
 @pytest.fixture
 def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"

@@ -35,6 +35,7 @@ def run(
     runs_root_dir: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
     command: list[str] | None = None,
+    trust_checkpoint: bool = False,
 ) -> Run:
     """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id.
 
@@ -47,7 +48,10 @@ def run(
     if resume is not None:
         if source is not None or overrides:
             raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
-        return launch(None, resume=resume, runs_root_dir=runs_root_dir, command=command, show_progress=show_progress)
+        return launch(None, resume=resume, runs_root_dir=runs_root_dir, command=command, show_progress=show_progress,
+                      trust_checkpoint=trust_checkpoint)
+    if trust_checkpoint:
+        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
     if isinstance(source, Recipe):
         recipe = source if not overrides else load_recipe(source.to_plain(), overrides)
     elif source is None:

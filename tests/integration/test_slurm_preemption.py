@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from clustertune.identity import derived_checkpoint_key
 from clustertune.launch import job_for
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
-from tests.helpers import TINY_CAUSAL, read_jsonl, wait_for_step, with_
+from tests.helpers import TINY_CAUSAL, read_jsonl, tree_snapshot, wait_for_step, with_
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
@@ -39,6 +40,11 @@ def test_usr2_checkpoints_requeues_and_resumes_to_the_same_loss(runs_root: Path)
     assert second.resumed_from == f"step-{stop_step:08d}" and second.job_id == first.job_id
     batch_log = job.logs()
     assert "received SIGUSR2" in batch_log and "requeue:" in batch_log and "restart 1" in batch_log
+    # The requeued job checked the checkpoint's signature with the key the job's environment
+    # carried; no file of the run (the batch script included) holds that key.
+    key = derived_checkpoint_key().hex().encode()
+    assert (run.paths.checkpoint(stop_step) / "state.sig").is_file()
+    assert not [name for name, data in tree_snapshot(run.paths.root).items() if key in data]
 
     # No step lost or repeated, and the same numbers as a run that was never interrupted.
     rows = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from clustertune.identity import derived_checkpoint_key
 from tests.helpers import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
 
 STEPS = 40
@@ -94,14 +95,19 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     assert "COMPLETED" in cli("status", run_id).stdout
     # Each host holds one copy of the prepared data and of the code snapshot, in its own root.
     fp = json.loads((run_dir / "data.json").read_text())["fingerprint"]
+    # The checkpoint key travelled the same way: the hosts signed the checkpoints this client
+    # resumed from (verified above), and no file on either side holds the key.
+    ckpt_key = derived_checkpoint_key().hex().encode()
+    kept = list((run_dir / "checkpoints").glob("step-*"))
+    assert kept and all((p / "state.sig").is_file() for p in kept)
     for h in sshd_service.hosts:
         root = h.root / tmp_path.name
         assert (root / "data" / fp / "manifest.json").is_file()
         assert len(list((root / "code").glob("clustertune-*"))) == 1
         assert (root / "train" / run_id / "recipe.yaml").is_file()
         # The pass-through secret reached the hosts through stdin only: no file holds it.
-        assert not [name for name, data in tree_snapshot(root).items() if SECRET.encode() in data]
-    assert not [name for name, data in tree_snapshot(run_dir).items() if SECRET.encode() in data]
+        assert not [name for name, data in tree_snapshot(root).items() if SECRET.encode() in data or ckpt_key in data]
+    assert not [name for name, data in tree_snapshot(run_dir).items() if SECRET.encode() in data or ckpt_key in data]
 
 
 def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):

@@ -30,6 +30,10 @@ def run(
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
+    trust_checkpoint: bool = typer.Option(
+        False, "--trust-checkpoint",
+        help="With --resume: sign the run's newest checkpoint with your key when it is unsigned or signed with "
+             "another key (you vouch for its files), instead of refusing it."),
 ) -> None:
     """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
     if resume is not None and not resume.strip():
@@ -39,7 +43,9 @@ def run(
         raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
     if resume is None and recipe is None:
         raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
-    _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress)
+    if trust_checkpoint and (resume is None or dry_run):
+        raise UserError("--trust-checkpoint goes with --resume RUN_ID (it signs the checkpoint that run resumes from)")
+    _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress, trust_checkpoint)
 
 def validate(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
@@ -88,7 +94,7 @@ def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped 
 
 
 def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
-             dry_run: bool, progress: bool) -> None:
+             dry_run: bool, progress: bool, trust_checkpoint: bool = False) -> None:
     """Where and how it runs is decided by the library (``launch``); this prints the outcome."""
     from clustertune.launch import submit
 
@@ -110,7 +116,8 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         return
     r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
                       runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
-                      announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress)
+                      announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress,
+                      trust_checkpoint=trust_checkpoint)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return

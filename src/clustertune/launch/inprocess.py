@@ -34,6 +34,7 @@ from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import execute
 from clustertune.train.metrics import check_trackers
 from clustertune.train.precision import mixed_precision
+from clustertune.train.sealed import accept_for_resume
 from clustertune.train.stop import STOP_SIGNALS, StopFlag
 from clustertune.train.strategies.zero import check_strategy
 
@@ -120,14 +121,15 @@ def _attach_log(run: Run) -> list[logging.Handler]:
     return [fh, sh]
 
 
-def resume_target(run: Run) -> Path | None:
-    """Latest complete checkpoint of ``run``, verified; None when it has none."""
+def resume_target(run: Run, trust_checkpoint: bool = False) -> Path | None:
+    """Latest complete checkpoint of ``run``, verified (``trust_checkpoint``: signed first when
+    it is not, on the user's word); None when it has none."""
     run.check_resumable()
-    found = ckpt.list_checkpoints(run.paths)
-    if not found:
+    newest = accept_for_resume(run.paths, trust_checkpoint)
+    if newest is None:
         return None
-    ckpt.verify_checkpoint(found[-1])  # a corrupt one stops here, before anything changes
-    return found[-1]
+    ckpt.verify_checkpoint(newest)  # an unsigned or corrupt one stops here, before anything changes
+    return newest
 
 
 def _execute_stoppable(recipe: Recipe, run: Run, resume_from: Path | None, show_progress: bool) -> str | None:
@@ -150,13 +152,13 @@ def _execute_stoppable(recipe: Recipe, run: Run, resume_from: Path | None, show_
 
 
 def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, show_progress: bool,
-                     command: list[str]) -> Run:
+                     command: list[str], trust_checkpoint: bool = False) -> Run:
     """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
     last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
     traceback in run.json) and raises."""
     if existing is None:
         check_runs_root(runs_root)  # before any data is prepared
-    resume_from = resume_target(existing) if existing is not None else None
+    resume_from = resume_target(existing, trust_checkpoint) if existing is not None else None
     if resume_from is not None:
         check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
     checked = preflight(recipe)

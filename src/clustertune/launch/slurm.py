@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
+from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.plan import (SITE_DEFAULT_KEYS, LaunchPlan, entry_args, per_node_args, shell_expanding_quote,
                                      torchrun_args)
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
@@ -272,7 +273,12 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     script = Path(plan.run_dir) / SCRIPT_NAME
     script.write_text(render_sbatch(plan), encoding="utf-8")
     # The job's environment is this one (--export=ALL): a command's attempts count on from here.
-    out = _run(sbatch_argv(plan, script), env={**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)})
+    env = {**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)}
+    if not plan.command:
+        # The ranks sign the run's checkpoints and check them before loading with this user's
+        # checkpoint key: it travels as launch.env_passthrough values do, never in the script.
+        env[CHECKPOINT_KEY_ENV] = checkpoint_key().hex()
+    out = _run(sbatch_argv(plan, script), env=env)
     if out.returncode != 0:
         msg = (out.stderr or out.stdout).strip()
         run.transition(RunState.FAILED, reason=f"sbatch rejected the job: {msg}")

@@ -27,6 +27,7 @@ from typing import Any
 from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
+from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.remote.cluster import EXIT_MISSING, Cluster
@@ -219,6 +220,10 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         cwd = abs_rdir
+        if not plan.command:
+            # The ranks sign the run's checkpoints, and check them before loading, with this
+            # user's checkpoint key (on stdin like the secrets above; never stored on the host).
+            runtime[CHECKPOINT_KEY_ENV] = ckpt_key
         if plan.command:
             cwd = workdirs[i]
             runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(run.attempts)),
@@ -240,6 +245,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
 
     env = _env_for(plan, launch)
+    ckpt_key = checkpoint_key().hex()
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             answers = list(pool.map(start, nodes))

@@ -28,6 +28,7 @@ from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
+from clustertune.train.sealed import accept_for_resume
 
 log = logging.getLogger("clustertune")
 
@@ -145,7 +146,7 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
            announce: Announce | None = None, user_command: list[str] | None = None,
-           show_progress: bool = True) -> Run:
+           show_progress: bool = True, trust_checkpoint: bool = False) -> Run:
     """Create (or resume) a run and start it through its backend.
 
     ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
@@ -157,13 +158,19 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     and wait for the ranks. SLURM: returns once submitted
     (the run is PENDING; `clustertune status RUN_ID` follows it). On resume, ``overrides`` may
     change only ``launch.*`` keys (e.g. another world size); the data position carries over.
+    A checkpoint that is not signed with this user's key is refused before anything changes;
+    ``trust_checkpoint`` signs it instead (the user vouches for its files).
     """
+    if trust_checkpoint and (resume is None or user_command is not None):
+        raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
         run = get_run(resume, runs_root_dir)
         bad = [o for o in overrides or [] if not o.strip().startswith("launch.")]
         if bad:
             raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
         if run.paths.is_command:
+            if trust_checkpoint:
+                raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
             # The same command again, as the next attempt, under its launch section (+ overrides).
             run.check_resumable()
             user_command = read_command(run.paths)
@@ -178,10 +185,12 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         if not (needs_launcher(recipe) or needs_launcher(started_with)):
             if overrides:
                 raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-            return _in_process(recipe, run, runs_root_dir, show_progress, command)
+            return _in_process(recipe, run, runs_root_dir, show_progress, command, trust_checkpoint)
         run.check_resumable()
         if run.info.backend == "ssh" and run.info.remote is not None:
             before_resume(run)
+        # The signature only (state.json): every rank checks each file's digest before loading.
+        accept_for_resume(run.paths, trust_checkpoint)
         run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
         run.set_backend(recipe.launch.backend)
     else:
@@ -196,7 +205,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
                               "a recipe always runs under torchrun")
         recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
         if not needs_launcher(recipe):
-            return _in_process(recipe, None, runs_root_dir, show_progress, command)
+            return _in_process(recipe, None, runs_root_dir, show_progress, command, False)
         # Problems found without heavy imports fail here, before any run directory exists;
         # the ranks check the model and data themselves (their errors land in run.json).
         check_trackers(list(recipe.tracking.trackers))
@@ -230,9 +239,10 @@ def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str 
 
 
 def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,
-                show_progress: bool, command: list[str] | None) -> Run:
+                show_progress: bool, command: list[str] | None, trust_checkpoint: bool) -> Run:
     # Imported here: in-process training imports torch, which a launching process never needs.
     from clustertune.launch.inprocess import train_in_process
 
     return train_in_process(recipe, existing=existing, runs_root=runs_root(runs_root_dir or recipe.tracking.runs_root),
-                            show_progress=show_progress, command=command or list(sys.argv))
+                            show_progress=show_progress, command=command or list(sys.argv),
+                            trust_checkpoint=trust_checkpoint)

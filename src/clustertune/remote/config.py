@@ -2,17 +2,15 @@
 
 ``$CLUSTERTUNE_CONFIG_DIR`` (default ``$XDG_CONFIG_HOME/clustertune`` or
 ``~/.config/clustertune``) holds ``clusters.yaml`` and ``identity.key``. Both are written with
-mode 0600: the identity key signs what this client stores on remote hosts, so that results are
-only ever unpickled from run keys this client created.
+mode 0600: the identity key (``clustertune.identity``) signs what this client stores on remote
+hosts, so that results are only ever unpickled from run keys this client created.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
-import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,20 +19,14 @@ import yaml
 
 from clustertune.errors import ClusterError
 from clustertune.fsutil import atomic_write_text
+# The identity key lives below the layers that use it (the node side checks checkpoints with it).
+from clustertune.identity import config_dir, identity_key
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Addresses and users end up as ssh arguments: a leading "-" would be read as an option.
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$|^\[?[0-9A-Fa-f:]+\]?$")
 _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 DEFAULT_ROOT = ".clustertune"  # relative to the login directory on the host
-
-
-def config_dir() -> Path:
-    env = os.environ.get("CLUSTERTUNE_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".config") / "clustertune"
 
 
 def clusters_file() -> Path:
@@ -209,39 +201,6 @@ def remove_cluster(name: str) -> None:
 
 
 # -- client identity -----------------------------------------------------------------------
-
-
-def identity_key() -> bytes:
-    """This client's secret (created on first use, mode 0600). It never leaves this machine:
-    remote processes only get per-run keys derived from it."""
-    path = config_dir() / "identity.key"
-    if not path.is_file():
-        _create_once(path, secrets.token_hex(32) + "\n")
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise ClusterError(f"{path} is readable by others (mode {mode:o}); `chmod 600 {path}`")
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except ValueError:
-        raise ClusterError(f"{path} is not a clustertune identity key; delete it to create a new one") from None
-
-
-def _create_once(path: Path, text: str) -> None:
-    """Write ``path`` (mode 0600) unless it exists: the complete file is linked into place,
-    which fails when another process got there first, so concurrent first uses share one key."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.link(tmp, path)
-    except FileExistsError:
-        pass  # another process created it first: use theirs
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def run_secret(run_key: str) -> str:

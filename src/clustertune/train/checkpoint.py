@@ -9,6 +9,9 @@ file against ``state.json`` and names the one that does not match.
 Checkpoints travel between hosts, so nothing in one may run code when it is loaded: the files
 written here (optimizer, scheduler, scaler and RNG states) hold only tensors and plain values
 and are read with ``torch.load(weights_only=True)``; one that holds anything else is refused.
+The files libraries pickle by design (DCP metadata under FSDP, DeepSpeed's state files) are
+covered by the signature: ``state.sig`` signs state.json with the user's checkpoint key, and no
+file is opened before the signature and its digest are checked (see ``sealed``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from clustertune.fsutil import free_mb, is_no_space, sha256_file
 from clustertune.errors import CheckpointError, DiskFullError
 from clustertune.models.adapters import adapter_record, check_resume
 from clustertune.runs.paths import RunPaths
+# Listing and signatures live in sealed (no torch: launchers use them); callers reach them here too.
+from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verified_state
 
 FORMAT = 1
-STATE = "state.json"
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
 SCHEDULER = "scheduler.pt"
@@ -275,22 +279,15 @@ def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: 
     files.update({str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in written})
     files = dict(sorted(files.items()))
     state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
-    (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    for p in [*written, tmp / STATE]:  # data on disk before the rename makes the directory visible
+    state_bytes = (json.dumps(state, indent=2) + "\n").encode("utf-8")
+    (tmp / STATE).write_bytes(state_bytes)
+    signature = sign_state(tmp, state_bytes)  # covers every file through its sha256
+    for p in [*written, tmp / STATE, signature]:  # data on disk before the rename makes the directory visible
         with p.open("rb") as fh:
             os.fsync(fh.fileno())
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-
-
-def list_checkpoints(paths: RunPaths) -> list[Path]:
-    """Complete checkpoints (renamed into place, state.json present), oldest first. Temporary
-    and half-removed directories are never listed."""
-    if not paths.checkpoints.is_dir():
-        return []
-    return sorted(p for p in paths.checkpoints.iterdir()
-                  if p.is_dir() and p.name.startswith("step-") and (p / STATE).is_file())
 
 
 def _remove(d: Path) -> None:
@@ -324,27 +321,12 @@ def clean_stale(paths: RunPaths) -> list[str]:
     return sorted(p.name for p in stale)
 
 
-def verify_checkpoint(ckpt: Path) -> dict[str, Any]:
-    """state.json of ``ckpt`` after checking every file it lists; CheckpointError names the bad file."""
-    state_file = ckpt / STATE
-    try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {ckpt} is incomplete: {state_file} is missing") from None
-    except ValueError as exc:
-        raise CheckpointError(f"checkpoint file {state_file} is corrupt (not JSON: {exc})") from exc
-    files = state.get("files", {})
-    for name, want in files.items():
-        f = ckpt / name
-        if not f.is_file():
-            raise CheckpointError(f"checkpoint file {f} is missing")
-        if f.stat().st_size != want["bytes"] or sha256_file(f) != want["sha256"]:
-            raise CheckpointError(
-                f"checkpoint file {f} is corrupt (size or sha256 differs from {state_file}); "
-                f"delete {ckpt} to resume from an earlier checkpoint"
-            )
+def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
+    """state.json of ``ckpt`` after checking its signature and then every file it lists, before
+    any of them is opened; CheckpointError names the checkpoint or the bad file."""
+    state = verified_state(ckpt, key)
     if state.get("kind") != "trl":  # an RL checkpoint is the trainer's own directory
-        check_tensor_files(ckpt, list(files))
+        check_tensor_files(ckpt, list(state.get("files", {})))
     return state
 
 

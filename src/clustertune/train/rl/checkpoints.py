@@ -4,8 +4,9 @@ TRL's trainers (through transformers' Trainer) save everything a resume needs: w
 optimizer, scheduler, RNG per rank, trainer state with the data position. They write it into a
 scratch directory inside the run; adopting it moves the directory under a temporary name next
 to the run's checkpoints, adds the resolved recipe and a ``state.json`` listing every file with
-its size and sha256, and renames it to ``checkpoints/step-XXXXXXXX``, exactly like a supervised
-checkpoint. ``verify_checkpoint`` and ``--resume`` therefore treat both kinds the same way, and
+its size and sha256, signs it (``state.sig``), and renames it to ``checkpoints/step-XXXXXXXX``,
+exactly like a supervised checkpoint. ``verify_checkpoint`` and ``--resume`` therefore treat
+both kinds the same way (the trainer reads its files only after they passed), and
 ``from_pretrained`` and ``Trainer.train(resume_from_checkpoint=...)`` read the step directory
 as it is.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from clustertune.fsutil import sha256_file
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
+from clustertune.train.sealed import sign_state
 
 SCRATCH = ".trainer"
 KIND = "trl"
@@ -45,7 +47,9 @@ def adopt_checkpoint(paths: RunPaths, src: Path, step: int, meta: dict[str, Any]
     files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
              for p in sorted(tmp.rglob("*")) if p.is_file()}
     state = {"format": ckpt.FORMAT, "kind": KIND, "step": step, "saved_at": time.time(), "files": files, **meta}
-    (tmp / ckpt.STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    state_bytes = (json.dumps(state, indent=2) + "\n").encode("utf-8")
+    (tmp / ckpt.STATE).write_bytes(state_bytes)
+    sign_state(tmp, state_bytes)  # the trainer's files are pickles: nothing loads them unsigned
     for p in tmp.rglob("*"):  # data on disk before the rename makes the directory visible
         if p.is_file():
             with p.open("rb") as fh:

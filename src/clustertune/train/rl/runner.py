@@ -24,6 +24,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
+from clustertune.train import checkpoint as ckpt
 from clustertune.train.metrics import flat_config, tracker_env, truncate_after
 from clustertune.train.strategies.group import local_device
 from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
@@ -110,6 +111,10 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
         from clustertune.train.rl.ppo import refuse_resume
 
         raise refuse_resume(str(resume_from))
+    if resume_from is not None:
+        # The trainer unpickles what it finds there (RNG and optimizer states): on every rank,
+        # the signature and every file's digest first.
+        ckpt.verify_checkpoint(resume_from)
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)
     if not show_progress:

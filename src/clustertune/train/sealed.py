@@ -1,0 +1,166 @@
+"""Sealed checkpoints: which checkpoint directories are complete, and which may be loaded.
+
+A checkpoint is complete once its ``state.json`` is there: it is written last, just before the
+directory is renamed into place. ``state.json`` lists every file with its size and sha256, and
+``state.sig`` beside it holds an HMAC-SHA256 of ``state.json``'s bytes under the user's
+checkpoint key (:mod:`clustertune.identity`), so the signature covers every file.
+
+Some files of a checkpoint are pickles that libraries load as they are: the ``.metadata`` of
+``torch.distributed.checkpoint`` under FSDP, DeepSpeed's ``*_states.pt``, the trainer's files in
+an RL checkpoint. Loading one that someone else wrote could run their code, and checkpoints
+travel between hosts. So nothing of a checkpoint is opened before its signature and then every
+file's digest have been checked; a checkpoint without a valid signature is refused, unless the
+user vouches for it (``clustertune run --resume RUN_ID --trust-checkpoint`` signs it).
+
+No torch here: a launcher checks the signature before it starts anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import CheckpointError
+from clustertune.fsutil import sha256_file
+from clustertune.identity import checkpoint_key, identity_file, key_id
+from clustertune.runs.paths import RunPaths
+
+log = logging.getLogger("clustertune")
+
+STATE = "state.json"
+SIGNATURE = "state.sig"
+SIG_FORMAT = 1
+_DOMAIN = b"clustertune checkpoint state v1\n"  # a checkpoint signature is never valid for anything else
+
+
+def list_checkpoints(paths: RunPaths) -> list[Path]:
+    """Complete checkpoints (renamed into place, state.json present), oldest first. Temporary
+    and half-removed directories are never listed."""
+    if not paths.checkpoints.is_dir():
+        return []
+    return sorted(p for p in paths.checkpoints.iterdir()
+                  if p.is_dir() and p.name.startswith("step-") and (p / STATE).is_file())
+
+
+def _mac(key: bytes, state_bytes: bytes) -> str:
+    return hmac.new(key, _DOMAIN + state_bytes, hashlib.sha256).hexdigest()
+
+
+def sign_state(ckpt: Path, state_bytes: bytes, key: bytes | None = None) -> Path:
+    """Write ``ckpt/state.sig`` for ``state_bytes`` (state.json as written); the caller fsyncs it
+    with the rest before the directory is renamed into place."""
+    key = checkpoint_key() if key is None else key
+    sig = {"format": SIG_FORMAT, "alg": "hmac-sha256", "key_id": key_id(key), "hmac": _mac(key, state_bytes)}
+    path = ckpt / SIGNATURE
+    path.write_text(json.dumps(sig) + "\n", encoding="utf-8")
+    return path
+
+
+def _read_state_bytes(ckpt: Path) -> bytes:
+    state_file = ckpt / STATE
+    try:
+        return state_file.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {ckpt} is incomplete: {state_file} is missing") from None
+
+
+def _parse(ckpt: Path, state_bytes: bytes) -> dict[str, Any]:
+    try:
+        state = json.loads(state_bytes.decode("utf-8"))
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint file {ckpt / STATE} is corrupt (not JSON: {exc})") from exc
+    if not isinstance(state, dict) or not isinstance(state.get("files", {}), dict):
+        raise CheckpointError(f"checkpoint file {ckpt / STATE} is corrupt (not a clustertune checkpoint state)")
+    return state
+
+
+def signature_problem(ckpt: Path, state_bytes: bytes, key: bytes) -> str | None:
+    """Why ``ckpt``'s signature does not vouch for ``state_bytes`` under ``key``; None when it does."""
+    sig_file = ckpt / SIGNATURE
+    try:
+        sig = json.loads(sig_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return (f"checkpoint {ckpt} is not signed ({sig_file} is missing: it was written before clustertune "
+                "signed its checkpoints, or the file was removed)")
+    except (ValueError, UnicodeDecodeError):
+        sig = None
+    if not isinstance(sig, dict) or not isinstance(sig.get("hmac"), str):
+        return f"checkpoint {ckpt} has no valid signature ({sig_file} is not a clustertune signature)"
+    if hmac.compare_digest(sig["hmac"], _mac(key, state_bytes)):
+        return None
+    if sig.get("key_id") != key_id(key):
+        return (f"checkpoint {ckpt} was signed with another key (key id {sig.get('key_id')}; this user's is "
+                f"{key_id(key)}, from {identity_file()}): another user or machine wrote it, or it was copied from one")
+    return f"checkpoint {ckpt} was changed after it was signed (its {STATE} does not match its {SIGNATURE})"
+
+
+def _refusal(ckpt: Path, problem: str) -> CheckpointError:
+    run_id = ckpt.parent.parent.name
+    return CheckpointError(
+        f"{problem}. Some of its files are pickles that loading would run, so none of it was loaded. If you "
+        f"wrote it and trust its files, `clustertune run --resume {run_id} --trust-checkpoint` signs it with "
+        f"your key and resumes; otherwise delete {ckpt} to resume from an earlier checkpoint"
+    )
+
+
+def signed_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
+    """``ckpt``'s state.json once its signature is checked (the bytes checked are the bytes parsed;
+    parsing JSON runs no code, and a torn file is better named as such)."""
+    state_bytes = _read_state_bytes(ckpt)
+    state = _parse(ckpt, state_bytes)
+    problem = signature_problem(ckpt, state_bytes, checkpoint_key() if key is None else key)
+    if problem is not None:
+        raise _refusal(ckpt, problem)
+    return state
+
+
+def verified_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
+    """``ckpt``'s state.json after checking its signature, then every file it lists against its
+    size and sha256, and that it holds no other file (libraries find some of theirs by name
+    pattern); a CheckpointError names the checkpoint or the file that does not match."""
+    state = signed_state(ckpt, key)
+    listed = set(state.get("files", {}))
+    extra = sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*")
+                   if not p.is_dir() and str(p.relative_to(ckpt)) not in listed | {STATE, SIGNATURE})
+    if extra:
+        raise CheckpointError(
+            f"checkpoint {ckpt} holds file(s) its {STATE} does not list ({', '.join(extra[:5])}): they were added "
+            f"after it was sealed, and a loader could pick them up; remove them, or delete {ckpt} to resume from "
+            "an earlier checkpoint"
+        )
+    for name, want in state.get("files", {}).items():
+        f = ckpt / name
+        if not f.is_file():
+            raise CheckpointError(f"checkpoint file {f} is missing")
+        if f.stat().st_size != want["bytes"] or sha256_file(f) != want["sha256"]:
+            raise CheckpointError(
+                f"checkpoint file {f} is corrupt (size or sha256 differs from {ckpt / STATE}); "
+                f"delete {ckpt} to resume from an earlier checkpoint"
+            )
+    return state
+
+
+def accept_for_resume(paths: RunPaths, trust: bool = False) -> Path | None:
+    """The newest complete checkpoint of a run about to resume, its signature checked (cheap:
+    state.json only; each process checks every file's digest before it loads any). With
+    ``trust``, an unsigned checkpoint, or one signed with another key, is signed with this
+    user's key instead of refused: the user vouches for it. None when there is no checkpoint."""
+    found = list_checkpoints(paths)
+    if not found:
+        return None
+    newest = found[-1]
+    state_bytes = _read_state_bytes(newest)
+    _parse(newest, state_bytes)  # a corrupt state.json is named as such, and never signed
+    key = checkpoint_key()
+    problem = signature_problem(newest, state_bytes, key)
+    if problem is None:
+        return newest
+    if not trust:
+        raise _refusal(newest, problem)
+    sign_state(newest, state_bytes, key)
+    log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
+    return newest
