@@ -212,7 +212,7 @@ def test_cache_hit_reads_no_raw_data(root: Path, files_recipe: dict[str, Any], m
 
     monkeypatch.setattr(cache, "load_raw", boom)
     hit = prepare(r)
-    assert hit.hit and hit.fingerprint == first.fingerprint and hit.seconds < 1.0
+    assert hit.hit and hit.fingerprint == first.fingerprint  # and no raw data was read (boom above)
 
 
 def test_multi_shard_arrays_index_like_one(root: Path, files_recipe: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

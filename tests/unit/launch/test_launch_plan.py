@@ -30,10 +30,14 @@ SLURM_LAUNCH = {
 
 def check_golden(name: str, text: str) -> None:
     path = GOLDEN / name
-    if os.environ.get("CLUSTERTUNE_UPDATE_GOLDEN") == "1":
+    before = path.read_text(encoding="utf-8") if path.is_file() else None
+    if before != text and os.environ.get("CLUSTERTUNE_UPDATE_GOLDEN") == "1":
+        # Update mode writes the new text but still fails: the comparison is always against
+        # what was there, never the file with itself. Review the diff, then run again.
         path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} missing; create it with CLUSTERTUNE_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), f"rendered text differs from {path}"
+        pytest.fail(f"{path} updated; review `git diff {path}` and run again without CLUSTERTUNE_UPDATE_GOLDEN")
+    assert before is not None, f"{path} missing; create it with CLUSTERTUNE_UPDATE_GOLDEN=1"
+    assert text == before, f"rendered text differs from {path}"
 
 
 def plan_of(launch: dict, run_dir: str = "/shared/runs/tiny-1") -> object:

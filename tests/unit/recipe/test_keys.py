@@ -64,9 +64,11 @@ def test_the_json_schema_for_editors_has_every_key_and_doc_and_the_shipped_file_
     assert schema["additionalProperties"] is False  # editors flag unknown keys, as validate does
     shipped = recipes_dir() / "recipe.schema.json"
     text = json.dumps(schema, indent=2) + "\n"
-    if os.environ.get("CLUSTERTUNE_UPDATE_GOLDEN") == "1":
-        shipped.write_text(text, encoding="utf-8")
-    assert shipped.read_text(encoding="utf-8") == text, (
+    before = shipped.read_text(encoding="utf-8")
+    if before != text and os.environ.get("CLUSTERTUNE_UPDATE_GOLDEN") == "1":
+        shipped.write_text(text, encoding="utf-8")  # written, and still a failure: run again to compare
+        pytest.fail(f"{shipped} updated; review the diff and run again without CLUSTERTUNE_UPDATE_GOLDEN")
+    assert before == text, (
         f"{shipped} is out of date: regenerate it with CLUSTERTUNE_UPDATE_GOLDEN=1 "
         "(or `clustertune schema --json-schema > recipes/recipe.schema.json`)")
 
