@@ -17,7 +17,7 @@ from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
-from clustertune.runs.report import generation_change
+from clustertune.runs.report import final_lines, generation_change
 from clustertune.runs.state import RunState
 
 
@@ -131,5 +131,7 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         print(f"  metrics: {r.paths.metrics}")
         if r.info.task == "sft" and (line := generation_change(read_metrics(r.paths.metrics))):
             print(line)  # the held-out generation check, before and after
+        if r.state is RunState.COMPLETED:
+            print("\n".join(final_lines(r)))  # the headline figure, then what to do with the model
     if r.state is not RunState.COMPLETED:
         raise typer.Exit(1)

@@ -416,7 +416,7 @@ def verb_cancel(root: str, key: str) -> int:
                 time.sleep(0.05)
             if not _pid_alive(pid):
                 break
-        _set_state(rdir, "CANCELLED", reason="cancelled by the client")
+        _set_state(rdir, "CANCELLED", reason="cancelled by user (`clustertune cancel`)")
     print(json.dumps(_status(rdir)))
     return 0
 

@@ -47,6 +47,38 @@ def generation_change(rows: list[dict[str, Any]]) -> str | None:
             f"(step {b['step']}); contains the reference {a['eval_contains']:.2f} -> {b['eval_contains']:.2f}")
 
 
+def interrupted_text(run: Run) -> str:
+    """What a user needs after Ctrl-C or a cancel: which checkpoint is kept, and how to go on."""
+    how = "cancelled" if run.paths.cancel_request.is_file() else "interrupted"
+    kept = run.paths.complete_checkpoints()
+    if kept:
+        return (f"run {run.id} {how}: checkpoint {kept[-1].name} is kept (steps after it are lost); "
+                f"continue with `clustertune run --resume {run.id}`")
+    return (f"run {run.id} {how} before its first checkpoint: `clustertune run --resume {run.id}` "
+            "starts it again from step 0")
+
+
+def _number(value: float) -> str:
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def final_lines(run: Run) -> list[str]:
+    """The end of a finished run for the terminal: its headline evaluation figure from the first
+    evaluation to the last, and the commands to look at it and use it."""
+    evals = [r for r in read_metrics(run.paths.metrics) if r.get("kind") == "eval"]
+    lines = []
+    key = next((k for k in ("eval_accuracy", "eval_reward", "eval_perplexity", "eval_loss")
+                if evals and isinstance(evals[-1].get(k), (int, float))), None)
+    if key is not None:
+        first, last = evals[0], evals[-1]
+        change = f"{_number(first[key])} (step {first['step']}) -> " if first is not last and key in first else ""
+        lines.append(f"  eval:    {key.removeprefix('eval_')} {change}{_number(last[key])} (step {last['step']})")
+    lines.append(f"  next:    clustertune runs show {run.id} --plot")
+    if run.info.task in ("causal_lm", "sft", "rlhf"):
+        lines.append(f"           clustertune generate {run.id} \"The prompt\"")
+    return lines
+
+
 def run_row(run: Run) -> dict[str, str]:
     rows = read_metrics(run.paths.metrics)
     steps = max((int(r["step"]) for r in rows if r.get("kind") == "train"), default=0)
