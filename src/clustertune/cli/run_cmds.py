@@ -53,9 +53,17 @@ def validate(
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
+    from clustertune.errors import RecipeError
+    from clustertune.recipe.load import key_lines
+    from clustertune.recipe.local_checks import local_problems
     from clustertune.train.ds_config import check_deepspeed_json
 
     r = load_recipe(recipe, overrides or [])
+    # This machine's files: local paths exist, a local config.json takes the sequence length.
+    path = resolve_recipe_path(recipe)
+    problems = local_problems(r, str(path), key_lines(path.read_text(encoding="utf-8")), overrides)
+    if problems:
+        raise RecipeError(problems)
     check_deepspeed_json(r)  # read on the nodes too late: a typo would fail after the job queued
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
     if r.rl is not None:
