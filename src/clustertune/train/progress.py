@@ -68,11 +68,14 @@ class Progress:
         if enabled and self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
             from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.table import Column
 
+            # On a narrow terminal the figures wrap within their column; the step count, the
+            # elapsed time and the ETA are never cut.
+            figures = TextColumn("{task.fields[info]}", table_column=Column(no_wrap=False, overflow="fold"))
             self._bar = RichProgress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                transient=False, console=console,
+                TextColumn("[bold]train"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn(), figures, transient=False, console=console,
             )
             self._task = self._bar.add_task("train", total=total, completed=start, info="")
             self._bar.start()

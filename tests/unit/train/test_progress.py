@@ -20,21 +20,21 @@ def final_bar(buf: io.StringIO) -> str:
     return [ln for ln in lines if ln.startswith("train")][-1]
 
 
-def terminal_progress(total: int, start: int = 0) -> tuple[Progress, io.StringIO]:
+def terminal_progress(total: int, start: int = 0, width: int = 200) -> tuple[Progress, io.StringIO]:
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=True, width=200, color_system=None)
+    console = Console(file=buf, force_terminal=True, width=width, color_system=None)
     return Progress(total, start, enabled=True, tty=True, console=console), buf
 
 
 def test_the_bar_moves_every_step_between_log_steps() -> None:
-    p, buf = terminal_progress(12)
+    p, buf = terminal_progress(12, width=80)  # a narrow terminal: the figures wrap, the count stays whole
     p.started()
-    p.update(4, {"loss": 6.25, "tok/s": 1234.0})
+    p.update(4, {"loss": 6.25, "tok/s": 1234.0, "mfu": 0.5, "eval_perplexity": 1234.5678})
     for step in (5, 6, 7):  # no log step: the loss stays on the device, the bar still moves
         p.advance(step)
     p.close()
     bar = final_bar(buf)
-    assert " 7/12 " in bar and "loss 6.25" in bar, bar
+    assert " 7/12 " in bar and "loss 6.25" in bar and "eta 0:00:0" in bar, bar
 
 
 def test_the_bar_shows_the_newest_evaluation_at_once_with_its_step() -> None:
