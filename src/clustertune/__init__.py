@@ -5,7 +5,8 @@ The Python API mirrors the command line::
     import clustertune as ct
     recipe = ct.load_recipe("quickstart", ["train.max_steps=50"])   # file, shipped name or dict
     run = ct.run(recipe)                                             # trains; returns the Run
-    ct.get_run(run.id).state                                         # RunState.COMPLETED
+    ct.get_run(run.id).state                                         # COMPLETED (RunState.COMPLETED)
+    run.summary["final_eval"], run.metrics                           # summary.json, metrics.jsonl rows
     ct.run(resume=run_id)                                            # continue a stopped run
 """
 

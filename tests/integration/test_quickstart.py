@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import read_jsonl
+from tests.helpers import cli, read_jsonl
 from tests.quickstart_fixture import QuickstartRun
 
 
@@ -27,8 +27,36 @@ def test_quickstart_perplexity_falls_at_least_5x(quickstart_cli_run: QuickstartR
     assert Path(m.group(2)) == run_dir / "model" and Path(m.group(3)) == run_dir / "metrics.jsonl"
 
     evals = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "eval"]
-    assert [e["step"] for e in evals] == [0, 200]
+    assert [e["step"] for e in evals] == [0, 50, 100, 150, 200]  # a curve, not two points
     start, end = evals[0]["eval_perplexity"], evals[-1]["eval_perplexity"]
     assert start / end >= 5.0, (start, end)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 200 and summary["tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_quickstart_terminal_output_and_plot(quickstart_cli_run: QuickstartRun) -> None:
+    """What the quickstart prints: checkpoint lines, the newest evaluation beside the training
+    figures, no library warnings (they are in the run's log), the headline figure and the next
+    commands; then `runs show --plot` draws its curves."""
+    res, root = quickstart_cli_run.result, quickstart_cli_run.runs_root
+    assert res.returncode == 0, res.stderr[-3000:]
+    run_id = re.search(r"^run (\S+) COMPLETED$", res.stdout, re.M).group(1)
+    for step in (50, 100, 150):
+        assert re.search(rf"^checkpoint step-{step:08d} written \(", res.stderr, re.M), res.stderr[-3000:]
+    # The log step at 50 comes before that step's evaluation; from step 60 on, the line shows it.
+    assert re.search(r"^step 50/200  .*  eval@0 perplexity [\d,.]+  eta \d+:\d\d$", res.stderr, re.M), res.stderr[-3000:]
+    assert re.search(r"^step 60/200  .*  eval@50 perplexity [\d,.]+  eta ", res.stderr, re.M), res.stderr[-3000:]
+    assert "loss_type" not in res.stderr and "warn" not in res.stderr.lower(), res.stderr[-3000:]
+    assert "loss_type=None" in (root / run_id / "logs" / "run.log").read_text()
+    m = re.search(r"^  eval:    perplexity ([\d,.]+) \(step 0\) -> ([\d,.]+) \(step 200\)$", res.stdout, re.M)
+    assert m, res.stdout
+    assert float(m.group(1).replace(",", "")) > 5 * float(m.group(2).replace(",", ""))
+    assert f"  next:    clustertune runs show {run_id} --plot\n" in res.stdout
+    assert f"clustertune generate {run_id} " in res.stdout
+
+    show = cli("runs", "show", run_id, "--plot", "--runs-root", str(root))
+    assert show.returncode == 0, show.stderr
+    png = root / run_id / "curves.png"
+    assert f"plot      {png}" in show.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

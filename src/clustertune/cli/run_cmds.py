@@ -17,7 +17,7 @@ from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
-from clustertune.runs.report import generation_change
+from clustertune.runs.report import final_lines, generation_change
 from clustertune.runs.state import RunState
 
 
@@ -53,9 +53,17 @@ def validate(
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
+    from clustertune.errors import RecipeError
+    from clustertune.recipe.load import key_lines
+    from clustertune.recipe.local_checks import local_problems
     from clustertune.train.ds_config import check_deepspeed_json
 
     r = load_recipe(recipe, overrides or [])
+    # This machine's files: local paths exist, a local config.json takes the sequence length.
+    path = resolve_recipe_path(recipe)
+    problems = local_problems(r, str(path), key_lines(path.read_text(encoding="utf-8")), overrides)
+    if problems:
+        raise RecipeError(problems)
     check_deepspeed_json(r)  # read on the nodes too late: a typo would fail after the job queued
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
     if r.rl is not None:
@@ -131,5 +139,7 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         print(f"  metrics: {r.paths.metrics}")
         if r.info.task == "sft" and (line := generation_change(read_metrics(r.paths.metrics))):
             print(line)  # the held-out generation check, before and after
+        if r.state is RunState.COMPLETED:
+            print("\n".join(final_lines(r)))  # the headline figure, then what to do with the model
     if r.state is not RunState.COMPLETED:
         raise typer.Exit(1)

@@ -19,7 +19,7 @@ from clustertune.errors import LaunchError, UserError
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
-from clustertune.runs.run import Run
+from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
 
 # What a YAML given to `clustertune launch` may hold besides its launch section.
@@ -147,7 +147,7 @@ def finish_attempt(run: Run, rc: int, log: Path, tail_text: str) -> RunState:
     if run.state.terminal:
         return run.state
     if run.paths.cancel_request.is_file():
-        run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
+        run.transition(RunState.CANCELLED, reason=CANCELLED_BY_USER)
     elif run.paths.stop_request.is_file():  # a stop request (a signal to the launcher): resume goes on
         why = run.paths.stop_request.read_text(encoding="utf-8", errors="replace").strip()
         run.transition(RunState.PREEMPTED, reason=f"stop request (SIG{why}); the command exited with code {code}")

@@ -28,10 +28,12 @@ from clustertune.models.adapters import check_adapter, check_resume_recipe
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.run import Run, check_runs_root
+from clustertune.runs.report import interrupted_text
+from clustertune.runs.run import CANCELLED_BY_USER, Run, check_runs_root, interrupt_reason
 from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.entry import execute
+from clustertune.train.library_logs import LibraryLogs
 from clustertune.train.metrics import check_trackers
 from clustertune.train.precision import mixed_precision
 from clustertune.train.sealed import accept_for_resume
@@ -107,18 +109,23 @@ def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
             )
 
 
-def _attach_log(run: Run) -> list[logging.Handler]:
+def _attach_log(run: Run, libraries: LibraryLogs) -> list[logging.Handler]:
     log.setLevel(logging.DEBUG)
     fh = logging.FileHandler(run.paths.log, encoding="utf-8")
     fh.setLevel(logging.DEBUG)
     fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    # The libraries' warnings into the file only (with their logger's name), never the terminal.
+    lib = logging.FileHandler(run.paths.log, encoding="utf-8")
+    lib.setLevel(logging.WARNING)
+    lib.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s"))
+    libraries.attach(lib)
     sh = _StderrHandler()
     sh.setLevel(logging.INFO)
     sh.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(fh)
     log.addHandler(sh)
     log.propagate = False
-    return [fh, sh]
+    return [fh, sh, lib]
 
 
 def resume_target(run: Run, trust_checkpoint: bool = False) -> Path | None:
@@ -152,10 +159,22 @@ def _execute_stoppable(recipe: Recipe, run: Run, resume_from: Path | None, show_
 
 
 def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, show_progress: bool,
-                     command: list[str], trust_checkpoint: bool = False) -> Run:
+                     command: list[str], trust_checkpoint: bool = False, libraries: LibraryLogs | None = None) -> Run:
     """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
     last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
-    traceback in run.json) and raises."""
+    traceback in run.json) and raises. The libraries' warnings go to the run's log
+    (``libraries``: already diverted by the caller, else here)."""
+    if libraries is not None:
+        return _train(recipe, existing, runs_root, show_progress, command, trust_checkpoint, libraries)
+    own = LibraryLogs().start()
+    try:
+        return _train(recipe, existing, runs_root, show_progress, command, trust_checkpoint, own)
+    finally:
+        own.stop()
+
+
+def _train(recipe: Recipe, existing: Run | None, runs_root: Path, show_progress: bool, command: list[str],
+           trust_checkpoint: bool, libraries: LibraryLogs) -> Run:
     if existing is None:
         check_runs_root(runs_root)  # before any data is prepared
     resume_from = resume_target(existing, trust_checkpoint) if existing is not None else None
@@ -168,7 +187,7 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
             _check_same_data(the_run, checked.prepared)
     else:
         the_run = Run.create(runs_root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
-    handlers = _attach_log(the_run)
+    handlers = _attach_log(the_run, libraries)
     try:
         the_run.start_attempt(resumed_from=resume_from.name if resume_from else None)
         if existing is not None and resume_from is None:
@@ -182,13 +201,15 @@ def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, s
         stopped_by = _execute_stoppable(recipe, the_run, resume_from, show_progress)
         if stopped_by is not None:
             cancelled = the_run.paths.cancel_request.exists()
+            why = CANCELLED_BY_USER if cancelled else f"stop request ({stopped_by})"
             the_run.transition(RunState.CANCELLED if cancelled else RunState.PREEMPTED,
-                               reason=f"stop request ({stopped_by}); checkpoint written")
+                               reason=f"{why}; checkpoint written")
         else:
             the_run.transition(RunState.COMPLETED)
             log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
     except KeyboardInterrupt:
-        the_run.record_end(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+        the_run.record_end(RunState.CANCELLED, reason=interrupt_reason(the_run.paths))
+        log.warning("%s", interrupted_text(the_run))  # which checkpoint is kept, how to go on
         raise
     except UserError as exc:
         the_run.record_end(RunState.FAILED, reason=str(exc))

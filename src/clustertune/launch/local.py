@@ -3,6 +3,7 @@ followed by the launching process's pid."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -20,8 +21,11 @@ from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
-from clustertune.runs.run import Run, pid_alive
+from clustertune.runs.report import interrupted_text
+from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason, pid_alive
 from clustertune.runs.state import RunState
+
+log = logging.getLogger("clustertune")
 
 
 @dataclass
@@ -66,7 +70,9 @@ class LocalJob:
             request_stop(self.run.paths, cancel=True)
             wait_s += command_grace(self.run)
         if pid and pid_alive(pid):
-            # SIGINT: the training process records CANCELLED itself on KeyboardInterrupt.
+            # SIGINT: the training process records CANCELLED itself on KeyboardInterrupt, with
+            # this request as the reason (a cancel, not a Ctrl-C).
+            self.run.paths.cancel_request.write_text(CANCELLED_BY_USER + "\n", encoding="utf-8")
             os.kill(pid, signal.SIGINT)
             for _ in range(int(wait_s * 10)):
                 if not pid_alive(pid):
@@ -79,7 +85,7 @@ class LocalJob:
                     os.killpg(group, signal.SIGKILL)  # torchrun and its ranks run in their own session
         self.run.reload()
         if not self.run.state.terminal:
-            self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel`")
+            self.run.transition(RunState.CANCELLED, reason=CANCELLED_BY_USER)
 
 
 class LocalLauncher:
@@ -181,7 +187,8 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             if not run.reload().state.terminal:
-                run.transition(RunState.CANCELLED, reason="interrupted (Ctrl-C / SIGINT)")
+                run.transition(RunState.CANCELLED, reason=interrupt_reason(run.paths))
+            log.warning("%s", interrupted_text(run))
             raise
     run.reload()
     if not run.state.terminal:
@@ -223,7 +230,7 @@ def stop_on_signals(paths: RunPaths) -> Iterator[None]:
 def request_stop(paths: RunPaths, cancel: bool) -> None:
     """Ask every rank of a command to stop: its wrapper sends SIGTERM, then SIGKILL after the grace."""
     if cancel:
-        paths.cancel_request.write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
+        paths.cancel_request.write_text(CANCELLED_BY_USER + "\n", encoding="utf-8")
     paths.stop_request.write_text("TERM\n", encoding="utf-8")
 
 

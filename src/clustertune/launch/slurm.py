@@ -31,7 +31,7 @@ from clustertune.launch.plan import (SITE_DEFAULT_KEYS, LaunchPlan, entry_args, 
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
-from clustertune.runs.run import Run
+from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RESUMABLE, RunState
 
 SCRIPT_NAME = "job.sbatch"
@@ -436,7 +436,7 @@ class SlurmJob:
         state = self.state()
         if state.terminal and (query_job(self.job_id) or SchedulerView(state, "")).state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
-        self.run.paths.cancel_request.write_text("cancelled by `clustertune cancel`\n", encoding="utf-8")
+        self.run.paths.cancel_request.write_text(CANCELLED_BY_USER + "\n", encoding="utf-8")
         out = _run(["scancel", self.job_id])
         if out.returncode != 0:
             raise LaunchError(f"scancel {self.job_id} failed: {(out.stderr or out.stdout).strip()}")
@@ -447,7 +447,7 @@ class SlurmJob:
             time.sleep(0.2)
         run = self.run.reload()
         if not run.state.terminal:
-            run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` (scancel)")
+            run.transition(RunState.CANCELLED, reason=f"{CANCELLED_BY_USER}, through scancel")
 
 
 def command_state(run: Run, job_id: str, view: SchedulerView) -> RunState:

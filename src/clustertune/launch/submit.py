@@ -124,11 +124,12 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
     """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
     directory in its place (so the resolved recipe names what was trained). A missing run named
     like a shipped recipe (``run:quickstart``) is trained first, once."""
-    from clustertune.train.rl.sources import resolve_model  # imports torch: only for SFT from a run
-
     ref = recipe.model.name_or_path or ""
     if recipe.task != "sft" or not ref.startswith(RUN_PREFIX):
         return recipe
+    # Imported only here: it imports torch, transformers' trainer and PEFT (and what they warn).
+    from clustertune.train.rl.sources import resolve_model
+
     root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
     try:
         path = resolve_model(ref, "model.name_or_path", root)
@@ -240,9 +241,15 @@ def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str 
 
 def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,
                 show_progress: bool, command: list[str] | None, trust_checkpoint: bool) -> Run:
-    # Imported here: in-process training imports torch, which a launching process never needs.
-    from clustertune.launch.inprocess import train_in_process
+    from clustertune.train.library_logs import LibraryLogs
 
-    return train_in_process(recipe, existing=existing, runs_root=runs_root(runs_root_dir or recipe.tracking.runs_root),
-                            show_progress=show_progress, command=command or list(sys.argv),
-                            trust_checkpoint=trust_checkpoint)
+    libraries = LibraryLogs().start()  # first: some libraries warn as they are imported
+    try:
+        # Imported here: in-process training imports torch, which a launching process never needs.
+        from clustertune.launch.inprocess import train_in_process
+
+        return train_in_process(recipe, existing=existing, runs_root=runs_root(runs_root_dir or recipe.tracking.runs_root),
+                                show_progress=show_progress, command=command or list(sys.argv),
+                                trust_checkpoint=trust_checkpoint, libraries=libraries)
+    finally:
+        libraries.stop()

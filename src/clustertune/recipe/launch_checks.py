@@ -25,6 +25,25 @@ OWNED_FLAGS: dict[str, str] = {
 }
 
 
+# What sbatch itself accepts (checked against sbatch's own parser): a time limit as minutes,
+# MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, or no limit; memory as a whole number with an
+# optional unit (K, M, G, T; a trailing B is allowed, MB the default).
+SLURM_TIME = re.compile(r"^(?:\d+(?::\d+){0,2}|\d+-\d+(?::\d+){0,2}|-1|(?i:unlimited|infinite))$")
+SLURM_MEM = re.compile(r"^\d+(?:[KMGTkmgt][Bb]?)?$")
+
+
+def slurm_format_problems(ln: LaunchSection) -> list[tuple[str, str]]:
+    """``launch.time`` and ``launch.mem`` that sbatch would refuse, with how to write them."""
+    out = []
+    if ln.time is not None and not SLURM_TIME.match(ln.time.strip()):
+        out.append(("launch.time", f"{ln.time!r} is not a SLURM time limit; write minutes (90), HH:MM:SS (04:00:00), "
+                    "D-HH (2-00) or D-HH:MM:SS (2-00:00:00), or UNLIMITED"))
+    if ln.mem is not None and not SLURM_MEM.match(ln.mem.strip()):
+        out.append(("launch.mem", f"{ln.mem!r} is not a SLURM memory size; write a whole number with an optional "
+                    "unit K, M, G or T (64G, 500M, 1T: no decimals, no GiB), or 0 for all of a node's memory"))
+    return out
+
+
 def gres_gpus(gres: str) -> int | None:
     """GPUs per node in a ``--gres`` request (``gpu:8``, ``gpu:a100:4``, ``gpu`` = 1); None
     when it asks for no GPU."""
@@ -71,6 +90,7 @@ def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
         if key:
             out.append(("launch.sbatch_extra", f"{option!r} is set through launch.{key}; move it there"
                         if not key.startswith("(") else f"{option!r}: {key[1:-1]}"))
+    out.extend(slurm_format_problems(ln))
     if ln.prepare_data == "job" and ln.backend != "slurm":
         out.append(("launch.prepare_data", f"'job' prepares the data as a SLURM job's first step; with "
                     f"launch.backend={ln.backend} use 'submitter' or 'auto'"))

@@ -46,12 +46,19 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 also reads "1:00:00" as the base-60 integer 3600, which turns a SLURM time limit
+# (launch.time: 1:00:00) into a number; integers here are YAML 1.2's, without base 60.
+_INT_RE = re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$")
+
 _Loader.yaml_implicit_resolvers = copy.deepcopy(yaml.SafeLoader.yaml_implicit_resolvers)
 for _ch in list("-+0123456789."):
     _Loader.yaml_implicit_resolvers[_ch] = [
-        (tag, rx) for tag, rx in _Loader.yaml_implicit_resolvers.get(_ch, []) if tag != "tag:yaml.org,2002:float"
+        (tag, rx) for tag, rx in _Loader.yaml_implicit_resolvers.get(_ch, [])
+        if tag not in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int")
     ]
     _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, [_ch])
+    if _ch != ".":
+        _Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, [_ch])
 
 
 def recipes_dir() -> Path:
@@ -99,7 +106,7 @@ def resolve_recipe_path(name_or_path: str | os.PathLike[str]) -> Path:
     raise RecipeNotFound(f"no recipe file or shipped recipe named {key!r}.{hint} Shipped recipes: {names}.")
 
 
-def _line_map(text: str) -> dict[tuple[str, ...], int]:
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
     """Key path -> 1-based line of that key in the YAML text (best effort)."""
     lines: dict[tuple[str, ...], int] = {}
     try:
@@ -247,7 +254,7 @@ def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list
             data = {}
         if not isinstance(data, dict):
             raise RecipeError([Problem(key="", file=file, message=f"a recipe is a mapping of sections, got {type(data).__name__}")])
-        lines = _line_map(text)
+        lines = key_lines(text)
         data.setdefault("name", path.stem)
     problems: list[Problem] = []
     data = apply_overrides(data, overrides, problems)

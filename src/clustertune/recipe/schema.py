@@ -453,6 +453,12 @@ class LaunchSection(Section):
     time: str | None = None
     """Time limit (``--time``), e.g. ``04:00:00`` or ``2-00:00:00``."""
 
+    @field_validator("time", "mem", mode="before")
+    @classmethod
+    def _whole_numbers_as_text(cls, value: Any) -> Any:
+        # `time: 90` (minutes) and `mem: 64000` (MB) are numbers in YAML; sbatch takes them as written.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     partition: str | None = None
     """SLURM partition (``--partition``)."""
 

@@ -17,7 +17,7 @@ from clustertune.errors import RemoteCallError, RunError
 from clustertune.remote.cluster import Cluster, _stderr_printer
 from clustertune.remote.config import ClusterSpec, HostSpec, client_id, run_secret
 from clustertune.runs.job import follow, wait
-from clustertune.runs.run import Run
+from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
 
 BACKEND = "ssh-remote"
@@ -147,7 +147,7 @@ class RemoteJob:
         c = self._cluster()
         for i in self._nodes(None):
             c.helper_json(i, "cancel", self.run.id)
-        self._record(RunState.CANCELLED, "cancelled by `clustertune cancel`")
+        self._record(RunState.CANCELLED, CANCELLED_BY_USER)
 
     def fetch_result(self, timeout: float | None = None, stream: bool = False) -> Any:
         """The call's value (waits for it; verified and unpickled here)."""

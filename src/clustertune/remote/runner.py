@@ -81,6 +81,10 @@ def _run_dir(root: str, key: str) -> str:
     return os.path.join(root, "runs", key)
 
 
+# As clustertune.runs.run names it (this helper is standard library only and imports nothing of ours).
+CANCELLED_BY_USER = "cancelled by user (`clustertune cancel`)"
+
+
 def _set_state(rdir: str, state: str, **extra) -> None:
     info = _read_json(os.path.join(rdir, "state.json"), {}) or {}
     if info.get("state") in TERMINAL and state != info.get("state"):
@@ -97,7 +101,7 @@ def _status(rdir: str) -> dict:
         return {"state": "UNKNOWN"}
     if info.get("state") == "RUNNING" and info.get("pid") and not _pid_alive(int(info["pid"])):
         if os.path.exists(os.path.join(rdir, CANCEL_MARK)):  # a cancel killed it and has not written yet
-            _set_state(rdir, "CANCELLED", reason="cancelled by the client")
+            _set_state(rdir, "CANCELLED", reason=CANCELLED_BY_USER)
         else:
             _set_state(rdir, "FAILED", reason="the remote process ended without reporting (killed or host rebooted)")
         info = _read_json(os.path.join(rdir, "state.json"))
@@ -416,7 +420,7 @@ def verb_cancel(root: str, key: str) -> int:
                 time.sleep(0.05)
             if not _pid_alive(pid):
                 break
-        _set_state(rdir, "CANCELLED", reason="cancelled by the client")
+        _set_state(rdir, "CANCELLED", reason=CANCELLED_BY_USER)
     print(json.dumps(_status(rdir)))
     return 0
 

@@ -26,7 +26,7 @@ from clustertune.remote.transport import shell_join
 from clustertune.runs.job import follow, wait
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
-from clustertune.runs.run import Run
+from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
 
 # Files the submitting side owns (never copied back) and node-side scratch (never copied at all).
@@ -109,7 +109,7 @@ class SshJob:
             return self.run.state
         final = self._rank0_record(cluster)
         if self.remote.get("cancel_requested"):
-            state, reason = RunState.CANCELLED, "cancelled by `clustertune cancel`"
+            state, reason = RunState.CANCELLED, CANCELLED_BY_USER
         elif final is not None:
             state, reason = final
         elif all(s.get("state") == "COMPLETED" for s in states):
@@ -197,7 +197,7 @@ class SshJob:
         if state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
         if self.run.info.remote is None:  # its submitting process went away before any host had it
-            self.run.transition(RunState.CANCELLED, reason="cancelled by `clustertune cancel` before it started")
+            self.run.transition(RunState.CANCELLED, reason=f"{CANCELLED_BY_USER} before it started")
             return
         self.run.update_remote(cancel_requested=True)
         self.stop_hosts(GRACEFUL_CANCEL_S)

@@ -18,6 +18,8 @@ from pathlib import Path
 from clustertune.script import CANCEL_FILE, LIB_DIR, STOP_FILE
 LOGS_DIR = "logs"
 RUN_LOG = "run.log"
+# A checkpoint's index of its files and their checksums, written last: its presence marks it complete.
+CHECKPOINT_INDEX = "state.json"
 # What marks a tokenizer directory as complete (save_pretrained writes it last of the configs).
 TOKENIZER_MARKER = "tokenizer_config.json"
 
@@ -165,6 +167,14 @@ class RunPaths:
 
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step-{step:08d}"
+
+    def complete_checkpoints(self) -> list[Path]:
+        """Checkpoints renamed into place with their index (:data:`CHECKPOINT_INDEX`), oldest
+        first. Temporary and half-removed directories are never listed."""
+        if not self.checkpoints.is_dir():
+            return []
+        return sorted(p for p in self.checkpoints.iterdir()
+                      if p.is_dir() and p.name.startswith("step-") and (p / CHECKPOINT_INDEX).is_file())
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,38 @@ def generation_change(rows: list[dict[str, Any]]) -> str | None:
             f"(step {b['step']}); contains the reference {a['eval_contains']:.2f} -> {b['eval_contains']:.2f}")
 
 
+def interrupted_text(run: Run) -> str:
+    """What a user needs after Ctrl-C or a cancel: which checkpoint is kept, and how to go on."""
+    how = "cancelled" if run.paths.cancel_request.is_file() else "interrupted"
+    kept = run.paths.complete_checkpoints()
+    if kept:
+        return (f"run {run.id} {how}: checkpoint {kept[-1].name} is kept (steps after it are lost); "
+                f"continue with `clustertune run --resume {run.id}`")
+    return (f"run {run.id} {how} before its first checkpoint: `clustertune run --resume {run.id}` "
+            "starts it again from step 0")
+
+
+def _number(value: float) -> str:
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def final_lines(run: Run) -> list[str]:
+    """The end of a finished run for the terminal: its headline evaluation figure from the first
+    evaluation to the last, and the commands to look at it and use it."""
+    evals = [r for r in read_metrics(run.paths.metrics) if r.get("kind") == "eval"]
+    lines = []
+    key = next((k for k in ("eval_accuracy", "eval_reward", "eval_perplexity", "eval_loss")
+                if evals and isinstance(evals[-1].get(k), (int, float))), None)
+    if key is not None:
+        first, last = evals[0], evals[-1]
+        change = f"{_number(first[key])} (step {first['step']}) -> " if first is not last and key in first else ""
+        lines.append(f"  eval:    {key.removeprefix('eval_')} {change}{_number(last[key])} (step {last['step']})")
+    lines.append(f"  next:    clustertune runs show {run.id} --plot")
+    if run.info.task in ("causal_lm", "sft", "rlhf"):
+        lines.append(f"           clustertune generate {run.id} \"The prompt\"")
+    return lines
+
+
 def run_row(run: Run) -> dict[str, str]:
     rows = read_metrics(run.paths.metrics)
     steps = max((int(r["step"]) for r in rows if r.get("kind") == "train"), default=0)
@@ -129,48 +161,84 @@ def show_text(run: Run) -> str:
     return "\n".join(lines)
 
 
+def resume_steps(run: Run) -> list[int]:
+    """The steps later attempts resumed from (``resumed_from: step-00000050`` in run.json)."""
+    out = []
+    for att in run.attempts[1:]:
+        name = att.resumed_from or ""
+        if name.startswith("step-") and name[5:].isdigit():
+            out.append(int(name[5:]))
+    return out
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    pts = [(int(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), (int, float))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def curves_figure(run: Run, plt: Any) -> Any:
+    """The figure of a supervised run: loss (train and eval), the evaluation's own figure
+    (perplexity, accuracy, exact match) where there is one, learning rate, tokens/s and gradient
+    norm, each against the step, with the steps later attempts resumed from marked on every panel."""
+    rows = read_metrics(run.paths.metrics)
+    train = [r for r in rows if r.get("kind") == "train"]
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    extra = next((k for k in ("eval_exact_match", "eval_accuracy", "eval_perplexity")
+                  if any(k in r for r in evals)), None)
+    panels: list[tuple[str, list[tuple[str, str, list[dict[str, Any]], str]]]] = [
+        ("loss", [("train loss", "loss", train, "-"), ("eval loss", "eval_loss", evals, "o-")])]
+    if extra == "eval_exact_match":  # SFT's generation check: both of its scores
+        panels.append(("held-out generation", [("exact match", extra, evals, "o-"),
+                                               ("contains reference", "eval_contains", evals, "s--")]))
+    elif extra:
+        panels.append((extra.removeprefix("eval_"), [(extra.removeprefix("eval_"), extra, evals, "o-")]))
+    panels += [("learning rate", [("lr", "lr", train, "-")]),
+               ("tokens/s", [("tokens/s", "tokens_per_s", train, "-")]),
+               ("gradient norm", [("grad norm", "grad_norm", train, "-")])]
+    cols = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(2, cols, figsize=(4.2 * cols, 7), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    resumed = resume_steps(run)
+    for ax, (title, series) in zip(flat, panels):
+        for label, key, source, style in series:
+            xs, ys = _series(source, key)
+            if xs:
+                ax.plot(xs, ys, style, label=label)
+        for i, at in enumerate(resumed):
+            ax.axvline(at, color="tab:gray", linestyle=":", label="resumed" if i == 0 else None)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        if title == "perplexity":
+            ax.set_yscale("log")
+        if len(series) > 1 or resumed:
+            ax.legend(fontsize=8)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(run.id, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot(run: Run, out: Path | None = None) -> Path:
-    """PNG of the training loss and the evaluation curves."""
+    """PNG of the training and evaluation curves (``curves.png`` in the run directory)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise UserError("--plot needs matplotlib: pip install 'clustertune[plot]'") from exc
+    except ImportError as exc:  # a default dependency: only a damaged install lacks it
+        raise UserError("--plot needs matplotlib, a dependency of clustertune: pip install matplotlib") from exc
     rows = read_metrics(run.paths.metrics)
     train = [r for r in rows if r.get("kind") == "train"]
     evals = [r for r in rows if r.get("kind") == "eval"]
     if not train and not evals:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
+    target = out or run.paths.plot
     if run.info.task == "rlhf":
         from clustertune.runs.report_rl import plot_rl
 
-        return plot_rl(run, train, evals, plt, out or run.paths.plot)
-    extra = next((k for k in ("eval_exact_match", "eval_accuracy", "eval_perplexity")
-                  if any(k in r for r in evals)), None)
-    fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(11 if extra else 6, 4), squeeze=False)
-    ax = axes[0][0]
-    ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
-    ax.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="eval loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.legend()
-    ax.set_title(run.id, fontsize=9)
-    if extra:
-        ax2 = axes[0][1]
-        ax2.plot([r["step"] for r in evals], [r[extra] for r in evals], "o-", color="tab:green",
-                 label=extra.removeprefix("eval_"))
-        if extra == "eval_exact_match":  # SFT's generation check: both of its scores
-            ax2.plot([r["step"] for r in evals], [r["eval_contains"] for r in evals], "s--", color="tab:olive",
-                     label="contains reference")
-            ax2.legend()
-        ax2.set_xlabel("step")
-        ax2.set_ylabel(extra.removeprefix("eval_"))
-        if extra == "eval_perplexity":
-            ax2.set_yscale("log")
-    fig.tight_layout()
-    target = out or run.paths.plot
+        return plot_rl(run, train, evals, plt, target)
+    fig = curves_figure(run, plt)
     fig.savefig(target, dpi=100)
     plt.close(fig)
     return target

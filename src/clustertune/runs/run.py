@@ -24,11 +24,23 @@ from pydantic import ValidationError
 
 from clustertune.errors import RunError
 from clustertune.fsutil import atomic_write_json
+from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.records import Attempt, RunInfo
 from clustertune.runs.state import RESUMABLE, RunState, check_transition
 
 log = logging.getLogger("clustertune")
+
+
+# Why a run ended CANCELLED, as run.json records it: a cancel asked for by `clustertune cancel`
+# (it writes the run's cancel request first), or Ctrl-C in the process that trains.
+CANCELLED_BY_USER = "cancelled by user (`clustertune cancel`)"
+INTERRUPTED = "interrupted (Ctrl-C / SIGINT)"
+
+
+def interrupt_reason(paths: RunPaths) -> str:
+    """The reason of a run whose training process got SIGINT: a cancel, or Ctrl-C."""
+    return CANCELLED_BY_USER if paths.cancel_request.is_file() else INTERRUPTED
 
 
 def now_iso() -> str:
@@ -117,6 +129,23 @@ class Run:
     @property
     def last_attempt(self) -> Attempt | None:
         return self.info.attempts[-1] if self.info.attempts else None
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """The rows of ``metrics.jsonl`` as they are now: ``kind`` ``train`` (step, loss, lr,
+        grad_norm, tokens_per_s...) and ``eval`` (step, eval_loss, eval_perplexity...)."""
+        return read_metrics(self.paths.metrics)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """``summary.json``, the final figures (steps, final_eval, tokens_per_s, evals...);
+        empty while the run has not finished."""
+        try:
+            return dict(json.loads(self.paths.summary.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise RunError(f"cannot read {self.paths.summary}: {exc}") from exc
 
     # -- persistence -------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ class RunState(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     PREEMPTED = "PREEMPTED"
 
+    def __str__(self) -> str:
+        # `print(run.state)` shows COMPLETED, as the CLI does (not RunState.COMPLETED).
+        return self.value
+
     @property
     def terminal(self) -> bool:
         return self in TERMINAL

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from clustertune.runs.topology import Topology
     from clustertune.recipe.load import load_recipe
-    from clustertune.runs.run import Run
+    from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
     from clustertune.runs.state import RunState
     from clustertune.train import checkpoint as ckpt
     from clustertune.train.stop import StopFlag
@@ -265,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         stopped_by = result.stopped_by  # supervised and RL results both say whether a stop request ended them
         if run is not None:
             if stopped_by is not None:
-                run.reload().transition(_stopped_state(recipe, topo, paths, stopped_by),
-                                        reason=f"stop request ({stopped_by}) at step {result.steps}; checkpoint written")
+                state = _stopped_state(recipe, topo, paths, stopped_by)
+                why = CANCELLED_BY_USER if state is RunState.CANCELLED else f"stop request ({stopped_by})"
+                run.reload().transition(state, reason=f"{why} at step {result.steps}; checkpoint written")
             else:
                 run.reload().transition(RunState.COMPLETED)
                 log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
@@ -276,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, OutOfMemory):
             report_out_of_memory(paths, topo.rank, exc)
         if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
-            run.transition(RunState.CANCELLED, reason="interrupted (SIGINT)")
+            run.transition(RunState.CANCELLED, reason=interrupt_reason(paths))
         elif run is not None and not run.state.terminal:
             run.transition(RunState.FAILED, reason=failure_reason(paths, topo.rank, exc),
                            traceback_text=traceback.format_exc())

@@ -242,7 +242,7 @@ def train_loop(
         paused[0] += time.perf_counter() - t0
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
-        progress.note(f"eval @ step {at}: " + "  ".join(f"{k} {v:.4f}" for k, v in res.items()))
+        progress.evaluated(at, res)  # the bar shows the newest evaluation from now on
         return res
 
     def save(at: int) -> None:
@@ -257,6 +257,7 @@ def train_loop(
         t0 = time.perf_counter()
         ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
         paused[0] += time.perf_counter() - t0
+        progress.note(f"checkpoint {paths.checkpoint(at).name} written ({time.perf_counter() - t0:.1f}s)")
 
     progress = Progress(steps, step, enabled=main, show=show_progress)
     stopped_by = None
@@ -268,9 +269,11 @@ def train_loop(
         # Real tokens: SFT rows are cut to the longest in the batch, and padding is not work done.
         tokens_per_step = batches.global_batch * getattr(batches, "tokens_per_sample", seq_len)
         t_start = t_log = time.perf_counter()
+        paused[0] = 0.0  # an evaluation at the start came before t_log: not part of the first interval
         steps_at_log = step
         tok_s = None
         it = batches.iterate(pos, strategy.device)
+        progress.started()
         probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
         while step < steps:
             micro_batches, next_pos = next(it)
@@ -291,6 +294,7 @@ def train_loop(
             # other precisions count a non-finite gradient norm as divergence.
             last_norm[0] = None if scaled_loss else grad_norm
             step, pos = step + 1, next_pos
+            progress.advance(step)  # host-side only: the bar and its ETA move every step
             if held_before is not None:
                 held = memory.held_around_first_step(held_before, strategy.state_bytes(model, optimizer))
                 per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
@@ -324,8 +328,7 @@ def train_loop(
                     row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
                     torch.cuda.reset_peak_memory_stats()
                 metrics.log(row)
-                progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"],
-                                       **{k: v for k, v in last_eval.items() if k != "eval_loss"}})
+                progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"]})
                 loss_sum.zero_()
                 n_since_log, t_log, steps_at_log = 0, now, step
                 paused[0] = 0.0

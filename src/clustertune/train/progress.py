@@ -1,4 +1,10 @@
-"""Progress: a rich bar on a terminal, plain periodic log lines elsewhere (CI, SLURM logs)."""
+"""Progress: a rich bar on a terminal, plain periodic log lines elsewhere (CI, SLURM logs).
+
+The bar moves every optimizer step (``advance``: host-side only, no device sync), so its
+elapsed time and ETA are measured from real steps; the training figures change at log steps
+(``update``: the loss is read from the device there) and the newest evaluation is shown from
+the moment it is done (``evaluated``), labelled with its step.
+"""
 
 from __future__ import annotations
 
@@ -22,15 +28,32 @@ def fmt_metrics(values: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def eval_figures(step: int, results: dict[str, Any]) -> str:
+    """``eval@STEP perplexity 251.3``: an evaluation's headline figures (the loss only where
+    there is nothing else), labelled with the step it was taken at."""
+    shown = {k.removeprefix("eval_"): v for k, v in results.items() if k != "eval_loss"} or \
+        {"loss": results.get("eval_loss")}
+    return f"eval@{step} " + fmt_metrics(shown)
+
+
+def fmt_seconds(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):  # nan: nothing measured yet
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
 class Progress:
-    """``update()`` at log intervals; the bar (tty) or a log line (not a tty) shows the figures.
+    """``advance()`` every step, ``update()`` at log intervals, ``evaluated()`` after each
+    evaluation; the bar (tty) or a log line (not a tty) shows the figures.
 
     ``enabled``: this process reports at all (the main process). ``show``: on the terminal too;
     without it the lines still go to the run's log file (DEBUG level), so `clustertune logs`
-    always has them.
+    always has them. ``console``: the rich console the bar draws on (stderr by default).
     """
 
-    def __init__(self, total: int, start: int, enabled: bool, tty: bool | None = None, show: bool = True):
+    def __init__(self, total: int, start: int, enabled: bool, tty: bool | None = None, show: bool = True,
+                 console: Any = None):
         self.total, self.enabled = total, enabled
         self.tty = sys.stderr.isatty() if tty is None else tty
         self._level = logging.INFO if show else logging.DEBUG
@@ -38,32 +61,63 @@ class Progress:
             self.tty = False
         self._bar: Any = None
         self._task: Any = None
-        self._t0 = time.perf_counter()
         self._start = start
+        self._t0: float | None = None  # when the first step of this attempt began
+        self._figures = ""  # the latest log step's training figures
+        self._eval = ""  # the newest evaluation's
         if enabled and self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
             from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.table import Column
 
+            # On a narrow terminal the figures wrap within their column; the step count, the
+            # elapsed time and the ETA are never cut.
+            figures = TextColumn("{task.fields[info]}", table_column=Column(no_wrap=False, overflow="fold"))
             self._bar = RichProgress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                transient=False,
+                TextColumn("[bold]train"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn(), figures, transient=False, console=console,
             )
             self._task = self._bar.add_task("train", total=total, completed=start, info="")
             self._bar.start()
 
+    def started(self) -> None:
+        """Training steps begin now (after any evaluation at the start): the ETA counts from here."""
+        self._t0 = time.perf_counter()
+
+    def advance(self, step: int) -> None:
+        """Every optimizer step: the bar's count, elapsed time and ETA (host-side only)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=step)
+
+    def eta(self, step: int) -> float:
+        """Seconds left at the pace of this attempt's steps so far (evaluations included)."""
+        done = step - self._start
+        if self._t0 is None or done <= 0:
+            return float("nan")
+        return (time.perf_counter() - self._t0) / done * (self.total - step)
+
+    def _info(self) -> str:
+        return "  ".join(p for p in (self._figures, self._eval) if p)
+
     def update(self, step: int, values: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        text = fmt_metrics(values)
+        self._figures = fmt_metrics(values)
         if self._bar is not None:
-            self._bar.update(self._task, completed=step, info=text)
-            log.debug("step %d/%d  %s", step, self.total, text)
+            self._bar.update(self._task, completed=step, info=self._info())
+            log.debug("step %d/%d  %s", step, self.total, self._info())
         else:
-            done = step - self._start
-            elapsed = time.perf_counter() - self._t0
-            eta = elapsed / done * (self.total - step) if done > 0 else float("nan")
-            log.log(self._level, "step %d/%d  %s  eta %.0fs", step, self.total, text, eta)
+            log.log(self._level, "step %d/%d  %s  eta %s", step, self.total, self._info(), fmt_seconds(self.eta(step)))
+
+    def evaluated(self, step: int, results: dict[str, Any], line: str | None = None) -> None:
+        """An evaluation is done: the bar shows it at once (not at the next log step), and a
+        line records it (``line``, else every figure)."""
+        if not self.enabled:
+            return
+        self._eval = eval_figures(step, results)
+        if self._bar is not None:
+            self._bar.update(self._task, info=self._info())
+        self.note(line or f"eval @ step {step}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
 
     def note(self, message: str) -> None:
         if self.enabled:

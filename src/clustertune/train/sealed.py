@@ -27,11 +27,11 @@ from typing import Any
 from clustertune.errors import CheckpointError
 from clustertune.fsutil import sha256_file
 from clustertune.identity import checkpoint_key, identity_file, key_id
-from clustertune.runs.paths import RunPaths
+from clustertune.runs.paths import CHECKPOINT_INDEX, RunPaths
 
 log = logging.getLogger("clustertune")
 
-STATE = "state.json"
+STATE = CHECKPOINT_INDEX
 SIGNATURE = "state.sig"
 SIG_FORMAT = 1
 _DOMAIN = b"clustertune checkpoint state v1\n"  # a checkpoint signature is never valid for anything else
@@ -40,10 +40,7 @@ _DOMAIN = b"clustertune checkpoint state v1\n"  # a checkpoint signature is neve
 def list_checkpoints(paths: RunPaths) -> list[Path]:
     """Complete checkpoints (renamed into place, state.json present), oldest first. Temporary
     and half-removed directories are never listed."""
-    if not paths.checkpoints.is_dir():
-        return []
-    return sorted(p for p in paths.checkpoints.iterdir()
-                  if p.is_dir() and p.name.startswith("step-") and (p / STATE).is_file())
+    return paths.complete_checkpoints()
 
 
 def _mac(key: bytes, state_bytes: bytes) -> str:

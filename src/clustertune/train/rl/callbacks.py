@@ -122,7 +122,7 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         self.evals.append({"step": step, **res})
         if self.progress is not None:
             shown = {k: v for k, v in res.items() if "/" not in k and not k.endswith(("_std", "_stderr"))}
-            self.progress.note(f"eval @ step {step}: " + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
+            self.progress.evaluated(step, shown, f"eval @ step {step}: " + "  ".join(f"{k} {v:.4g}" for k, v in shown.items()))
         return res
 
     def write_samples(self, model: Any, step: int) -> None:
@@ -148,6 +148,8 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             self.evaluate(model, 0)
         self._t_start = self._t_log = time.perf_counter()
         self._tokens_at_log = 0.0
+        if self.progress is not None:
+            self.progress.started()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         logs = dict(logs or {})
@@ -181,6 +183,8 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         step = state.global_step
+        if self.progress is not None:
+            self.progress.advance(step)  # host-side only: the bar moves every step
         sample_every = self.rl.sample_every or self.recipe.train.log_every
         if step % sample_every == 0:
             self.write_samples(model, step)

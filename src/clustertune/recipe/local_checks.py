@@ -1,0 +1,162 @@
+"""What ``clustertune validate`` checks on this machine, offline, beyond the schema.
+
+The schema checks a recipe's shape wherever it is loaded (on the nodes too). The checks here
+look at this machine's files: the local paths a recipe names exist and are what their key
+needs, and a model whose ``config.json`` is local takes the recipe's sequence length. They run
+where the recipe is written (nodes may see other paths), and need no network and no import of
+torch or transformers: a hub name is left to `clustertune run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import Problem
+from clustertune.recipe.schema import Recipe
+
+# Where a model's config says how many positions it has, in the order transformers' configs
+# are read (GPT-2 names it n_positions, Llama and BERT max_position_embeddings).
+POSITION_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
+# The files `datasets.save_to_disk` writes: a Dataset's state, or a DatasetDict's index.
+SAVED_DATASET_MARKERS = ("state.json", "dataset_dict.json")
+# Chat templates shipped with clustertune (data.sft.chat_template names them instead of a file).
+BUILTIN_CHAT_TEMPLATES = ("chatml", "llama3")
+RUN_PREFIX = "run:"
+
+
+def pathish(value: str) -> bool:
+    """Written as a local path, not a hub name: absolute, relative with ./ or ../, or from ~."""
+    return value.startswith(("/", "./", "../", "~"))
+
+
+def _where(value: str) -> str:
+    rel = "" if Path(value).expanduser().is_absolute() else f" (relative paths start at {os.getcwd()})"
+    return f"{value!r} does not exist{rel}"
+
+
+def _files(recipe: Recipe) -> list[tuple[str, str]]:
+    d = recipe.data
+    return ([(f"data.train_files.{i}", f) for i, f in enumerate(d.train_files)]
+            + [(f"data.validation_files.{i}", f) for i, f in enumerate(d.validation_files)])
+
+
+def path_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """(key, message) for every local path the recipe names that is missing or of the wrong kind."""
+    out: list[tuple[str, str]] = []
+    for key, f in _files(recipe):
+        p = Path(f).expanduser()
+        if not p.exists():
+            out.append((key, f"file {_where(f)}; fix the path or remove the entry"))
+        elif not p.is_file():
+            out.append((key, f"{f!r} is not a regular file; give a .txt, .json/.jsonl, .csv or .parquet file"))
+    ds = recipe.data.dataset or ""
+    if ds and not ds.startswith("builtin:"):
+        p = Path(ds).expanduser()
+        if p.is_dir() and not any((p / m).is_file() for m in SAVED_DATASET_MARKERS):
+            out.append(("data.dataset", f"directory {ds!r} was not written by datasets' save_to_disk (no "
+                        f"{' or '.join(SAVED_DATASET_MARKERS)}); for raw files use data.train_files"))
+        elif p.is_file():
+            out.append(("data.dataset", f"{ds!r} is a file; local files go in data.train_files"))
+        elif not p.exists() and pathish(ds):
+            out.append(("data.dataset", f"directory {_where(ds)}; give a save_to_disk directory, a hub dataset "
+                        "name, or local files in data.train_files"))
+    m = recipe.model
+    if m.name_or_path and not m.name_or_path.startswith(RUN_PREFIX):
+        p = Path(m.name_or_path).expanduser()
+        if p.is_dir() and not (p / "config.json").is_file():
+            out.append(("model.name_or_path", f"directory {m.name_or_path!r} has no config.json; give a directory "
+                        "written by save_pretrained"))
+        elif not p.exists() and pathish(m.name_or_path):
+            out.append(("model.name_or_path", f"directory {_where(m.name_or_path)}; give a save_pretrained "
+                        "directory or a hub name"))
+    if m.config:
+        p = Path(m.config).expanduser()
+        if p.is_dir() and not (p / "config.json").is_file():
+            out.append(("model.config", f"directory {m.config!r} has no config.json"))
+        elif not p.exists() and (pathish(m.config) or m.config.endswith(".json")):
+            out.append(("model.config", f"{_where(m.config)}; give a config.json, a directory holding one, or a "
+                        "model type such as gpt2"))
+    if m.tokenizer and pathish(m.tokenizer) and not Path(m.tokenizer).expanduser().is_dir():
+        out.append(("model.tokenizer", f"directory {_where(m.tokenizer)}; give a saved tokenizer directory, a hub "
+                    "name, or 'train'"))
+    template = recipe.data.sft.chat_template
+    if recipe.task == "sft" and template and template not in BUILTIN_CHAT_TEMPLATES:
+        if not Path(template).expanduser().is_file():
+            out.append(("data.sft.chat_template", f"{template!r} is neither a built-in template "
+                        f"({', '.join(BUILTIN_CHAT_TEMPLATES)}) nor a Jinja file here: {_where(template)}"))
+    if recipe.rl is not None:
+        policy = recipe.rl.policy or ""
+        if pathish(policy) and not Path(policy).expanduser().is_dir():
+            out.append(("rl.policy", f"directory {_where(policy)}; give a save_pretrained directory, a hub name or "
+                        "run:<run-id>"))
+    return out
+
+
+def _local_config(recipe: Recipe) -> tuple[str, dict[str, Any]] | None:
+    """(key, the config's JSON) when the model's config is a local file or directory."""
+    m = recipe.model
+    key, src = ("model.config", m.config) if m.config else ("model.name_or_path", m.name_or_path)
+    if not src or src.startswith(RUN_PREFIX):
+        return None
+    p = Path(src).expanduser()
+    f = p / "config.json" if p.is_dir() else p
+    if not f.is_file():
+        return None
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # `clustertune run` says what is wrong with it when it builds the model
+    return (key, data) if isinstance(data, dict) else None
+
+
+def positions(config: dict[str, Any], overrides: dict[str, Any]) -> int | None:
+    """The longest sequence the model takes: an override of it wins over the config's value."""
+    for source in (overrides, config):
+        for k in POSITION_KEYS:
+            v = source.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+    return None
+
+
+def sequence_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """The recipe's sequence length against the positions of a local config (or of
+    ``config_overrides`` alone, for a model type built fresh)."""
+    if recipe.task == "rlhf":
+        return []
+    found = _local_config(recipe)
+    key, config = found if found else ("model.config_overrides", {})
+    limit = positions(config, recipe.model.config_overrides)
+    if limit is None:
+        return []
+    seq_key = "data.block_size" if recipe.task == "causal_lm" else "data.max_length"
+    want = recipe.sequence_length
+    if want <= limit:
+        return []
+    where = (f"the model's config ({key}: {recipe.model.config or recipe.model.name_or_path})" if found
+             else "model.config_overrides")
+    fix = f"set {seq_key}<={limit}"
+    if recipe.model.config:
+        fix += " or raise the positions with model.config_overrides (n_positions / max_position_embeddings)"
+    return [(seq_key, f"{want} is longer than the {limit} positions of {where}; {fix}")]
+
+
+def local_problems(recipe: Recipe, file: str | None = None, lines: dict[tuple[str, ...], int] | None = None,
+                   overrides: list[str] | None = None) -> list[Problem]:
+    """Every local problem of ``recipe`` as Problems naming ``file`` and the key's line there,
+    or the ``key=value`` override that set it."""
+    lines = lines or {}
+    overridden = {o.partition("=")[0].strip(): o for o in overrides or [] if "=" in o}
+    out = []
+    for key, message in path_problems(recipe) + sequence_problems(recipe):
+        parts = tuple(key.split("."))
+        src = next((o for k, o in overridden.items() if key == k or key.startswith(k + ".")), None)
+        if src is not None:
+            out.append(Problem(key=key, message=message, file=f"<override {src}>"))
+            continue
+        line = lines.get(parts) or lines.get(parts[:-1]) if parts[-1].isdigit() else lines.get(parts)
+        out.append(Problem(key=key, message=message, file=file, line=line))
+    return out

@@ -1,0 +1,118 @@
+"""Warnings of the libraries a run uses go to the run's log, not the terminal.
+
+transformers, DeepSpeed, bitsandbytes, torch (through Python's ``warnings``) and the rest
+print on every run things a user cannot act on (GPT-2's "``loss_type=None`` ... unrecognized",
+"Setting accelerator to CPU"), in the middle of the progress bar. While a run trains in this
+process they are written to its ``logs/run.log`` instead; what comes before the run directory
+exists is held and written there once it does (or printed, if the run never starts).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from typing import Any
+
+# Libraries whose own logger writes to the terminal through a handler of its own (no
+# propagation): a filter on that logger hands its records to the run log instead. DeepSpeed
+# makes its logger on import, and keeps a filter put on it before.
+_OWN_HANDLER_LOGGERS = ("DeepSpeed",)
+
+
+class _Sink(logging.Handler):
+    """Holds records until the run's log handler is known, then passes them on to it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.held: list[logging.LogRecord] = []
+        self.target: logging.Handler | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target is None:
+            self.held.append(record)
+        elif record.levelno >= self.target.level:
+            self.target.handle(record)
+
+
+class _Divert(logging.Filter):
+    """On a library logger: its records go to the sink, never to its own handlers."""
+
+    def __init__(self, sink: _Sink) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= self.sink.level:
+            self.sink.handle(record)
+        return False
+
+
+class LibraryLogs:
+    """``start()``, then ``attach(handler)`` once the run's log file is open, then ``stop()``
+    (which puts every logger back as it was)."""
+
+    def __init__(self) -> None:
+        self.sink = _Sink()
+        self._undo: list[Any] = []
+
+    def start(self) -> LibraryLogs:
+        root = logging.getLogger()
+        # Loggers without handlers of their own (bitsandbytes, peft, torch...) reach the root:
+        # with a handler there, Python's last-resort printing to stderr is not used.
+        root.addHandler(self.sink)
+        self._undo.append(lambda: root.removeHandler(self.sink))
+        if not _warnings_captured():
+            logging.captureWarnings(True)  # warnings.warn(...) -> the "py.warnings" logger -> root
+            self._undo.append(lambda: logging.captureWarnings(False))
+        self._divert_transformers()
+        for name in _OWN_HANDLER_LOGGERS:
+            lg, f = logging.getLogger(name), _Divert(self.sink)
+            lg.addFilter(f)
+            self._undo.append(lambda lg=lg, f=f: lg.removeFilter(f))
+        return self
+
+    def _divert_transformers(self) -> None:
+        """transformers' loggers propagate to its library logger, whose stderr handler prints
+        them: that handler is switched off and the records propagate to the root instead."""
+        try:
+            from transformers.utils import logging as hf_logging
+        except ImportError:
+            return
+        lib = logging.getLogger("transformers")
+        hf_logging.get_logger()  # makes sure the library logger and its handler exist
+        propagate, handlers = lib.propagate, list(lib.handlers)
+        for h in handlers:
+            lib.removeHandler(h)
+        lib.propagate = True
+
+        def undo() -> None:
+            lib.propagate = propagate
+            for h in handlers:
+                lib.addHandler(h)
+
+        self._undo.append(undo)
+
+    def attach(self, handler: logging.Handler) -> None:
+        """From now on into ``handler`` (the run's log file), beginning with what was held."""
+        self.sink.target = handler
+        held, self.sink.held = self.sink.held, []
+        for record in held:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+    def stop(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+        if self.sink.target is None and self.sink.held:
+            # The run never started (a failure before its directory existed): show them after all.
+            fmt = logging.Formatter("%(name)s %(levelname)s: %(message)s")
+            for record in self.sink.held:
+                print(fmt.format(record), file=sys.stderr)
+        self.sink.held = []
+        self.sink.target = None
+
+
+def _warnings_captured() -> bool:
+    """Whether ``logging.captureWarnings(True)`` is already in force."""
+    return warnings.showwarning.__module__ == "logging" and warnings.showwarning.__name__ == "_showwarning"

@@ -1,0 +1,55 @@
+"""`clustertune run` in a real terminal (tmux), as a person sees it: the bar ends at the last
+step with the newest evaluation beside it, checkpoints get a line, library warnings stay off
+the screen (they are in the run's log), and the end says what to do next."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from tests.helpers import TINY_CAUSAL, with_
+
+RECIPE = with_(TINY_CAUSAL, train={"max_steps": 12, "log_every": 4, "eval_every": 4, "save_every": 4})
+
+
+def tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def test_the_progress_bar_in_a_terminal(tmp_path: Path) -> None:
+    recipe_file = tmp_path / "tiny.yaml"
+    recipe_file.write_text(yaml.safe_dump(RECIPE))
+    root = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("clustertune")
+    done = tmp_path / "exit-code"
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in os.environ.items()
+                   if k.startswith(("CLUSTERTUNE_", "HF_", "TOKENIZERS_")))
+    # No COLUMNS/LINES from this process: the program measures the terminal, as it would for a person.
+    command = (f"env -u COLUMNS -u LINES {env} {shlex.quote(str(exe))} run {shlex.quote(str(recipe_file))} --runs-root {shlex.quote(str(root))}; "
+               f"echo $? > {shlex.quote(str(done))}; sleep 600")
+    socket = f"ct-{uuid.uuid4().hex[:8]}"
+    tmux(socket, "new-session", "-d", "-x", "200", "-y", "60", command)
+    try:
+        deadline = time.monotonic() + 300
+        while not done.is_file():
+            assert time.monotonic() < deadline, tmux(socket, "capture-pane", "-p")
+            time.sleep(0.5)
+        screen = tmux(socket, "capture-pane", "-p", "-S", "-200")
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=30)
+    assert done.read_text().strip() == "0", screen
+    (run_dir,) = list(root.iterdir())
+    bars = [ln for ln in screen.splitlines() if ln.startswith("train ")]
+    assert bars and " 12/12 " in bars[-1] and "eval@12 perplexity" in bars[-1], screen
+    for step in (4, 8):
+        assert f"checkpoint step-{step:08d} written" in screen, screen
+    assert "loss_type" not in screen and "WARNING" not in screen, screen
+    assert "loss_type=None" in (run_dir / "logs" / "run.log").read_text()
+    assert f"next:    clustertune runs show {run_dir.name} --plot" in screen, screen

@@ -1,0 +1,70 @@
+"""Library warnings during a run go to the run's log, not the terminal, and everything is put
+back afterwards."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from transformers.utils import logging as hf_logging
+
+from clustertune.train.library_logs import LibraryLogs
+
+
+def _emit_everything() -> None:
+    hf_logging.get_logger("transformers.modeling_utils").warning("loss_type=None was set in the config")
+    warnings.warn("a torch-style UserWarning", UserWarning, stacklevel=1)
+    logging.getLogger("bitsandbytes.backends.cpu.ops").warning("Failed to load CPU gemm_4bit_forward")
+    logging.getLogger("DeepSpeed").warning("Setting accelerator to CPU")
+
+
+@pytest.fixture
+def deepspeed_like_logger() -> logging.Logger:
+    """A logger shaped like DeepSpeed's: its own stdout handler, no propagation."""
+    lg = logging.getLogger("DeepSpeed")
+    handler = logging.StreamHandler(sys.stdout)
+    lg.addHandler(handler)
+    lg.propagate = False
+    yield lg
+    lg.removeHandler(handler)
+    lg.propagate = True
+
+
+def test_warnings_go_to_the_run_log_including_those_before_it_existed(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], deepspeed_like_logger: logging.Logger) -> None:
+    libs = LibraryLogs().start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            _emit_everything()  # before the run's log exists: held
+            handler = logging.FileHandler(tmp_path / "run.log", encoding="utf-8")
+            handler.setLevel(logging.WARNING)
+            libs.attach(handler)
+            hf_logging.get_logger("transformers.generation").warning("after attach")
+    finally:
+        libs.stop()
+        handler.close()
+    out = capfd.readouterr()
+    assert out.out == "" and out.err == "", out
+    text = (tmp_path / "run.log").read_text()
+    for message in ("loss_type=None", "torch-style UserWarning", "gemm_4bit_forward", "Setting accelerator", "after attach"):
+        assert message in text, text
+
+
+def test_everything_is_put_back_and_held_warnings_are_shown_if_no_run_started(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    shown_before = warnings.showwarning
+    lib = logging.getLogger("transformers")
+    hf_logging.get_logger()
+    handlers_before, propagate_before = list(lib.handlers), lib.propagate
+    libs = LibraryLogs().start()
+    hf_logging.get_logger("transformers.modeling_utils").warning("held, then shown")
+    libs.stop()  # the run never started (a failure before its directory existed)
+    assert "held, then shown" in capfd.readouterr().err
+    assert warnings.showwarning is shown_before
+    assert logging.getLogger().handlers == [h for h in logging.getLogger().handlers if h is not libs.sink]
+    # transformers prints through its own handler again
+    assert lib.handlers == handlers_before and lib.handlers and lib.propagate is propagate_before is False
