@@ -169,17 +169,26 @@ def need_deepspeed(train: dict) -> None:
 def test_a_payload_in_a_strategy_checkpoint_never_runs_and_an_untouched_copy_resumes(
     strategy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import clustertune as ct
 
     train, name = STRATEGY_CASES[strategy]
     need_deepspeed(train)
+    from clustertune.runs.store import get_run, list_runs
+
     root = tmp_path / "runs"
-    run = ct.run(ct.load_recipe(with_(TINY_CAUSAL, train=train, data=SMALL_EVAL)), runs_root_dir=root, show_progress=False)
+    # Sharded strategies train in processes of their own: DeepSpeed leaves its process group and
+    # its RANK/MASTER_* variables behind in the process that ran it, which later tests inherit.
+    recipe_file = tmp_path / "r.yaml"
+    recipe_file.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train=train, data=SMALL_EVAL)))
+    out = cli("run", str(recipe_file), "--no-progress", "--runs-root", str(root))
+    assert out.returncode == 0, out.stderr
+    (run,) = list_runs(root)
     assert run.state.value == "COMPLETED"
 
     # Untouched, the checkpoint resumes in a run it was copied into (through the strategy's loader).
     good, copied = holding_checkpoint(run, root)
-    resumed = ct.run(resume=good.id, runs_root_dir=root, show_progress=False)
+    out = cli("run", "--resume", good.id, "--no-progress", "--runs-root", str(root))
+    assert out.returncode == 0, out.stderr
+    resumed = get_run(good.id, root)
     assert resumed.state.value == "COMPLETED" and resumed.attempts[-1].resumed_from == copied.name
 
     bad, ckpt_dir = holding_checkpoint(run, root)

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-from tests.helpers import TINY_CAUSAL, read_jsonl, with_
+from clustertune.runs.store import list_runs
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
 
 
 def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> None:
@@ -63,14 +65,18 @@ def test_deepspeed_in_bf16_saves_its_fp32_master_weights(tmp_path: Path, stage: 
     # strategies save, are fp32 weights. The final model must be those, not the 16-bit copies.
     from safetensors import safe_open
 
-    import clustertune as ct
 
     need = "DeepSpeed is not installed: `bash scripts/setup.sh test` installs it (DS_BUILD_OPS=0)"
     if importlib.util.find_spec("deepspeed") is None:
         pytest.fail(need) if os.environ.get("CLUSTERTUNE_REQUIRE_SERVICES") == "1" else pytest.skip(need)
     recipe = with_(TINY_CAUSAL, train={"strategy": "deepspeed", "zero_stage": stage, "precision": "bf16",
                                        "max_steps": 2, "log_every": 1, "eval_at_start": False})
-    run = ct.run(ct.load_recipe(recipe), runs_root_dir=tmp_path, show_progress=False)
+    # In a process of its own: DeepSpeed keeps its process group for the next run in a process,
+    # which tests that follow in this one must not inherit.
+    (tmp_path / "ds.yaml").write_text(yaml.safe_dump(recipe))
+    out = cli("run", str(tmp_path / "ds.yaml"), "--no-progress", "--runs-root", str(tmp_path / "runs"))
+    assert out.returncode == 0, out.stderr
+    (run,) = list_runs(tmp_path / "runs")
     with safe_open(str(run.paths.model / "model.safetensors"), "pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
     assert {t.dtype for t in tensors.values()} == {torch.float32}
