@@ -33,8 +33,20 @@ def deepspeed_like_logger() -> logging.Logger:
     lg.propagate = True
 
 
+@pytest.fixture
+def bitsandbytes_at_its_default_level() -> None:
+    """The `generate`/`chat` commands silence bitsandbytes for their process; tests calling them
+    in this one may have done so already."""
+    lg = logging.getLogger("bitsandbytes")
+    level = lg.level
+    lg.setLevel(logging.NOTSET)
+    yield
+    lg.setLevel(level)
+
+
 def test_warnings_go_to_the_run_log_including_those_before_it_existed(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str], deepspeed_like_logger: logging.Logger) -> None:
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], deepspeed_like_logger: logging.Logger,
+        bitsandbytes_at_its_default_level: None) -> None:
     libs = LibraryLogs().start()
     try:
         with warnings.catch_warnings():
