@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -62,15 +63,61 @@ class LibraryLogs:
         # with a handler there, Python's last-resort printing to stderr is not used.
         root.addHandler(self.sink)
         self._undo.append(lambda: root.removeHandler(self.sink))
-        if not _warnings_captured():
-            logging.captureWarnings(True)  # warnings.warn(...) -> the "py.warnings" logger -> root
-            self._undo.append(lambda: logging.captureWarnings(False))
-        self._divert_transformers()
+        _shared.acquire()
+        self._undo.append(_shared.release)
         for name in _OWN_HANDLER_LOGGERS:
             lg, f = logging.getLogger(name), _Divert(self.sink)
             lg.addFilter(f)
             self._undo.append(lambda lg=lg, f=f: lg.removeFilter(f))
         return self
+
+    def attach(self, handler: logging.Handler) -> None:
+        """From now on into ``handler`` (the run's log file), beginning with what was held."""
+        self.sink.target = handler
+        held, self.sink.held = self.sink.held, []
+        for record in held:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+    def stop(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+        if self.sink.target is None and self.sink.held:
+            # The run never started (a failure before its directory existed): show them after all.
+            fmt = logging.Formatter("%(name)s %(levelname)s: %(message)s")
+            for record in self.sink.held:
+                print(fmt.format(record), file=sys.stderr)
+        self.sink.held = []
+        self.sink.target = None
+
+
+class _SharedDiversion:
+    """What belongs to the process, not to one run: ``warnings`` captured into logging and
+    transformers' own stderr handler switched off. Runs in threads of one process may overlap
+    and stop in any order, so the first start changes it and the last stop puts it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._undo: list[Any] = []
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._users > 1:
+                return
+            if not _warnings_captured():
+                logging.captureWarnings(True)  # warnings.warn(...) -> the "py.warnings" logger -> root
+                self._undo.append(lambda: logging.captureWarnings(False))
+            self._divert_transformers()
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            while self._undo:
+                self._undo.pop()()
 
     def _divert_transformers(self) -> None:
         """transformers' loggers propagate to its library logger, whose stderr handler prints
@@ -93,24 +140,8 @@ class LibraryLogs:
 
         self._undo.append(undo)
 
-    def attach(self, handler: logging.Handler) -> None:
-        """From now on into ``handler`` (the run's log file), beginning with what was held."""
-        self.sink.target = handler
-        held, self.sink.held = self.sink.held, []
-        for record in held:
-            if record.levelno >= handler.level:
-                handler.handle(record)
 
-    def stop(self) -> None:
-        while self._undo:
-            self._undo.pop()()
-        if self.sink.target is None and self.sink.held:
-            # The run never started (a failure before its directory existed): show them after all.
-            fmt = logging.Formatter("%(name)s %(levelname)s: %(message)s")
-            for record in self.sink.held:
-                print(fmt.format(record), file=sys.stderr)
-        self.sink.held = []
-        self.sink.target = None
+_shared = _SharedDiversion()
 
 
 def _warnings_captured() -> bool:

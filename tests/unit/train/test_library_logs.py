@@ -79,4 +79,22 @@ def test_everything_is_put_back_and_held_warnings_are_shown_if_no_run_started(
     assert warnings.showwarning is shown_before
     assert logging.getLogger().handlers == [h for h in logging.getLogger().handlers if h is not libs.sink]
     # transformers prints through its own handler again
-    assert lib.handlers == handlers_before and lib.handlers and lib.propagate is propagate_before is False
+    assert lib.handlers == handlers_before and lib.handlers and lib.propagate is propagate_before
+
+
+def test_two_overlapping_runs_that_stop_out_of_order_put_everything_back() -> None:
+    """Runs in threads of one process overlap: the first to start may stop first."""
+    lib = logging.getLogger("transformers")
+    hf_logging.get_logger()
+    handlers_before, propagate_before = list(lib.handlers), lib.propagate
+    shown_before = warnings.showwarning
+    first = LibraryLogs().start()
+    second = LibraryLogs().start()
+    first.stop()
+    assert lib.handlers == [] and lib.propagate is True  # the second run still diverts
+    second.stop()
+    assert lib.handlers == handlers_before and lib.handlers
+    assert lib.propagate is propagate_before
+    assert warnings.showwarning is shown_before
+    root = logging.getLogger().handlers
+    assert first.sink not in root and second.sink not in root
