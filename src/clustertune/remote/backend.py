@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from clustertune.errors import RemoteCallError, RunError
-from clustertune.remote.cluster import Cluster, _stderr_printer
-from clustertune.remote.config import ClusterSpec, HostSpec, client_id, run_secret
-from clustertune.runs.job import follow, wait
+from clustertune.remote.cluster import _stderr_printer
+from clustertune.remote.host_job import HostJob
+from clustertune.remote.config import client_id, run_secret
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
 
@@ -30,13 +28,6 @@ class RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n" + str(self.args[0]) if self.args else ""
-
-
-def cluster_of(run: Run) -> Cluster:
-    rem = run.info.remote
-    if rem is None:
-        raise RunError(f"run {run.id} has no 'remote' section in {run.paths.run_json}")
-    return Cluster(ClusterSpec(rem["cluster"], tuple(HostSpec(**h) for h in rem["hosts"])))
 
 
 def decode_outcome(run_key: str, head: dict[str, Any], data: bytes, host_label: str) -> Any:
@@ -65,25 +56,17 @@ def parse_frame(stdout: bytes) -> tuple[dict[str, Any], bytes]:
     return json.loads(head), data
 
 
-@dataclass
-class RemoteJob:
-    run: Run
-    _hosts: Cluster | None = field(default=None, init=False, repr=False)  # connected once
+class RemoteJob(HostJob):
+    """A function call, ``exec`` or object on the hosts; its run id is its key there."""
+
+    poll = 0.5
 
     @property
     def remote(self) -> dict[str, Any]:
         return self.run.info.remote or {}
 
-    def _cluster(self) -> Cluster:
-        return cluster_of(self.run)
-
-    def _nodes(self, node: int | None) -> list[int]:
-        nodes = list(self.remote["nodes"])
-        if node is None:
-            return nodes
-        if node not in nodes:
-            raise RunError(f"run {self.run.id} ran on nodes {nodes}; it has no node {node}")
-        return [node]
+    def _on_hosts(self) -> bool:
+        return True
 
     def _record(self, state: RunState, reason: str | None = None) -> None:
         self.run.reload()
@@ -96,56 +79,22 @@ class RemoteJob:
             return self.run.state
         c = self._cluster()
         states, reasons = [], []
-        for i in self._nodes(None):
-            st = c.helper_json(i, "status", self.run.id)
+        for i, st in zip(self._nodes(), self._host_states(c)):
             states.append(st.get("state"))
             if st.get("reason"):
                 reasons.append(f"node {i}: {st['reason']}")
-        if "UNKNOWN" in states:
-            return self.run.state
-        if any(s == "RUNNING" for s in states):
+        if "UNKNOWN" in states or "RUNNING" in states:
             return self.run.state
         final = ("FAILED" if "FAILED" in states else "CANCELLED" if "CANCELLED" in states else "COMPLETED")
         self._record(_REMOTE_STATES[final], "; ".join(reasons) or None)
         return self.run.state
-
-    def settled(self) -> bool:
-        return True
-
-    def wait(self, timeout: float | None = None) -> RunState:
-        return wait(self, timeout, poll=0.5)
-
-    def log_nodes(self, node: int | None) -> list[int | None]:
-        return list(self._nodes(node))
-
-    def read_log(self, node: int | None, offset: int) -> bytes:
-        assert node is not None  # every log of a remote call is a host's
-        if self._hosts is None:
-            self._hosts = self._cluster()
-        return self._hosts.helper(node, "logs", self.run.id, "--offset", str(offset)).stdout
-
-    def logs(self, node: int | None = None) -> str:
-        c = self._cluster()
-        nodes = self._nodes(node)
-        out = []
-        for i in nodes:
-            r = c.helper(i, "logs", self.run.id)
-            if r.rc == 3:
-                raise RunError(f"run {self.run.id} is not on {c.hosts[i].label} any more (removed by gc?)")
-            text = r.text
-            out.append(text if len(nodes) == 1 else "".join(f"[node {i}] {line}\n" for line in text.splitlines()))
-        return "".join(out)
-
-    def follow(self, node: int | None = None, poll: float = 1.0) -> Iterator[str]:
-        """Log lines as they come, until the run ends (polls each node's log from an offset)."""
-        return follow(self, node, poll)
 
     def cancel(self) -> None:
         state = self.state()
         if state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
         c = self._cluster()
-        for i in self._nodes(None):
+        for i in self._nodes():
             c.helper_json(i, "cancel", self.run.id)
         self._record(RunState.CANCELLED, CANCELLED_BY_USER)
 
@@ -156,7 +105,7 @@ class RemoteJob:
         if self.remote.get("client") != client_id():
             raise RemoteCallError(f"run {self.run.id} was started by another client identity; its result is not loaded here")
         c = self._cluster()
-        i = self._nodes(None)[0]
+        i = self._nodes()[0]
         args = ["--timeout", str(timeout if timeout is not None else 86400.0)] + (["--stream"] if stream else [])
 
         r = c.helper(i, "result", self.run.id, *args, on_stderr=_stderr_printer() if stream else None)

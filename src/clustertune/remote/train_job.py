@@ -14,16 +14,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from clustertune.errors import ClusterError, RunError
 from clustertune.recipe.load import load_recipe
-from clustertune.remote.backend import cluster_of
+from clustertune.remote.cluster import Cluster
+from clustertune.remote.host_job import HostJob, cluster_of
 from clustertune.remote.transport import shell_join
-from clustertune.runs.job import follow, wait
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
@@ -50,36 +48,14 @@ def _remote(run: Run) -> dict[str, Any]:
 # -- following a run ----------------------------------------------------------------------------
 
 
-@dataclass
-class SshJob:
-    run: Run
-    _hosts: Any = field(default=None, init=False, repr=False)  # the cluster, connected once
-
-    @property
-    def remote(self) -> dict[str, Any]:
-        if self.run.info.remote is None:
-            raise RunError(f"run {self.run.id} has no 'remote' section in {self.run.paths.run_json}")
-        return self.run.info.remote
+class SshJob(HostJob):
+    """A recipe trained on the hosts; each attempt is a run of the helper under its own key."""
 
     @property
     def key(self) -> str:
-        return str(self.remote["key"])
+        return str(self.remote["key"])  # the attempt's key, recorded when it was submitted
 
-    def _cluster(self) -> Any:
-        return cluster_of(self.run)
-
-    def _nodes(self, node: int | None = None) -> list[int]:
-        nodes = [int(n) for n in self.remote["nodes"]]
-        if node is None:
-            return nodes
-        if node not in nodes:
-            raise RunError(f"run {self.run.id} ran on nodes {nodes}; it has no node {node}")
-        return [node]
-
-    def _host_states(self, cluster: Any) -> list[dict[str, Any]]:
-        return [cluster.helper_json(i, "status", self.key) for i in self._nodes()]
-
-    def _rank0_record(self, cluster: Any) -> tuple[RunState, str | None] | None:
+    def _rank0_record(self, cluster: Cluster) -> tuple[RunState, str | None] | None:
         """How global rank 0 recorded the attempt's end in its host's run.json (it may be on
         any host); None when no host has a terminal record (a crash before it could write)."""
         for i in self._nodes():
@@ -127,45 +103,12 @@ class SshJob:
         self._gather_once()
         return self.run.state
 
-    def _tail(self, cluster: Any, lines: int = 15) -> str:
+    def _tail(self, cluster: Cluster, lines: int = 15) -> str:
         out = []
         for i in self._nodes():
             text = cluster.helper(i, "logs", self.key).text
             out += [f"[node {i}] {line}" for line in text.splitlines()[-lines:]]
         return "\n".join(out)
-
-    def settled(self) -> bool:
-        return True
-
-    def wait(self, timeout: float | None = None) -> RunState:
-        return wait(self, timeout)
-
-    def log_nodes(self, node: int | None) -> list[int | None]:
-        if self.run.reload().info.remote is None:
-            return []  # not on the hosts yet
-        return list(self._nodes(node))
-
-    def read_log(self, node: int | None, offset: int) -> bytes:
-        assert node is not None  # every log of an SSH run is a host's
-        if self._hosts is None:
-            self._hosts = self._cluster()
-        return self._hosts.helper(node, "logs", self.key, "--offset", str(offset)).stdout
-
-    def logs(self, node: int | None = None) -> str:
-        if self.run.reload().info.remote is None:
-            return ""
-        cluster = self._cluster()
-        nodes = self._nodes(node)
-        out = []
-        for i in nodes:
-            r = cluster.helper(i, "logs", self.key)
-            if r.rc == 3:
-                raise RunError(f"run {self.run.id} is not on {cluster.hosts[i].label} any more (removed by gc?)")
-            out.append(r.text if len(nodes) == 1 else "".join(f"[node {i}] {line}\n" for line in r.text.splitlines()))
-        return "".join(out)
-
-    def follow(self, node: int | None = None, poll: float = 1.0) -> Iterator[str]:
-        return follow(self, node, poll)
 
     def stop_hosts(self, graceful_s: float = 0.0) -> None:
         """Ask every host's ranks to checkpoint and stop (the stop file, agreed at the next log
