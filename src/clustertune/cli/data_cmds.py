@@ -76,7 +76,7 @@ def prepare(
     tr, va = p.counts("train"), p.counts("validation")
     print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
     print(f"  dir       {p.dir}")
-    print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.data.get('dtype')}")
+    print(f"  size      {_mb(p.total_bytes)} in {len(p.manifest.files)} files, ids as {p.manifest.record.dtype}")
     if p.streaming:
         print("  train     streamed: tokenized and packed on the fly while training")
     else:
@@ -84,13 +84,13 @@ def prepare(
     print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
     for split in ("train", "validation") if r.task == "sft" else ():
         s = p.manifest.split(split)
-        rows = "packed" if s["packed"] else "one example per row"
-        print(f"  {split:<9} sft: {s['trained_tokens']:,} trained tokens, {rows}; "
-              f"{s['truncated']} truncated, {s['dropped_too_long']} dropped as longer than data.max_length, "
-              f"{s['dropped_no_loss']} dropped with no trained token")
+        rows = "packed" if s.packed else "one example per row"
+        print(f"  {split:<9} sft: {s.trained_tokens or 0:,} trained tokens, {rows}; "
+              f"{s.truncated or 0} truncated, {s.dropped_too_long or 0} dropped as longer than data.max_length, "
+              f"{s.dropped_no_loss or 0} dropped with no trained token")
     if not p.hit:
-        sec = p.manifest.data.get("seconds", {})
-        print(f"  tokenize  {sec.get('tokenize', 0):.2f}s with {p.manifest.data['created_by']['workers']} worker(s), "
+        sec = p.manifest.record.seconds
+        print(f"  tokenize  {sec.get('tokenize', 0):.2f}s with {p.manifest.record.created_by.get('workers', 1)} worker(s), "
               f"write {sec.get('write', 0):.2f}s")
 
 cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args_is_help=True)
@@ -111,10 +111,11 @@ def cache_ls(cache_dir: Optional[Path] = CacheDir,
         return
     rows = []
     for m in entries:
-        tr = m.data["splits"].get("train", {"samples": "stream"})
-        rows.append([m.fingerprint, str(m.data.get("task")), _source(m.data.get("inputs", {})), str(tr["samples"]),
-                     f"{sum(int(s['tokens']) for s in m.data['splits'].values()):,}", _mb(m.total_bytes),
-                     _age(str(m.data.get("created_at", "")))])
+        rec = m.record
+        tr = rec.splits.get("train")
+        rows.append([m.fingerprint, str(rec.task), _source(rec.inputs), str(tr.samples) if tr else "stream",
+                     f"{sum(s.tokens for s in rec.splits.values()):,}", _mb(m.total_bytes),
+                     _age(rec.created_at or "")])
     print_table(["fingerprint", "task", "source", "train samples", "tokens", "size", "age"], rows,
                 drop_first=["age", "tokens", "train samples", "task", "size", "source"])
     print(f"{len(entries)} entries, {_mb(sum(m.total_bytes for m in entries))} under {root}")
@@ -122,11 +123,11 @@ def cache_ls(cache_dir: Optional[Path] = CacheDir,
 
 def _entry_record(m: Any) -> dict[str, Any]:
     """A prepared entry as plain JSON (``cache ls --json``); keys are stable."""
-    splits = m.data["splits"]
-    return {"fingerprint": m.fingerprint, "task": m.data.get("task"), "source": _source(m.data.get("inputs", {})),
-            "dir": str(m.dir), "bytes": m.total_bytes, "created_at": m.data.get("created_at"),
-            "splits": {name: {k: v for k, v in split.items() if k in ("samples", "tokens", "examples")}
-                       for name, split in splits.items()}}
+    rec = m.record
+    return {"fingerprint": m.fingerprint, "task": rec.task, "source": _source(rec.inputs),
+            "dir": str(m.dir), "bytes": m.total_bytes, "created_at": rec.created_at,
+            "splits": {name: split.model_dump(include={"samples", "tokens", "examples"}, exclude_none=True)
+                       for name, split in rec.splits.items()}}
 
 @cache_app.command("rm")
 def cache_rm(

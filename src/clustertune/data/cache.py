@@ -143,13 +143,13 @@ class PreparedDataset:
 
     @property
     def streaming(self) -> bool:
-        return bool(self.manifest.data.get("streaming"))
+        return self.manifest.record.streaming
 
     def counts(self, split: str) -> dict[str, int]:
-        if split not in self.manifest.data["splits"]:  # the streamed training split
+        if split not in self.manifest.record.splits:  # the streamed training split
             return {"examples": 0, "samples": 0, "tokens": 0}
         s = self.manifest.split(split)
-        return {"examples": int(s["examples"]), "samples": int(s["samples"]), "tokens": int(s["tokens"])}
+        return {"examples": s.examples or 0, "samples": s.samples or 0, "tokens": s.tokens}
 
     def open_split(self, split: str) -> MappedArrays:
         return self.manifest.open_split(split)
@@ -493,7 +493,7 @@ def list_entries(root: Path) -> list[Manifest]:
                 out.append(load_manifest(d))
             except DataError:
                 continue
-    out.sort(key=lambda m: str(m.data.get("created_at", "")))
+    out.sort(key=lambda m: m.record.created_at or "")
     return out
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
+from clustertune.data.manifest_records import ArraySpec, FileEntry, ManifestRecord, SplitRecord
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file, xxh3_file
@@ -78,6 +80,7 @@ def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    ManifestRecord.model_validate(manifest)  # what every reader expects, checked before it is written
     atomic_write_json(out_dir / MANIFEST, manifest, fsync=True)
 
 
@@ -87,10 +90,10 @@ def force_hint(fp: str) -> str:
 
 @dataclass
 class Manifest:
-    """A parsed ``manifest.json`` and the directory it describes."""
+    """A parsed ``manifest.json`` (typed: :class:`ManifestRecord`) and the directory it describes."""
 
     dir: Path
-    data: dict[str, Any] = field(default_factory=dict)
+    record: ManifestRecord
 
     @property
     def path(self) -> Path:
@@ -98,22 +101,22 @@ class Manifest:
 
     @property
     def fingerprint(self) -> str:
-        return str(self.data["fingerprint"])
+        return self.record.fingerprint
 
     @property
-    def files(self) -> dict[str, dict[str, Any]]:
-        return self.data["files"]
+    def files(self) -> dict[str, FileEntry]:
+        return self.record.files
 
     @property
     def total_bytes(self) -> int:
-        return sum(int(f["bytes"]) for f in self.files.values())
+        return sum(f.bytes for f in self.files.values())
 
     @property
     def tokenizer_dir(self) -> Path:
         return self.dir / TOKENIZER_DIR
 
-    def split(self, name: str) -> dict[str, Any]:
-        return self.data["splits"][name]
+    def split(self, name: str) -> SplitRecord:
+        return self.record.splits[name]
 
     def check_sizes(self) -> None:
         """Every listed file present with its recorded size (what a cache hit checks)."""
@@ -123,10 +126,10 @@ class Manifest:
                 size = p.stat().st_size
             except FileNotFoundError:
                 raise DataError(f"prepared data {self.dir}: file {p} is missing; {force_hint(self.fingerprint)}") from None
-            if size != int(want["bytes"]):
-                what = "truncated" if size < int(want["bytes"]) else "longer than recorded"
+            if size != want.bytes:
+                what = "truncated" if size < want.bytes else "longer than recorded"
                 raise DataError(
-                    f"prepared data {self.dir}: file {p} is {what} ({size} bytes, manifest says {want['bytes']}); "
+                    f"prepared data {self.dir}: file {p} is {what} ({size} bytes, manifest says {want.bytes}); "
                     f"{force_hint(self.fingerprint)}"
                 )
 
@@ -135,7 +138,7 @@ class Manifest:
         self.check_sizes()
         for name, want in self.files.items():
             p = self.dir / name
-            if sha256_file(p) != want["sha256"]:
+            if sha256_file(p) != want.sha256:
                 raise DataError(
                     f"prepared data {self.dir}: checksum error in {p} (its sha256 differs from {self.path}); "
                     f"{force_hint(self.fingerprint)}"
@@ -160,24 +163,24 @@ class Manifest:
             spec = self.split(name)
         except KeyError:
             raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
-        arrays = {k: _map_array(self.dir, v) for k, v in spec["arrays"].items()}
+        arrays = {k: _map_array(self.dir, v) for k, v in spec.arrays.items()}
         if "loss_mask" in arrays:  # SFT rows
             from clustertune.data.packing import SFTArrays, read_generation
 
-            gen, marker = read_generation(self.dir / spec["generation_file"]) if spec.get("generation_file") else ([], "")
+            gen, marker = read_generation(self.dir / spec.generation_file) if spec.generation_file else ([], "")
             return SFTArrays(input_ids=arrays["input_ids"], loss_mask=arrays["loss_mask"],  # type: ignore[return-value]
-                             position_ids=arrays["position_ids"], lengths=arrays["lengths"], packed=bool(spec["packed"]),
-                             n_tokens=int(spec["tokens"]), generation=gen, end_marker=marker)
+                             position_ids=arrays["position_ids"], lengths=arrays["lengths"], packed=spec.packed,
+                             n_tokens=spec.tokens, generation=gen, end_marker=marker)
         return MappedArrays(input_ids=arrays["input_ids"], attention_mask=arrays.get("attention_mask"),
-                            labels=arrays.get("labels"), n_tokens=int(spec["tokens"]))
+                            labels=arrays.get("labels"), n_tokens=spec.tokens)
 
 
-def file_matches(path: Path, want: dict[str, Any]) -> tuple[str, bool]:
+def file_matches(path: Path, want: FileEntry) -> tuple[str, bool]:
     """Which checksum of a manifest entry is checked, and whether ``path`` matches it: the
     XXH3-128 where the entry has one (fast), else the sha256 (entries written before XXH3)."""
-    if XXH3 in want:
-        return "XXH3-128", xxh3_file(path) == want[XXH3]
-    return "sha256", sha256_file(path) == want["sha256"]
+    if want.xxh3_128 is not None:
+        return "XXH3-128", xxh3_file(path) == want.xxh3_128
+    return "sha256", sha256_file(path) == want.sha256
 
 
 def load_manifest(directory: Path) -> Manifest:
@@ -199,23 +202,28 @@ def load_manifest(directory: Path) -> Manifest:
             f"(up to {MANIFEST_FORMAT}); upgrade clustertune, or prepare again with this version "
             "(`clustertune prepare RECIPE --force`)"
         )
-    for key in ("fingerprint", "files", "splits"):
-        if key not in data:
-            raise DataError(f"prepared data {directory}: {path} lacks {key!r}; {force_hint(Path(directory).name)}")
-    return Manifest(Path(directory), data)
+    try:
+        record = ManifestRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        problem = "is missing" if err["type"] == "missing" else f"is not valid ({err['msg']})"
+        raise DataError(f"prepared data {directory}: {path}: {where!r} {problem}; "
+                        f"{force_hint(Path(directory).name)}") from None
+    return Manifest(Path(directory), record)
 
 
-def _map_array(root: Path, spec: dict[str, Any]) -> np.ndarray | ShardedArray:
-    dtype = np.dtype(spec["dtype"])
-    tail = tuple(spec["shape"][1:])
+def _map_array(root: Path, spec: ArraySpec) -> np.ndarray | ShardedArray:
+    dtype = np.dtype(spec.dtype)
+    tail = tuple(spec.shape[1:])
     parts = []
-    for sh in spec["shards"]:
-        if sh["rows"] == 0:
+    for sh in spec.shards:
+        if sh.rows == 0:
             continue
         try:
-            parts.append(np.memmap(root / sh["file"], dtype=dtype, mode="r", shape=(sh["rows"], *tail)))
+            parts.append(np.memmap(root / sh.file, dtype=dtype, mode="r", shape=(sh.rows, *tail)))
         except (OSError, ValueError) as exc:
-            raise DataError(f"prepared data {root}: cannot map {root / sh['file']}: {exc}; {force_hint(root.name)}") from exc
+            raise DataError(f"prepared data {root}: cannot map {root / sh.file}: {exc}; {force_hint(root.name)}") from exc
     if len(parts) == 1:
         return parts[0]
     return ShardedArray(parts, dtype, tail)

@@ -27,6 +27,7 @@ from typing import Any
 from clustertune.data.cache import PreparedDataset
 from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, replace_dir, sha256_file, temp_sibling
 from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, file_matches, force_hint, load_manifest
+from clustertune.data.manifest_records import FileEntry
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -46,8 +47,8 @@ def write_run_data(prepared: PreparedDataset, paths: RunPaths) -> DataRef:
     ref = DataRef(
         fingerprint=prepared.fingerprint, dir=str(prepared.dir), manifest=str(prepared.manifest_path),
         manifest_sha256=sha256_file(prepared.manifest_path), total_bytes=prepared.total_bytes,
-        task=prepared.manifest.data.get("task"), splits={s: prepared.counts(s) for s in ("train", "validation")},
-        labels=prepared.manifest.data.get("labels"),
+        task=prepared.manifest.record.task, splits={s: prepared.counts(s) for s in ("train", "validation")},
+        labels=prepared.manifest.record.labels,
     )
     atomic_write_json(paths.data, ref.to_json())
     if not paths.has_tokenizer:
@@ -100,7 +101,7 @@ def resolve_stage_root(spec: str, job: str | None = None) -> Path:
     return Path(expanded)
 
 
-def _copy_checked(src: Path, dst: Path, want: dict[str, Any]) -> tuple[str, bool]:
+def _copy_checked(src: Path, dst: Path, want: FileEntry) -> tuple[str, bool]:
     """Copy ``src`` to ``dst`` durably and check the bytes that landed against ``want``.
 
     The copy itself is the kernel's (``shutil.copyfile`` uses sendfile, no trip through user
@@ -109,7 +110,7 @@ def _copy_checked(src: Path, dst: Path, want: dict[str, Any]) -> tuple[str, bool
     waited for twice.
     """
     shutil.copyfile(src, dst)
-    if dst.stat().st_size != int(want["bytes"]):
+    if dst.stat().st_size != want.bytes:
         return "size", False
     kind, ok = file_matches(dst, want)
     fd = os.open(dst, os.O_RDONLY)
@@ -127,9 +128,9 @@ def _workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _valid_copy(path: Path, want: dict[str, Any]) -> bool:
+def _valid_copy(path: Path, want: FileEntry) -> bool:
     try:
-        return path.stat().st_size == int(want["bytes"]) and file_matches(path, want)[1]
+        return path.stat().st_size == want.bytes and file_matches(path, want)[1]
     except OSError:
         return False
 
@@ -157,7 +158,7 @@ def stage(source: Path, dest_root: Path) -> StageResult:
         with ThreadPoolExecutor(min(_workers(), max(1, len(man.files)))) as pool:
             valid = list(pool.map(lambda item: _valid_copy(dest / item[0], item[1]), man.files.items()))
         todo = {n: w for (n, w), ok in zip(man.files.items(), valid) if not ok}
-        need = sum(int(w["bytes"]) for w in todo.values())
+        need = sum(w.bytes for w in todo.values())
         free = shutil.disk_usage(dest_root).free
         if need > free:
             raise DataError(
@@ -185,7 +186,7 @@ def stage(source: Path, dest_root: Path) -> StageResult:
                 tmp.unlink(missing_ok=True)
 
         # Largest first, several files at once: one file's check overlaps another's copy.
-        order = sorted(todo, key=lambda n: -int(todo[n]["bytes"]))
+        order = sorted(todo, key=lambda n: -todo[n].bytes)
         with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
             for fut in [pool.submit(copy_one, n) for n in order]:
                 fut.result()
@@ -304,7 +305,7 @@ def open_run_data(
         # The ranks of one node share their torchrun agent (the parent); one process is its own launch.
         launch = os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()
         verify_once_per_node(man, paths, local_rank, f"{token or _default_token(paths)}|{launch}", timeout)
-    if man.data.get("streaming"):
+    if man.record.streaming:
         from transformers import AutoTokenizer
 
         from clustertune.data.stream import BlockStream, texts_of_source

@@ -220,7 +220,7 @@ def test_multi_shard_arrays_index_like_one(root: Path, files_recipe: dict[str, A
     monkeypatch.setenv("CLUSTERTUNE_SHARD_BYTES", "1000")
     p = prepare(load_recipe(files_recipe), force=True)
     many = p.open_split("train")
-    assert len(p.manifest.data["splits"]["train"]["arrays"]["input_ids"]["shards"]) > 3
+    assert len(p.manifest.split("train").arrays["input_ids"].shards) > 3
     full = np.asarray(one.input_ids)
     idx = np.random.default_rng(0).permutation(len(full))[:50]
     assert np.array_equal(many.input_ids[idx], full[idx])
@@ -275,6 +275,25 @@ def test_newer_manifest_format_is_refused(root: Path, files_recipe: dict[str, An
         prepare(load_recipe(files_recipe))
     p.manifest_path.write_text("{not json")
     with pytest.raises(DataError, match="manifest.json is corrupt"):
+        load_manifest(p.dir)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda m: m["files"][next(iter(m["files"]))].pop("sha256"), r"'files\..*\.sha256' is missing"),
+    (lambda m: m["splits"]["train"].update(tokens="many"), r"'splits\.train\.tokens' is not valid"),
+    (lambda m: m["splits"]["train"]["arrays"]["input_ids"]["shards"][0].update(rows=-1),
+     r"'splits\.train\.arrays\.input_ids\.shards\.0\.rows' is not valid"),
+    (lambda m: m.pop("splits"), r"'splits' is missing"),
+])
+def test_a_manifest_with_a_missing_or_mistyped_field_names_it(root: Path, files_recipe: dict[str, Any],
+                                                              edit: Any, message: str) -> None:
+    """Read through its typed record: a damaged manifest is reported at once, naming the field and
+    the fix, not as a KeyError in the middle of staging or training."""
+    p = prepare(load_recipe(files_recipe))
+    m = json.loads(p.manifest_path.read_text())
+    edit(m)
+    p.manifest_path.write_text(json.dumps(m))
+    with pytest.raises(DataError, match=message + r".*prepare RECIPE --force"):
         load_manifest(p.dir)
 
 

@@ -85,9 +85,9 @@ def test_chunked_prepare_gives_the_blocks_and_bytes_of_the_whole_text(tmp_path: 
         got = np.asarray(p.open_split("train").input_ids).astype(np.int64)
         assert np.array_equal(got, flat[: len(got) * 16].reshape(-1, 16)) and len(got) == len(flat) // 16
         assert p.counts("train")["examples"] == len(texts)
-    shards = chunked.manifest.data["splits"]["train"]["arrays"]["input_ids"]["shards"]
+    shards = chunked.manifest.split("train").arrays["input_ids"].shards
     assert len(shards) > 3
-    joined = b"".join((chunked.dir / s["file"]).read_bytes() for s in shards)
+    joined = b"".join((chunked.dir / s.file).read_bytes() for s in shards)
     assert joined == (whole.dir / "train.input_ids.00000.bin").read_bytes()
 
 
@@ -121,8 +121,8 @@ def test_a_file_arrow_cannot_read_is_read_line_by_line(tmp_path: Path, tok_dir: 
     flat = list(itertools.chain.from_iterable(tok(PARAS[:40] + ["12345", "6.5"], verbose=False)["input_ids"]))
     got = np.asarray(p.open_split("train").input_ids).astype(np.int64).ravel().tolist()
     assert got == flat[: len(got)] and len(got) == len(flat) // 16 * 16
-    shards = p.manifest.split("train")["arrays"]["input_ids"]["shards"]
-    assert sorted(f for f in p.manifest.files if f.startswith("train.")) == [s["file"] for s in shards]
+    shards = p.manifest.split("train").arrays["input_ids"].shards
+    assert sorted(f for f in p.manifest.files if f.startswith("train.")) == [s.file for s in shards]
 
 
 @pytest.mark.parametrize("shard_bytes", ["64", "96", "100000"])

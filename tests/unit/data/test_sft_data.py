@@ -98,7 +98,7 @@ def test_messages_sharegpt_disk_and_prompt_completion_give_the_same_rows(sft_bas
                                                 "dataset": str(tmp_path / "disk")}},
     ]
     first = _prepared_rows(variants[0])
-    assert first[0].manifest.split("train")["examples"] == 36
+    assert first[0].manifest.split("train").examples == 36
     assert first[2].sum() > 0 and (first[2][:, 0] == 0).all()
     for v in variants[1:]:
         _, ids, mask = _prepared_rows(v)
@@ -128,8 +128,8 @@ def test_packed_rows_restart_positions_and_prepare_reports_counts(sft_base: Path
     prep, ids, mask = _prepared_rows(recipe)
     tr = prep.open_split("train")
     stats = prep.manifest.split("train")
-    assert stats["dropped_too_long"] + prep.manifest.split("validation")["dropped_too_long"] == 1
-    assert len(tr) < stats["examples_kept"] and tr.packed  # several examples per row
+    assert stats.dropped_too_long + prep.manifest.split("validation").dropped_too_long == 1
+    assert len(tr) < stats.examples_kept and tr.packed  # several examples per row
     pos = np.asarray(tr.position_ids)
     for r in range(len(tr)):
         n = int(tr.lengths[r])
@@ -142,7 +142,7 @@ def test_packed_rows_restart_positions_and_prepare_reports_counts(sft_base: Path
     # it, so it is dropped for having no trained token
     prep2, _, _ = _prepared_rows(sft_recipe(sft_base, train, validation_fraction=0.05, sft={"packing": True}))
     s2 = [prep2.manifest.split(k) for k in ("train", "validation")]
-    assert sum(s["truncated"] for s in s2) == 1 and sum(s["dropped_no_loss"] for s in s2) == 1
+    assert sum(s.truncated for s in s2) == 1 and sum(s.dropped_no_loss for s in s2) == 1
     res = cli("prepare", _yaml(tmp_path, recipe))
     assert res.returncode == 0, res.stderr
     assert "dropped" in res.stdout + res.stderr
