@@ -165,56 +165,12 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
-        run = get_run(resume, runs_root_dir)
-        bad = [o for o in overrides or [] if not o.strip().startswith("launch.")]
-        if bad:
-            raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
-        if run.paths.is_command:
-            if trust_checkpoint:
-                raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
-            # The same command again, as the next attempt, under its launch section (+ overrides).
-            run.check_resumable()
-            user_command = read_command(run.paths)
-            recipe = load_launch(run.paths.launch_section, overrides or [])
-            write_launch(run.paths, recipe)
-            run.set_backend(recipe.launch.backend)
-            return launcher(recipe.launch.backend).submit(plan_for(recipe, run.id, run.paths.root, user_command),
-                                                          run, recipe, announce).run
-        started_with = load_recipe(run.paths.recipe)
-        recipe = load_recipe(run.paths.recipe, overrides or [])
-        # A run that was launched stays with the launcher, even when resumed on one process.
-        if not (needs_launcher(recipe) or needs_launcher(started_with)):
-            if overrides:
-                raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-            return _in_process(recipe, run, runs_root_dir, show_progress, command, trust_checkpoint)
-        run.check_resumable()
-        if run.info.backend == "ssh" and run.info.remote is not None:
-            before_resume(run)
-        # The signature only (state.json): every rank checks each file's digest before loading.
-        accept_for_resume(run.paths, trust_checkpoint)
-        run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
-        run.set_backend(recipe.launch.backend)
+        started = _resume(resume, overrides or [], runs_root_dir, command, announce, show_progress, trust_checkpoint)
     else:
-        if user_command is not None:
-            if recipe is None:  # launch.* overrides on the defaults
-                recipe = load_launch(None, overrides or [], user_command)
-            return _launch_command(recipe, user_command, runs_root_dir, command, announce)
-        if recipe is None:
-            raise UserError("give a recipe to launch, or --resume RUN_ID")
-        if recipe.launch.runner != "torchrun":
-            raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
-                              "a recipe always runs under torchrun")
-        recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
-        if not needs_launcher(recipe):
-            return _in_process(recipe, None, runs_root_dir, show_progress, command, False)
-        # Problems found without heavy imports fail here, before any run directory exists;
-        # the ranks check the model and data themselves (their errors land in run.json).
-        check_trackers(list(recipe.tracking.trackers))
-        check_deepspeed_json(recipe)
-        launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
-        root = runs_root(runs_root_dir or recipe.tracking.runs_root)
-        run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
-                         backend=recipe.launch.backend)
+        started = _new(recipe, overrides or [], runs_root_dir, command, announce, user_command, show_progress)
+    if isinstance(started, Run):
+        return started  # trained in this process, or a user's command already submitted
+    recipe, run = started
     backend = launcher(recipe.launch.backend)
     plan = plan_for(recipe, run.id, run.paths.root)
     try:
@@ -225,6 +181,71 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan, run, recipe, announce).run
+
+
+def _resume(run_id: str, overrides: list[str], runs_root_dir: str | os.PathLike[str] | None,
+            command: list[str] | None, announce: Announce | None, show_progress: bool,
+            trust_checkpoint: bool) -> Run | tuple[Recipe, Run]:
+    """A resumed run: trained here, or submitted again (a user's command), or the recipe and
+    run for :func:`launch` to submit."""
+    run = get_run(run_id, runs_root_dir)
+    bad = [o for o in overrides if not o.strip().startswith("launch.")]
+    if bad:
+        raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
+    if run.paths.is_command:
+        if trust_checkpoint:
+            raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
+        # The same command again, as the next attempt, under its launch section (+ overrides).
+        run.check_resumable()
+        user_command = read_command(run.paths)
+        recipe = load_launch(run.paths.launch_section, overrides)
+        write_launch(run.paths, recipe)
+        run.set_backend(recipe.launch.backend)
+        return launcher(recipe.launch.backend).submit(plan_for(recipe, run.id, run.paths.root, user_command),
+                                                      run, recipe, announce).run
+    started_with = load_recipe(run.paths.recipe)
+    recipe = load_recipe(run.paths.recipe, overrides)
+    # A run that was launched stays with the launcher, even when resumed on one process.
+    if not (needs_launcher(recipe) or needs_launcher(started_with)):
+        if overrides:
+            raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
+        return _in_process(recipe, run, runs_root_dir, show_progress, command, trust_checkpoint)
+    run.check_resumable()
+    if run.info.backend == "ssh" and run.info.remote is not None:
+        before_resume(run)
+    # The signature only (state.json): every rank checks each file's digest before loading.
+    accept_for_resume(run.paths, trust_checkpoint)
+    run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
+    run.set_backend(recipe.launch.backend)
+    return recipe, run
+
+
+def _new(recipe: Recipe | None, overrides: list[str], runs_root_dir: str | os.PathLike[str] | None,
+         command: list[str] | None, announce: Announce | None, user_command: list[str] | None,
+         show_progress: bool) -> Run | tuple[Recipe, Run]:
+    """A new run: trained here, or a user's command submitted, or the recipe and the run
+    created for :func:`launch` to submit."""
+    if user_command is not None:
+        if recipe is None:  # launch.* overrides on the defaults
+            recipe = load_launch(None, overrides, user_command)
+        return _launch_command(recipe, user_command, runs_root_dir, command, announce)
+    if recipe is None:
+        raise UserError("give a recipe to launch, or --resume RUN_ID")
+    if recipe.launch.runner != "torchrun":
+        raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
+                          "a recipe always runs under torchrun")
+    recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
+    if not needs_launcher(recipe):
+        return _in_process(recipe, None, runs_root_dir, show_progress, command, False)
+    # Problems found without heavy imports fail here, before any run directory exists;
+    # the ranks check the model and data themselves (their errors land in run.json).
+    check_trackers(list(recipe.tracking.trackers))
+    check_deepspeed_json(recipe)
+    launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
+    root = runs_root(runs_root_dir or recipe.tracking.runs_root)
+    run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
+                     backend=recipe.launch.backend)
+    return recipe, run
 
 
 def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str | os.PathLike[str] | None,

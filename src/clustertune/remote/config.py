@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
 
 from clustertune.errors import ClusterError
 from clustertune.fsutil import atomic_write_text
@@ -33,26 +35,27 @@ def clusters_file() -> Path:
     return config_dir() / "clusters.yaml"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class HostSpec:
-    """One SSH host of a cluster."""
+    """One SSH host of a cluster (a dataclass whose field types pydantic checks; the rules a
+    type cannot say are checked after)."""
 
-    address: str
+    address: StrictStr
     """Host name or IP (or an alias from ~/.ssh/config)."""
-    user: str | None = None
+    user: StrictStr | None = None
     """Login user (default: ssh's choice, e.g. from ~/.ssh/config)."""
-    port: int | None = None
+    port: StrictInt | None = None
     """SSH port (default: ssh's choice)."""
-    key: str | None = None
+    key: StrictStr | None = None
     """Identity file (default: ssh's keys and agent)."""
-    jump: str | None = None
+    jump: StrictStr | None = None
     """Jump host, as for ``ssh -J``."""
-    root: str = DEFAULT_ROOT
+    root: StrictStr = DEFAULT_ROOT
     """Directory for clustertune's files on the host (envs, code snapshots, runs); relative
     paths are under the login directory."""
-    known_hosts: str | None = None
+    known_hosts: StrictStr | None = None
     """known_hosts file to verify the host key against (default: ssh's own)."""
-    python: str = "python3"
+    python: StrictStr = "python3"
     """The host's Python, used to run clustertune's helper and to create envs."""
 
     def __post_init__(self) -> None:
@@ -113,7 +116,7 @@ class HostSpec:
         return cls(address=rest, user=user or None, port=port, **{k: v for k, v in defaults.items() if v is not None})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(arbitrary_types_allowed=True))
 class ClusterSpec:
     name: str
     hosts: tuple[HostSpec, ...] = field(default_factory=tuple)
@@ -134,6 +137,16 @@ def _write_private(path: Path, text: str) -> None:
     atomic_write_text(path, text, mode=0o600)
 
 
+class _ClusterEntry(BaseModel):
+    """One cluster as ``clusters.yaml`` keeps it."""
+
+    model_config = ConfigDict(extra="forbid")
+    hosts: list[HostSpec] = Field(min_length=1)
+
+
+_ENTRY = TypeAdapter(_ClusterEntry)
+
+
 def _load_all() -> dict[str, Any]:
     path = clusters_file()
     if not path.is_file():
@@ -151,19 +164,32 @@ def _load_all() -> dict[str, Any]:
 
 
 def _parse_cluster(name: str, raw: Any) -> ClusterSpec:
-    path = clusters_file()
-    if not isinstance(raw, dict) or not isinstance(raw.get("hosts"), list) or not raw["hosts"]:
-        raise ClusterError(f"{path}: clusters.{name}.hosts must be a non-empty list")
-    hosts = []
-    for i, h in enumerate(raw["hosts"]):
-        if not isinstance(h, dict):
-            raise ClusterError(f"{path}: clusters.{name}.hosts[{i}] must be a mapping with an 'address'")
-        unknown = set(h) - set(HostSpec.__dataclass_fields__)
-        if unknown:
-            raise ClusterError(f"{path}: clusters.{name}.hosts[{i}]: unknown keys {sorted(unknown)} "
-                               f"(known: {sorted(HostSpec.__dataclass_fields__)})")
-        hosts.append(HostSpec(**h))
-    return ClusterSpec(name, tuple(hosts))
+    """One cluster's entry, through its typed model; the error names the key in the file."""
+    try:
+        entry = _ENTRY.validate_python(raw)
+    except ValidationError as exc:
+        raise ClusterError(f"{clusters_file()}: {_problem(name, exc)}") from None
+    except ClusterError as exc:  # a rule the types cannot say (a port out of range, an address starting with '-')
+        raise ClusterError(f"{clusters_file()}: clusters.{name}: {exc}") from None
+    return ClusterSpec(name, tuple(entry.hosts))
+
+
+def _problem(name: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = list(err["loc"])
+    where = f"clusters.{name}" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc)
+    known = sorted(HostSpec.__dataclass_fields__)
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        if len(loc) == 1:
+            return f"{where}: unknown key (a cluster has only 'hosts')"
+        return f"{where}: unknown key (a host knows {known})"
+    if loc == ["hosts"]:
+        return f"clusters.{name}.hosts must be a non-empty list of hosts, each a mapping with an 'address'"
+    if not loc:
+        return f"clusters.{name} must be a mapping with 'hosts'"
+    if err["type"] in ("model_type", "dict_type", "dataclass_type", "model_attributes_type"):
+        return f"{where} must be a mapping with an 'address'"
+    return f"{where}: {err['msg']}"
 
 
 def list_clusters() -> list[ClusterSpec]:
