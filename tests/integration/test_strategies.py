@@ -127,6 +127,12 @@ def check_state_memory(run_dir: Path, key: str) -> None:
             for kind in memory.KINDS:
                 want, got = getattr(est, kind), held[kind]
                 assert abs(got - want) <= 0.10 * want if want else got == 0, (d.name, key, rank, kind, got, want)
+            # Host memory the model took at build: under FSDP rank 1 built it on the meta device
+            # (nothing) and received its shards from rank 0; every other way each rank built it whole.
+            want = memory.build_host_bytes(shape, key, 2, rank)
+            assert abs(held["built"] - want) <= 0.10 * want if want else held["built"] == 0, (d.name, key, rank, held)
+        if key.startswith("fsdp"):
+            assert rows[0]["ranks"][1]["built"] == 0 < rows[0]["ranks"][0]["built"]
         sizes.append(shape.n_params)
     assert len(set(sizes)) == 3 and max(sizes) > 30 * min(sizes)  # three sizes, far apart
 

@@ -256,6 +256,16 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     return MemoryEstimate(strategy, p, g, o, activations, host, buffers)
 
 
+def build_host_bytes(shape: ModelShape, strategy: str, world: int, rank: int, adapter: bool = False) -> int:
+    """Host bytes one rank's model takes when it is built (fp32, before any sharding or
+    partitioning): under FSDP over more than one process without an adapter only rank 0 builds
+    the real model and the others its structure on the meta device; every other way, each rank
+    builds it whole."""
+    if strategy.startswith("fsdp") and world > 1 and not adapter and rank != 0:
+        return 0
+    return shape.whole_weight_bytes()
+
+
 def strategy_key(t: Any) -> str:
     """The name (one of STRATEGIES) of the way a recipe's ``train`` section holds the state."""
     offload = t.effective_offload
@@ -403,9 +413,17 @@ def held_around_first_step(before: dict[str, int], after: dict[str, int]) -> dic
             "optimizer": most.get("optimizer", 0), "host": host}
 
 
+def materialised_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters and buffers that have memory (meta tensors have none):
+    what building the model cost this rank's host."""
+    return distinct_bytes({"params": [*model.parameters(), *model.buffers()]})["params"]
+
+
 def gather_per_rank(strategy: Any, held: dict[str, int]) -> list[dict[str, int]]:
-    """Every rank's ``held``, in rank order, on every rank (a collective: all ranks call it)."""
-    rows = torch.zeros(strategy.num_processes, len(KINDS), dtype=torch.int64, device=strategy.device)
-    rows[strategy.process_index] = torch.tensor([held[k] for k in KINDS], dtype=torch.int64)
+    """Every rank's ``held`` (the same keys on every rank), in rank order, on every rank (a
+    collective: all ranks call it)."""
+    keys = list(held)
+    rows = torch.zeros(strategy.num_processes, len(keys), dtype=torch.int64, device=strategy.device)
+    rows[strategy.process_index] = torch.tensor([held[k] for k in keys], dtype=torch.int64)
     rows = strategy.reduce(rows, reduction="sum")
-    return [dict(zip(KINDS, (int(v) for v in row))) for row in rows.tolist()]
+    return [dict(zip(keys, (int(v) for v in row))) for row in rows.tolist()]
