@@ -370,12 +370,13 @@ def optimizer_state_tensors(optimizer: Any) -> list[torch.Tensor]:
             if isinstance(v, torch.Tensor) and v.dim() > 0]
 
 
-def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                         extra_grads: Iterable[torch.Tensor] = ()) -> dict[str, int]:
     """Bytes of this rank's distinct parameter, gradient and optimizer-state tensors for a plain
     torch optimizer over the model's parameters (DDP, FSDP; DeepSpeed has its own, see
-    strategies/zero.py)."""
+    strategies/zero.py). ``extra_grads``: gradients held elsewhere than on the parameters."""
     params = list(model.parameters())
-    grads = [p.grad for p in params if p.grad is not None]
+    grads = [p.grad for p in params if p.grad is not None] + list(extra_grads)
     quant = quant_state_tensors([*params, *model.modules()])
     return distinct_bytes({"params": [*params, *quant], "grads": grads,
                            "optimizer": optimizer_state_tensors(optimizer)})
@@ -404,10 +405,11 @@ def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def held_around_first_step(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """The most of each kind a rank held just before and just after its first optimizer step:
-    gradients exist before it (torch frees them after), optimizer state only after it."""
-    most = {k: max(before.get(k, 0), after.get(k, 0)) for k in {*before, *after}}
+def held_around_first_step(*snapshots: dict[str, int]) -> dict[str, int]:
+    """The most of each kind a rank held at any of ``snapshots``: between micro-batches, just
+    before and just after its first optimizer step (gradients exist before it, torch frees them
+    after; optimizer state exists only after it)."""
+    most = {k: max(s.get(k, 0) for s in snapshots) for k in set().union(*snapshots)}
     host = sum(v for k, v in most.items() if k.startswith("host"))
     return {"params": most.get("params", 0), "grads": most.get("grads", 0),
             "optimizer": most.get("optimizer", 0), "host": host}

@@ -122,7 +122,8 @@ class AccelerateStrategy(AcceleratorRanks):
         # DDP all-reduces on the last micro-batch only. FSDP reduce-scatters after every
         # micro-batch: skipping it would hold whole, unsharded gradients on every rank between
         # micro-batches (the full model's size, where the sharded ones are 1/world of it), and
-        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients.
+        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients;
+        # the loop measures what each rank holds between micro-batches too (state_bytes).
         if self.sharded:
             return nullcontext()
         return nullcontext() if last else self.accelerator.no_sync(model)
@@ -147,7 +148,10 @@ class AccelerateStrategy(AcceleratorRanks):
         return self.accelerator.unwrap_model(model)
 
     def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
-        held = memory.measured_state_bytes(model, _inner(optimizer))
+        # Under FSDP whole gradients of a unit not yet reduce-scattered live beside its shards
+        # (on the unsharded parameters): counted, so that skipping the reduction would show.
+        extra = unsharded_gradients(model) if self.sharded else []
+        held = memory.measured_state_bytes(model, _inner(optimizer), extra)
         if self.sharded and self.recipe.train.effective_offload != "none":
             # FSDP's CPU offload keeps the sharded weights, their gradients and so the
             # optimizer state in host memory; only the gathered layers visit the device.
@@ -259,6 +263,23 @@ def share_buffers_and_rng(model: torch.nn.Module) -> None:
     torch.set_rng_state(shared[0])
     if on.type == "cuda":
         torch.cuda.set_rng_state(shared[1])
+
+
+def unsharded_gradients(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Whole (unsharded) gradients FSDP2 holds for its units between backward and the
+    reduce-scatter: kept there across micro-batches only when gradient sync is switched off."""
+    out: list[torch.Tensor] = []
+    for module in model.modules():
+        get_state = getattr(module, "_get_fsdp_state", None)
+        if get_state is None:
+            continue
+        for group in getattr(get_state(), "_fsdp_param_groups", []):
+            for fp in group.fsdp_params:
+                unsharded = getattr(fp, "_unsharded_param", None)
+                for grad in (getattr(fp, "unsharded_accumulated_grad", None), getattr(unsharded, "grad", None)):
+                    if grad is not None:
+                        out.append(grad)
+    return out
 
 
 def _inner(optimizer: Any) -> torch.optim.Optimizer:
