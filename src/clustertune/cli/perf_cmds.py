@@ -64,6 +64,7 @@ def estimate_memory(
             "strategies": [{"strategy": e.strategy, "params": e.params, "grads": e.grads, "optimizer": e.optimizer,
                             "activations": e.activations, "buffers": e.buffers, "per_device": e.device_total,
                             "host": e.host, "fits": _fits(e.device_total, dev[1]) if dev else None} for e in rows],
+            "notes": memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None),
         }, indent=2))
         return
     print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters{adapter}, "
@@ -83,6 +84,8 @@ def estimate_memory(
         table.add_row(*cells)
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
     print("activations are an estimate; weights, gradients and optimizer state are exact for AdamW in fp32")
+    for note in memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None):
+        print(note)
 
 def doctor() -> None:
     """What clustertune finds on this machine: versions, GPUs, DeepSpeed, SLURM, SSH, hub, caches."""

@@ -165,8 +165,12 @@ def check_sequence_fits(recipe: Recipe, config: Any) -> None:
         )
 
 
-def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
-    """Instantiate the model: fresh from ``config`` or pretrained weights with it."""
+def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = False) -> Any:
+    """Instantiate the model: fresh from ``config`` or pretrained weights with it.
+
+    ``on_meta``: only the structure, on the meta device (no memory, nothing read): a rank of a
+    sharded run that receives its shards from rank 0 (see train/strategies/accel.py) builds
+    this; it has the same parameters, in the same order and shapes, as the real model."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
@@ -181,7 +185,10 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any) -> Any:
         kwargs["attn_implementation"] = m.attn_implementation
     kwargs.update(load_kwargs(recipe))  # QLoRA: the base in 4-bit
     try:
-        if m.config is not None:
+        if on_meta:
+            with torch.device("meta"):
+                model = auto.from_config(config, **kwargs)
+        elif m.config is not None:
             model = auto.from_config(config, **kwargs)
         else:
             path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path

@@ -21,11 +21,13 @@ from clustertune.models.build import build_model, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
+from clustertune.train import memory
 from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.precision import mixed_precision, reset_accelerate_state
 from clustertune.train.strategies import Strategy
+from clustertune.train.strategies.accel import loads_from_rank0
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory
 
 if TYPE_CHECKING:
@@ -65,8 +67,9 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
     return acc
 
 
-def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
-    """The node side's one place that turns the recipe into an Accelerator and a strategy."""
+def make_strategy(recipe: Recipe, paths: RunPaths, from_rank0: bool = False) -> Strategy:
+    """The node side's one place that turns the recipe into an Accelerator and a strategy.
+    ``from_rank0``: FSDP's ranks other than 0 built the model on the meta device."""
     from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
 
     strategy = recipe.train.strategy
@@ -82,8 +85,9 @@ def make_strategy(recipe: Recipe, paths: RunPaths) -> Strategy:
         return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
     from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
 
-    plugin = fsdp_plugin(recipe, mixed_precision(recipe)) if strategy == "fsdp" else None
-    made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None)
+    plugin = fsdp_plugin(recipe, mixed_precision(recipe), from_rank0) if strategy == "fsdp" else None
+    made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None,
+                              from_rank0=from_rank0)
     made.own_group = own_group  # a group of one made for FSDP without a launcher: undone after the run
     return made
 
@@ -116,11 +120,16 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     config = resolve_config(recipe, tok, read_run_data(paths).labels)
     pad_vocab(config, vocab_multiple(recipe))
     set_seed(t.seed)
-    model = build_model(recipe, config, tok)
+    # Under FSDP only rank 0 holds the whole model in host memory; the others build its
+    # structure on the meta device and receive their shards from rank 0 (strategies/accel.py).
+    from_rank0 = loads_from_rank0(recipe)
+    model = build_model(recipe, config, tok, on_meta=from_rank0 and int(os.environ.get("RANK", "0") or 0) != 0)
+    built = memory.materialised_bytes(model)
     train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
-    strategy = make_strategy(recipe, paths)
+    strategy = make_strategy(recipe, paths, from_rank0)
+    strategy.built_bytes = built  # recorded with the state each rank holds (the loop's state_memory row)
     try:
         seq_len = recipe.sequence_length
         with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):

@@ -275,6 +275,7 @@ def train_loop(
         it = batches.iterate(pos, strategy.device)
         progress.started()
         probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
+        held_between: dict[str, int] = {}
         while step < steps:
             micro_batches, next_pos = next(it)
             shares = token_shares(micro_batches, strategy) if recipe.task == "sft" else None
@@ -287,6 +288,9 @@ def train_loop(
                         loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
                     strategy.backward(loss)
                 loss_sum += loss.detach()
+                if step + 1 == probe_at and i == 0 and len(micro_batches) > 1:
+                    # Between micro-batches: what accumulation keeps (sharded or whole gradients).
+                    held_between = strategy.state_bytes(model, optimizer)
             held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
             # Clip, optimizer and scheduler step, zero the gradients.
             grad_norm = strategy.step(model, optimizer, scheduler, t.max_grad_norm)
@@ -296,7 +300,9 @@ def train_loop(
             step, pos = step + 1, next_pos
             progress.advance(step)  # host-side only: the bar and its ETA move every step
             if held_before is not None:
-                held = memory.held_around_first_step(held_before, strategy.state_bytes(model, optimizer))
+                held = memory.held_around_first_step(held_between, held_before, strategy.state_bytes(model, optimizer))
+                # Host bytes the model took when this rank built it (before any sharding).
+                held["built"] = int(getattr(strategy, "built_bytes", 0))
                 per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
                 metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
                 log.info("state held per rank after step %d (MiB): %s", step, "; ".join(

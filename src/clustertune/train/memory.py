@@ -35,8 +35,11 @@ ZeRO-3 partitions the frozen weights too). QLoRA's base Linear weights are 4-bit
 per weight, plus the quantization state bitsandbytes keeps per layer (one 8-bit absmax per block
 of 64 weights, an fp32 absmax per 256 of those, and its 16- and 256-entry fp32 code tables).
 
-DDP's gradient buckets (a copy of every gradient, over more than one device) and, under mixed
-precision, autocast's 16-bit copies of the weights are counted as ``buffers``. DeepSpeed's
+DDP's gradient buckets (a copy of every trainable gradient, over more than one device: the
+buckets, ``bucket_cap_mb`` = 25 MB each by default, together cover them all) and, under mixed
+precision, autocast's 16-bit copies of the trainable weights and biases that matrix products use
+(Linear and Conv1D layers, the output head; embeddings and norms stay fp32, frozen weights are
+cast anew at each use) are counted as ``buffers``. DeepSpeed's
 communication buckets (``reduce_bucket_size``) and the CUDA context are not counted:
 ``estimate-memory`` leaves ~10% of the device for them.
 
@@ -104,6 +107,13 @@ class ModelShape:
     trainable_numels: tuple[int, ...] | None = field(default=None, repr=False)
     # QLoRA: element counts of the base weights held in 4 bits.
     quantized_numels: tuple[int, ...] = field(default=(), repr=False)
+    # Elements of the trainable weights and biases that matrix products use (Linear and Conv1D
+    # layers, the output head): those autocast keeps a 16-bit copy of. None: every trainable one.
+    autocast_numels: int | None = None
+
+    @property
+    def autocast_copied(self) -> int:
+        return self.trainable if self.autocast_numels is None else self.autocast_numels
 
     def shard(self, world: int) -> int:
         """Elements of one rank's shards: each tensor split on its own, rounded up."""
@@ -190,7 +200,24 @@ def shape_of(model: torch.nn.Module, config: Any, quantized: tuple[int, ...] = (
     layers = _first_int(config, "n_layer", "num_hidden_layers", "num_layers") or 0
     hidden = _first_int(config, "n_embd", "hidden_size", "d_model") or 0
     vocab = _first_int(config, "vocab_size") or 0
-    return ModelShape(sum(numels), layers, hidden, vocab, numels, trainable, quantized)
+    return ModelShape(sum(numels), layers, hidden, vocab, numels, trainable, quantized, matmul_elements(model))
+
+
+def matmul_elements(model: torch.nn.Module) -> int:
+    """Elements of the trainable parameters autocast casts to 16 bits and caches for the step:
+    weights and biases of Linear and Conv1D (GPT-2's) layers and of the output head (an
+    embedding tied to it included). Autocast caches casts of trainable leaf tensors only (a
+    frozen base is cast anew at each use, one layer at a time); embedding lookups and norms run
+    on the fp32 weights."""
+    seen: dict[int, int] = {}
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)) or type(module).__name__ == "Conv1D" \
+                or module is head:
+            for p in module.parameters(recurse=False):
+                if p.requires_grad:
+                    seen[id(p)] = p.numel()
+    return sum(seen.values())
 
 
 def _first_int(config: Any, *names: str) -> int | None:
@@ -252,8 +279,40 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     if strategy == "ddp":
         # DDP all-reduces through buckets that copy every gradient (fp32); autocast keeps a
         # 16-bit copy of each weight it casts for the forward and backward.
-        buffers = (4 * n if w > 1 else 0) + (2 * n if mixed else 0)
+        # Buckets cover the trainable parameters only (their total is every gradient, whatever
+        # bucket_cap_mb, 25 MB by default, makes of each); autocast caches only casts of
+        # trainable weights used in matrix products.
+        buffers = (4 * t if w > 1 else 0) + (2 * shape.autocast_copied if mixed else 0)
     return MemoryEstimate(strategy, p, g, o, activations, host, buffers)
+
+
+def build_host_bytes(shape: ModelShape, strategy: str, world: int, rank: int, adapter: bool = False) -> int:
+    """Host bytes one rank's model takes when it is built (fp32, before any sharding or
+    partitioning): under FSDP over more than one process without an adapter only rank 0 builds
+    the real model and the others its structure on the meta device; every other way, each rank
+    builds it whole."""
+    if strategy.startswith("fsdp") and world > 1 and not adapter and rank != 0:
+        return 0
+    return shape.whole_weight_bytes()
+
+
+def gpu_notes(precision: str, strategy: str, world: int, adapter: bool = False) -> list[str]:
+    """Which of the figures hold on GPUs only, and what each rank's host holds at build."""
+    notes = []
+    if precision == "auto":
+        notes.append("GPU only: precision auto is counted as mixed precision (bf16, or fp16 where bf16 is missing), "
+                     "as on every GPU; on CPU it is fp32 (activations and logits double, no autocast copies)")
+    if precision != "fp32":
+        notes.append("GPU only (mixed precision): buffers hold autocast's 16-bit copies of the trainable matmul "
+                     "weights (DDP), activations are 16-bit and the logits have a 16-bit version beside the fp32 ones")
+    if world > 1:
+        notes.append("DDP's buffers include its gradient buckets (a copy of every trainable gradient), on any device")
+    if strategy == "fsdp" and world > 1 and not adapter:
+        notes.append("host memory at build: the whole fp32 model on rank 0 only (the other ranks build it on the meta "
+                     "device and receive their shards)")
+    else:
+        notes.append("host memory at build: the whole fp32 model on every rank")
+    return notes
 
 
 def strategy_key(t: Any) -> str:
@@ -360,12 +419,13 @@ def optimizer_state_tensors(optimizer: Any) -> list[torch.Tensor]:
             if isinstance(v, torch.Tensor) and v.dim() > 0]
 
 
-def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+def measured_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                         extra_grads: Iterable[torch.Tensor] = ()) -> dict[str, int]:
     """Bytes of this rank's distinct parameter, gradient and optimizer-state tensors for a plain
     torch optimizer over the model's parameters (DDP, FSDP; DeepSpeed has its own, see
-    strategies/zero.py)."""
+    strategies/zero.py). ``extra_grads``: gradients held elsewhere than on the parameters."""
     params = list(model.parameters())
-    grads = [p.grad for p in params if p.grad is not None]
+    grads = [p.grad for p in params if p.grad is not None] + list(extra_grads)
     quant = quant_state_tensors([*params, *model.modules()])
     return distinct_bytes({"params": [*params, *quant], "grads": grads,
                            "optimizer": optimizer_state_tensors(optimizer)})
@@ -394,18 +454,27 @@ def offloaded(held: dict[str, int], kinds: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def held_around_first_step(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    """The most of each kind a rank held just before and just after its first optimizer step:
-    gradients exist before it (torch frees them after), optimizer state only after it."""
-    most = {k: max(before.get(k, 0), after.get(k, 0)) for k in {*before, *after}}
+def held_around_first_step(*snapshots: dict[str, int]) -> dict[str, int]:
+    """The most of each kind a rank held at any of ``snapshots``: between micro-batches, just
+    before and just after its first optimizer step (gradients exist before it, torch frees them
+    after; optimizer state exists only after it)."""
+    most = {k: max(s.get(k, 0) for s in snapshots) for k in set().union(*snapshots)}
     host = sum(v for k, v in most.items() if k.startswith("host"))
     return {"params": most.get("params", 0), "grads": most.get("grads", 0),
             "optimizer": most.get("optimizer", 0), "host": host}
 
 
+def materialised_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters and buffers that have memory (meta tensors have none):
+    what building the model cost this rank's host."""
+    return distinct_bytes({"params": [*model.parameters(), *model.buffers()]})["params"]
+
+
 def gather_per_rank(strategy: Any, held: dict[str, int]) -> list[dict[str, int]]:
-    """Every rank's ``held``, in rank order, on every rank (a collective: all ranks call it)."""
-    rows = torch.zeros(strategy.num_processes, len(KINDS), dtype=torch.int64, device=strategy.device)
-    rows[strategy.process_index] = torch.tensor([held[k] for k in KINDS], dtype=torch.int64)
+    """Every rank's ``held`` (the same keys on every rank), in rank order, on every rank (a
+    collective: all ranks call it)."""
+    keys = list(held)
+    rows = torch.zeros(strategy.num_processes, len(keys), dtype=torch.int64, device=strategy.device)
+    rows[strategy.process_index] = torch.tensor([held[k] for k in keys], dtype=torch.int64)
     rows = strategy.reduce(rows, reduction="sum")
-    return [dict(zip(KINDS, (int(v) for v in row))) for row in rows.tolist()]
+    return [dict(zip(keys, (int(v) for v in row))) for row in rows.tolist()]

@@ -88,3 +88,22 @@ def test_pretrained_local_directory_loads_with_low_cpu_mem_usage(tmp_path: Path)
 
     for (n, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), n
+    # A rank that receives its shards from rank 0 builds only the structure: no memory, nothing
+    # read from the directory, the same tensors in the same order and shapes.
+    from clustertune.train import memory
+
+    empty = build_model(pre, cfg, tok, on_meta=True)
+    assert memory.materialised_bytes(empty) == 0
+    assert memory.materialised_bytes(loaded) >= 4 * sum(p.numel() for p in loaded.parameters())
+    assert [(n, t.shape, t.dtype) for n, t in empty.state_dict().items()] == \
+        [(n, t.shape, t.dtype) for n, t in loaded.state_dict().items()]
+    assert empty.get_output_embeddings().weight is empty.get_input_embeddings().weight  # still tied
+
+
+def test_only_multi_process_fsdp_without_adapter_loads_from_rank0() -> None:
+    from clustertune.train.strategies.accel import loads_from_rank0
+
+    fsdp = load_recipe(with_(TINY_CAUSAL, train={"strategy": "fsdp"}))
+    assert loads_from_rank0(fsdp, {"WORLD_SIZE": "2"})
+    assert not loads_from_rank0(fsdp, {})  # one process: it builds the model itself
+    assert not loads_from_rank0(load_recipe(with_(TINY_CAUSAL, train={"strategy": "ddp"})), {"WORLD_SIZE": "2"})

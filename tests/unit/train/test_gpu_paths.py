@@ -229,6 +229,16 @@ def test_fsdp_gets_bf16_compute_with_fp32_gradient_reduction() -> None:
     assert mixed_precision_policy("no") is None and fsdp_plugin(recipe(strategy="fsdp")).mixed_precision_policy is None
 
 
+def test_fsdp_plugin_loads_from_rank0_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On GPUs Accelerate's plugin shards the model: with rank 0 holding the only real weights,
+    # its CPU-RAM-efficient loading broadcasts them into every rank's shards.
+    from clustertune.train.strategies.accel import fsdp_plugin
+
+    monkeypatch.setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "False")  # the plugin writes it: put back afterwards
+    assert fsdp_plugin(recipe(strategy="fsdp"), "bf16", from_rank0=True).cpu_ram_efficient_loading is True
+    assert fsdp_plugin(recipe(strategy="fsdp"), "bf16").cpu_ram_efficient_loading is False
+
+
 # -- torch.compile's fallback -----------------------------------------------------------------
 
 

@@ -97,3 +97,52 @@ def test_shared_memory_is_counted_once_for_the_first_kind_that_holds_it() -> Non
     # Host-side kinds are compared one by one around the step, then added up.
     after = memory.offloaded({**held, "grads": 0, "optimizer": 300}, ("grads", "optimizer"))
     assert memory.held_around_first_step(before, after) == {"params": 80, "grads": 0, "optimizer": 0, "host": 420}
+
+
+def test_ddp_buffers_count_buckets_of_trainable_gradients_and_autocast_copies_of_matmul_weights() -> None:
+    from transformers import GPT2Config
+
+    h, v, layers, pos = 64, 512, 2, 64
+    config = GPT2Config(n_layer=layers, n_embd=h, n_head=2, vocab_size=v, n_positions=pos)
+    shape = memory.model_shape(config, "causal_lm")
+    # By hand: per block c_attn (h x 3h + 3h), attn c_proj (h x h + h), mlp c_fc (h x 4h + 4h),
+    # mlp c_proj (4h x h + h): Conv1D layers all; plus the head, tied to the token embedding
+    # (v x h). Position embeddings and layer norms are not cast.
+    per_block = (h * 3 * h + 3 * h) + (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h)
+    assert shape.autocast_copied == layers * per_block + v * h
+    assert shape.autocast_copied < shape.n_params - pos * h  # wpe and the norms stay out
+    n = shape.n_params
+    # One device, fp32: no buckets, no copies; over 2 devices: a 4-byte bucket slot per
+    # trainable gradient (bucket_cap_mb only splits them into 25 MB buckets); mixed adds 2
+    # bytes per cast weight.
+    assert memory.estimate(shape, "ddp", 1, 0).buffers == 0
+    assert memory.estimate(shape, "ddp", 2, 0).buffers == 4 * n
+    assert memory.estimate(shape, "ddp", 2, 0, mixed=True).buffers == 4 * n + 2 * shape.autocast_copied
+    assert memory.estimate(shape, "fsdp", 2, 0, mixed=True).buffers == 0  # FSDP gathers 16-bit weights itself
+
+
+def test_adapter_ddp_buffers_follow_the_trainable_weights_alone() -> None:
+    numels = (1000, 100)
+    shape = memory.ModelShape(1100, 2, 8, 10, numels, trainable_numels=(100,), autocast_numels=100)
+    e = memory.estimate(shape, "ddp", 4, 0, mixed=True)
+    assert e.buffers == 4 * 100 + 2 * 100
+
+
+def test_estimate_memory_counts_auto_as_mixed_and_says_which_terms_are_gpu_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from clustertune.cli.main import main
+
+    assert main(["estimate-memory", "quickstart", "--devices", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mixed_precision"] is True  # the quickstart's precision is auto: mixed on every GPU
+    assert any(n.startswith("GPU only: precision auto") for n in out["notes"])
+    ddp = next(s for s in out["strategies"] if s["strategy"] == "ddp")
+    assert ddp["buffers"] > 4 * out["trainable_parameters"]  # buckets plus autocast copies
+    # Said in the text output too; fp32 has no GPU-only terms.
+    assert memory.gpu_notes("auto", "ddp", 2)[:2] == out["notes"][:2]
+    fp32 = memory.gpu_notes("fp32", "fsdp", 2)
+    assert not any(n.startswith("GPU only") for n in fp32) and any("buckets" in n for n in fp32)
+    assert any("rank 0 only" in n for n in fp32)
+    assert any("every rank" in n for n in memory.gpu_notes("fp32", "fsdp", 2, adapter=True))

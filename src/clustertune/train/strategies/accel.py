@@ -45,8 +45,21 @@ def mixed_precision_policy(mixed: str) -> Any:
     return MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
 
 
-def fsdp_plugin(recipe: Recipe, mixed: str = "no") -> Any:
-    """Accelerate's FSDP2 plugin: shard every transformer block and the root, reshard after forward."""
+def loads_from_rank0(recipe: Recipe, env: Any = None) -> bool:
+    """Whether only rank 0 builds the real model and the others receive their shards from it:
+    FSDP over more than one process, without an adapter (PEFT wraps real weights). Every rank
+    answers the same, so all of them take part in the broadcast."""
+    import os
+
+    env = os.environ if env is None else env
+    world = int(env.get("WORLD_SIZE", "1") or 1)
+    return recipe.train.strategy == "fsdp" and recipe.model.adapter is None and world > 1
+
+
+def fsdp_plugin(recipe: Recipe, mixed: str = "no", from_rank0: bool = False) -> Any:
+    """Accelerate's FSDP2 plugin: shard every transformer block and the root, reshard after
+    forward. ``from_rank0``: the other ranks hold an empty model; Accelerate broadcasts rank 0's
+    weights into every rank's shards (its CPU-RAM-efficient loading)."""
     from accelerate import FullyShardedDataParallelPlugin
 
     return FullyShardedDataParallelPlugin(
@@ -56,13 +69,16 @@ def fsdp_plugin(recipe: Recipe, mixed: str = "no") -> Any:
         cpu_offload=recipe.train.effective_offload != "none",
         state_dict_type="SHARDED_STATE_DICT",
         mixed_precision_policy=mixed_precision_policy(mixed),
+        cpu_ram_efficient_loading=from_rank0,
     )
 
 
 class AccelerateStrategy(AcceleratorRanks):
-    def __init__(self, recipe: Recipe, accelerator: Any, sharded: bool):
+    def __init__(self, recipe: Recipe, accelerator: Any, sharded: bool, from_rank0: bool = False):
         self.recipe, self.accelerator, self.sharded = recipe, accelerator, sharded
         self.name = "fsdp" if sharded else "ddp"
+        # Rank 0 built the real model, the others its structure on the meta device.
+        self.from_rank0 = sharded and from_rank0
 
     @property
     def shards_itself(self) -> bool:
@@ -74,9 +90,14 @@ class AccelerateStrategy(AcceleratorRanks):
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         prepare_module(model, self.recipe)
+        offload = self.recipe.train.effective_offload != "none"
         if self.shards_itself:
-            shard_model(model, self.recipe.train.effective_offload != "none",
-                        mixed_precision_policy(self.accelerator.mixed_precision))
+            # Rank 0's whole weights (references, not copies), taken before sharding replaces them.
+            full = model.state_dict() if self.from_rank0 and self.is_main_process else {}
+            shard_model(model, offload, mixed_precision_policy(self.accelerator.mixed_precision))
+            if self.from_rank0:
+                load_shards_from_rank0(model, full, torch.device("cpu") if offload else self.device)
+                del full
             # The optimizer is built on the shards (DTensors), as FSDP2 wants; Accelerate is
             # not asked to prepare the model, which it would wrap in DDP on top.
             optimizer = make_optimizer(model)
@@ -85,7 +106,13 @@ class AccelerateStrategy(AcceleratorRanks):
         # The scheduler holds the optimizer's param_group dicts, which Accelerate keeps (it only
         # swaps the parameters inside them for their shards), so it can be built first.
         scheduler = make_scheduler(optimizer)
+        if self.from_rank0 and not self.is_main_process:
+            # Accelerate maps the optimizer's parameters to their shards by address, so each
+            # needs one: allocated, never written (so never resident), replaced by the shards.
+            model.to_empty(device="cpu")
         model, optimizer = self.accelerator.prepare(model, optimizer)
+        if self.from_rank0:
+            share_buffers_and_rng(model)
         return model, optimizer, scheduler
 
     def autocast(self) -> AbstractContextManager[Any]:
@@ -95,7 +122,8 @@ class AccelerateStrategy(AcceleratorRanks):
         # DDP all-reduces on the last micro-batch only. FSDP reduce-scatters after every
         # micro-batch: skipping it would hold whole, unsharded gradients on every rank between
         # micro-batches (the full model's size, where the sharded ones are 1/world of it), and
-        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients.
+        # FSDP exists to fit what does not fit whole. estimate-memory counts sharded gradients;
+        # the loop measures what each rank holds between micro-batches too (state_bytes).
         if self.sharded:
             return nullcontext()
         return nullcontext() if last else self.accelerator.no_sync(model)
@@ -120,7 +148,10 @@ class AccelerateStrategy(AcceleratorRanks):
         return self.accelerator.unwrap_model(model)
 
     def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
-        held = memory.measured_state_bytes(model, _inner(optimizer))
+        # Under FSDP whole gradients of a unit not yet reduce-scattered live beside its shards
+        # (on the unsharded parameters): counted, so that skipping the reduction would show.
+        extra = unsharded_gradients(model) if self.sharded else []
+        held = memory.measured_state_bytes(model, _inner(optimizer), extra)
         if self.sharded and self.recipe.train.effective_offload != "none":
             # FSDP's CPU offload keeps the sharded weights, their gradients and so the
             # optimizer state in host memory; only the gathered layers visit the device.
@@ -198,6 +229,57 @@ def shard_model(model: torch.nn.Module, offload: bool, mp_policy: Any = None) ->
     for block in blocks:
         fully_shard(block, reshard_after_forward=True, offload_policy=policy, mp_policy=mp)
     fully_shard(model, reshard_after_forward=True, offload_policy=policy, mp_policy=mp)
+
+
+def load_shards_from_rank0(model: torch.nn.Module, full: dict[str, torch.Tensor], device: torch.device) -> None:
+    """Fill a sharded model's shards with rank 0's whole weights (``full``, empty elsewhere).
+
+    Every rank but 0 built the model on the meta device and sharded it there: here it gets
+    memory for its own shards only, and rank 0 broadcasts each whole tensor, of which every
+    rank keeps its shard. A collective: every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if any(p.is_meta for p in model.parameters()) or any(b.is_meta for b in model.buffers()):
+        model.to_empty(device=device)  # in place: tied weights stay one tensor
+    set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    share_buffers_and_rng(model)
+
+
+def share_buffers_and_rng(model: torch.nn.Module) -> None:
+    """Rank 0's buffers (those outside the state dict too, e.g. rotary frequencies) and random
+    state on every rank: as if every rank had built the model itself from the same seed."""
+    import torch.distributed as dist
+
+    for buf in model.buffers():
+        dist.broadcast(buf.data, src=0)
+    # Byte tensors, carried on the device the group's backend speaks (NCCL: the GPU).
+    on = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    states = [torch.get_rng_state()] + ([torch.cuda.get_rng_state()] if on.type == "cuda" else [])
+    shared = []
+    for state in states:
+        moved = state.to(on)
+        dist.broadcast(moved, src=0)
+        shared.append(moved.cpu())
+    torch.set_rng_state(shared[0])
+    if on.type == "cuda":
+        torch.cuda.set_rng_state(shared[1])
+
+
+def unsharded_gradients(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Whole (unsharded) gradients FSDP2 holds for its units between backward and the
+    reduce-scatter: kept there across micro-batches only when gradient sync is switched off."""
+    out: list[torch.Tensor] = []
+    for module in model.modules():
+        get_state = getattr(module, "_get_fsdp_state", None)
+        if get_state is None:
+            continue
+        for group in getattr(get_state(), "_fsdp_param_groups", []):
+            for fp in group.fsdp_params:
+                unsharded = getattr(fp, "_unsharded_param", None)
+                for grad in (getattr(fp, "unsharded_accumulated_grad", None), getattr(unsharded, "grad", None)):
+                    if grad is not None:
+                        out.append(grad)
+    return out
 
 
 def _inner(optimizer: Any) -> torch.optim.Optimizer:
