@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from clustertune.runs.store import runs_root
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ def versions() -> list[Check]:
 def devices() -> list[Check]:
     import torch
 
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.throughput import device_peak_flops
 
     out = [Check("torch build", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})")]
@@ -115,8 +117,6 @@ def hub() -> list[Check]:
 
 
 def caches() -> list[Check]:
-    from clustertune.runs.store import runs_root
-
     hf_home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     places = [("HF cache", hf_home), ("runs", runs_root())]
     out = []

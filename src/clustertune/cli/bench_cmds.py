@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from clustertune.errors import UserError
+from clustertune.train.bench import SIZES, BenchSpec, report, run_side_by_side
 
 
 def _variants() -> tuple[str, ...]:
@@ -31,7 +32,6 @@ def bench(
 ) -> None:
     """Tokens/s, MFU and peak memory of clustertune's loop (compiled and eager) and of
     Trainer (defaults, and with torch.compile + fused AdamW), each in its own process, with ratios."""
-    from clustertune.train.bench import SIZES, BenchSpec, report, run_side_by_side
 
     if size not in SIZES:
         raise UserError(f"--size: {size!r} is not one of {', '.join(SIZES)}")

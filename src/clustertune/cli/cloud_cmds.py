@@ -6,6 +6,8 @@ import os
 import sys
 
 import typer
+from clustertune.remote.cloud import bridge
+from clustertune.remote import sky_env
 
 cloud_app = typer.Typer(help="GPUs on demand from a cloud, through SkyPilot.", no_args_is_help=True)
 
@@ -13,8 +15,6 @@ cloud_app = typer.Typer(help="GPUs on demand from a cloud, through SkyPilot.", n
 @cloud_app.command("setup")
 def cloud_setup() -> None:
     """Install SkyPilot into an environment of its own (once; cached by its pinned version)."""
-    from clustertune.remote import sky_env
-    from clustertune.remote.cloud import bridge
 
     where = f"${sky_env.PYTHON_ENV}" if os.environ.get(sky_env.PYTHON_ENV) else str(sky_env.venv_dir())
     print(f"setting up SkyPilot ({sky_env.pinned()}) in {where} ...", file=sys.stderr)

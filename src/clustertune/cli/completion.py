@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from clustertune.recipe.keys import all_keys
+from clustertune.runs.store import LAST, list_runs
+from clustertune.recipe.load import shipped_recipes
 
 
 def complete_recipe(incomplete: str) -> list[str]:
     """Shipped recipe names, then YAML files and directories that start with what was typed."""
-    from clustertune.recipe.load import shipped_recipes
 
     names = [n for n in shipped_recipes() if n.startswith(incomplete)]
     head = incomplete[: incomplete.rfind("/") + 1]  # the folder part as typed ("", "./", "configs/", "/abs/")
@@ -22,14 +24,11 @@ def complete_recipe(incomplete: str) -> list[str]:
 
 
 def complete_shipped(incomplete: str) -> list[str]:
-    from clustertune.recipe.load import shipped_recipes
-
     return [n for n in shipped_recipes() if n.startswith(incomplete)]
 
 
 def complete_run_id(incomplete: str) -> list[str]:
     """The run ids under the runs root, newest first, after ``last``."""
-    from clustertune.runs.store import LAST, list_runs
 
     try:
         ids = [r.id for r in list_runs(None)]
@@ -39,6 +38,4 @@ def complete_run_id(incomplete: str) -> list[str]:
 
 
 def complete_key(incomplete: str) -> list[str]:
-    from clustertune.recipe.keys import all_keys
-
     return [d.key for d in all_keys() if d.key.startswith(incomplete)]

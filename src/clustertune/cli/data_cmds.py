@@ -13,6 +13,8 @@ import typer
 from clustertune.cli.completion import complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
+from clustertune.recipe.load import load_recipe
+from clustertune.data.fetch import fetch as do_fetch
 
 CacheDir = typer.Option(None, "--cache-dir", help="Cache root (default: data.cache_dir, $CLUSTERTUNE_CACHE, ~/.cache/clustertune).")
 
@@ -46,6 +48,7 @@ def _source(inputs: dict) -> str:
 
 def _cache_root(cache_dir: Path | None) -> Path:
     """The cache root ``cache ls|rm|verify`` look at; a file in its place is named, not taken for an empty cache."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import cache_root
 
     root = cache_root(None, cache_dir)
@@ -63,9 +66,10 @@ def prepare(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import prepare as do_prepare
-    from clustertune.recipe.load import load_recipe
 
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import log_to_stderr
 
     r = load_recipe(recipe, overrides or [])
@@ -99,6 +103,7 @@ cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args
 def cache_ls(cache_dir: Optional[Path] = CacheDir,
              as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import list_entries
 
     root = _cache_root(cache_dir)
@@ -136,6 +141,7 @@ def cache_rm(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import find_entries, list_entries, remove_entry
 
     root = _cache_root(cache_dir)
@@ -155,7 +161,9 @@ def cache_verify(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import find_entries
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.manifest import load_manifest
 
     root = _cache_root(cache_dir)
@@ -183,11 +191,14 @@ def stage(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import prepare as do_prepare
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.staging import resolve_stage_root
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.staging import stage as do_stage
-    from clustertune.recipe.load import load_recipe
 
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import log_to_stderr
 
     r = load_recipe(recipe, overrides or [])
@@ -207,9 +218,8 @@ def fetch(
 ) -> None:
     """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
     STORE and write a recipe that uses those copies (for nodes without internet)."""
-    from clustertune.data.fetch import fetch as do_fetch
-    from clustertune.recipe.load import load_recipe
 
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import log_to_stderr
 
     r = load_recipe(recipe, overrides or [])

@@ -9,6 +9,9 @@ from typing import Optional
 import typer
 
 from clustertune.errors import EvalError
+from clustertune.use.evaluate import evaluate_lm_eval, evaluate_metrics
+from clustertune.runs.evals import format_metrics
+from clustertune.fsutil import atomic_write_json
 
 
 def eval_(
@@ -30,9 +33,6 @@ def eval_(
 ) -> None:
     """Evaluate a run or model directory: its own metrics (perplexity, accuracy, exact match) on
     --data or its validation split, or lm-eval --tasks. A run's results go to its evals/."""
-    from clustertune.fsutil import atomic_write_json
-    from clustertune.runs.evals import format_metrics
-    from clustertune.use.evaluate import evaluate_lm_eval, evaluate_metrics
 
     lm_only = [name for name, v in (("--include-path", include_path), ("--limit", limit),
                                     ("--num-fewshot", num_fewshot)) if v is not None]

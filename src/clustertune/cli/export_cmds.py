@@ -8,6 +8,8 @@ from typing import Optional
 import typer
 
 from clustertune.cli.completion import complete_run_id
+from clustertune.use.push import push_dir
+from clustertune.use.export import export_model
 
 
 def export(
@@ -29,8 +31,6 @@ def export(
     """Write a model directory that transformers.pipeline and serving engines load as is."""
     from transformers.utils import logging as hf_logging
 
-    from clustertune.use.export import export_model
-
     hf_logging.disable_progress_bar()  # one bar per weight load and save: noise here
     done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push)
     article = "an" if done.kind[0] in "aeiou" else "a"
@@ -39,7 +39,6 @@ def export(
     print(f"files     {', '.join(done.files)}")
     if push is None:
         return
-    from clustertune.use.push import push_dir
 
     pushed = push_dir(done.path, push, token=token, private=private)
     print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")

@@ -10,6 +10,9 @@ import typer
 
 from clustertune.errors import UserError
 from clustertune.runs.state import RunState
+from clustertune.launch.command import load_launch
+from clustertune.launch import submit
+from clustertune.runs.store import runs_root as root_of
 
 
 def split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
@@ -36,8 +39,6 @@ def launch(
 ) -> None:
     """Run your own script (`-- python train.py ...`) on every rank: torchrun per node by default,
     a run id, logs, status, cancel, stop requests and requeue as for recipes."""
-    from clustertune.launch import submit
-    from clustertune.launch.command import load_launch
 
     command = (ctx.obj or {}).get("command")
     items = list(items or [])
@@ -55,8 +56,6 @@ def launch(
                             "`clustertune launch launch.procs_per_node=2 -- python train.py`")
         recipe = load_launch(source, items, command)
         if dry_run:
-            from clustertune.runs.store import runs_root as root_of
-
             print(submit.dry_run_text(recipe, root_of(runs_root or recipe.tracking.runs_root), command))
             return
         r = submit.launch(recipe, user_command=command, runs_root_dir=runs_root,

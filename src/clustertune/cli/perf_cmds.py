@@ -11,7 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from clustertune.cli.completion import complete_recipe
+from clustertune.api import devices_of
+from clustertune.doctor import checks
 from clustertune.errors import UserError
+from clustertune.models.build import resolve_config
+from clustertune.recipe.load import load_recipe
 
 
 def _gib(n: int) -> str:
@@ -32,9 +36,7 @@ def estimate_memory(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout (sizes in bytes)."),
 ) -> None:
     """Parameter, gradient, optimizer and activation memory per device for each strategy."""
-    from clustertune.api import devices_of
-    from clustertune.models.build import resolve_config
-    from clustertune.recipe.load import load_recipe
+    # Deferred: the estimator imports torch, which the CLI's start-up does without.
     from clustertune.train import memory
 
     r = load_recipe(recipe, overrides or [])
@@ -89,8 +91,6 @@ def estimate_memory(
 
 def doctor() -> None:
     """What clustertune finds on this machine: versions, GPUs, DeepSpeed, SLURM, SSH, hub, caches."""
-    from clustertune.doctor import checks
-
     problems = 0
     for section, items in checks():
         print(section)

@@ -19,6 +19,15 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.report import final_lines, generation_change
 from clustertune.runs.state import RunState
+from clustertune.launch import submit
+from clustertune.recipe.keys import explain
+from clustertune.train.ds_config import check_deepspeed_json
+from clustertune.recipe.local_checks import local_problems
+from clustertune.recipe.load import key_lines
+from clustertune.errors import RecipeError
+from clustertune.remote.train_job import kept_result_lines
+from clustertune.runs.store import runs_root as root_of
+from clustertune.runs.store import get_run
 
 
 def run(
@@ -53,10 +62,6 @@ def validate(
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
-    from clustertune.errors import RecipeError
-    from clustertune.recipe.load import key_lines
-    from clustertune.recipe.local_checks import local_problems
-    from clustertune.train.ds_config import check_deepspeed_json
 
     r = load_recipe(recipe, overrides or [])
     # This machine's files: local paths exist, a local config.json takes the sequence length.
@@ -76,7 +81,6 @@ def validate(
 
 def _explain(r: Recipe) -> None:
     """The keys set to something other than their default: value, default, doc."""
-    from clustertune.recipe.keys import explain
 
     for doc, value in explain(r):
         print(f"\n{doc.key} = {json.dumps(value)}  (default {json.dumps(doc.default)})")
@@ -104,22 +108,17 @@ def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped 
 def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
              dry_run: bool, progress: bool, trust_checkpoint: bool = False) -> None:
     """Where and how it runs is decided by the library (``launch``); this prints the outcome."""
-    from clustertune.launch import submit
 
     if resume is not None:
         # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
         launch_overrides = [o for o in [recipe, *overrides] if o]
         if dry_run:
-            from clustertune.runs.store import get_run
-
             the_recipe = load_recipe(get_run(resume, runs_root).paths.recipe, launch_overrides)
     else:
         assert recipe is not None  # the command checked it
         launch_overrides = None
         the_recipe = load_recipe(recipe, overrides)
     if dry_run:
-        from clustertune.runs.store import runs_root as root_of
-
         print(submit.dry_run_text(the_recipe, root_of(runs_root or the_recipe.tracking.runs_root)))
         return
     r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
@@ -131,8 +130,6 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         return
     print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
     if (r.info.remote or {}).get("keep_on_cluster"):
-        from clustertune.remote.train_job import kept_result_lines
-
         print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
     else:
         print(f"  model:   {r.paths.model}")

@@ -12,7 +12,9 @@ from clustertune.cli.completion import complete_run_id
 from clustertune.cli.tables import print_table
 from clustertune.errors import RunError
 from clustertune.runs import report
-from clustertune.runs.store import get_run, list_runs
+from clustertune.launch.base import follow as follow_job
+from clustertune.launch.base import job_for, refreshed
+from clustertune.runs.store import get_run, list_runs, remove_run
 
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
 
@@ -34,8 +36,6 @@ def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
     found = list_runs(runs_root)
     if cluster is not None:
         found = [r for r in found if (r.info.remote or {}).get("cluster") == cluster]
-    from clustertune.launch.base import refreshed
-
     found = [refreshed(r) for r in found]  # unfinished runs: ask their backend (a call may have ended)
     if as_json:
         print(json.dumps([report.run_record(r) for r in found], indent=2))
@@ -76,8 +76,6 @@ def runs_rm(
 ) -> None:
     """Delete runs: their directories, checkpoints and model included. Runs that have not ended
     are refused (`cancel` them first) unless --force."""
-    from clustertune.runs.store import remove_run
-
     found = [get_run(i, runs_root) for i in run_ids]  # every id resolves before anything is deleted
     live = [r for r in found if not r.state.terminal]
     if live and not force:
@@ -85,8 +83,6 @@ def runs_rm(
         raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
     for r in {r.id: r for r in found}.values():
         if not r.state.terminal:
-            from clustertune.launch import job_for
-
             job_for(r).cancel()
             r = r.reload()
         path = remove_run(r, force=True)
@@ -102,9 +98,6 @@ def logs(
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Print a run's log."""
-    from clustertune.launch.base import follow as follow_job
-    from clustertune.launch.base import job_for
-
     r = get_run(run_id, runs_root)
     job = job_for(r)
     if follow:  # wherever the log is written (this machine, SSH hosts), line by line
@@ -119,8 +112,6 @@ def status(
     as_json: bool = AsJson,
 ) -> None:
     """A run's state, asked of its backend (local process, SLURM, SSH cluster)."""
-    from clustertune.launch import job_for
-
     r = get_run(run_id, runs_root)
     state = job_for(r).state()
     r = r.reload()
@@ -134,8 +125,6 @@ def cancel(
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Stop a run wherever it runs; it ends CANCELLED."""
-    from clustertune.launch import job_for
-
     r = get_run(run_id, runs_root)
     job = job_for(r)
     job.cancel()

@@ -11,6 +11,8 @@ import typer
 
 from clustertune.cli.completion import complete_key
 from clustertune.errors import UserError
+from clustertune.recipe.keys import all_keys, keys_under, recipe_json_schema
+from clustertune.recipe.starters import write_starter
 
 
 def init(
@@ -20,7 +22,6 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a commented starter recipe for a task; it validates as written."""
-    from clustertune.recipe.starters import write_starter
 
     target = write_starter(task, path, force=force)
     print(f"wrote {target}")
@@ -36,7 +37,6 @@ def schema(
                                      help="A JSON Schema of recipe files, for editors (YAML language server)."),
 ) -> None:
     """Every recipe key with its type, default and doc (from the schema itself)."""
-    from clustertune.recipe.keys import all_keys, keys_under, recipe_json_schema
 
     if json_schema:
         if key is not None or as_json:

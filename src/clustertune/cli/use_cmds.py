@@ -11,6 +11,13 @@ from typing import Any, Optional
 import typer
 
 from clustertune.errors import GenerationError
+from clustertune.use.chat import ChatSession, chat_loop, require_chat_template
+from clustertune.fsutil import atomic_write_text
+from clustertune.use.generate import seed as seed_once
+from clustertune.use.generate import read_prompts_file, row_prompt
+from clustertune.use.load import find_target, load_for_use
+from clustertune.use.generate import Generator, refuse_classifier, resolve_chat_template
+from clustertune.use.generate import Sampling
 
 Model = typer.Argument(..., help="Run id (or a unique prefix) or a model directory (save_pretrained or an adapter).")
 Temperature = typer.Option(0.7, "--temperature", help="Sampling temperature; 0 is greedy.")
@@ -31,8 +38,6 @@ def _write(text: str) -> None:
 
 
 def _sampling(temperature: float, top_p: float, top_k: int, max_new_tokens: int, seed: Optional[int]) -> Any:
-    from clustertune.use.generate import Sampling
-
     return Sampling(temperature, top_p, top_k, max_new_tokens, seed).check()
 
 
@@ -49,9 +54,6 @@ def _quiet_loading() -> None:
 
 def _generator(model: str, runs_root: Optional[Path], device: Optional[str], dtype: str, template: Optional[str],
                raw: bool) -> Any:
-    from clustertune.use.generate import Generator, refuse_classifier, resolve_chat_template
-    from clustertune.use.load import find_target, load_for_use
-
     refuse_classifier(find_target(model, runs_root))  # before its weights are read
     _quiet_loading()
     if template and not raw:
@@ -77,8 +79,6 @@ def generate(
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Answer prompts with a trained causal LM; chat-tuned models get their chat template."""
-    from clustertune.use.generate import read_prompts_file, row_prompt
-    from clustertune.use.generate import seed as seed_once
 
     if bool(prompts) == (input_file is not None):
         raise GenerationError("give prompts as arguments or a prompts file with --input FILE.jsonl (one of the two)")
@@ -103,7 +103,6 @@ def generate(
     if output is None:
         _write(lines)
         return
-    from clustertune.fsutil import atomic_write_text
 
     atomic_write_text(output, lines)
     print(f"wrote {len(rows)} completion{'s' if len(rows) != 1 else ''} to {output}", file=sys.stderr)
@@ -123,7 +122,6 @@ def chat(
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Talk with a chat model in the terminal: /reset clears the conversation, /exit or Ctrl-D leaves."""
-    from clustertune.use.chat import ChatSession, chat_loop, require_chat_template
 
     sampling = _sampling(temperature, top_p, top_k, max_new_tokens, seed)
     gen = _generator(model, runs_root, device, dtype, template, raw=False)

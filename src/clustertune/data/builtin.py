@@ -16,6 +16,7 @@ from __future__ import annotations
 import platform
 import random
 import re
+from clustertune.errors import DataError
 
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = ("pydoc", "pydoc-kinds", "pydoc-topics")
@@ -118,7 +119,6 @@ def pydoc_topics(seed: int = 0, per_topic: int = 100) -> list[dict[str, object]]
 
 def short_name(dataset: str) -> str:
     """``builtin:NAME`` -> ``NAME``, or a DataError listing the builtin corpora."""
-    from clustertune.errors import DataError
 
     short = dataset[len(BUILTIN_PREFIX):]
     if short not in BUILTINS:

@@ -61,6 +61,14 @@ from clustertune.data.sources import (
 )
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
+from clustertune.data.packing import write_generation
+from clustertune.data.manifest import file_entry
+from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
+from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
+from clustertune.data.sft import sft_split
+from clustertune.data.templates import ChatRenderer
+from clustertune.data.templates import template_digest
+from clustertune.data.stream import texts_of_source
 
 log = logging.getLogger("clustertune")
 
@@ -176,7 +184,6 @@ class _LazyRaw:
 
     def train_texts(self) -> Iterable[str]:
         if self.recipe.data.streaming:  # read lazily, never whole
-            from clustertune.data.stream import texts_of_source
 
             return (x for x in texts_of_source(self.recipe.data)() if isinstance(x, str))
         return [x for x in column(self.get().train, self.recipe.data.text_column) if isinstance(x, str)]
@@ -191,8 +198,6 @@ class _Tokenizer:
 
     def load(self) -> Any:
         if self.obj is None:
-            from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
-
             self.obj = fix_pad_token(load_tokenizer(str(self.dir), key=self.key))
         return self.obj
 
@@ -205,7 +210,6 @@ _TOKENIZER_SUFFIXES = {".json", ".txt", ".model", ".jinja", ".tiktoken", ".vocab
 def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: _LazyRaw, memo: HashMemo) -> _Tokenizer:
     """The tokenizer and its content hash. A local directory's hash is memoised by its files'
     hashes (themselves memoised by stat), so a cache hit need not load transformers."""
-    from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
 
     m, d = recipe.model, recipe.data
     source = m.tokenizer or m.name_or_path or ""
@@ -275,15 +279,12 @@ def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokeniz
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
     if recipe.task == "sft":  # the template decides the bytes; the tokenizer's hash leaves it out
-        from clustertune.data.templates import template_digest
 
         inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
     return fingerprint(inputs), inputs, tok, raw
 
 
 def _sft_template(recipe: Recipe, tok: _Tokenizer) -> str:
-    from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
-
     spec = recipe.data.sft.chat_template
     return BUILTIN_TEMPLATES[spec] if spec in BUILTIN_TEMPLATES else resolve_template(spec, tok.load())
 
@@ -339,8 +340,6 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
 def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], files: dict[str, Any],
                      extra: dict[str, Any]) -> None:
     """The SFT rows' other arrays, and the held-out prompts of the generation check."""
-    from clustertune.data.manifest import file_entry
-    from clustertune.data.packing import write_generation
 
     for key in ("loss_mask", "position_ids", "lengths"):
         arrays[key] = write_array(out, f"{name}.{key}", getattr(arr, key), files)
@@ -433,15 +432,11 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
             extra_manifest["labels"] = labels.to_json()
         renderer = None
         if recipe.task == "sft":
-            from clustertune.data.templates import ChatRenderer
-
             tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
             renderer = ChatRenderer(tk.chat_template, tk)
         for name, ds in (("train", data.train), ("validation", data.validation)):
             extra: dict[str, Any] = {}
             if renderer is not None:
-                from clustertune.data.sft import sft_split
-
                 arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
             else:
                 arr = prepare_split(recipe, ds, tk, name, workers, labels)

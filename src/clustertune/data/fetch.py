@@ -21,6 +21,7 @@ from clustertune.data import builtin
 from clustertune.errors import DataError, ModelError, UserError
 from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
+from clustertune.recipe.load import dump_recipe, load_recipe
 
 log = logging.getLogger("clustertune")
 
@@ -58,7 +59,6 @@ def _download_repo(name: str, dest: Path, key: str) -> Path:
 def fetch(recipe: Recipe, store: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
           prepare_data: bool = True) -> FetchResult:
     """Download the recipe's hub model, tokenizer and dataset into ``store``; write a local recipe."""
-    from clustertune.recipe.load import dump_recipe, load_recipe
 
     if _offline():
         raise UserError("fetch downloads from the Hugging Face Hub: run it where the hub is reachable, "
@@ -103,6 +103,7 @@ def fetch(recipe: Recipe, store: str | os.PathLike[str], out: str | os.PathLike[
         f"# Written by `clustertune fetch` from recipe {recipe.name!r}: hub inputs replaced by local copies.\n"
         + dump_recipe(local), encoding="utf-8")
     if prepare_data:
+        # Deferred: importing it pulls in numpy, which this module's importers do not need.
         from clustertune.data.cache import prepare
 
         p = prepare(local)

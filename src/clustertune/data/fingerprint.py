@@ -32,6 +32,7 @@ from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
 from clustertune.recipe.schema import DataSection, Recipe
+from clustertune.data.labels import LABEL_RULE
 
 # Re-exported: the prepared-data code names these as part of what a fingerprint is made of.
 __all__ = ["FORMAT_VERSION", "TOKENIZER_FORMAT", "canonical_json", "digest", "fingerprint", "sha256_file",
@@ -166,8 +167,6 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
                            "text_column": d.text_column}
     if recipe.task == "sequence_classification":
-        from clustertune.data.labels import LABEL_RULE
-
         sel["label_column"] = d.label_column
         sel["num_labels"] = recipe.model.num_labels
         sel["labels"] = {"rule": LABEL_RULE, "names": d.label_names}  # which id each label gets

@@ -17,6 +17,8 @@ import torch
 
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
+from clustertune.data.stream import BlockStream
+from clustertune.data.stream import StreamState
 
 
 @dataclass
@@ -144,8 +146,6 @@ class StreamBatches:
         return float(pos.epoch)
 
     def _epoch(self, pos: Position) -> Iterator[tuple[np.ndarray, Position]]:
-        from clustertune.data.stream import StreamState
-
         state = StreamState.from_dict(pos.stream) if pos.stream else None
         start = 0 if state is not None else pos.offset  # no saved state: replay the text up to it
         epoch, offset, seen = pos.epoch, pos.offset, pos.samples_seen
@@ -228,7 +228,6 @@ def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
 def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,
                        shuffle: bool) -> TrainBatches | StreamBatches:
     """Batches over prepared arrays, or over a stream when the data is streamed."""
-    from clustertune.data.stream import BlockStream
 
     if isinstance(train, BlockStream):
         return StreamBatches(train, micro_batch, accum, rank, world)

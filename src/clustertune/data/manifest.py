@@ -27,6 +27,7 @@ from clustertune.data.manifest_records import ArraySpec, FileEntry, ManifestReco
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file, xxh3_file
+from clustertune.data.packing import SFTArrays, read_generation
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -165,7 +166,6 @@ class Manifest:
             raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
         arrays = {k: _map_array(self.dir, v) for k, v in spec.arrays.items()}
         if "loss_mask" in arrays:  # SFT rows
-            from clustertune.data.packing import SFTArrays, read_generation
 
             gen, marker = read_generation(self.dir / spec.generation_file) if spec.generation_file else ([], "")
             return SFTArrays(input_ids=arrays["input_ids"], loss_mask=arrays["loss_mask"],  # type: ignore[return-value]

@@ -21,6 +21,9 @@ import numpy as np
 from clustertune.data.templates import ChatRenderer
 from clustertune.errors import DataError
 from clustertune.recipe.sft_schema import SFTSection
+from clustertune.data.encode import id_dtype
+from clustertune.data.packing import build_rows
+from clustertune.data.prepare import column
 
 log = logging.getLogger("clustertune")
 
@@ -87,7 +90,6 @@ def _present(v: Any) -> bool:
 
 def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str]]]:
     """Every row of ``ds`` as a list of messages; DataError naming the first bad row."""
-    from clustertune.data.prepare import column
 
     cols = list(ds.column_names)
     fmt = detect_format(cols, s, split)
@@ -211,8 +213,6 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
 def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer,
               workers: int = 1) -> tuple[Any, dict[str, int]]:
     """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts."""
-    from clustertune.data.packing import build_rows
-    from clustertune.data.encode import id_dtype
 
     d, s = recipe.data, recipe.data.sft
     limit = d.max_train_samples if split == "train" else d.max_eval_samples

@@ -32,6 +32,7 @@ from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.records import DataRef
+from clustertune.data.stream import BlockStream, texts_of_source
 
 log = logging.getLogger("clustertune")
 
@@ -307,8 +308,6 @@ def open_run_data(
         verify_once_per_node(man, paths, local_rank, f"{token or _default_token(paths)}|{launch}", timeout)
     if man.record.streaming:
         from transformers import AutoTokenizer
-
-        from clustertune.data.stream import BlockStream, texts_of_source
 
         tok = AutoTokenizer.from_pretrained(str(man.tokenizer_dir))
         return BlockStream(texts_of_source(recipe.data), tok, recipe.data.block_size), man.open_split("validation")

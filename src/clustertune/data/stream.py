@@ -28,6 +28,7 @@ import numpy as np
 
 from clustertune.data import builtin
 from clustertune.data.encode import TextEncoder, id_dtype, probe_sample, text_encoder
+from clustertune.data.sources import _read_file, text_lines
 
 CHUNK_TEXTS = 1000
 
@@ -111,8 +112,6 @@ def texts_of_files(files: list[str], text_column: str = "text", keep_linebreaks:
     """Texts of local files read lazily, line by line for .txt/.jsonl (same rows as prepare)."""
     import json
     from pathlib import Path
-
-    from clustertune.data.sources import _read_file, text_lines
 
     def gen() -> Iterator[str]:
         for f in files:

@@ -21,6 +21,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
+import clustertune.script as helper
 
 # What a YAML given to `clustertune launch` may hold besides its launch section.
 LAUNCH_FILE_KEYS = frozenset({"launch", "name", "description"})
@@ -115,7 +116,6 @@ def read_command(paths: RunPaths) -> list[str]:
 
 def copy_helper(paths: RunPaths) -> None:
     """``clustertune.script`` (stdlib only) into the run directory, for nodes without clustertune."""
-    import clustertune.script as helper
 
     dest = paths.script_lib / "clustertune"
     (dest / "script").mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ from clustertune.train.precision import mixed_precision
 from clustertune.train.sealed import accept_for_resume
 from clustertune.train.stop import STOP_SIGNALS, StopFlag
 from clustertune.train.strategies.zero import check_strategy
+from clustertune.train.cls_metrics import metric_functions
 
 log = logging.getLogger("clustertune")
 
@@ -82,12 +83,12 @@ def preflight(recipe: Recipe) -> Checked:
     check_trackers(list(recipe.tracking.trackers))
     check_strategy(recipe, mixed_precision(recipe))
     if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
+        # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
         from clustertune.train.rl import preflight_rl
 
         preflight_rl(recipe)
         return Checked(prepared=None, config=None)
     if recipe.train.metrics:  # a metric function that does not import stops the run before it starts
-        from clustertune.train.cls_metrics import metric_functions
 
         metric_functions(recipe.train.metrics, recipe.model.num_labels or 2)
     config = resolve_config(recipe, None)

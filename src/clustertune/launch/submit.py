@@ -29,6 +29,7 @@ from clustertune.runs.store import get_run, runs_root
 from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
 from clustertune.train.sealed import accept_for_resume
+from clustertune.train.library_logs import LibraryLogs
 
 log = logging.getLogger("clustertune")
 
@@ -95,6 +96,7 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
     # job's first step) and --dry-run never need on this machine.
     from clustertune.data.cache import prepare
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.staging import write_run_data
 
     write_run_data(prepare(recipe), paths)
@@ -262,8 +264,6 @@ def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str 
 
 def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,
                 show_progress: bool, command: list[str] | None, trust_checkpoint: bool) -> Run:
-    from clustertune.train.library_logs import LibraryLogs
-
     libraries = LibraryLogs().start()  # first: some libraries warn as they are imported
     try:
         # Imported here: in-process training imports torch, which a launching process never needs.

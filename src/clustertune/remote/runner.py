@@ -223,7 +223,7 @@ def _gpus():
     try:  # on a host: shipped beside this file
         import _clustertune_runner_gpus as mod
     except ImportError:
-        from clustertune.remote import runner_gpus as mod
+        from clustertune.remote import runner_gpus as mod  # here, not on a host: the package's own copy
     return mod
 
 
@@ -269,7 +269,7 @@ def _sockets():
     try:  # on a host: shipped beside this file
         import _clustertune_runner_sockets as mod
     except ImportError:
-        from clustertune.remote import runner_sockets as mod
+        from clustertune.remote import runner_sockets as mod  # here, not on a host: the package's own copy
     mod.base = sys.modules[__name__]  # the sockets half calls back into this helper
     return mod
 
@@ -429,7 +429,7 @@ def _host():
     try:  # on a host: shipped beside this file
         import _clustertune_runner_host as mod
     except ImportError:
-        from clustertune.remote import runner_host as mod
+        from clustertune.remote import runner_host as mod  # here, not on a host: the package's own copy
     mod.base = sys.modules[__name__]  # the upkeep half calls back into this helper
     return mod
 

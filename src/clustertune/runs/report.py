@@ -13,6 +13,7 @@ from clustertune.errors import UserError
 from clustertune.runs.run import Run
 from clustertune.runs.evals import eval_lines
 from clustertune.runs.metrics_file import read_metrics
+from clustertune.runs.report_rl import plot_rl
 
 
 def age(iso: str | None) -> str:
@@ -235,8 +236,6 @@ def plot(run: Run, out: Path | None = None) -> Path:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
     target = out or run.paths.plot
     if run.info.task == "rlhf":
-        from clustertune.runs.report_rl import plot_rl
-
         return plot_rl(run, train, evals, plt, target)
     fig = curves_figure(run, plt)
     fig.savefig(target, dpi=100)

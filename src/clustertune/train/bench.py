@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.runs.metrics_file import read_metrics
+from clustertune.runs.paths import RunPaths
+from clustertune.recipe.load import dump_recipe, load_recipe
 
 VARIANTS = ("clustertune", "clustertune-eager", "trainer", "trainer-compile")
 SIZES = ("auto", "tiny", "small", "gpt2")
@@ -100,6 +103,7 @@ def _flops_per_token(spec: BenchSpec) -> float:
     import torch
     from transformers import GPT2LMHeadModel
 
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.throughput import flops_per_token
 
     with torch.device("meta"):  # the unpadded model: the useful work is the same for every variant
@@ -118,14 +122,16 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
     import torch
     from transformers import GPT2LMHeadModel
 
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.prepare import Arrays
-    from clustertune.recipe.load import dump_recipe, load_recipe
-    from clustertune.runs.paths import RunPaths
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.entry import make_strategy
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.precision import reset_accelerate_state
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.fastpath import pad_vocab, vocab_multiple
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.loop import train_loop
-    from clustertune.runs.metrics_file import read_metrics
 
     recipe = load_recipe({
         "name": "bench",
@@ -194,6 +200,7 @@ def measure_trainer(spec: BenchSpec, compiled: bool, workdir: Path) -> float:
 def measure(variant: str, spec: BenchSpec) -> dict[str, Any]:
     import torch
 
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.throughput import device_peak_flops, mfu
 
     with tempfile.TemporaryDirectory() as d:

@@ -29,6 +29,15 @@ from clustertune.train.precision import mixed_precision, reset_accelerate_state
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.accel import loads_from_rank0
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory
+from clustertune.train.stop import StopFlag
+from clustertune.train import checkpoint as ckpt
+from clustertune.runs.state import RunState
+from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
+from clustertune.recipe.load import load_recipe
+from clustertune.runs.topology import Topology
+from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
+from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
+from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
 
 if TYPE_CHECKING:
     from clustertune.train.rl.runner import RLResult
@@ -70,7 +79,6 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
 def make_strategy(recipe: Recipe, paths: RunPaths, from_rank0: bool = False) -> Strategy:
     """The node side's one place that turns the recipe into an Accelerator and a strategy.
     ``from_rank0``: FSDP's ranks other than 0 built the model on the meta device."""
-    from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
 
     strategy = recipe.train.strategy
     t = recipe.train
@@ -78,12 +86,9 @@ def make_strategy(recipe: Recipe, paths: RunPaths, from_rank0: bool = False) -> 
     own_group = start_process_group(strategy == "fsdp", t.effective_offload != "none", t.collective_timeout_minutes)
     torch.set_float32_matmul_precision(fp32_matmul_precision(t.tf32, torch.cuda.is_available()))
     if strategy == "deepspeed":
-        from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
-
         require_deepspeed()  # before an Accelerator exists: a missing package is a user error
         # DeepSpeed casts the model itself; the Accelerator only provides ranks and trackers.
         return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
-    from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
 
     plugin = fsdp_plugin(recipe, mixed_precision(recipe), from_rank0) if strategy == "fsdp" else None
     made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None,
@@ -109,6 +114,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     hf_logging.disable_progress_bar()
 
     if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
+        # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
         from clustertune.train.rl import execute_rl
 
         return execute_rl(recipe, paths, resume_from, show_progress, stop=stop)
@@ -202,7 +208,6 @@ def _node_logging(paths: RunPaths, rank: int) -> None:
 def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
     """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
     signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
-    from clustertune.runs.state import RunState
 
     if paths.cancel_request.exists():
         return RunState.CANCELLED
@@ -236,13 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import sys
     import traceback
-
-    from clustertune.runs.topology import Topology
-    from clustertune.recipe.load import load_recipe
-    from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
-    from clustertune.runs.state import RunState
-    from clustertune.train import checkpoint as ckpt
-    from clustertune.train.stop import StopFlag
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

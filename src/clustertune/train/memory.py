@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from clustertune.train.ds_config import deepspeed_config
+from clustertune.models.adapters import apply_adapter, quantized_linear_numels
 
 GiB = 1024**3
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "fsdp", "fsdp+offload", "zero2+offload", "zero3+offload")
@@ -177,8 +179,6 @@ def model_shape(config: Any, task: str, recipe: Any = None) -> ModelShape:
         model = auto.from_config(config)
         quantized: tuple[int, ...] = ()
         if adapter is not None:
-            from clustertune.models.adapters import apply_adapter, quantized_linear_numels
-
             if adapter.type == "qlora":
                 quantized = quantized_linear_numels(model)
             # On the meta device the base stays unquantized; the trainable set is the same.
@@ -332,7 +332,6 @@ def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
     """ZeRO-3's threshold as the run's DeepSpeed config sets it (a user JSON may change it)."""
     if recipe.train.strategy != "deepspeed":
         return ZERO3_PERSISTENCE_THRESHOLD
-    from clustertune.train.ds_config import deepspeed_config
 
     zero = deepspeed_config(recipe, world, mixed_precision).get("zero_optimization", {})
     value = zero.get("stage3_param_persistence_threshold", ZERO3_PERSISTENCE_THRESHOLD)

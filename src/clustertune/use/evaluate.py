@@ -25,6 +25,9 @@ from clustertune.errors import EvalError
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.use.load import Loaded, Target, find_target, load_for_use
+from clustertune.runs.evals import write_eval
+from clustertune.use.lm_eval_bridge import check_tasks, run_tasks
+from clustertune.runs.paths import has_tokenizer
 
 log = logging.getLogger("clustertune")
 
@@ -129,9 +132,13 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
                      runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
                      dtype: str = "auto", batch_size: int | None = None, write: bool = True) -> EvalResult:
     """The model's own metrics on ``data`` (default: the run's validation split)."""
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import log_to_stderr, prepare
+    # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.train.cls_metrics import metric_functions
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.loop import evaluate
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.sft_eval import make_generation_check
 
     target = find_target(ref, runs_root)
@@ -165,8 +172,6 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
 
 
 def _tokenizer_dir(target: Target) -> Path:
-    from clustertune.runs.paths import has_tokenizer
-
     for where in (target.path, target.run.paths.tokenizer if target.run is not None else None):
         if where is not None and has_tokenizer(where):
             return where
@@ -179,7 +184,6 @@ def evaluate_lm_eval(ref: str, tasks: list[str], *, include_path: str | None = N
                      device: str | None = None, dtype: str = "auto", batch_size: int | None = None,
                      write: bool = True) -> EvalResult:
     """Tasks of EleutherAI's lm-eval harness on the model (an adapter merged onto its base)."""
-    from clustertune.use.lm_eval_bridge import check_tasks, run_tasks
 
     target = find_target(ref, runs_root)
     if target.classifier:
@@ -197,8 +201,6 @@ def evaluate_lm_eval(ref: str, tasks: list[str], *, include_path: str | None = N
 
 def _finish(loaded: Loaded, kind: str, name: str, metrics: dict[str, float], payload: dict[str, Any],
             write: bool) -> EvalResult:
-    from clustertune.runs.evals import write_eval
-
     res = EvalResult(loaded.target, kind, name, metrics, payload)
     if write and loaded.target.run is not None:
         res.path = write_eval(loaded.target.run.paths.evals, payload)

@@ -28,6 +28,7 @@ from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.models.adapters import load_merged
 from clustertune.use.load import Target, adapter_base, find_target, load_tokenizer_for
 from clustertune.use.model_card import model_card
+from clustertune.data.templates import ChatRenderer
 
 EXPORT_DTYPES = ("bf16", "fp16", "fp32")
 ADAPTER_CONFIG = "adapter_config.json"
@@ -188,7 +189,6 @@ def end_of_turn_id(tokenizer: Any) -> int | None:
         template = template.get("default")
     if not template:
         return None
-    from clustertune.data.templates import ChatRenderer
 
     try:
         marker = ChatRenderer(str(template), tokenizer).end_marker()

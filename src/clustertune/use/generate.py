@@ -20,6 +20,8 @@ from typing import Any, Union
 
 from clustertune.errors import GenerationError, ModelError
 from clustertune.use.load import Loaded, Target
+from clustertune.data.templates import ChatRenderer
+from clustertune.data.templates import BUILTIN_TEMPLATES
 
 Messages = list[dict[str, str]]
 Prompt = Union[str, Messages]
@@ -61,7 +63,6 @@ class Sampling:
 def resolve_chat_template(name: str | None, tokenizer: Any) -> str | None:
     """The template prompts are rendered with: ``name`` (a built-in or a Jinja file) where given,
     else the tokenizer's own, else None (the model continues plain text)."""
-    from clustertune.data.templates import BUILTIN_TEMPLATES
 
     if name:
         if name in BUILTIN_TEMPLATES:
@@ -133,6 +134,7 @@ def _make_streamer(tokenizer: Any, write: Callable[[str], Any], stops: list[str]
 
 
 def _cut(text: str, stops: list[str], strip: bool) -> str:
+    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.sft_eval import cut_answer
 
     return cut_answer(text, stops) if strip else text
@@ -143,7 +145,6 @@ class Generator:
 
     def __init__(self, loaded: Loaded, template: str | None = None, raw: bool = False):
         refuse_classifier(loaded.target)
-        from clustertune.data.templates import ChatRenderer
 
         self.loaded = loaded
         self.model, self.tokenizer, self.device = loaded.model, loaded.tokenizer, loaded.device

@@ -20,6 +20,7 @@ from clustertune.models.adapters import is_adapter_dir
 from clustertune.runs.paths import has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
+from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 _CLASSIFIER_SUFFIX = "ForSequenceClassification"
@@ -129,7 +130,6 @@ def torch_dtype(name: str, device: str) -> Any:
 
 def load_tokenizer_for(target: Target) -> Any:
     """The tokenizer saved with the model, else the run's own, else (adapters) the base's."""
-    from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
     for where in (target.path, target.run.paths.tokenizer if target.run is not None else None):
         if where is not None and has_tokenizer(where):

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from clustertune.use.load import Target, adapter_base
+from clustertune.recipe import load_recipe
+from clustertune.errors import UserError
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TASKS = {"causal_lm": "causal language modelling", "sft": "supervised fine-tuning on conversations",
@@ -47,8 +49,6 @@ def _recipe(target: Target) -> Any:
     of clustertune no longer reads (the card then says less)."""
     if target.run is None or not target.run.paths.recipe.is_file():
         return None
-    from clustertune.errors import UserError
-    from clustertune.recipe import load_recipe
 
     try:
         return load_recipe(target.run.paths.recipe)

@@ -17,6 +17,7 @@ from clustertune.recipe.rl_recipe import as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.train.rl.rewards import build_rewards
 from clustertune.train.rl.sources import load_rl_data, resolve_model
+from clustertune.models.tokenizer import load_tokenizer
 
 
 CAUSAL_LM = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
@@ -38,8 +39,6 @@ def check_architecture(path: str, key: str, suffixes: tuple[str, ...], what: str
 
 
 def _same_tokenizer(tok: Any, other_path: str, key: str, why: str) -> None:
-    from clustertune.models.tokenizer import load_tokenizer
-
     a, b = _vocab(tok), _vocab(load_tokenizer(other_path, key))
     if a != b:
         diff = sorted(set(a.items()) ^ set(b.items()))[:3]
@@ -64,7 +63,6 @@ def _check_ppo_models(rl: Any, root: str | None, tok: Any, model_paths: list[str
 
 def preflight_rl(plain: Recipe) -> RawData:
     """Everything an RL run needs, checked; returns the loaded prompts/pairs."""
-    from clustertune.models.tokenizer import load_tokenizer
 
     recipe = as_rl_recipe(plain)
     rl = recipe.rl

@@ -17,6 +17,8 @@ from clustertune.errors import RewardError
 from clustertune.recipe.rl_schema import RewardSpec
 from clustertune.train.user_code import import_function
 from clustertune.train.user_code import user_traceback as _user_traceback
+from clustertune.models.tokenizer import load_tokenizer
+from clustertune.errors import ModelError
 
 
 def import_reward_function(spec: str, key: str) -> Callable[..., Any]:
@@ -82,9 +84,6 @@ class ModelReward:
 
     def __init__(self, spec: RewardSpec, key: str, path: str, device: Any = "cpu"):
         from transformers import AutoModelForSequenceClassification
-
-        from clustertune.errors import ModelError
-        from clustertune.models.tokenizer import load_tokenizer
 
         self.key, self.path = key, path
         self.tokenizer = load_tokenizer(path, f"{key}.model")

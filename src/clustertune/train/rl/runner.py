@@ -32,6 +32,12 @@ from clustertune.train.rl.checkpoints import scratch_dir
 from clustertune.train.rl.rewards import Reward, build_rewards
 from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
 from clustertune.train.schedule import trainer_schedule
+from clustertune.models.tokenizer import load_tokenizer
+from clustertune.train.precision import reset_accelerate_state
+from clustertune.train.precision import mixed_precision
+from clustertune.train.rl.ppo import make_ppo_trainer
+from clustertune.train.rl.ppo import refuse_resume
+from clustertune.train.rl.ppo import ppo_config
 
 log = logging.getLogger("clustertune")
 
@@ -48,8 +54,6 @@ class RLResult:
 def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any:
     """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
     from trl import DPOConfig, GRPOConfig, RLOOConfig
-
-    from clustertune.train.precision import mixed_precision
 
     t, rl = recipe.train, recipe.rl
     precision = mixed_precision(recipe)
@@ -77,8 +81,6 @@ def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any
     if rl.algorithm == "dpo":
         return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
     if rl.algorithm == "ppo":
-        from clustertune.train.rl.ppo import ppo_config
-
         return ppo_config(recipe, common)
     gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
                top_p=rl.top_p, reward_weights=weights, shuffle_dataset=t.shuffle, log_completions=False)
@@ -103,13 +105,9 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     """
     from transformers import set_seed
 
-    from clustertune.train.precision import reset_accelerate_state
-
     recipe = as_rl_recipe(recipe)
     rl, t = recipe.rl, recipe.train
     if rl.algorithm == "ppo" and resume_from is not None:
-        from clustertune.train.rl.ppo import refuse_resume
-
         raise refuse_resume(str(resume_from))
     if resume_from is not None:
         # The trainer unpickles what it finds there (RNG and optimizer states): on every rank,
@@ -170,8 +168,6 @@ def _trainer(recipe: RLRecipe, paths: RunPaths, policy: Any, ref: Any, policy_pa
     rl = recipe.rl
     args = trainer_args(recipe, paths, [r.weight for r in rewards])
     if rl.algorithm == "ppo":
-        from clustertune.train.rl.ppo import make_ppo_trainer
-
         value_path = resolve_model(rl.value_model, "rl.value_model", recipe.tracking.runs_root) if rl.value_model else policy_path
         trainer = make_ppo_trainer(recipe, policy, ref, value_path, rewards[0].score, args, train_ds, tok, callback)
     else:
@@ -196,7 +192,6 @@ def _save_results(trainer: Any, tok: Any, paths: RunPaths, summary: dict[str, An
 def _inputs(recipe: RLRecipe, paths: RunPaths) -> tuple[str, Any, Any, list[Reward], EvalSet]:
     """The policy's path and tokenizer (saved into the run by rank 0), the training prompts,
     the rewards and the evaluation set."""
-    from clustertune.models.tokenizer import load_tokenizer
 
     rl = recipe.rl
     raw = load_rl_data(recipe)

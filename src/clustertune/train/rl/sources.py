@@ -21,6 +21,9 @@ from clustertune.errors import DataError, ModelError, RunError
 from clustertune.models.adapters import is_adapter_dir, merge_adapter
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.rl_recipe import RLRecipe
+from clustertune.rewards import char_fraction
+from clustertune.runs.store import list_runs, runs_root
+from clustertune.runs.state import RunState
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
@@ -30,8 +33,6 @@ PAIR_MARGIN = 0.05
 
 def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it."""
-    from clustertune.runs.state import RunState
-    from clustertune.runs.store import list_runs, runs_root
 
     if ref.startswith(RUN_PREFIX):
         ident = ref[len(RUN_PREFIX):]
@@ -93,7 +94,6 @@ def builtin_rl_rows(name: str, seed: int) -> list[dict[str, str]]:
     letters ``e``), keeping only pairs it separates clearly: a labeller with a consistent taste
     that a small policy can learn, so held-out accuracy starts near chance and has to be earned.
     """
-    from clustertune.rewards import char_fraction
 
     windows = _prose_windows()
     rng = random.Random(seed)

@@ -25,6 +25,7 @@ from clustertune.train.checkpoint import load_tensors
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.trainable import load_weights, save_weights, trainable_parameters
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
+from clustertune.errors import ModelError
 
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
@@ -219,8 +220,6 @@ def shard_model(model: torch.nn.Module, offload: bool, mp_policy: Any = None) ->
     policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
     blocks = [m for m in model.modules() if type(m).__name__ in block_names]
     if not blocks:
-        from clustertune.errors import ModelError
-
         raise ModelError(
             f"train.strategy: fsdp shards each transformer block, but {type(model).__name__} names none "
             "(its _no_split_modules is empty); use train.strategy=ddp, or deepspeed with train.zero_stage=3"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from clustertune.train import memory
 
 OptimizerFactory = Callable[[torch.nn.Module], torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
@@ -138,7 +139,6 @@ def next_strategy_key(t: Any) -> str | None:
 def out_of_memory_message(recipe: Any, config: Any, world: int, mixed: bool, seq_len: int,
                           cause: BaseException) -> str:
     """What ran out, with estimate-memory's figures for this strategy and the next one."""
-    from clustertune.train import memory
 
     t = recipe.train
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__

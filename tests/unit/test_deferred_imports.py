@@ -1,0 +1,46 @@
+"""The package's own modules are imported at the top of each module; an import inside a function
+is there only to keep a heavy library out of a light module's import (the CLI's start-up), and
+says so in a comment on or just above its line."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import clustertune
+
+PACKAGE = Path(clustertune.__file__).parent
+
+
+def _deferred_without_a_reason() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                own = (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("clustertune")
+                       or isinstance(node, ast.Import) and any(a.name.startswith("clustertune") for a in node.names))
+                if not own:
+                    continue
+                line, above = lines[node.lineno - 1], lines[node.lineno - 2] if node.lineno > 1 else ""
+                if "#" not in line and not above.strip().startswith("#"):
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {line.strip()}")
+    return sorted(set(found))
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    assert _deferred_without_a_reason() == []
+
+
+def test_the_check_sees_an_unexplained_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "clustertune"
+    pkg.mkdir()
+    (pkg / "mod.py").write_text("def f():\n    from clustertune.errors import UserError\n    return UserError\n\n"
+                                "def g():\n    # Deferred: a reason.\n    from clustertune import fsutil\n    return fsutil\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    assert _deferred_without_a_reason() == ["clustertune/mod.py:2: from clustertune.errors import UserError"]
