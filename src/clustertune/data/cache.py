@@ -437,12 +437,13 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
 
             tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
             renderer = ChatRenderer(tk.chat_template, tk)
+        chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
         for name, ds in (("train", data.train), ("validation", data.validation)):
             extra: dict[str, Any] = {}
             if renderer is not None:
                 from clustertune.data.sft import sft_split
 
-                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
+                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen)
             else:
                 arr = prepare_split(recipe, ds, tk, name, workers, labels)
             t2 = time.perf_counter()

@@ -207,6 +207,9 @@ def _release_freed_memory() -> None:
 
 def chunks_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
     """Consecutive slices of ``texts`` of about ``limit`` characters each (at least one text)."""
+    if sum(map(len, texts)) < limit:
+        yield texts
+        return
     start, size = 0, 0
     for i, t in enumerate(texts):
         size += len(t)
