@@ -86,6 +86,42 @@ def _present(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v))
 
 
+def _valid_messages(col: Any) -> list[list[dict[str, str]]] | None:
+    """The conversations of an Arrow column of ``{role, content}`` turns read column-wise, when
+    every row passes the checks of :func:`_turns`; None when any might not (or the column has
+    another type): then the rows go through :func:`_turns`, which names the problem."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
+        return None
+    turns = arr.flatten()
+    if not pa.types.is_struct(turns.type) or turns.null_count:
+        return None
+    names = [turns.type.field(i).name for i in range(turns.type.num_fields)]
+    if "role" not in names or "content" not in names:
+        return None
+    fields = turns.flatten()
+    role, content = fields[names.index("role")], fields[names.index("content")]
+    if not all(pa.types.is_string(a.type) or pa.types.is_large_string(a.type) for a in (role, content)):
+        return None
+    if role.null_count or content.null_count or not pc.all(pc.is_in(role, value_set=pa.array(ROLES))).as_py():
+        return None
+    contents = content.to_pylist()
+    if not all(contents) or any(map(str.isspace, contents)):
+        return None
+    roles = role.to_pylist()
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    offsets -= offsets[0]
+    answers = np.concatenate(([0], np.cumsum(np.asarray(pc.equal(role, "assistant")), dtype=np.int64)))
+    if (answers[offsets[1:]] == answers[offsets[:-1]]).any():  # a conversation with no assistant turn
+        return None
+    msgs = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+    bounds = offsets.tolist()
+    return [msgs[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str]]]:
     """Every row of ``ds`` as a list of messages; DataError naming the first bad row."""
     from clustertune.data.prepare import column
@@ -95,6 +131,8 @@ def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str
     own = {"messages": [s.messages_column], "conversations": [s.conversations_column],
            "prompt_completion": [s.prompt_column, s.completion_column]}
     others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols]
+    if fmt == "messages" and not others and (fast := _valid_messages(ds.with_format("arrow")[s.messages_column])):
+        return fast
     data = {c: column(ds, c) for c in own[fmt] + [c for _, c in others]}
     out = []
     for i in range(len(ds)):
@@ -140,6 +178,26 @@ def sft_encoder(tokenizer: Any, texts: list[str], workers: int = 1) -> Any:
     return text_encoder(tokenizer, probe_sample(texts), workers, add_special_tokens=False)
 
 
+def _choose_meanwhile(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any, loss_on: str,
+                      workers: int) -> Any:
+    """:func:`sft_encoder` on a sample of the conversations, on a thread of its own (the check
+    against the tokenizer runs in Rust without the GIL while the rest are rendered): its future,
+    or None when a sampled conversation does not render (the caller then names the first bad one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clustertune.data.encode import spread
+
+    try:
+        sample = [renderer.with_spans(c, loss_on, "").text for c in spread(convs)]
+    except DataError:
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="clustertune-sft-check")
+    try:
+        return pool.submit(sft_encoder, tokenizer, sample, workers)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
                            s: SFTSection, max_length: int, split: str, workers: int = 1,
                            chosen: list[Any] | None = None) -> Tokenized:
@@ -147,10 +205,11 @@ def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRend
     the encoder of an earlier split (one list shared by the splits), chosen here when empty."""
     from clustertune.data.sft_tokens import ids_and_masks
 
-    rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
     chosen = [] if chosen is None else chosen
+    choosing = None if chosen else _choose_meanwhile(convs, renderer, tokenizer, s.loss_on, workers)
+    rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
     if not chosen:
-        chosen.append(sft_encoder(tokenizer, [r.text for r in rendered], workers))
+        chosen.append(choosing.result() if choosing else sft_encoder(tokenizer, [r.text for r in rendered], workers))
     all_ids, all_masks, out_offsets = ids_and_masks(rendered, tokenizer, chosen[0], workers)
     out = Tokenized(through_offsets=out_offsets)
     for ids_arr, mask in zip(all_ids, all_masks):
