@@ -22,6 +22,8 @@ import numpy as np
 from clustertune.errors import DataError
 
 _BATCH = 1000
+# Conversations encoded per call of :func:`by_segments`: bounds the per-token arrays it holds.
+CONVERSATIONS_PER_CALL = 50_000
 
 
 class Spanned(Protocol):
@@ -139,7 +141,12 @@ def ids_and_masks(rendered: Sequence[Spanned], tokenizer: Any, encoder: Any = No
     if encoder is None or encoder.engine != "gigatoken":
         out = by_offsets(rendered, tokenizer, workers)
         return [i for i, _ in out], [m for _, m in out], len(out)
-    ids, masks = by_segments(rendered, encoder)
+    ids: list[np.ndarray | None] = []
+    masks: list[np.ndarray | None] = []
+    for at in range(0, len(rendered), CONVERSATIONS_PER_CALL):
+        part_ids, part_masks = by_segments(rendered[at: at + CONVERSATIONS_PER_CALL], encoder)
+        ids += part_ids
+        masks += part_masks
     rest = [i for i, x in enumerate(ids) if x is None]
     if rest:
         for i, (x, m) in zip(rest, by_offsets([rendered[i] for i in rest], tokenizer, workers)):
