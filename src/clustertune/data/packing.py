@@ -1,9 +1,10 @@
 """Rows of SFT examples: packed (best-fit decreasing) or one example per row, and their batches.
 
-A split is stored as dense rows of ``max_length``: ``input_ids``, ``loss_mask`` (1 where the
-token is a label), ``position_ids`` (restarting at 0 for every example in a row) and
-``lengths`` (real tokens per row; the rest is padding). A batch is cut to its longest row, so
-unpacked batches are padded to the longest example in the batch, not to ``max_length``.
+A split is stored as dense rows: ``input_ids``, ``loss_mask`` (1 where the token is a label),
+``position_ids`` (restarting at 0 for every example in a row) and ``lengths`` (real tokens per
+row; the rest is padding). Packed rows are ``max_length`` wide; unpacked ones as wide as the
+split's longest example. A batch is cut to its longest row, so unpacked batches are padded to
+the longest example in the batch, not to ``max_length``.
 
 Packed rows carry no attention mask: transformers builds a block-diagonal causal mask from
 ``position_ids`` that restart, so an example attends only to itself. The padding at a row's

@@ -28,7 +28,6 @@ log = logging.getLogger("clustertune")
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "system": "system", "model": "assistant", "chatgpt": "assistant", "bing": "assistant"}
-_BATCH = 1000
 
 
 def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
