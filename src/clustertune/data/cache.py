@@ -34,7 +34,7 @@ from clustertune.data.fingerprint import (
     fingerprint_inputs,
     tokenizer_content_hash,
 )
-from clustertune.fsutil import atomic_write_json, file_lock, replace_dir
+from clustertune.fsutil import atomic_write_json, file_lock, fsync_all, replace_dir
 from clustertune.data.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -338,11 +338,11 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
 
 
 def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], files: dict[str, Any],
-                     extra: dict[str, Any]) -> None:
+                     extra: dict[str, Any], unsynced: list[Path]) -> None:
     """The SFT rows' other arrays, and the held-out prompts of the generation check."""
 
     for key in ("loss_mask", "position_ids", "lengths"):
-        arrays[key] = write_array(out, f"{name}.{key}", getattr(arr, key), files)
+        arrays[key] = write_array(out, f"{name}.{key}", getattr(arr, key), files, unsynced)
     extra["packed"] = bool(arr.packed)
     if arr.generation:
         fname = f"{name}.generation.json"
@@ -418,6 +418,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     t0 = time.perf_counter()
     tk = tok.load()
     files: dict[str, dict[str, Any]] = {}
+    unsynced: list[Path] = []  # written, flushed to disk together before the manifest
     splits: dict[str, Any] = {}
     extra_manifest: dict[str, Any] = {}
     labels = None
@@ -434,25 +435,28 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         if recipe.task == "sft":
             tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
             renderer = ChatRenderer(tk.chat_template, tk)
+        chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
         for name, ds in (("train", data.train), ("validation", data.validation)):
             extra: dict[str, Any] = {}
             if renderer is not None:
-                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers)
+                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen)
             else:
                 arr = prepare_split(recipe, ds, tk, name, workers, labels)
             t2 = time.perf_counter()
-            arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files)}
+            arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files, unsynced)}
             if arr.attention_mask is not None:
-                arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files)
-                arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files)
+                arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files,
+                                                       unsynced)
+                arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files, unsynced)
             if renderer is not None:
-                _write_sft_split(out, name, arr, arrays, files, extra)
+                _write_sft_split(out, name, arr, arrays, files, extra, unsynced)
             t_write += time.perf_counter() - t2
             splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays, **extra}
     t_tok = time.perf_counter() - t0 - t_write
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))
-    add_files(out, Path(TOKENIZER_DIR), files)
+    add_files(out, Path(TOKENIZER_DIR), files, unsynced)
+    fsync_all(unsynced)  # every file on disk before the manifest that makes the entry complete
     timing = {"total": time.perf_counter() - t0, "tokenize": t_tok, "write": t_write}
     manifest = {
         "format": MANIFEST_FORMAT,

@@ -207,6 +207,9 @@ def _release_freed_memory() -> None:
 
 def chunks_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
     """Consecutive slices of ``texts`` of about ``limit`` characters each (at least one text)."""
+    if sum(map(len, texts)) < limit:
+        yield texts
+        return
     start, size = 0, 0
     for i, t in enumerate(texts):
         size += len(t)
@@ -251,10 +254,14 @@ def _frame_of(backend: Any) -> tuple[list[int], list[int]] | None:
     return list(prefix), list(suffix)
 
 
+def spread(items: Sequence[Any], n: int = _PROBE_TEXTS) -> list[Any]:
+    """Up to ``n`` of ``items`` spread evenly over them, in order."""
+    return list(itertools.islice(items, 0, None, max(1, len(items) // n)))[:n]
+
+
 def probe_sample(texts: Sequence[str], n: int = _PROBE_TEXTS) -> list[str]:
     """Up to ``n`` texts spread evenly over ``texts`` (long ones cut), to check an encoder on."""
-    step = max(1, len(texts) // n)
-    return [t[:_PROBE_CHARS] for t in itertools.islice(texts, 0, None, step)][:n]
+    return [t[:_PROBE_CHARS] for t in spread(texts, n)]
 
 
 def _gigatoken_mismatch(enc: TextEncoder, backend: Any, probe: Sequence[str]) -> str | None:

@@ -42,8 +42,11 @@ def shard_bytes() -> int:
     return int(os.environ.get(SHARD_BYTES_ENV) or DEFAULT_SHARD_BYTES)
 
 
-def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Write ``arr`` as shards ``<stem>.NNNNN.bin`` (row-aligned, little-endian); record them in ``files``."""
+def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict[str, Any]],
+                unsynced: list[Path] | None = None) -> dict[str, Any]:
+    """Write ``arr`` as shards ``<stem>.NNNNN.bin`` (row-aligned, little-endian); record them in
+    ``files``. Each is flushed to disk, or, given ``unsynced``, listed there for the caller to
+    flush (:func:`~clustertune.fsutil.fsync_all`) before it writes the manifest."""
     arr = np.ascontiguousarray(arr)
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
@@ -56,8 +59,11 @@ def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict
         view = memoryview(part).cast("B")
         with open(out_dir / name, "wb") as fh:
             fh.write(view)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if unsynced is None:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if unsynced is not None:
+            unsynced.append(out_dir / name)
         files[name] = file_entry(view)
         shards.append({"file": name, "rows": len(part)})
     return {"dtype": arr.dtype.str, "shape": list(arr.shape), "shards": shards}
@@ -72,11 +78,15 @@ def file_entry(data: bytes | memoryview) -> dict[str, Any]:
             XXH3: xxhash.xxh3_128(data).hexdigest()}
 
 
-def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]]) -> None:
-    """Record every file under ``root/sub`` (e.g. the tokenizer) with its manifest entry."""
+def add_files(root: Path, sub: Path, files: dict[str, dict[str, Any]], unsynced: list[Path] | None = None) -> None:
+    """Record every file under ``root/sub`` (e.g. the tokenizer) with its manifest entry, each
+    flushed to disk (or listed in ``unsynced``, as :func:`write_array` does)."""
     for p in sorted((root / sub).rglob("*")):
         if p.is_file():
-            fsync_file(p)
+            if unsynced is None:
+                fsync_file(p)
+            else:
+                unsynced.append(p)
             files[str(p.relative_to(root))] = file_entry(p.read_bytes())
 
 

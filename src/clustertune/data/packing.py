@@ -1,9 +1,10 @@
 """Rows of SFT examples: packed (best-fit decreasing) or one example per row, and their batches.
 
-A split is stored as dense rows of ``max_length``: ``input_ids``, ``loss_mask`` (1 where the
-token is a label), ``position_ids`` (restarting at 0 for every example in a row) and
-``lengths`` (real tokens per row; the rest is padding). A batch is cut to its longest row, so
-unpacked batches are padded to the longest example in the batch, not to ``max_length``.
+A split is stored as dense rows: ``input_ids``, ``loss_mask`` (1 where the token is a label),
+``position_ids`` (restarting at 0 for every example in a row) and ``lengths`` (real tokens per
+row; the rest is padding). Packed rows are ``max_length`` wide; unpacked ones as wide as the
+split's longest example. A batch is cut to its longest row, so unpacked batches are padded to
+the longest example in the batch, not to ``max_length``.
 
 Packed rows carry no attention mask: transformers builds a block-diagonal causal mask from
 ``position_ids`` that restart, so an example attends only to itself. The padding at a row's
@@ -80,25 +81,41 @@ class SFTArrays(Arrays):
 
 def build_rows(ids: list[np.ndarray], masks: list[np.ndarray], max_length: int, packed: bool,
                pad_id: int, id_dtype: Any) -> SFTArrays:
-    """Rows of ``max_length`` from examples (each at most ``max_length`` tokens)."""
-    groups = best_fit_decreasing([len(x) for x in ids], max_length) if packed else [[i] for i in range(len(ids))]
+    """Rows from examples (each at most ``max_length`` tokens): packed rows are ``max_length``
+    wide; unpacked ones as wide as the longest example, since a batch is cut to its longest row."""
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    if packed:
+        groups = best_fit_decreasing(lens.tolist(), max_length)
+        width = max_length
+    else:
+        groups = [[i] for i in range(len(ids))]
+        width = max(1, int(lens.max(initial=0)))
     n = len(groups)
-    input_ids = np.full((n, max_length), pad_id, dtype=id_dtype)
-    loss_mask = np.zeros((n, max_length), dtype=np.uint8)
-    pos_dtype = np.uint16 if max_length <= np.iinfo(np.uint16).max + 1 else np.int32
-    position_ids = np.zeros((n, max_length), dtype=pos_dtype)
-    lengths = np.zeros(n, dtype=np.int32)
-    for r, group in enumerate(groups):
-        at = 0
-        for i in group:
-            k = len(ids[i])
-            input_ids[r, at : at + k] = ids[i]
-            loss_mask[r, at : at + k] = masks[i]
-            position_ids[r, at : at + k] = np.arange(k)
-            at += k
-        position_ids[r, at:] = np.arange(max_length - at)  # padding: a segment of its own
-        lengths[r] = at
-    return SFTArrays(input_ids=input_ids, loss_mask=loss_mask, position_ids=position_ids, lengths=lengths,
+    order = np.fromiter((i for g in groups for i in g), dtype=np.int64, count=len(ids))
+    sizes = np.fromiter(map(len, groups), dtype=np.int64, count=n)
+    row_of = np.repeat(np.arange(n), sizes)  # the row of each example, in ``order``
+    ordered_lens = lens[order]
+    ends = np.cumsum(ordered_lens)
+    before = ends - ordered_lens  # tokens of all the examples before each one
+    col0 = before - before[(np.cumsum(sizes) - sizes)[row_of]]  # its first column in its row
+    # Every token's place in the flattened rows, and its position within its example.
+    tok_example = np.repeat(np.arange(len(order)), ordered_lens)
+    pos = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) - np.repeat(before, ordered_lens)
+    dest = row_of[tok_example] * width + col0[tok_example] + pos
+    flat_ids = np.concatenate([ids[i] for i in order]) if len(order) else np.empty(0, np.int64)
+    flat_mask = np.concatenate([masks[i] for i in order]) if len(order) else np.empty(0, np.uint8)
+    lengths = np.bincount(row_of, weights=ordered_lens, minlength=n).astype(np.int32)
+    pos_dtype = np.uint16 if width <= np.iinfo(np.uint16).max + 1 else np.int32
+    input_ids = np.full(n * width, pad_id, dtype=id_dtype)
+    input_ids[dest] = flat_ids
+    loss_mask = np.zeros(n * width, dtype=np.uint8)
+    loss_mask[dest] = flat_mask
+    # Padding is a segment of its own: its positions restart at 0 after the row's last token.
+    position_ids = np.empty((n, width), dtype=pos_dtype)
+    np.subtract(np.arange(width)[None, :], lengths[:, None], out=position_ids, casting="unsafe")
+    position_ids.reshape(-1)[dest] = pos
+    return SFTArrays(input_ids=input_ids.reshape(n, width), loss_mask=loss_mask.reshape(n, width),
+                     position_ids=position_ids, lengths=lengths,
                      packed=packed, n_tokens=int(lengths.sum()))
 
 

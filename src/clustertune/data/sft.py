@@ -5,7 +5,8 @@ ShareGPT ``conversations`` (``{from, value}`` turns, converted) and prompt/compl
 (one user turn and one assistant turn). Every conversation is rendered with the chat template
 (:mod:`clustertune.data.templates`), tokenized whole (so the ids are those of tokenizing the
 rendered text), and a token is trained when it holds a character of a trained span: from the
-token holding the span's first character to the token holding its last. The first token of an
+token holding the span's first character to the token holding its last (how that is found
+fast and exactly: :mod:`clustertune.data.sft_tokens`). The first token of an
 example is never trained (nothing before it predicts it), which keeps packed rows from
 predicting one example's first token from the end of the previous one.
 """
@@ -13,6 +14,7 @@ predicting one example's first token from the end of the previous one.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,16 +23,16 @@ import numpy as np
 from clustertune.data.templates import ChatRenderer
 from clustertune.errors import DataError
 from clustertune.recipe.sft_schema import SFTSection
-from clustertune.data.encode import id_dtype
+from clustertune.data.encode import id_dtype, probe_sample, spread, text_encoder
 from clustertune.data.packing import build_rows
 from clustertune.data.prepare import column
+from clustertune.data.sft_tokens import ids_and_masks
 
 log = logging.getLogger("clustertune")
 
 ROLES = ("system", "user", "assistant")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "system": "system", "model": "assistant", "chatgpt": "assistant", "bing": "assistant"}
-_BATCH = 1000
 
 
 def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
@@ -88,6 +90,42 @@ def _present(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v))
 
 
+def _valid_messages(col: Any) -> list[list[dict[str, str]]] | None:
+    """The conversations of an Arrow column of ``{role, content}`` turns read column-wise, when
+    every row passes the checks of :func:`_turns`; None when any might not (or the column has
+    another type): then the rows go through :func:`_turns`, which names the problem."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
+        return None
+    turns = arr.flatten()
+    if not pa.types.is_struct(turns.type) or turns.null_count:
+        return None
+    names = [turns.type.field(i).name for i in range(turns.type.num_fields)]
+    if "role" not in names or "content" not in names:
+        return None
+    fields = turns.flatten()
+    role, content = fields[names.index("role")], fields[names.index("content")]
+    if not all(pa.types.is_string(a.type) or pa.types.is_large_string(a.type) for a in (role, content)):
+        return None
+    if role.null_count or content.null_count or not pc.all(pc.is_in(role, value_set=pa.array(ROLES))).as_py():
+        return None
+    contents = content.to_pylist()
+    if not all(contents) or any(map(str.isspace, contents)):
+        return None
+    roles = role.to_pylist()
+    offsets = np.asarray(arr.offsets, dtype=np.int64)
+    offsets -= offsets[0]
+    answers = np.concatenate(([0], np.cumsum(np.asarray(pc.equal(role, "assistant")), dtype=np.int64)))
+    if (answers[offsets[1:]] == answers[offsets[:-1]]).any():  # a conversation with no assistant turn
+        return None
+    msgs = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+    bounds = offsets.tolist()
+    return [msgs[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str]]]:
     """Every row of ``ds`` as a list of messages; DataError naming the first bad row."""
 
@@ -96,6 +134,8 @@ def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str
     own = {"messages": [s.messages_column], "conversations": [s.conversations_column],
            "prompt_completion": [s.prompt_column, s.completion_column]}
     others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols]
+    if fmt == "messages" and not others and (fast := _valid_messages(ds.with_format("arrow")[s.messages_column])):
+        return fast
     data = {c: column(ds, c) for c in own[fmt] + [c for _, c in others]}
     out = []
     for i in range(len(ds)):
@@ -127,56 +167,47 @@ class Tokenized:
     truncated: int = 0
     dropped_too_long: int = 0
     dropped_no_loss: int = 0
+    through_offsets: int = 0  # examples tokenized with character offsets, not as segments
 
 
-def encode_with_offsets(texts: list[str], tokenizer: Any, workers: int = 1) -> list[tuple[list[int], np.ndarray]]:
-    """Ids of each text (no special tokens added: the template writes its own) and the
-    character span of each token."""
+def sft_encoder(tokenizer: Any, texts: list[str], workers: int = 1) -> Any:
+    """The encoder for the segments of :mod:`clustertune.data.sft_tokens`, chosen and checked on
+    ``texts`` (gigatoken where it reproduces the tokenizer, else the tokenizer's own), or None
+    for a slow tokenizer (which has no offsets either: the offsets path names the fix)."""
     if not getattr(tokenizer, "is_fast", False):
-        raise DataError("model.tokenizer: task sft needs a fast (Rust) tokenizer for character offsets; "
-                        "load one with a tokenizer.json")
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tokenizers import Tokenizer
-
-    # The Rust encoder itself (transformers' wrapper converts every encoding to Python objects
-    # first), on threads over chunks: it releases the GIL.
-    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_truncation()
-    backend.no_padding()
-
-    def encode(chunk: list[str]) -> list[tuple[list[int], np.ndarray]]:
-        return [(e.ids, np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2))
-                for e in backend.encode_batch(chunk, add_special_tokens=False)]
-
-    chunks = [texts[i : i + _BATCH] for i in range(0, len(texts), _BATCH)]
-    with ThreadPoolExecutor(max(1, min(workers, len(chunks))), thread_name_prefix="clustertune-sft") as ex:
-        return [x for part in ex.map(encode, chunks) for x in part]
+        return None
+    return text_encoder(tokenizer, probe_sample(texts), workers, add_special_tokens=False)
 
 
-def span_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
-    """1 for the tokens from the one holding a span's first character to the one holding its last."""
-    mask = np.zeros(len(offsets), dtype=np.uint8)
-    if len(offsets) == 0:
-        return mask
-    starts, ends = offsets[:, 0], np.maximum.accumulate(offsets[:, 1])
-    for s, e in spans:
-        if e <= s:
-            continue
-        first = int(np.searchsorted(ends, s, side="right"))
-        last = int(np.searchsorted(starts, e - 1, side="right")) - 1
-        mask[first : last + 1] = 1
-    return mask
+def _choose_meanwhile(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any, loss_on: str,
+                      workers: int) -> Any:
+    """:func:`sft_encoder` on a sample of the conversations, on a thread of its own (the check
+    against the tokenizer runs in Rust without the GIL while the rest are rendered): its future,
+    or None when a sampled conversation does not render (the caller then names the first bad one)."""
+    try:
+        sample = [renderer.with_spans(c, loss_on, "").text for c in spread(convs)]
+    except DataError:
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="clustertune-sft-check")
+    try:
+        return pool.submit(sft_encoder, tokenizer, sample, workers)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
-                           s: SFTSection, max_length: int, split: str, workers: int = 1) -> Tokenized:
-    """Render, tokenize and mask every conversation; truncate or drop the long ones."""
+                           s: SFTSection, max_length: int, split: str, workers: int = 1,
+                           chosen: list[Any] | None = None) -> Tokenized:
+    """Render, tokenize and mask every conversation; truncate or drop the long ones. ``chosen``:
+    the encoder of an earlier split (one list shared by the splits), chosen here when empty."""
+    chosen = [] if chosen is None else chosen
+    choosing = None if chosen else _choose_meanwhile(convs, renderer, tokenizer, s.loss_on, workers)
     rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
-    out = Tokenized()
-    for r, (ids, offs) in zip(rendered, encode_with_offsets([r.text for r in rendered], tokenizer, workers)):
-        mask = span_mask(offs, r.spans)
-        ids_arr = np.asarray(ids, dtype=np.int64)
+    if not chosen:
+        chosen.append(choosing.result() if choosing else sft_encoder(tokenizer, [r.text for r in rendered], workers))
+    all_ids, all_masks, out_offsets = ids_and_masks(rendered, tokenizer, chosen[0], workers)
+    out = Tokenized(through_offsets=out_offsets)
+    for ids_arr, mask in zip(all_ids, all_masks):
         if len(ids_arr) > max_length:
             if s.too_long == "drop":
                 out.dropped_too_long += 1
@@ -211,8 +242,9 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
 
 
 def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer,
-              workers: int = 1) -> tuple[Any, dict[str, int]]:
-    """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts."""
+              workers: int = 1, chosen: list[Any] | None = None) -> tuple[Any, dict[str, int]]:
+    """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts
+    (``chosen``: see :func:`tokenize_conversations`)."""
 
     d, s = recipe.data, recipe.data.sft
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
@@ -221,9 +253,9 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
     if len(ds) == 0:
         raise DataError(f"data: the {split} split has no examples")
     convs = conversations(ds, s, split)
-    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers)
+    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers, chosen)
     counts = {"truncated": tok.truncated, "dropped_too_long": tok.dropped_too_long,
-              "dropped_no_loss": tok.dropped_no_loss, "trained_tokens": int(sum(int(m.sum()) for m in tok.masks))}
+              "dropped_no_loss": tok.dropped_no_loss}
     if not tok.ids:
         raise DataError(
             f"data.max_length: every one of the {len(convs)} {split} examples was dropped "
@@ -233,6 +265,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
         )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, id_dtype(len(tokenizer)))
+    counts["trained_tokens"] = int(np.count_nonzero(arrays.loss_mask))
     if split == "validation" and s.generation_samples:
         arrays.generation = generation_prompts(convs, renderer, tokenizer, s.generation_samples, d.max_length,
                                                s.max_new_tokens)
@@ -240,4 +273,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
     counts["examples_kept"] = len(tok.ids)
     log.info("data: %s: %d examples -> %d rows (%d truncated, %d dropped as too long, %d dropped with no trained "
              "token)", split, len(convs), len(arrays), tok.truncated, tok.dropped_too_long, tok.dropped_no_loss)
+    if tok.through_offsets and chosen and getattr(chosen[0], "engine", "") == "gigatoken":
+        log.info("data: %s: %d of %d examples tokenized through character offsets (a span edge inside a token)",
+                 split, tok.through_offsets, len(convs))
     return arrays, counts

@@ -134,7 +134,9 @@ def check_text_column(ds: Any, column: str, where: str) -> None:
         raise wrong_text_type(column, f"the {where}", problem, list(ds.column_names))
 
 
-def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
+def _read_file(path: Path, key: str, keep_linebreaks: bool = True, fingerprint: str | None = None) -> Any:
+    """One local file as a ``datasets.Dataset``; ``fingerprint`` (its content's digest) spares
+    datasets hashing the table read from JSON lines or parquet."""
     import pandas as pd
     from datasets import Dataset
 
@@ -157,7 +159,7 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
                     table.validate(full=True)  # Arrow reads bytes that are not UTF-8 into its strings
                 except pa.ArrowInvalid as exc:
                     raise not_utf8(path, key) from exc
-                return Dataset(table)
+                return Dataset(table, fingerprint=fingerprint)
         if suffix in JSON_SUFFIXES:
             text = path.read_text(encoding="utf-8")
             lines = suffix == ".jsonl" or not text.lstrip().startswith("[")
@@ -167,7 +169,7 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True) -> Any:
         if suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            return Dataset(pq.read_table(path))
+            return Dataset(pq.read_table(path), fingerprint=fingerprint)
     except UnicodeDecodeError as exc:
         raise not_utf8(path, key) from exc
     except (ValueError, TypeError, OSError) as exc:  # Arrow's type errors are TypeErrors
@@ -309,12 +311,13 @@ def _read_files(files: list[str], key: str, keep_linebreaks: bool = True) -> tup
     parts, ident = [], []
     for f in files:
         p = Path(f).expanduser()
-        ds = _read_file(p, key, keep_linebreaks)
+        digest = sha256_file(p) if p.is_file() else None
+        ds = _read_file(p, key, keep_linebreaks, digest)
         if len(ds) == 0:
             raise _no_examples(p, key)
         parts.append(ds)
         st = p.stat()
-        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": sha256_file(p)})
+        ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": digest})
     cols = {tuple(sorted(d.column_names)) for d in parts}
     if len(cols) > 1:
         each = "; ".join(f"{f}: {', '.join(sorted(d.column_names))}" for f, d in zip(files, parts))

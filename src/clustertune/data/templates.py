@@ -137,19 +137,21 @@ def _direct(head: str, open_turn: str, close_turn: str, after_turn: str) -> Any:
     """A renderer for templates of the shape ``head + (open(role) + content + close + after)*``,
     giving the same text and spans as :meth:`ChatRenderer.with_spans` does through Jinja."""
 
+    openers = {role: open_turn.format(role=role) for role in ("system", "user", "assistant")}
+    tail = len(close_turn) + len(after_turn)
+
     def render(messages: list[dict[str, str]], loss_on: str, bos: str) -> Rendered:
         parts = [bos] if head and bos else []
         at = len(parts[0]) if parts else 0
         spans = []
         for m in messages:
-            opener = open_turn.format(role=m["role"])
-            content = m["content"]
-            start = at + len(opener) + content.find(content.strip())
-            parts += [opener, content, close_turn, after_turn]
-            at += len(opener) + len(content) + len(close_turn)
-            if m["role"] == "assistant":
-                spans.append((start, at))
-            at += len(after_turn)
+            role, content = m["role"], m["content"]
+            opener = openers.get(role) or open_turn.format(role=role)
+            parts += (opener, content, close_turn, after_turn)
+            if role == "assistant":
+                start = at + len(opener) + len(content) - len(content.lstrip())
+                spans.append((start, at + len(opener) + len(content) + len(close_turn)))
+            at += len(opener) + len(content) + tail
         text = "".join(parts)
         if loss_on == "all":
             return Rendered(text, [(0, len(text))])
