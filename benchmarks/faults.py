@@ -1,0 +1,239 @@
+"""Losing a machine mid-run, on the real services of the test suite (too slow for CI):
+
+- SLURM node loss: a 2-node job (one rank per node) loses node n2 mid-run: its slurmd and every
+  process of the job on it are SIGKILLed. The run is then resumed on what remains (1 node).
+- SSH host death: a 2-host run loses host1 mid-run: its sshd and every process of the run on it
+  are SIGKILLed. The run is then resumed on host0 alone.
+
+Both resumes change the world size (2 ranks -> 1): the run must continue from the same sample
+position (no replayed data) with a finite, continuing loss. The result is a table (fault,
+survived, steps redone) on stdout, for benchmarks/RESULTS.md.
+
+The scenarios run under pytest, which starts the SLURM cluster and the sshd hosts with the test
+suite's own fixtures (tests/services/):
+
+    .venv/bin/python benchmarks/faults.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from tests.helpers import TINY_CAUSAL, cli, read_jsonl, start_and_inject, steps_redone, with_  # noqa: E402
+
+RESULTS_ENV = "CT_FAULT_RESULTS"
+TRAIN = {"max_steps": 400, "log_every": 1, "save_every": 20, "keep_last": 2, "eval_at_start": False}
+
+
+def _record(fault: str, survived: bool, redone: Any, note: str) -> None:
+    with open(os.environ[RESULTS_ENV], "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"fault": fault, "survived": survived, "redone": redone, "note": note}) + "\n")
+
+
+def _procs_with(pred: Any) -> list[int]:
+    """Pids of this machine's processes for which ``pred(pid)`` holds (unreadable ones skipped)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if pred(p):
+                    out.append(int(p.name))
+            except OSError:
+                continue
+    return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _continuity(run_dir: Path, resumed_step: int, per_step_before: int, per_step_after: int) -> tuple[bool, str]:
+    """Whether the resumed attempt continued from the checkpoint's sample with no replay, and
+    its loss stayed finite."""
+    rows = {r["step"]: r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"}
+    steps = sorted(rows)
+    ok_steps = steps == list(range(1, TRAIN["max_steps"] + 1))
+    want = resumed_step * per_step_before + (TRAIN["max_steps"] - resumed_step) * per_step_after
+    got = rows[steps[-1]]["samples_seen"]
+    finite = all(math.isfinite(r["loss"]) for r in rows.values())
+    after = [rows[s]["loss"] for s in steps if s > resumed_step]
+    note = (f"resumed from step {resumed_step}; samples seen {got} (expected {want}); "
+            f"loss {rows[resumed_step]['loss']:.3f} at the checkpoint, {after[0]:.3f} next, {after[-1]:.3f} at the end")
+    return ok_steps and got == want and finite, note
+
+
+# -- SLURM: node n2 lost ---------------------------------------------------------------------
+
+
+def _slurm_node_processes(node: str, job_id: str) -> list[int]:
+    """The job's processes on ``node``: ranks and agents carry SLURMD_NODENAME in their
+    environment; the node's slurmstepd processes work in its spool directory."""
+    def on_node(p: Path) -> bool:
+        env = p.joinpath("environ").read_bytes().split(b"\0")
+        if f"SLURMD_NODENAME={node}".encode() in env and f"SLURM_JOB_ID={job_id}".encode() in env:
+            return True
+        cmd = p.joinpath("cmdline").read_bytes()
+        return cmd.startswith(b"slurmstepd") and os.readlink(p / "cwd").rstrip("/").endswith(f"/spool/{node}")
+    return _procs_with(on_node)
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
+    from clustertune.launch import job_for
+    from clustertune.launch.submit import launch
+    from clustertune.recipe.load import load_recipe
+    from clustertune.runs.store import get_run
+
+    root = tmp_path / "runs"
+    recipe = load_recipe(with_(TINY_CAUSAL, train=TRAIN, launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1,
+                                                                  "cpus_per_task": 1, "max_requeues": 0}))
+    lost: dict[str, Any] = {}
+
+    def lose_n2(run: Any) -> None:
+        job = job_for(run).job_id
+        slurmd = int((slurm_cluster.root / "slurmd-n2.pid").read_text().strip())
+        victims = [slurmd, *_slurm_node_processes("n2", job)]
+        lost["pids"] = len(victims)
+        _kill(victims)
+        lost["step"] = max(r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train")
+
+    run = start_and_inject(lambda: launch(recipe, runs_root_dir=root), lambda r: r.paths.metrics, 30, lose_n2)
+    # slurmctld declares a silent node DOWN after SlurmdTimeout (300 s by default); an operator
+    # or health check does it sooner. Either way the job on it ends, and so does the run.
+    subprocess.run(["scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=lost in a fault benchmark"],
+                   check=True, timeout=30)
+    job = job_for(run)
+    deadline = time.monotonic() + 300
+    while not job.state().terminal and time.monotonic() < deadline:
+        time.sleep(1)
+    run = get_run(run.id, root)
+    first_state, first_reason = run.state.value, run.info.reason or ""
+    out = cli("run", "--resume", run.id, "launch.nodes=1", "--runs-root", str(root), timeout=600)
+    survived = out.returncode == 0
+    if survived:
+        run = get_run(run.id, root)
+        state = job_for(run).wait(timeout=600)
+        run = get_run(run.id, root)
+        survived = state.value == "COMPLETED"
+    note = f"first attempt {first_state} ({first_reason.splitlines()[0][:120] if first_reason else ''})"
+    redone: Any = None
+    if survived:
+        resumed = int(run.attempts[-1].resumed_from.split("-")[1])
+        ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
+        survived, note = ok, f"{note}; {more}"
+        redone = steps_redone(run.paths.root)
+    else:
+        note += f"; resume: {(out.stdout + out.stderr)[-300:]}"
+    note += f"; killed slurmd n2 and {lost.get('pids', 0) - 1} job processes on n2 after step {lost.get('step')}"
+    _record("SLURM node n2 lost (slurmd + its job processes SIGKILLed), resumed on n1", survived, redone, note)
+    subprocess.run(["slurmd", "-f", str(slurm_cluster.conf), "-N", "n2"], capture_output=True, timeout=60)
+    subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], capture_output=True, timeout=30)
+    assert survived, note
+
+
+TRAIN_BATCH = TINY_CAUSAL["train"]["batch_size"]
+
+
+# -- SSH: host1 dies ---------------------------------------------------------------------------
+
+
+def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Path) -> None:
+    from clustertune.runs.store import get_run
+
+    root = Path(os.environ["CLUSTERTUNE_RUNS"])
+    recipe = with_(TINY_CAUSAL, train=TRAIN, launch={"backend": "ssh", "cluster": "loop", "nodes": 2, "procs_per_node": 1,
+                                                      "site_packages_from": sys.executable})
+    recipe_file = tmp_path / "recipe.yaml"
+    import yaml
+
+    recipe_file.write_text(yaml.safe_dump(recipe))
+    host1 = sshd_service.hosts[1]
+    host1_root = str(host1.root / tmp_path.name)
+    exe = Path(sys.executable).with_name("clustertune")
+    lost: dict[str, Any] = {}
+
+    def start() -> subprocess.Popen[str]:
+        proc = subprocess.Popen([str(exe), "run", str(recipe_file), "--no-progress"], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while not list(root.glob("*/run.json")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.2)
+        lost["run_dir"] = next(root.glob("*/run.json")).parent
+        return proc
+
+    def host1_dies(_proc: Any) -> None:
+        def on_host1(p: Path) -> bool:
+            return host1_root.encode() in p.joinpath("cmdline").read_bytes() or \
+                os.readlink(p / "cwd").startswith(host1_root)
+        victims = [host1.pid, *_procs_with(on_host1)]
+        lost["pids"] = len(victims)
+        _kill(victims)
+
+    def metrics_of(_proc: Any) -> Path:
+        return lost["run_dir"] / "metrics.jsonl"
+
+    proc = start_and_inject(start, metrics_of, 30, host1_dies, timeout=300)
+    try:
+        first_out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = lost["run_dir"]
+    run = get_run(run_dir.name, root)
+    first_state, first_reason = run.state.value, (run.info.reason or "").splitlines()[0][:120] if run.info.reason else ""
+    out = cli("run", "--resume", run.id, "launch.nodes=1", "--no-progress", timeout=600)
+    run = get_run(run.id, root)
+    survived = out.returncode == 0 and run.state.value == "COMPLETED"
+    note = f"first attempt {first_state} ({first_reason}), `clustertune run` exited {proc.returncode}"
+    redone: Any = None
+    if survived:
+        resumed = int(run.attempts[-1].resumed_from.split("-")[1])
+        ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
+        survived, note = ok, f"{note}; {more}"
+        redone = steps_redone(run.paths.root)
+    else:
+        note += f"; resume: {(out.stdout + out.stderr)[-400:]}"
+    note += f"; killed host1's sshd and {lost.get('pids', 1) - 1} processes of the run there"
+    _record("SSH host1 dies (its sshd + the run's processes there SIGKILLed), resumed on host0", survived, redone, note)
+    assert survived, note
+
+
+def main() -> int:
+    import tempfile
+
+    results = Path(tempfile.mkstemp(prefix="ct-faults-", suffix=".jsonl")[1])
+    os.environ[RESULTS_ENV] = str(results)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    t0 = time.time()
+    rc = pytest.main([__file__, "-p", "tests.conftest", "-q", "-x" if "-x" in sys.argv else "-q",
+                      "-o", "python_files=faults.py", "--rootdir", str(HERE.parent), *[a for a in sys.argv[1:] if a != "-x"]])
+    rows = read_jsonl(results) if results.stat().st_size else []
+    print(f"\n{len(rows)} faults in {time.time() - t0:.0f} s; load average {os.getloadavg()}\n")
+    print("| fault | survived | steps redone | what happened |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['fault']} | {'yes' if r['survived'] else 'no'} | {r['redone']} | {r['note']} |")
+    return int(rc)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
