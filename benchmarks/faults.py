@@ -79,6 +79,13 @@ def _continuity(run_dir: Path, resumed_step: int, per_step_before: int, per_step
     return ok_steps and got == want and finite, note
 
 
+def _redone(run_dir: Path) -> Any:
+    try:
+        return steps_redone(run_dir)
+    except OSError as exc:
+        return f"not known ({exc})"
+
+
 # -- SLURM: node n2 lost ---------------------------------------------------------------------
 
 
@@ -119,12 +126,19 @@ def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
     # or health check does it sooner. Either way the job on it ends, and so does the run.
     subprocess.run(["scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=lost in a fault benchmark"],
                    check=True, timeout=30)
+    # SLURM requeues a job whose node failed (JobRequeue=1); it then waits for two nodes that are
+    # not there. The user takes it back and resumes it on what remains.
     job = job_for(run)
-    deadline = time.monotonic() + 300
-    while not job.state().terminal and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120
+    while (view := subprocess.run(["squeue", "-h", "-j", job.job_id, "-o", "%T"], capture_output=True, text=True,
+                                  timeout=30).stdout.strip()) == "RUNNING" and time.monotonic() < deadline:
         time.sleep(1)
+    slurm_did = f"SLURM set the job {view or 'ended'}"
+    if view:
+        cancelled = cli("cancel", run.id, "--runs-root", str(root))
+        slurm_did += f"; `clustertune cancel` exited {cancelled.returncode}"
     run = get_run(run.id, root)
-    first_state, first_reason = run.state.value, run.info.reason or ""
+    first_state, first_reason = run.state.value, slurm_did
     out = cli("run", "--resume", run.id, "launch.nodes=1", "--runs-root", str(root), timeout=600)
     survived = out.returncode == 0
     if survived:
@@ -132,7 +146,7 @@ def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
         state = job_for(run).wait(timeout=600)
         run = get_run(run.id, root)
         survived = state.value == "COMPLETED"
-    note = f"first attempt {first_state} ({first_reason.splitlines()[0][:120] if first_reason else ''})"
+    note = f"first attempt {first_state} ({first_reason})"
     redone: Any = None
     if survived:
         resumed = int(run.attempts[-1].resumed_from.split("-")[1])
@@ -155,64 +169,77 @@ TRAIN_BATCH = TINY_CAUSAL["train"]["batch_size"]
 
 
 def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Path) -> None:
+    import yaml
+
+    from clustertune.remote.config import add_cluster
     from clustertune.runs.store import get_run
 
     root = Path(os.environ["CLUSTERTUNE_RUNS"])
     recipe = with_(TINY_CAUSAL, train=TRAIN, launch={"backend": "ssh", "cluster": "loop", "nodes": 2, "procs_per_node": 1,
                                                       "site_packages_from": sys.executable})
     recipe_file = tmp_path / "recipe.yaml"
-    import yaml
-
     recipe_file.write_text(yaml.safe_dump(recipe))
-    host1 = sshd_service.hosts[1]
-    host1_root = str(host1.root / tmp_path.name)
+    host_roots = [h.root / tmp_path.name for h in sshd_service.hosts]
     exe = Path(sys.executable).with_name("clustertune")
     lost: dict[str, Any] = {}
 
     def start() -> subprocess.Popen[str]:
+        # Metrics come back to this machine at the end; while the run goes on, rank 0 writes them
+        # in the run's directory on its own host, whichever of the two that is.
         proc = subprocess.Popen([str(exe), "run", str(recipe_file), "--no-progress"], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 300
-        while not list(root.glob("*/run.json")):
+        while not (found := [p for r in host_roots for p in r.glob("train/*/metrics.jsonl")]):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
             time.sleep(0.2)
-        lost["run_dir"] = next(root.glob("*/run.json")).parent
+        lost["metrics"] = found[0]
+        lost["rank0_host"] = next(i for i, r in enumerate(host_roots) if str(found[0]).startswith(str(r)))
+        lost["run_dir"] = root / found[0].parent.name
         return proc
 
-    def host1_dies(_proc: Any) -> None:
-        def on_host1(p: Path) -> bool:
-            return host1_root.encode() in p.joinpath("cmdline").read_bytes() or \
-                os.readlink(p / "cwd").startswith(host1_root)
-        victims = [host1.pid, *_procs_with(on_host1)]
-        lost["pids"] = len(victims)
+    def host_dies(_proc: Any) -> None:
+        # The host without rank 0 dies (rank 0's host holds the checkpoints it seals).
+        dead = 1 - lost["rank0_host"]
+        mark = str(host_roots[dead]).encode()
+
+        def on_it(p: Path) -> bool:
+            return mark in p.joinpath("cmdline").read_bytes() or mark in p.joinpath("environ").read_bytes() \
+                or os.readlink(p / "cwd").encode().startswith(mark)
+        victims = [sshd_service.hosts[dead].pid, *_procs_with(on_it)]
+        lost["dead"], lost["pids"] = dead, len(victims)
+        lost["step"] = max(r["step"] for r in read_jsonl(lost["metrics"]) if r["kind"] == "train")
         _kill(victims)
 
-    def metrics_of(_proc: Any) -> Path:
-        return lost["run_dir"] / "metrics.jsonl"
-
-    proc = start_and_inject(start, metrics_of, 30, host1_dies, timeout=300)
+    proc = start_and_inject(start, lambda _p: lost["metrics"], 30, host_dies, timeout=300)
     try:
-        first_out, _ = proc.communicate(timeout=600)
+        proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
-    run_dir = lost["run_dir"]
-    run = get_run(run_dir.name, root)
-    first_state, first_reason = run.state.value, (run.info.reason or "").splitlines()[0][:120] if run.info.reason else ""
+    run = get_run(lost["run_dir"].name, root)
+    first_state = run.state.value
+    first_reason = (run.info.reason or "").splitlines()[0][:160] if run.info.reason else ""
+    # What a user does: take the dead host out of the cluster, resume on the one that is left.
+    alive = 1 - lost["dead"]
+    add_cluster("loop", [ssh_cluster.hosts[alive]])
     out = cli("run", "--resume", run.id, "launch.nodes=1", "--no-progress", timeout=600)
     run = get_run(run.id, root)
     survived = out.returncode == 0 and run.state.value == "COMPLETED"
     note = f"first attempt {first_state} ({first_reason}), `clustertune run` exited {proc.returncode}"
     redone: Any = None
     if survived:
-        resumed = int(run.attempts[-1].resumed_from.split("-")[1])
-        ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
-        survived, note = ok, f"{note}; {more}"
-        redone = steps_redone(run.paths.root)
+        if run.attempts[-1].resumed_from is None:
+            survived, note = False, f"{note}; the resume started from step 0 (no checkpoint found)"
+        else:
+            resumed = int(run.attempts[-1].resumed_from.split("-")[1])
+            ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
+            survived, note = ok, f"{note}; {more}"
+            redone = _redone(run.paths.root)
     else:
         note += f"; resume: {(out.stdout + out.stderr)[-400:]}"
-    note += f"; killed host1's sshd and {lost.get('pids', 1) - 1} processes of the run there"
-    _record("SSH host1 dies (its sshd + the run's processes there SIGKILLed), resumed on host0", survived, redone, note)
+    note += (f"; killed host{lost['dead']}'s sshd and {lost['pids'] - 1} processes of the run there after step "
+             f"{lost['step']}; rank 0 was on host{lost['rank0_host']}")
+    _record("SSH host dies (its sshd + the run's processes there SIGKILLed), resumed on the other", survived, redone, note)
     assert survived, note
 
 
@@ -225,7 +252,9 @@ def main() -> int:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
-    rc = pytest.main([__file__, "-p", "tests.conftest", "-q", "-x" if "-x" in sys.argv else "-q",
+    basetemp = tempfile.mkdtemp(prefix="ct-faults-")  # kept: the runs' directories, to look at
+    print(f"runs under {basetemp}", flush=True)
+    rc = pytest.main([__file__, "-p", "tests.conftest", f"--basetemp={basetemp}/t", "-q", "-x" if "-x" in sys.argv else "-q",
                       "-o", "python_files=faults.py", "--rootdir", str(HERE.parent), *[a for a in sys.argv[1:] if a != "-x"]])
     rows = read_jsonl(results) if results.stat().st_size else []
     print(f"\n{len(rows)} faults in {time.time() - t0:.0f} s; load average {os.getloadavg()}\n")

@@ -55,9 +55,10 @@ class SshJob(HostJob):
     def key(self) -> str:
         return str(self.remote["key"])  # the attempt's key, recorded when it was submitted
 
-    def _rank0_record(self, cluster: Cluster) -> tuple[RunState, str | None] | None:
+    def _rank0_record(self, cluster: Cluster) -> tuple[RunState, str | None, str | None] | None:
         """How global rank 0 recorded the attempt's end in its host's run.json (it may be on
-        any host); None when no host has a terminal record (a crash before it could write)."""
+        any host), and the checkpoint it resumed from; None when no host has a terminal record
+        (a crash before it could write)."""
         for i in self._nodes():
             r = cluster.conn(i).run(["cat", HostRunPaths(cluster.root(i), self.run.id).file(self.run.paths.run_json.name)])
             try:
@@ -67,7 +68,8 @@ class SshJob(HostJob):
             if info is None or len(info.attempts) != len(self.run.attempts):
                 continue  # a copy from an earlier attempt
             if info.state.terminal:
-                return info.state, info.reason
+                last = info.attempts[-1] if info.attempts else None
+                return info.state, info.reason, last.resumed_from if last else None
         return None
 
     def state(self) -> RunState:
@@ -87,13 +89,18 @@ class SshJob(HostJob):
         if self.remote.get("cancel_requested"):
             state, reason = RunState.CANCELLED, CANCELLED_BY_USER
         elif final is not None:
-            state, reason = final
+            state, reason = final[0], final[1]
         elif all(s.get("state") == "COMPLETED" for s in states):
             state, reason = RunState.COMPLETED, None
         else:
             why = "; ".join(f"node {i}: {s.get('reason') or s.get('state')}" for i, s in zip(self._nodes(), states))
             state, reason = RunState.FAILED, f"{why}\nlast lines:\n{self._tail(cluster)}"
         self.run.reload()
+        if final is not None and final[2] and self.run.last_attempt is not None \
+                and not self.run.last_attempt.resumed_from:
+            # Only the host knows which checkpoint the ranks found there (a resume on fewer
+            # hosts finds the one rank 0's host kept): the record here says so too.
+            self.run.record_attempt(resumed_from=final[2])
         if self.run.paths.is_command and self.run.last_attempt is not None:
             codes = [s.get("exit_code") for s in states if s.get("exit_code") is not None]
             if codes:  # a user's own command: the first host's failure, else 0
