@@ -56,6 +56,23 @@ def _procs_with(pred: Any) -> list[int]:
     return out
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    parent = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                parent[int(p.name)] = int(p.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        cur = todo.pop()
+        out.append(cur)
+        todo += [c for c, pp in parent.items() if pp == cur]
+    return out
+
+
 def _kill(pids: list[int]) -> None:
     for pid in pids:
         try:
@@ -205,14 +222,15 @@ def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Pa
         def on_it(p: Path) -> bool:
             return mark in p.joinpath("cmdline").read_bytes() or mark in p.joinpath("environ").read_bytes() \
                 or os.readlink(p / "cwd").encode().startswith(mark)
-        victims = [sshd_service.hosts[dead].pid, *_procs_with(on_it)]
+        # The host's sshd with its per-connection children (open sessions drop as when a machine dies).
+        victims = [*_descendants(sshd_service.hosts[dead].pid), *_procs_with(on_it)]
         lost["dead"], lost["pids"] = dead, len(victims)
         lost["step"] = max(r["step"] for r in read_jsonl(lost["metrics"]) if r["kind"] == "train")
         _kill(victims)
 
     proc = start_and_inject(start, lambda _p: lost["metrics"], 30, host_dies, timeout=300)
     try:
-        proc.communicate(timeout=600)
+        lost["client_out"] = proc.communicate(timeout=600)[0]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -226,6 +244,8 @@ def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Pa
     run = get_run(run.id, root)
     survived = out.returncode == 0 and run.state.value == "COMPLETED"
     note = f"first attempt {first_state} ({first_reason}), `clustertune run` exited {proc.returncode}"
+    if proc.returncode not in (0, 1):
+        note += f" ({lost['client_out'].strip().splitlines()[-1][:200] if lost['client_out'].strip() else ''})"
     redone: Any = None
     if survived:
         if run.attempts[-1].resumed_from is None:
@@ -237,7 +257,7 @@ def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Pa
             redone = _redone(run.paths.root)
     else:
         note += f"; resume: {(out.stdout + out.stderr)[-400:]}"
-    note += (f"; killed host{lost['dead']}'s sshd and {lost['pids'] - 1} processes of the run there after step "
+    note += (f"; killed host{lost['dead']}'s sshd, its sessions and the run's processes there ({lost['pids']} processes) after step "
              f"{lost['step']}; rank 0 was on host{lost['rank0_host']}")
     _record("SSH host dies (its sshd + the run's processes there SIGKILLed), resumed on the other", survived, redone, note)
     assert survived, note
