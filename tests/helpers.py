@@ -83,3 +83,37 @@ def wait_for_step(metrics: Path, at_least: int, timeout: float = 180) -> int:
             return steps[-1]
         time.sleep(0.1)
     raise AssertionError(f"training did not reach step {at_least} in {timeout} s")
+
+
+def final_weights(run_dir: Path) -> dict[str, Any]:
+    """The finished model's tensors (model/model.safetensors of a run directory)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(run_dir / "model" / "model.safetensors"))
+
+
+def weight_difference(a: Path, b: Path) -> float:
+    """The largest absolute difference between two runs' final weights (0.0: bit-exact)."""
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys()
+    return max(float((wa[k].double() - wb[k].double()).abs().max()) for k in wa)
+
+
+def steps_redone(run_dir: Path) -> list[int]:
+    """For each resume of a run (a restart, a requeue, `--resume`), how many optimizer steps of
+    the lost attempt it redid: the metric rows it dropped (with ``train.log_every: 1``)."""
+    import re
+
+    text = (run_dir / "logs" / "run.log").read_text(encoding="utf-8", errors="replace")
+    return [int(n) for n in re.findall(r"resumed from step-\d+ .*dropped (\d+) metric rows", text)]
+
+
+def start_and_inject(start: Any, metrics_of: Any, at_step: int, inject: Any, timeout: float = 180) -> Any:
+    """Start a run (``start()`` returns a handle: a Run, a job, a process), wait until its
+    metrics (``metrics_of(handle)``, a metrics.jsonl path) show ``at_step``, then ``inject(handle)``
+    (a kill, a scancel, a dead host); returns the handle. The fault lands while training goes on,
+    wherever in a step that happens to be."""
+    handle = start()
+    wait_for_step(metrics_of(handle), at_step, timeout)
+    inject(handle)
+    return handle

@@ -85,6 +85,7 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     info = json.loads((run_dir / "run.json").read_text())
     assert [a["state"] for a in info["attempts"]] == ["CANCELLED", "COMPLETED"]
     assert info["attempts"][1]["job_id"].startswith(f"{run_id}-2@")
+    assert info["attempts"][1]["resumed_from"] == ckpts[-1]  # as rank 0 recorded it on its host
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["resumed_from_step"] == stopped_at
     # Both hosts' ranks were one world: every step took a batch from each of the two ranks.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import yaml
@@ -128,6 +129,29 @@ def copy_helper(paths: RunPaths) -> None:
 # torchrun's summary of a failed rank: "exitcode  : 127 (pid: ...)"
 _RANK_EXIT = re.compile(r"exitcode\s*:\s*(-?\d+)")
 _CANNOT_START = re.compile(r"^clustertune: cannot start .*$", re.M)
+
+
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\s*\[\d+\]:(?P<block>(?:\n +\S.*)+)")
+
+
+def root_cause(log_text: str) -> tuple[int, str] | None:
+    """The rank torchrun saw fail first and how, from its failure summary: ``(1, "died of
+    SIGSEGV (signal 11)")`` or ``(0, "exited with code 1")``; None when there is no summary."""
+    found = list(_ROOT_CAUSE.finditer(log_text))
+    if not found:
+        return None
+    block = found[-1].group("block")  # the latest summary (a restarted job writes one per failure)
+    rank, code = re.search(r"rank\s*:\s*(\d+)", block), _RANK_EXIT.search(block)
+    if rank is None or code is None:
+        return None
+    n = int(code.group(1))
+    if n < 0:
+        try:
+            name = signal.Signals(-n).name
+        except ValueError:
+            name = "a signal"
+        return int(rank.group(1)), f"died of {name} (signal {-n})"
+    return int(rank.group(1)), f"exited with code {n}"
 
 
 def command_exit_code(rc: int, log_text: str) -> int:

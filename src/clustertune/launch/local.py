@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
-from clustertune.launch.command import finish_attempt, load_launch
+from clustertune.launch.command import finish_attempt, load_launch, root_cause
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -191,9 +191,16 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
             log.warning("%s", interrupted_text(run))
             raise
     run.reload()
+    # A rank killed by a signal (SIGKILL, SIGSEGV) records nothing; rank 0, failing in the
+    # collective that rank left, records only the consequence. torchrun's summary names the cause.
+    cause = root_cause(out.read_text(encoding="utf-8", errors="replace")) if rc != 0 and out.is_file() else None
+    first = f"rank {cause[0]} {cause[1]} (its stacks, if any, are in {run.paths.rank_log(cause[0])})" if cause else ""
     if not run.state.terminal:
-        run.transition(RunState.FAILED, reason=f"torchrun exited with code {rc}; last lines of {out}:\n{tail(out)}")
+        run.transition(RunState.FAILED, reason=(f"{first}; " if first else "")
+                       + f"torchrun exited with code {rc}; last lines of {out}:\n{tail(out)}")
     elif run.state is RunState.FAILED and rc != 0 and "last lines" not in (run.info.reason or ""):
+        if cause and not (run.info.reason or "").startswith(f"rank {cause[0]}:"):
+            run.explain(f"{first}; then", first=True)
         run.explain(f"last lines of {out}:\n{tail(out)}")
     return run.state
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from clustertune.errors import RunError
+from clustertune.errors import ClusterError, RunError
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import ClusterSpec, HostSpec
 from clustertune.runs.job import follow, wait
@@ -83,7 +83,10 @@ class HostJob:
         assert node is not None  # every log of a run on hosts is a host's
         if self._hosts is None:
             self._hosts = self._cluster()
-        return self._hosts.helper(node, "logs", self.key, "--offset", str(offset)).stdout
+        try:
+            return self._hosts.helper(node, "logs", self.key, "--offset", str(offset)).stdout
+        except ClusterError:
+            return b""  # a host gone mid-run: nothing to show from it; state() records the loss
 
     def logs(self, node: int | None = None) -> str:
         if not self._on_hosts():

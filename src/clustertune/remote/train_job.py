@@ -55,11 +55,15 @@ class SshJob(HostJob):
     def key(self) -> str:
         return str(self.remote["key"])  # the attempt's key, recorded when it was submitted
 
-    def _rank0_record(self, cluster: Cluster) -> tuple[RunState, str | None] | None:
+    def _rank0_record(self, cluster: Cluster) -> tuple[RunState, str | None, str | None] | None:
         """How global rank 0 recorded the attempt's end in its host's run.json (it may be on
-        any host); None when no host has a terminal record (a crash before it could write)."""
+        any host), and the checkpoint it resumed from; None when no host has a terminal record
+        (a crash before it could write)."""
         for i in self._nodes():
-            r = cluster.conn(i).run(["cat", HostRunPaths(cluster.root(i), self.run.id).file(self.run.paths.run_json.name)])
+            try:
+                r = cluster.conn(i).run(["cat", HostRunPaths(cluster.root(i), self.run.id).file(self.run.paths.run_json.name)])
+            except ClusterError:
+                continue  # a host that is gone: rank 0 may have been on another
             try:
                 info = RunInfo.model_validate_json(r.text) if r.rc == 0 else None
             except ValueError:  # pydantic's ValidationError is one: a torn or foreign file
@@ -67,7 +71,8 @@ class SshJob(HostJob):
             if info is None or len(info.attempts) != len(self.run.attempts):
                 continue  # a copy from an earlier attempt
             if info.state.terminal:
-                return info.state, info.reason
+                last = info.attempts[-1] if info.attempts else None
+                return info.state, info.reason, last.resumed_from if last else None
         return None
 
     def state(self) -> RunState:
@@ -80,33 +85,56 @@ class SshJob(HostJob):
         if self.run.state is not RunState.RUNNING:
             return self.run.state
         cluster = self._cluster()
-        states = self._host_states(cluster)
+        states = self._reachable_states(cluster)
         if any(s.get("state") in ("RUNNING", "UNKNOWN") for s in states):
-            return self.run.state
+            return self.run.state  # the ranks left on reachable hosts end (or their watchdog ends them)
+        lost = [f"node {i}: {s['reason']}" for i, s in zip(self._nodes(), states) if s.get("state") == "UNREACHABLE"]
         final = self._rank0_record(cluster)
         if self.remote.get("cancel_requested"):
             state, reason = RunState.CANCELLED, CANCELLED_BY_USER
         elif final is not None:
-            state, reason = final
+            state, reason = final[0], final[1]
         elif all(s.get("state") == "COMPLETED" for s in states):
             state, reason = RunState.COMPLETED, None
         else:
             why = "; ".join(f"node {i}: {s.get('reason') or s.get('state')}" for i, s in zip(self._nodes(), states))
             state, reason = RunState.FAILED, f"{why}\nlast lines:\n{self._tail(cluster)}"
         self.run.reload()
+        if final is not None and final[2] and self.run.last_attempt is not None \
+                and not self.run.last_attempt.resumed_from:
+            # Only the host knows which checkpoint the ranks found there (a resume on fewer
+            # hosts finds the one rank 0's host kept): the record here says so too.
+            self.run.record_attempt(resumed_from=final[2])
         if self.run.paths.is_command and self.run.last_attempt is not None:
             codes = [s.get("exit_code") for s in states if s.get("exit_code") is not None]
             if codes:  # a user's own command: the first host's failure, else 0
                 self.run.record_attempt(exit_code=next((c for c in codes if c), codes[0]))
+        if lost and final is not None and state is not RunState.COMPLETED:  # the lost host is the cause, rank 0's error its consequence
+            reason = "; ".join(lost) + (f"; then {reason}" if reason else "")
         if not self.run.state.terminal:
             self.run.transition(state, reason=reason)
         self._gather_once()
         return self.run.state
 
+    def _reachable_states(self, cluster: Cluster) -> list[dict[str, Any]]:
+        """Each host's state of the attempt; a host that cannot be reached (it died, its sshd
+        is gone) is UNREACHABLE instead of stopping the follower with an error, so the run is
+        recorded as ended once the ranks on the other hosts have."""
+        out = []
+        for i in self._nodes():
+            try:
+                out.append(cluster.helper_json(i, "status", self.key))
+            except ClusterError as exc:
+                out.append({"state": "UNREACHABLE", "reason": f"{cluster.hosts[i].label} unreachable ({str(exc)[:300]})"})
+        return out
+
     def _tail(self, cluster: Cluster, lines: int = 15) -> str:
         out = []
         for i in self._nodes():
-            text = cluster.helper(i, "logs", self.key).text
+            try:
+                text = cluster.helper(i, "logs", self.key).text
+            except ClusterError as exc:
+                text = f"(unreachable: {exc})"
             out += [f"[node {i}] {line}" for line in text.splitlines()[-lines:]]
         return "\n".join(out)
 

@@ -263,9 +263,12 @@ class Run:
         self.info.remote = {**self.info.remote, **fields}
         self.save()
 
-    def explain(self, more: str) -> None:
-        """Add to the reason the run ended (a log tail the node side could not see)."""
-        self.info.reason = f"{self.info.reason}\n{more}" if self.info.reason else more
+    def explain(self, more: str, first: bool = False) -> None:
+        """Add to the reason the run ended (a log tail the node side could not see); ``first``
+        puts it in front (the cause, when the recorded reason is only its consequence)."""
+        if self.info.reason:
+            more = f"{more} {self.info.reason}" if first else f"{self.info.reason}\n{more}"
+        self.info.reason = more
         self.save()
 
     def check_resumable(self) -> None:

@@ -33,6 +33,7 @@ from clustertune.fsutil import free_mb, is_no_space, sha256_file
 from clustertune.errors import CheckpointError, DiskFullError
 from clustertune.models.adapters import adapter_record, check_resume
 from clustertune.runs.paths import RunPaths
+from clustertune.train import faults
 # Listing and signatures live in sealed (no torch: launchers use them); callers reach them here too.
 from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verified_state
 
@@ -195,6 +196,7 @@ def save_distributed(
         tmp.mkdir(parents=True, exist_ok=True)
         strategy.save_state(model, optimizer, scheduler, tmp)
         torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
+    faults.point("checkpoint", step, strategy.process_index)  # files written, nothing sealed
     strategy.wait_for_everyone()  # every rank's files are on disk
     # Each rank hashes and fsyncs its share of the files (hundreds of GB of shards would keep
     # one rank busy past the collective timeout while the others wait in the barrier).

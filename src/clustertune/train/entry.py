@@ -238,6 +238,7 @@ def failure_reason(paths: RunPaths, rank: int, exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import faulthandler
     import os
     import sys
     import traceback
@@ -252,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     run = Run.load(paths.root) if topo.is_main else None
     recipe = load_recipe(paths.recipe)
     minutes = recipe.launch.watchdog_minutes
-    watchdog_log = paths.rank_log(topo.rank).open("a", encoding="utf-8") if minutes else None
-    stop = StopFlag(paths.stop_request, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=watchdog_log)
+    # A fatal signal (a crash in native code) and the hang watchdog write every thread's Python
+    # stack into this rank's log: what it was doing stays on record when it dies.
+    stack_log = paths.rank_log(topo.rank).open("a", encoding="utf-8")
+    faulthandler.enable(file=stack_log, all_threads=True)
+    stop = StopFlag(paths.stop_request, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=stack_log)
     paths.out_of_memory(topo.rank).unlink(missing_ok=True)  # an earlier attempt's
     try:
         found = ckpt.list_checkpoints(paths)

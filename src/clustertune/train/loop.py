@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +22,7 @@ from clustertune.errors import DivergedError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
+from clustertune.train import faults
 from clustertune.train import memory
 from clustertune.train.cls_metrics import MetricFn, compute, metric_functions
 from clustertune.train.metrics import MetricsWriter, truncate_after
@@ -36,21 +35,9 @@ from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")
 
-# Fault injection for tests: SIGKILL this process right after this optimizer step. With
-# KILL_ONCE_ENV naming a file, only the first process to create that file is killed, so the
-# workers torchrun restarts (launch.max_restarts) run on.
-KILL_AT_STEP_ENV = "CLUSTERTUNE_FAULT_KILL_AT_STEP"
-KILL_ONCE_ENV = "CLUSTERTUNE_FAULT_KILL_ONCE"
-
-
-def _fault_kill() -> None:
-    once = os.environ.get(KILL_ONCE_ENV)
-    if once:
-        try:
-            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-    os.kill(os.getpid(), signal.SIGKILL)
+# The older fault variables, named here for the tests and the RL callbacks that import them.
+KILL_AT_STEP_ENV = faults.KILL_AT_STEP_ENV
+KILL_ONCE_ENV = faults.KILL_ONCE_ENV
 
 
 @dataclass
@@ -209,7 +196,7 @@ def train_loop(
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
     eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)
-    kill_at = int(os.environ.get(KILL_AT_STEP_ENV, "0") or 0)
+    rank = strategy.process_index
     generation_check = make_generation_check(recipe, eval_arrays, paths.tokenizer, strategy)
     metric_fns = metric_functions(t.metrics, getattr(strategy.unwrap(model).config, "num_labels", 2))
     eval_every = eval_interval(recipe, batches.steps_per_epoch)
@@ -286,6 +273,7 @@ def train_loop(
                         out = forward(model, batch)
                         # fp32 whatever the outputs' dtype
                         loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
+                    faults.point("backward", step + 1, rank)  # the step's middle: forward done, backward not
                     strategy.backward(loss)
                 loss_sum += loss.detach()
                 if step + 1 == probe_at and i == 0 and len(micro_batches) > 1:
@@ -353,8 +341,7 @@ def train_loop(
                 stopped_by = stop.requested_by or "another rank"
                 log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
                 break
-            if kill_at and step == kill_at:
-                _fault_kill()
+            faults.point("step", step, rank)
 
         train_seconds = time.perf_counter() - t_start
         if stopped_by is None:
