@@ -14,11 +14,6 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-from clustertune.remote.objects import cls as _cls
-from clustertune.remote.functions import get_ref as _get_ref
-from clustertune.remote.functions import function as _function
-from clustertune.remote.cluster import cluster as _cluster
-from clustertune.api import run as _run
 
 if TYPE_CHECKING:
     from clustertune.errors import UserError
@@ -49,30 +44,40 @@ def __getattr__(name: str) -> Any:
 
 def run(*args, **kwargs):  # noqa: ANN002, ANN003 - signature documented on clustertune.api.run
     """Run a recipe or resume a run; see :func:`clustertune.api.run`."""
+    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
+    from clustertune.api import run as _run
 
     return _run(*args, **kwargs)
 
 
 def cluster(name: str, accept_new_host_keys: bool = False):  # noqa: ANN201 - lazy import keeps the CLI's start cheap
     """A configured SSH cluster; see :func:`clustertune.remote.cluster.cluster`."""
+    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
+    from clustertune.remote.cluster import cluster as _cluster
 
     return _cluster(name, accept_new_host_keys)
 
 
 def function(fn):  # noqa: ANN001, ANN201
     """Run ``fn`` on a cluster: ``ct.function(fn).to(cluster, env=[...])``."""
+    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
+    from clustertune.remote.functions import function as _function
 
     return _function(fn)
 
 
 def get_ref(run_key: str):  # noqa: ANN201
     """The ref of an earlier remote call, from any process; see :func:`clustertune.remote.functions.get_ref`."""
+    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
+    from clustertune.remote.functions import get_ref as _get_ref
 
     return _get_ref(run_key)
 
 
 def cls(klass):  # noqa: ANN001, ANN201
     """A long-lived remote object: ``ct.cls(Model).to(cluster, env=[...])(*init_args)``."""
+    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
+    from clustertune.remote.objects import cls as _cls
 
     return _cls(klass)
 

@@ -1,6 +1,6 @@
 """The package's own modules are imported at the top of each module; an import inside a function
 is there only to keep a heavy library out of a light module's import (the CLI's start-up), and
-says so in a comment on or just above its line."""
+says so in a comment on its line or just above it (or above the block of imports it is in)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ def _deferred_without_a_reason() -> list[str]:
                        or isinstance(node, ast.Import) and any(a.name.startswith("clustertune") for a in node.names))
                 if not own:
                     continue
-                line, above = lines[node.lineno - 1], lines[node.lineno - 2] if node.lineno > 1 else ""
-                if "#" not in line and not above.strip().startswith("#"):
+                line, i = lines[node.lineno - 1], node.lineno - 2
+                while i >= 0 and lines[i].strip().startswith(("from ", "import ")):
+                    i -= 1  # a comment above a block of imports covers the block
+                if "#" not in line and not (i >= 0 and lines[i].strip().startswith("#")):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {line.strip()}")
     return sorted(set(found))
 

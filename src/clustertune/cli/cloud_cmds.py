@@ -6,8 +6,6 @@ import os
 import sys
 
 import typer
-from clustertune.remote.cloud import bridge
-from clustertune.remote import sky_env
 
 cloud_app = typer.Typer(help="GPUs on demand from a cloud, through SkyPilot.", no_args_is_help=True)
 
@@ -15,6 +13,9 @@ cloud_app = typer.Typer(help="GPUs on demand from a cloud, through SkyPilot.", n
 @cloud_app.command("setup")
 def cloud_setup() -> None:
     """Install SkyPilot into an environment of its own (once; cached by its pinned version)."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote import sky_env
+    from clustertune.remote.cloud import bridge
 
     where = f"${sky_env.PYTHON_ENV}" if os.environ.get(sky_env.PYTHON_ENV) else str(sky_env.venv_dir())
     print(f"setting up SkyPilot ({sky_env.pinned()}) in {where} ...", file=sys.stderr)

@@ -7,16 +7,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from clustertune.remote.functions import remote_exec
-from clustertune.remote.envs import Env
-from clustertune.remote.cluster import Cluster
-from clustertune.remote.config import remove_cluster
-from clustertune.remote import cloud
-from clustertune.remote.cloud import CloudSpec, parse_autostop, up
-from clustertune.remote.config import list_clusters
-from clustertune.remote.cloud import cloud_clusters
-from clustertune.remote.config import HostSpec, add_cluster, clusters_file
-from clustertune.errors import ClusterError
 
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:
@@ -44,6 +34,9 @@ def cluster_add(
     python: Optional[str] = typer.Option(None, "--python", help="The hosts' Python (default python3)."),
 ) -> None:
     """Add (or replace) a cluster in the user config file."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.errors import ClusterError
+    from clustertune.remote.config import HostSpec, add_cluster, clusters_file
 
     for option, given in (("--key", key), ("--known-hosts", known_hosts)):
         if given is not None and not given.expanduser().is_file():
@@ -58,6 +51,9 @@ def cluster_add(
 @cluster_app.command("ls")
 def cluster_ls() -> None:
     """List clusters and their hosts (cloud clusters with their GPUs, price and autostop)."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cloud import cloud_clusters
+    from clustertune.remote.config import list_clusters
 
     found = list_clusters()
     if not found:
@@ -88,6 +84,8 @@ def cluster_up(
                                            help="Stop the machines after this much idle time (e.g. 30m, 2h)."),
 ) -> None:
     """Start machines on a cloud (or reuse them) and register them as an SSH cluster."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cloud import CloudSpec, parse_autostop, up
 
     spec = CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
     record, fingerprints = up(name, spec, parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
@@ -105,6 +103,8 @@ def cluster_check(
                                               help="Trust hosts whose key is not known yet (never a changed key)."),
 ) -> None:
     """Reachable? Python version, GPUs and memory, free disk, envs present, per host."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cluster import Cluster
 
     rows = Cluster.named(name, accept_new_host_keys).check()
     bad = [r for r in rows if not r.get("ok")]
@@ -117,6 +117,9 @@ def cluster_check(
         table.append([r["host"], "yes", r["python"], gpus, f"{r['free_disk_gib']} GiB", str(len(r["envs"]))])
     _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
     if bad:
+        # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+        from clustertune.errors import ClusterError
+
         raise ClusterError("\n".join(r["error"] for r in bad))
 
 @cluster_app.command("down")
@@ -126,6 +129,9 @@ def cluster_down(
 ) -> None:
     """Stop everything clustertune started on the cluster's hosts; a cloud cluster's machines
     are then torn down (refused while runs are active or keep their results there)."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote import cloud
+    from clustertune.remote.cluster import Cluster
 
     if cloud.load_meta(name) is not None:
         cloud.down(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
@@ -140,6 +146,8 @@ def cluster_gc(
     older_than_days: float = typer.Option(7.0, "--older-than-days", help="Remove what is older than this."),
 ) -> None:
     """Remove finished runs, code snapshots and envs older than the limit from the hosts."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cluster import Cluster
 
     for r in Cluster.named(name).gc(older_than_days):
         print(f"{r['host']}: removed {len(r['removed'])}" + "".join(f"\n  {p}" for p in r["removed"]))
@@ -147,6 +155,8 @@ def cluster_gc(
 @cluster_app.command("rm")
 def cluster_rm(name: str = typer.Argument(..., help="Cluster name.")) -> None:
     """Forget a cluster (nothing on its hosts is touched)."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.config import remove_cluster
 
     remove_cluster(name)
     print(f"cluster {name} removed")
@@ -158,6 +168,8 @@ def sync(
     remote: Optional[str] = typer.Argument(None, help="Remote folder; relative paths are under each host's root."),
 ) -> None:
     """rsync a folder to every host of a cluster (respecting .gitignore)."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cluster import Cluster
 
     c = Cluster.named(name)
     for host, dest in zip(c.hosts, c.sync(local, remote)):
@@ -177,11 +189,17 @@ def exec_(
 ) -> None:
     """Run a command on the cluster's hosts, env activated, as a run with an id and logs.
     On hosts without a GPU, torch in --env comes from PyTorch's CPU wheels."""
+    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.remote.cluster import Cluster
+    from clustertune.remote.envs import Env
+    from clustertune.remote.functions import remote_exec
 
     command = list(command)
     if command and command[0] == "--":  # click keeps the separator when options stop at NAME
         command = command[1:]
     if workdir is not None and not workdir.is_dir():  # before any host is asked
+        # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+        from clustertune.errors import ClusterError
 
         raise ClusterError(f"--workdir {workdir}: not a folder; give the local folder to send as the working directory")
     c = Cluster.named(name)

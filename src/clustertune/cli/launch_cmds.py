@@ -10,8 +10,6 @@ import typer
 
 from clustertune.errors import UserError
 from clustertune.runs.state import RunState
-from clustertune.launch.command import load_launch
-from clustertune.launch import submit
 from clustertune.runs.store import runs_root as root_of
 
 
@@ -39,6 +37,9 @@ def launch(
 ) -> None:
     """Run your own script (`-- python train.py ...`) on every rank: torchrun per node by default,
     a run id, logs, status, cancel, stop requests and requeue as for recipes."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch import submit
+    from clustertune.launch.command import load_launch
 
     command = (ctx.obj or {}).get("command")
     items = list(items or [])

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from clustertune.cli.completion import complete_recipe
-from clustertune.api import devices_of
 from clustertune.doctor import checks
 from clustertune.errors import UserError
 from clustertune.models.build import resolve_config
@@ -37,6 +36,7 @@ def estimate_memory(
 ) -> None:
     """Parameter, gradient, optimizer and activation memory per device for each strategy."""
     # Deferred: the estimator imports torch, which the CLI's start-up does without.
+    from clustertune.api import devices_of
     from clustertune.train import memory
 
     r = load_recipe(recipe, overrides or [])

@@ -13,21 +13,17 @@ from rich.console import Console
 from rich.table import Table
 
 from clustertune.cli.completion import complete_recipe, complete_shipped
-from clustertune.errors import UserError
-from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
+from clustertune.errors import RecipeError, UserError
+from clustertune.recipe.load import key_lines, load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.report import final_lines, generation_change
-from clustertune.runs.state import RunState
-from clustertune.launch import submit
-from clustertune.recipe.keys import explain
-from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.recipe.local_checks import local_problems
-from clustertune.recipe.load import key_lines
-from clustertune.errors import RecipeError
-from clustertune.remote.train_job import kept_result_lines
-from clustertune.runs.store import runs_root as root_of
+from clustertune.runs.state import RunState
+from clustertune.train.ds_config import check_deepspeed_json
+from clustertune.recipe.keys import explain
 from clustertune.runs.store import get_run
+from clustertune.runs.store import runs_root as root_of
 
 
 def run(
@@ -62,7 +58,6 @@ def validate(
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
 ) -> None:
     """Check a recipe without running it and without network; every problem at once."""
-
     r = load_recipe(recipe, overrides or [])
     # This machine's files: local paths exist, a local config.json takes the sequence length.
     path = resolve_recipe_path(recipe)
@@ -81,7 +76,6 @@ def validate(
 
 def _explain(r: Recipe) -> None:
     """The keys set to something other than their default: value, default, doc."""
-
     for doc, value in explain(r):
         print(f"\n{doc.key} = {json.dumps(value)}  (default {json.dumps(doc.default)})")
         for line in textwrap.wrap(doc.doc, 96, initial_indent="    ", subsequent_indent="    "):
@@ -108,6 +102,8 @@ def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped 
 def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
              dry_run: bool, progress: bool, trust_checkpoint: bool = False) -> None:
     """Where and how it runs is decided by the library (``launch``); this prints the outcome."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch import submit
 
     if resume is not None:
         # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
@@ -130,6 +126,9 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         return
     print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
     if (r.info.remote or {}).get("keep_on_cluster"):
+        # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+        from clustertune.remote.train_job import kept_result_lines
+
         print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
     else:
         print(f"  model:   {r.paths.model}")

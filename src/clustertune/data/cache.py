@@ -184,7 +184,6 @@ class _LazyRaw:
 
     def train_texts(self) -> Iterable[str]:
         if self.recipe.data.streaming:  # read lazily, never whole
-
             return (x for x in texts_of_source(self.recipe.data)() if isinstance(x, str))
         return [x for x in column(self.get().train, self.recipe.data.text_column) if isinstance(x, str)]
 
@@ -279,7 +278,6 @@ def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokeniz
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
     if recipe.task == "sft":  # the template decides the bytes; the tokenizer's hash leaves it out
-
         inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
     return fingerprint(inputs), inputs, tok, raw
 

@@ -176,7 +176,6 @@ class Manifest:
             raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
         arrays = {k: _map_array(self.dir, v) for k, v in spec.arrays.items()}
         if "loss_mask" in arrays:  # SFT rows
-
             gen, marker = read_generation(self.dir / spec.generation_file) if spec.generation_file else ([], "")
             return SFTArrays(input_ids=arrays["input_ids"], loss_mask=arrays["loss_mask"],  # type: ignore[return-value]
                              position_ids=arrays["position_ids"], lengths=arrays["lengths"], packed=spec.packed,

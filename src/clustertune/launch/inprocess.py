@@ -89,7 +89,6 @@ def preflight(recipe: Recipe) -> Checked:
         preflight_rl(recipe)
         return Checked(prepared=None, config=None)
     if recipe.train.metrics:  # a metric function that does not import stops the run before it starts
-
         metric_functions(recipe.train.metrics, recipe.model.num_labels or 2)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
