@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from clustertune.identity import derived_checkpoint_key
@@ -130,6 +131,37 @@ def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluste
     assert sorted(p.name for p in other.iterdir()) == ["step-00000008"]
     assert (other / "step-00000008" / "model.safetensors").read_bytes() == b"newest weights \x00\x01"
     assert not run.paths.checkpoints.exists()  # relayed, not kept here
+
+
+def test_a_kept_checkpoint_is_checked_before_a_resume_and_trust_signs_it_on_every_host(ssh_cluster):
+    """Checkpoints kept on the cluster get the signature check a local one gets, before anything
+    starts: an unsigned one is refused naming its host; --trust-checkpoint signs it there."""
+    from clustertune.errors import CheckpointError
+    from clustertune.identity import checkpoint_key
+    from clustertune.remote.train_job import spread_checkpoints, vouch_for_kept_checkpoint
+    from clustertune.runs.run import Run
+    from clustertune.runs.store import runs_root
+    from clustertune.train.sealed import signature_problem, sign_state
+
+    run = Run.create(runs_root(), "kept", "causal_lm", "name: kept\n", ["test"], backend="ssh")
+    run.set_remote({"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],
+                    "key": f"{run.id}-1", "keep_on_cluster": True})
+    hosts = [Path(h.root) / "train" / run.id / "checkpoints" / "step-00000006" for h in ssh_cluster.hosts]
+    state = b'{"step": 6, "files": {}}'
+    hosts[1].mkdir(parents=True)
+    (hosts[1] / "state.json").write_bytes(state)
+    spread_checkpoints(run)
+    with pytest.raises(CheckpointError, match=rf"step-00000006 on .*{ssh_cluster.hosts[0].port}.* is not signed.*"
+                                              rf"--resume {run.id} --trust-checkpoint"):
+        vouch_for_kept_checkpoint(run, trust=False)
+    assert not (hosts[0] / "state.sig").exists() and not (hosts[1] / "state.sig").exists()
+    vouch_for_kept_checkpoint(run, trust=True)
+    for ckpt in hosts:
+        assert signature_problem(ckpt, state, checkpoint_key()) is None
+    vouch_for_kept_checkpoint(run, trust=False)  # signed now: accepted as it is
+    sign_state(hosts[0], state, key=b"another user's key")
+    with pytest.raises(CheckpointError, match="signed with another key"):
+        vouch_for_kept_checkpoint(run, trust=False)
 
 
 def test_a_failing_node_fails_the_run_with_its_last_lines(ssh_cluster, tmp_path):

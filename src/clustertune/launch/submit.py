@@ -21,7 +21,7 @@ from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, s
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
-from clustertune.remote.train_job import before_resume
+from clustertune.remote.train_job import before_resume, vouch_for_kept_checkpoint
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run, new_run_id
 from clustertune.runs.state import RunState
@@ -215,6 +215,8 @@ def _resume(run_id: str, overrides: list[str], runs_root_dir: str | os.PathLike[
     run.check_resumable()
     if run.info.backend == "ssh" and run.info.remote is not None:
         before_resume(run)
+        if run.info.remote.get("keep_on_cluster"):  # the checkpoints are on the hosts, not here
+            vouch_for_kept_checkpoint(run, trust_checkpoint)
     # The signature only (state.json): every rank checks each file's digest before loading.
     accept_for_resume(run.paths, trust_checkpoint)
     run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")

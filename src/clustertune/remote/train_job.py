@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,6 +27,7 @@ from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
+from clustertune.train.sealed import SIGNATURE, STATE, vouch_for_copy
 
 # Files the submitting side owns (never copied back) and node-side scratch (never copied at all).
 LOCAL_ONLY = ("/run.json", "/data.json")
@@ -247,10 +249,9 @@ def kept_result_lines(run: Run) -> list[str]:
     return out
 
 
-def spread_checkpoints(run: Run) -> None:
-    """Before a resume with results kept on the cluster: every host needs the newest checkpoint,
-    which only rank 0's host wrote. It is relayed through this machine (hosts need not reach
-    each other) and not kept here."""
+def _kept_checkpoints(run: Run) -> tuple[Cluster, dict[int, str], dict[int, set[str]], str | None]:
+    """For a run whose results stay on the cluster: the hosts, each one's run directory, the
+    checkpoints each holds, and the newest of them all."""
     cluster = cluster_of(run)
     nodes = [int(n) for n in _remote(run)["nodes"]]
     rdir = {i: HostRunPaths(cluster.root(i), run.id).run_dir for i in nodes}
@@ -259,17 +260,49 @@ def spread_checkpoints(run: Run) -> None:
         r = cluster.conn(i).run(["ls", posixpath.join(rdir[i], "checkpoints")])
         have[i] = {n for n in r.text.split() if n.startswith("step-")} if r.rc == 0 else set()
     newest = max((n for names in have.values() for n in names), default=None)
+    return cluster, rdir, have, newest
+
+
+def spread_checkpoints(run: Run) -> None:
+    """Before a resume with results kept on the cluster: every host needs the newest checkpoint,
+    which only rank 0's host wrote. It is relayed through this machine (hosts need not reach
+    each other) and not kept here."""
+    cluster, rdir, have, newest = _kept_checkpoints(run)
     if newest is None:
         return
-    holder = next(i for i in nodes if newest in have[i])
+    holder = next(i for i in rdir if newest in have[i])
     with tempfile.TemporaryDirectory(prefix="clustertune-ckpt-") as tmp:
         conn = cluster.conn(holder)
         conn.rsync(["-a", conn.remote(posixpath.join(rdir[holder], "checkpoints", newest) + "/"), f"{tmp}/{newest}/"])
-        for i in nodes:
+        for i in rdir:
             if newest not in have[i]:
                 c = cluster.conn(i)
                 c.check_call(["mkdir", "-p", posixpath.join(rdir[i], "checkpoints")], what="creating checkpoints/")
                 c.rsync(["-a", f"{tmp}/{newest}/", c.remote(posixpath.join(rdir[i], "checkpoints", newest) + "/")])
+
+
+def vouch_for_kept_checkpoint(run: Run, trust: bool) -> None:
+    """The signature check a resume makes of a local checkpoint, for one kept on the cluster:
+    refused before anything starts when it is unsigned or signed with another key, or (``trust``)
+    signed with this user's key on every host that holds it. Only state.json and state.sig
+    travel; each rank still checks every file's digest against state.json before loading it."""
+    cluster, rdir, have, newest = _kept_checkpoints(run)
+    if newest is None:
+        return
+    holders = [i for i in rdir if newest in have[i]]
+    first = holders[0]
+    where = posixpath.join(rdir[first], "checkpoints", newest)
+    shown = f"{newest} on {cluster.hosts[first].label} ({where})"
+    with tempfile.TemporaryDirectory(prefix="clustertune-ckpt-") as tmp:
+        conn = cluster.conn(first)
+        files = [conn.remote(posixpath.join(where, STATE)), f"{tmp}/"]
+        conn.rsync(["-a", *files])
+        conn.rsync(["-a", "--ignore-missing-args", conn.remote(posixpath.join(where, SIGNATURE)), f"{tmp}/"])
+        if not vouch_for_copy(Path(tmp), run.id, shown, trust):
+            return
+        for i in holders:
+            c = cluster.conn(i)
+            c.rsync(["-a", f"{tmp}/{SIGNATURE}", c.remote(posixpath.join(rdir[i], "checkpoints", newest, SIGNATURE))])
 
 
 def before_resume(run: Run) -> None:

@@ -75,33 +75,53 @@ def _parse(ckpt: Path, state_bytes: bytes) -> dict[str, Any]:
     return state
 
 
-def signature_problem(ckpt: Path, state_bytes: bytes, key: bytes) -> str | None:
-    """Why ``ckpt``'s signature does not vouch for ``state_bytes`` under ``key``; None when it does."""
+def signature_problem(ckpt: Path, state_bytes: bytes, key: bytes, shown: str | None = None) -> str | None:
+    """Why ``ckpt``'s signature does not vouch for ``state_bytes`` under ``key``; None when it does.
+    ``shown``: how messages name the checkpoint (``host:path`` for a copy of one kept on a host)."""
     sig_file = ckpt / SIGNATURE
+    name = shown or str(ckpt)
     try:
         sig = json.loads(sig_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return (f"checkpoint {ckpt} is not signed ({sig_file} is missing: it was written before clustertune "
+        return (f"checkpoint {name} is not signed ({SIGNATURE} is missing: it was written before clustertune "
                 "signed its checkpoints, or the file was removed)")
     except (ValueError, UnicodeDecodeError):
         sig = None
     if not isinstance(sig, dict) or not isinstance(sig.get("hmac"), str):
-        return f"checkpoint {ckpt} has no valid signature ({sig_file} is not a clustertune signature)"
+        return f"checkpoint {name} has no valid signature ({SIGNATURE} is not a clustertune signature)"
     if hmac.compare_digest(sig["hmac"], _mac(key, state_bytes)):
         return None
     if sig.get("key_id") != key_id(key):
-        return (f"checkpoint {ckpt} was signed with another key (key id {sig.get('key_id')}; this user's is "
+        return (f"checkpoint {name} was signed with another key (key id {sig.get('key_id')}; this user's is "
                 f"{key_id(key)}, from {identity_file()}): another user or machine wrote it, or it was copied from one")
-    return f"checkpoint {ckpt} was changed after it was signed (its {STATE} does not match its {SIGNATURE})"
+    return f"checkpoint {name} was changed after it was signed (its {STATE} does not match its {SIGNATURE})"
 
 
-def _refusal(ckpt: Path, problem: str) -> CheckpointError:
-    run_id = ckpt.parent.parent.name
+def _refusal(ckpt: Path, problem: str, run_id: str | None = None, shown: str | None = None) -> CheckpointError:
+    run_id = run_id or ckpt.parent.parent.name
     return CheckpointError(
         f"{problem}. Some of its files are pickles that loading would run, so none of it was loaded. If you "
         f"wrote it and trust its files, `clustertune run --resume {run_id} --trust-checkpoint` signs it with "
-        f"your key and resumes; otherwise delete {ckpt} to resume from an earlier checkpoint"
+        f"your key and resumes; otherwise delete {shown or ckpt} to resume from an earlier checkpoint"
     )
+
+
+def vouch_for_copy(copy: Path, run_id: str, shown: str, trust: bool) -> bool:
+    """The signature check of :func:`accept_for_resume` for a local copy of a checkpoint's
+    state.json (and state.sig) whose checkpoint lives elsewhere (``shown``: where). Returns
+    whether the copy's state.sig was (re)signed with this user's key (``trust``), which the
+    caller then puts back beside the checkpoint; raises the refusal otherwise."""
+    state_bytes = _read_state_bytes(copy)
+    _parse(copy, state_bytes)
+    key = checkpoint_key()
+    problem = signature_problem(copy, state_bytes, key, shown=shown)
+    if problem is None:
+        return False
+    if not trust:
+        raise _refusal(copy, problem, run_id=run_id, shown=shown)
+    sign_state(copy, state_bytes, key)
+    log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
+    return True
 
 
 def signed_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
