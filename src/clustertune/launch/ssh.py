@@ -21,6 +21,7 @@ import json
 import posixpath
 import shlex
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,53 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef | 
     return abs_rdir
 
 
+@dataclass
+class _NodeStart:
+    """Starts one host's part of an attempt (called on a thread per host)."""
+
+    cluster: Cluster
+    plan: LaunchPlan
+    run: Run
+    key: str
+    addresses: list[str]
+    env: Env
+    data_ref: DataRef | None
+    code: tuple[Path, list[str], str]
+    workdirs: list[str]
+    ckpt_key: str
+
+    def __call__(self, i: int) -> dict[str, Any]:
+        nproc = procs_on_host(self.plan, [] if self.plan.procs_per_node else host_gpus(self.cluster, i))
+        argv = node_command(self.plan, i, self.addresses, rendezvous_port(self.key), self.key, nproc)
+        abs_rdir = _prepare_host(self.cluster, i, self.run, self.env, self.data_ref, self.code)
+        root = posixpath.dirname(posixpath.dirname(abs_rdir))
+        runtime = self.env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
+        cwd = abs_rdir
+        if not self.plan.command:
+            # The ranks sign the run's checkpoints, and check them before loading, with this
+            # user's checkpoint key (on stdin like the secrets above; never stored on the host).
+            runtime[CHECKPOINT_KEY_ENV] = self.ckpt_key
+        if self.plan.command:
+            cwd = self.workdirs[i]
+            runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(self.run.attempts)),
+                           CLUSTERTUNE_NODE_RANK=str(i), CLUSTERTUNE_MASTER_ADDR=self.addresses[0],
+                           CLUSTERTUNE_MASTER_PORT=str(rendezvous_port(self.key)))
+        # The code snapshot first on the path: the run uses the code as it was when submitted.
+        runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{self.code[2]}"),
+                                                     runtime.get("PYTHONPATH")) if p)
+        # launch.env values expand their $NAME references on the host (as in a SLURM script).
+        header = {"argv": argv, "cwd": cwd, "env": runtime, "client": client_id(),
+                  "expand_env": [k for k, _ in self.plan.env]}
+        _, py = self.cluster.env_python(i, self.env)
+        cmd = shell_join(["test", "-f", self.cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",
+                         [py, self.cluster.runner_path(i), "start", self.cluster.root(i), self.key, "--kind", "exec"])
+        payload = json.dumps(header).encode() + b"\n"
+        r = self.cluster.run_or_repair(i, cmd, input=payload)
+        if r.rc != 0:
+            raise ClusterError(f"{self.cluster.hosts[i].label}: could not start attempt {self.key} (exit {r.rc}): {r.err.strip()[-1500:]}")
+        return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
+
+
 def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     """Start the next attempt of ``run`` on the cluster's first ``plan.nodes`` hosts; returns at once."""
     cluster = find_cluster(str(launch.cluster))
@@ -213,39 +261,8 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     # the node entry on global rank 0 records how it ends. RUNNING once every host has started.
     run.start_attempt(job_id=key, state=RunState.PENDING)
 
-    def start(i: int) -> dict[str, Any]:
-        nproc = procs_on_host(plan, [] if plan.procs_per_node else host_gpus(cluster, i))
-        argv = node_command(plan, i, addresses, rendezvous_port(key), key, nproc)
-        abs_rdir = _prepare_host(cluster, i, run, env, data_ref, code)
-        root = posixpath.dirname(posixpath.dirname(abs_rdir))
-        runtime = env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
-        cwd = abs_rdir
-        if not plan.command:
-            # The ranks sign the run's checkpoints, and check them before loading, with this
-            # user's checkpoint key (on stdin like the secrets above; never stored on the host).
-            runtime[CHECKPOINT_KEY_ENV] = ckpt_key
-        if plan.command:
-            cwd = workdirs[i]
-            runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(run.attempts)),
-                           CLUSTERTUNE_NODE_RANK=str(i), CLUSTERTUNE_MASTER_ADDR=addresses[0],
-                           CLUSTERTUNE_MASTER_PORT=str(rendezvous_port(key)))
-        # The code snapshot first on the path: the run uses the code as it was when submitted.
-        runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{code[2]}"),
-                                                     runtime.get("PYTHONPATH")) if p)
-        # launch.env values expand their $NAME references on the host (as in a SLURM script).
-        header = {"argv": argv, "cwd": cwd, "env": runtime, "client": client_id(),
-                  "expand_env": [k for k, _ in plan.env]}
-        _, py = cluster.env_python(i, env)
-        cmd = shell_join(["test", "-f", cluster.runner_path(i)], "||", f"exit {EXIT_MISSING};",
-                         [py, cluster.runner_path(i), "start", cluster.root(i), key, "--kind", "exec"])
-        payload = json.dumps(header).encode() + b"\n"
-        r = cluster.run_or_repair(i, cmd, input=payload)
-        if r.rc != 0:
-            raise ClusterError(f"{cluster.hosts[i].label}: could not start attempt {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
-        return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
-
-    env = _env_for(plan, launch)
-    ckpt_key = checkpoint_key().hex()
+    start = _NodeStart(cluster, plan, run, key, addresses, _env_for(plan, launch), data_ref, code, workdirs,
+                       checkpoint_key().hex())
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             answers = list(pool.map(start, nodes))
