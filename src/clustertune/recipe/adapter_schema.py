@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from clustertune.recipe.section import Section
 
 ALL_LINEAR = "all-linear"
 # Settings that only say what to write at the end: a resume may change them.
 OUTPUT_ONLY = ("save_merged",)
 
 
-class AdapterSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
-
+class AdapterSection(Section):
     type: Literal["lora", "dora", "qlora"] = "lora"
     """``lora`` (low-rank matrices beside each targeted linear layer), ``dora`` (LoRA plus a
     trained magnitude per output, weight-decomposed) or ``qlora`` (LoRA on a base loaded in

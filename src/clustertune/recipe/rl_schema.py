@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from clustertune.recipe.section import Section
 
 RUN_PREFIX = "run:"
 # TRL's PPOTrainer lives in trl.experimental.ppo up to TRL 1.12 (1.13 removed it); pyproject pins
@@ -22,11 +24,7 @@ PPO_ONE_PROCESS = ("TRL 1.12's PPOTrainer runs on one process only (under severa
                    "wrapped policy and value model fails)")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
-
-
-class RewardSpec(_Section):
+class RewardSpec(Section):
     function: str | None = None
     """A Python reward function as ``module:attribute`` (``clustertune.rewards:char_fraction``,
     ``my_rewards:score``). It is called as ``fn(prompts=[...], completions=[...], **kwargs)`` and
@@ -49,7 +47,7 @@ class RewardSpec(_Section):
     """With ``function``: extra keyword arguments, e.g. ``{chars: e}``."""
 
 
-class RLSection(_Section):
+class RLSection(Section):
     algorithm: Literal["grpo", "rloo", "ppo", "dpo"] = "grpo"
     """``grpo`` (group-relative policy optimisation against rewards), ``rloo`` (REINFORCE
     leave-one-out, same inputs), ``ppo`` (proximal policy optimisation with a value model,

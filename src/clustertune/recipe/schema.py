@@ -11,30 +11,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from clustertune.recipe.adapter_schema import AdapterSection, adapter_problems
 from clustertune.recipe.launch_checks import launch_problems
+from clustertune.recipe.launch_schema import LaunchSection
+from clustertune.recipe.section import Section
 from clustertune.recipe.sft_schema import SFTSection
 
 Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
 TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf")
 TOKENIZER_TRAIN = "train"
-
-
-_NUMBERS = (int, float, int | None, float | None)
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        # pydantic reads true as 1 for an int field: train.batch_size=true would train with 1.
-        if isinstance(value, bool) and info.field_name and cls.model_fields[info.field_name].annotation in _NUMBERS:
-            raise ValueError("expected a number, got a boolean")
-        return value
 
 
 class ModelSection(Section):
@@ -392,147 +379,6 @@ def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
 
 # DeepSpeed presets: (ZeRO stage, offload).
 PRESETS: dict[str, tuple[int, str]] = {"zero2-offload": (2, "optimizer"), "zero3-offload": (3, "params")}
-
-
-class LaunchSection(Section):
-    backend: Literal["local", "slurm", "ssh"] = "local"
-    """Where the job runs. ``local``: this machine (one process, or ``procs_per_node`` processes
-    through torchrun); ``slurm``: an sbatch job of ``nodes`` nodes; ``ssh``: the first ``nodes``
-    hosts of the SSH cluster ``launch.cluster`` (``clustertune cluster add``)."""
-
-    cluster: str | None = None
-    """``backend: ssh``: the name of a cluster in the user's cluster config (``clustertune cluster ls``)."""
-
-    keep_on_cluster: bool = False
-    """``backend: ssh``: leave metrics, checkpoints and the final model on the hosts instead of
-    copying them back into the local run directory (logs and state are still read from there)."""
-
-    requirements: list[str] = Field(default_factory=list)
-    """``backend: ssh``: pip requirements of the env built on each host (torch, transformers,
-    accelerate... with the versions the hosts need); clustertune's own code is synced with the run.
-    Empty (and no ``site_packages_from``): clustertune's own dependencies."""
-
-    site_packages_from: str | None = None
-    """``backend: ssh``: a Python on the hosts whose installed packages the env reuses (an
-    existing torch install) instead of installing them again."""
-
-    nodes: int = Field(default=1, ge=1)
-    """Nodes (hosts) the job spans; more than one needs ``backend: slurm`` or ``backend: ssh``."""
-
-    procs_per_node: int | None = Field(default=None, ge=1)
-    """Training processes per node. Unset: resolved on the node from the GPUs it sees, else 1
-    (the submitting host may have no GPU)."""
-
-    gpus_per_node: int = Field(default=0, ge=0)
-    """GPUs per node (``--gpus-per-node``; typed with ``gpu_type``). One of ``gpus_per_node``,
-    ``gpus_per_task`` and ``gres`` says how GPUs are asked for; 0 on CPU-only partitions."""
-
-    gpus_per_task: int | None = Field(default=None, ge=1)
-    """GPUs per task (``--gpus-per-task``; typed with ``gpu_type``), for sites that count GPUs
-    per task. The job has one task per node, so this is the GPUs each node gets."""
-
-    gres: str | None = Field(default=None, pattern=r"^[A-Za-z_]+(?::[\w.-]+)*(?:,[A-Za-z_]+(?::[\w.-]+)*)*$")
-    """A generic-resource request (``--gres``) as sites write it: ``gpu:8``, ``gpu:a100:4``,
-    ``gpu:rtx8000:1,nvme:100``. Its GPU count sets the ranks per node."""
-
-    gpu_type: str | None = Field(default=None, pattern=r"^[\w.-]+$")
-    """GPU type (``a100``, ``rtx8000``) for ``gpus_per_node`` or ``gpus_per_task``: rendered as
-    ``--gpus-per-node=a100:4``. With ``gres``, write the type inside it."""
-
-    cpus_per_gpu: int | None = Field(default=None, ge=1)
-    """CPU cores per allocated GPU (``--cpus-per-gpu``). SLURM refuses it together with
-    ``cpus_per_task``: set one. Neither: the site's default."""
-
-    cpus_per_task: int | None = Field(default=None, ge=1)
-    """CPU cores for the one task per node (``--cpus-per-task``; the training step gets them
-    too), e.g. 32 for 8 GPUs with their data loaders. SLURM refuses it together with ``cpus_per_gpu``."""
-
-    mem: str | None = None
-    """Memory per node (``--mem``), e.g. ``64G``."""
-
-    time: str | None = None
-    """Time limit (``--time``), e.g. ``04:00:00`` or ``2-00:00:00``."""
-
-    @field_validator("time", "mem", mode="before")
-    @classmethod
-    def _whole_numbers_as_text(cls, value: Any) -> Any:
-        # `time: 90` (minutes) and `mem: 64000` (MB) are numbers in YAML; sbatch takes them as written.
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    partition: str | None = None
-    """SLURM partition (``--partition``)."""
-
-    account: str | None = None
-    """SLURM account to charge (``--account``)."""
-
-    qos: str | None = None
-    """SLURM quality of service (``--qos``)."""
-
-    constraint: str | None = None
-    """Node features required (``--constraint``), e.g. ``a100``."""
-
-    dependency: str | None = None
-    """Start after other jobs (``--dependency``), e.g. ``afterok:1234``."""
-
-    sbatch_extra: list[str] = Field(default_factory=list)
-    """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
-
-    setup: list[str] = Field(default_factory=list)
-    """Shell lines run before the data step and training (``module load ...``, ``source
-    venv/bin/activate``); on SLURM they run with ``set -e``: a failing line stops the job."""
-
-    env: dict[str, str] = Field(default_factory=dict)
-    """Environment variables set for the training processes (not secrets: they are written
-    into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs
-    (``HF_HOME: $SCRATCH/hf``), as ``data.stage_to`` does; ``$$`` is a literal ``$``; nothing
-    else is interpreted (no ``$(...)``, no globs)."""
-
-    prepare_data: Literal["auto", "submitter", "job"] = "auto"
-    """Where the data is prepared (tokenized and packed into the cache, once). ``submitter``:
-    on this machine before anything starts (it needs the inputs and the cache directory, shared
-    with the nodes); ``job``: as the SLURM job's first step, on a compute node (login nodes
-    that forbid heavy work; the inputs must be reachable there: ``clustertune fetch`` for
-    nodes without internet). ``auto``: ``job`` on SLURM, ``submitter`` elsewhere."""
-
-    env_passthrough: list[str] = Field(default_factory=list)
-    """Names of variables (``HF_TOKEN``) whose values travel from the submitting environment
-    to the job through the process environment, never through files or argv."""
-
-    nccl_socket_ifname: str | None = None
-    """``NCCL_SOCKET_IFNAME`` for the job (the interface NCCL uses between nodes), e.g. ``ib0``."""
-
-    node_address_suffix: str | None = None
-    """Appended to the first node's name to get the rendezvous host, for clusters whose fast
-    network has its own hostnames (``-ib``); unset: the node's address from ``scontrol``."""
-
-    rdzv_timeout: int = Field(default=900, ge=1)
-    """Seconds the nodes wait for each other at the rendezvous before failing."""
-
-    max_restarts: int = Field(default=0, ge=0)
-    """Times torchrun's elastic agent restarts failed workers (they resume from the last checkpoint)."""
-
-    watchdog_minutes: float | None = Field(default=None, gt=0)
-    """Hang watchdog: no optimizer step for this many minutes dumps every rank's stack to the
-    log and fails the run."""
-
-    signal: str = Field(default="B:USR2@90", pattern=r"^(?:[BR]:)?(?:SIG)?[A-Z0-9]+(?:@[0-9]+)?$")
-    """SLURM ``--signal`` asking for a stop request before the time limit (``B:`` sends it to the
-    batch shell, which passes it on; USR2 since NCCL may use USR1)."""
-
-    max_requeues: int = Field(default=3, ge=0)
-    """Requeues after the time limit's stop request; a preemption (SIGTERM) always requeues."""
-
-    runner: Literal["torchrun", "none"] = "torchrun"
-    """``clustertune launch`` (your own script): ``torchrun`` runs the command as every rank
-    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``... set as torchrun sets them); ``none`` runs it
-    once per node, for commands that start their own processes (``accelerate launch``,
-    ``deepspeed``), with ``{node_rank}``, ``{nnodes}``, ``{master_addr}``, ``{master_port}`` and
-    ``{run_dir}`` in its arguments filled in per node. Recipes always run under torchrun."""
-
-    stop_grace_seconds: int = Field(default=30, ge=0)
-    """``clustertune launch``: seconds a script's ranks have, after a stop request reaches them as
-    SIGTERM (time limit, preemption, cancel), to save and exit before they get SIGKILL. Under the
-    torchrun runner at most 30 take effect on a preemption's SIGTERM (torchrun's own limit)."""
 
 
 class TrackingSection(Section):

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from clustertune.recipe.section import Section
 
 SFT_FORMATS = ("auto", "messages", "conversations", "prompt_completion")
 
 
-class SFTSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
+class SFTSection(Section):
     format: Literal["auto", "messages", "conversations", "prompt_completion"] = "auto"
     """Shape of an example. ``messages``: a list of ``{role, content}`` turns (roles ``system``,
     ``user``, ``assistant``); ``conversations``: ShareGPT's list of ``{from, value}`` turns

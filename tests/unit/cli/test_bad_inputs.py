@@ -227,6 +227,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("adapter-on-fresh-model", run("model.adapter={type: lora}"), "model.adapter: an adapter trains on top"),
     ("adapter-rank-0", run("model.adapter.rank=0"), "model.adapter.rank"),
     ("adapter-type-unknown", run("model.adapter.type=ia3"), "model.adapter.type"),
+    ("adapter-rank-boolean", run("model.adapter.rank=true"), "model.adapter.rank: Value error, expected a number, got a boolean"),
     ("sft-with-trained-tokenizer", run("task=sft"), "its own tokenizer; 'train' is for models"),  # not cut at ';'
     # data: the recipe
     ("dataset-and-files", run("data.train_files=[a.txt]"), "set exactly one of data.dataset and data.train_files"),
@@ -241,6 +242,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("dataset-dir-not-saved", lambda d: run(f"data.dataset={d}")(d), "not one written by save_to_disk"),
     ("text-column-missing", run("data.text_column=body"), "column 'body' not in the train data"),
     ("sft-format-unknown", run("data.sft.format=chatml"), "data.sft.format"),
+    ("sft-max-new-tokens-boolean", run("data.sft.max_new_tokens=true"), "data.sft.max_new_tokens: Value error, expected a number"),
     # data: the files
     ("train-file-missing", run("data.dataset=null", "data.train_files=[./nope.jsonl]"), "file 'nope.jsonl' does not exist (paths are relative to"),
     ("train-file-fifo", train_file(lambda p: os.mkfifo(p)), "not a regular file"),
@@ -314,6 +316,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("rl-outside-rlhf", run("rl={policy: x}"), "rl: only valid with task: rlhf"),
     ("rl-policy-missing", grpo(), "rl.policy: directory './no-policy-here' does not exist"),
     ("rl-reward-not-module-attr", grpo("rl.rewards=[{function: nomodule}]"), "rl.rewards.0.function"),
+    ("rl-reward-weight-boolean", grpo("rl.rewards=[{function: len, weight: true}]"), "rl.rewards.0.weight"),
     ("rl-batch-not-a-multiple", grpo("train.batch_size=6"), "train.batch_size: 6 completions per step"),
     ("rl-dpo-with-rewards", grpo("rl.algorithm=dpo"), "rl.rewards: DPO learns from preference pairs"),
     ("rl-value-model-outside-ppo", grpo("rl.value_model=x"), "rl.value_model: only used by algorithm: ppo"),
