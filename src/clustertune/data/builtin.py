@@ -8,7 +8,7 @@ no files to carry, and the same bytes on every node with the same Python version
   indentation stripped so the model has to read the words. The majority baseline is 0.5.
 - ``builtin:pydoc-topics``: chat examples for instruction tuning: the opening words of a
   paragraph, and the answer naming the topic of the reference it comes from (one of
-  :data:`SFT_TOPICS`, balanced). The answer is never in the prompt: it has to be inferred.
+  :data:`SFT_TOPICS`, up to 100 passages each). The answer is never in the prompt: it has to be inferred.
 """
 
 from __future__ import annotations
@@ -91,13 +91,16 @@ def pydoc_kinds(seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
-SFT_TOPICS = ("debugger", "string-methods", "formatstrings", "typesmapping", "specialnames", "compound")
+# Four topics whose vocabularies differ enough that the opening words decide the answer: a
+# bag-of-words classifier fitted on the training rows names the held-out topics 9 times in 10
+# (with six topics, adding typesmapping and compound, under 7 in 10).
+SFT_TOPICS = ("debugger", "string-methods", "formatstrings", "specialnames")
 SFT_QUESTION = "Which topic of the Python reference is this from?"
 SFT_WORDS = 24  # words of the paragraph in the prompt
 
 
 def pydoc_topics(seed: int = 0, per_topic: int = 100) -> list[dict[str, object]]:
-    """Balanced chat rows: a passage's opening words -> the name of its topic."""
+    """Chat rows: a passage's opening words -> the name of its topic (up to ``per_topic`` each)."""
     topics = _topics()
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
