@@ -31,6 +31,7 @@ from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
 from clustertune.train.schedule import make_scheduler
 from clustertune.train.sft_eval import make_generation_check
+from clustertune.train.sft_loss import TrainedPositions, sft_forward
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
 log = logging.getLogger("clustertune")
@@ -95,13 +96,16 @@ def total_steps(recipe: Recipe, steps_per_epoch: int) -> int:
     return t.max_steps if t.max_steps is not None else max(1, math.ceil(t.epochs * steps_per_epoch))
 
 
-def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+def forward(model: torch.nn.Module, batch: dict[str, torch.Tensor], kept: TrainedPositions | None = None) -> Any:
     """The model's output on one batch: the only forward call of training and evaluation.
+    With ``kept`` (SFT), the output layer sees only the trained positions (``train.sft_loss``).
 
     Packed SFT rows carry ``position_ids`` that restart per example and no attention mask;
     transformers turns those into a block-diagonal causal mask only when no KV cache is passed,
     and with ``use_cache=True`` (the default of Llama and GPT-2) it builds a cache, skips that
     detection and lets an example attend to the one before it. So no cache when training."""
+    if kept is not None:
+        return sft_forward(model, batch, kept)
     if "position_ids" in batch:
         return model(**batch, use_cache=False)
     return model(**batch)
@@ -120,7 +124,7 @@ def token_shares(micro_batches: list[dict[str, torch.Tensor]], strategy: Strateg
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy,
-             metric_fns: list[MetricFn] | None = None) -> dict[str, float]:
+             metric_fns: list[MetricFn] | None = None, kept: TrainedPositions | None = None) -> dict[str, float]:
     """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy, and for
     classification the ``metric_fns`` on the predictions and labels of the whole set."""
     model.eval()
@@ -136,7 +140,7 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     # -100 and a batch of padding only is run (a collective under sharding) but not counted.
     for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
-            out = forward(model, batch)
+            out = forward(model, batch, kept)
         if n == 0:
             continue
         if task == "sft":  # the loss is a mean over trained tokens: weigh each batch by how many it has
@@ -191,6 +195,8 @@ def train_loop(
     steps = total_steps(recipe, batches.steps_per_epoch)
     seq_len = batches.seq_len
     flops_tok = flops_per_token(model, seq_len)  # before sharding: parameters counted whole
+    # SFT: logits for the trained positions only (a hook on the bare model's output layer).
+    kept = TrainedPositions(model) if recipe.task == "sft" else None
     model, optimizer, scheduler = strategy.prepare(
         model, lambda m: make_optimizer(recipe, m), lambda opt: make_scheduler(recipe, opt, steps))
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
@@ -223,7 +229,7 @@ def train_loop(
 
     def run_eval(at: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns)
+        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns, kept)
         if generation_check is not None:
             res.update(generation_check(model))
         paused[0] += time.perf_counter() - t0
@@ -270,7 +276,7 @@ def train_loop(
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):
                     with strategy.autocast():
-                        out = forward(model, batch)
+                        out = forward(model, batch, kept)
                         # fp32 whatever the outputs' dtype
                         loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
                     faults.point("backward", step + 1, rank)  # the step's middle: forward done, backward not
@@ -348,6 +354,8 @@ def train_loop(
             last_eval = run_eval(step)
     finally:
         progress.close()
+        if kept is not None:
+            kept.remove()
     return LoopResult(
         steps=step, final_eval=last_eval, tokens_per_s=tok_s, samples_seen=pos.samples_seen,
         train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals, model=model,
