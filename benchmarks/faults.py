@@ -103,6 +103,18 @@ def _redone(run_dir: Path) -> Any:
         return f"not known ({exc})"
 
 
+def _judge_resume(run: Any, out: Any, survived: bool, note: str) -> tuple[bool, Any, str]:
+    """After the resume: did it start from a checkpoint, continue from the same sample with no
+    replayed data, and how many steps were redone (else the end of the resume's output)."""
+    if not survived:
+        return False, None, f"{note}; resume: {(out.stdout + out.stderr)[-400:]}"
+    if run.attempts[-1].resumed_from is None:
+        return False, None, f"{note}; the resume started from step 0 (no checkpoint found)"
+    resumed = int(run.attempts[-1].resumed_from.split("-")[1])
+    ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
+    return ok, _redone(run.paths.root), f"{note}; {more}"
+
+
 # -- SLURM: node n2 lost ---------------------------------------------------------------------
 
 
@@ -163,15 +175,7 @@ def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
         state = job_for(run).wait(timeout=600)
         run = get_run(run.id, root)
         survived = state.value == "COMPLETED"
-    note = f"first attempt {first_state} ({first_reason})"
-    redone: Any = None
-    if survived:
-        resumed = int(run.attempts[-1].resumed_from.split("-")[1])
-        ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
-        survived, note = ok, f"{note}; {more}"
-        redone = steps_redone(run.paths.root)
-    else:
-        note += f"; resume: {(out.stdout + out.stderr)[-300:]}"
+    survived, redone, note = _judge_resume(run, out, survived, f"first attempt {first_state} ({first_reason})")
     note += f"; killed slurmd n2 and {lost.get('pids', 0) - 1} job processes on n2 after step {lost.get('step')}"
     _record("SLURM node n2 lost (slurmd + its job processes SIGKILLed), resumed on n1", survived, redone, note)
     subprocess.run(["slurmd", "-f", str(slurm_cluster.conf), "-N", "n2"], capture_output=True, timeout=60)
@@ -246,17 +250,7 @@ def test_ssh_host_dies_mid_run(ssh_cluster: Any, sshd_service: Any, tmp_path: Pa
     note = f"first attempt {first_state} ({first_reason}), `clustertune run` exited {proc.returncode}"
     if proc.returncode not in (0, 1):
         note += f" ({lost['client_out'].strip().splitlines()[-1][:200] if lost['client_out'].strip() else ''})"
-    redone: Any = None
-    if survived:
-        if run.attempts[-1].resumed_from is None:
-            survived, note = False, f"{note}; the resume started from step 0 (no checkpoint found)"
-        else:
-            resumed = int(run.attempts[-1].resumed_from.split("-")[1])
-            ok, more = _continuity(run.paths.root, resumed, 2 * TRAIN_BATCH, TRAIN_BATCH)
-            survived, note = ok, f"{note}; {more}"
-            redone = _redone(run.paths.root)
-    else:
-        note += f"; resume: {(out.stdout + out.stderr)[-400:]}"
+    survived, redone, note = _judge_resume(run, out, survived, note)
     note += (f"; killed host{lost['dead']}'s sshd, its sessions and the run's processes there ({lost['pids']} processes) after step "
              f"{lost['step']}; rank 0 was on host{lost['rank0_host']}")
     _record("SSH host dies (its sshd + the run's processes there SIGKILLed), resumed on the other", survived, redone, note)
