@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data import builtin
-from clustertune.data.sources import not_a_file
+from clustertune.data.sources import dataset_path_error, not_a_file
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
@@ -156,7 +156,7 @@ def source_identity(d: DataSection, memo: HashMemo) -> dict[str, Any]:
     if p.is_dir():
         return {"kind": "disk", "files": _dir_identity(p, memo)}
     if name.startswith(("/", "./", "../", "~")):
-        raise DataError(f"data.dataset: {name!r} looks like a path but does not exist; for local files use data.train_files")
+        raise dataset_path_error(name)
     return {"kind": "hub", "name": name, "config": d.dataset_config,
             "commit": hub_dataset_commit(name, d.dataset_revision)}
 

@@ -40,6 +40,16 @@ def _looks_like_path(s: str) -> bool:
     return s.startswith(("/", "./", "../", "~")) or os.sep in s and Path(s).expanduser().exists() or Path(s).exists()
 
 
+def dataset_path_error(name: str) -> DataError:
+    """``data.dataset`` given as a path that is not a ``save_to_disk`` directory: a file (which
+    belongs in ``data.train_files``) or nothing at all."""
+    if Path(name).expanduser().is_file():
+        return DataError(f"data.dataset: {name!r} is a file; data.dataset takes a hub name, builtin:NAME or a "
+                         f"save_to_disk directory. Give files as data.train_files={name} "
+                         "(and data.validation_files for a held-out set)")
+    return DataError(f"data.dataset: {name!r} looks like a path but does not exist; for local files use data.train_files")
+
+
 def not_a_file(path: Path, key: str) -> str:
     """Why ``path``, given as a data file, cannot be read as one."""
     try:
@@ -393,9 +403,7 @@ def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
             train, val = _split(loaded, d)
             ident = {"kind": "disk", "path": str(p.resolve()), "fingerprint": getattr(train, "_fingerprint", None)}
         elif _looks_like_path(name) or name.endswith(tuple(TABLE_SUFFIXES)):
-            raise DataError(
-                f"data.dataset: {name!r} looks like a path but does not exist; for local files use data.train_files"
-            )
+            raise dataset_path_error(name)
         else:
             train, val = _split(_load_hub(name, d.dataset_config, d.dataset_revision), d)
             ident = {"kind": "hub", "name": name, "config": d.dataset_config}

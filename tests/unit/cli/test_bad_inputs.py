@@ -181,6 +181,11 @@ def train_file(make: Callable[[Path], None]) -> Setup:
     return setup
 
 
+def dataset_is_a_file(d: Path) -> list[str]:
+    (d / "chats.jsonl").write_text('{"text": "a"}\n')
+    return run(f"data.dataset={d / 'chats.jsonl'}")(d)
+
+
 def files_at(d: Path, *paths: Path) -> list[str]:
     recipe = with_(TINY_CAUSAL, data={"dataset": None, "train_files": [str(p) for p in paths]})
     return ["run", recipe_file(d, recipe), "--no-progress"]
@@ -239,6 +244,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("unknown-builtin", run("data.dataset=builtin:nope"), "unknown builtin corpus 'builtin:nope'"),
     ("hub-dataset-offline", run("data.dataset=wikitext"), "data.dataset: cannot resolve 'wikitext'"),
     ("dataset-path-missing", run("data.dataset=./no-data/"), "looks like a path but does not exist"),
+    ("dataset-is-a-file", dataset_is_a_file, "chats.jsonl' is a file; data.dataset takes a hub name"),
     ("dataset-dir-not-saved", lambda d: run(f"data.dataset={d}")(d), "not one written by save_to_disk"),
     ("text-column-missing", run("data.text_column=body"), "column 'body' not in the train data"),
     ("sft-format-unknown", run("data.sft.format=chatml"), "data.sft.format"),
