@@ -293,7 +293,30 @@ def load_merged(adapter_dir: Path, base: str | None = None, **base_kwargs: Any) 
         model = auto.from_pretrained(base, **base_kwargs)
     except (OSError, ValueError) as exc:
         raise ModelError(f"{adapter_dir}: cannot load its base model {base!r} to merge into: {exc}") from exc
-    return PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    return merge_into_base(PeftModel.from_pretrained(model, str(adapter_dir)))
+
+
+def merge_into_base(model: Any) -> Any:
+    """``model`` (a PEFT model) with its adapter merged in, as a plain transformers model.
+
+    Where the base ties its input embedding to its output layer and the adapter changes one of
+    them (LoRA on the embedding: ``target_modules`` naming it), the two are untied first:
+    unmerged, the update reaches only the layer it was trained on, and merging it into the one
+    shared matrix would change the other as well (the merged model would answer differently).
+    The merged model then keeps both matrices and says so in its config."""
+    import torch
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    base = model.get_base_model()
+    emb, out = base.get_input_embeddings(), base.get_output_embeddings()
+    if emb is not None and out is not None:
+        emb_layer, out_layer = getattr(emb, "base_layer", emb), getattr(out, "base_layer", out)
+        tied = getattr(emb_layer, "weight", None) is getattr(out_layer, "weight", None)
+        if tied and (isinstance(emb, BaseTunerLayer) or isinstance(out, BaseTunerLayer)):
+            out_layer.weight = torch.nn.Parameter(out_layer.weight.detach().clone(), requires_grad=False)
+            for config in {id(c): c for c in (base.config, base.config.get_text_config())}.values():
+                config.tie_word_embeddings = False
+    return model.merge_and_unload()
 
 
 def merge_adapter(adapter_dir: Path, out_dir: Path, base: str | None = None) -> Path:

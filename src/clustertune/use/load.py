@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError, RunError
-from clustertune.models.adapters import is_adapter_dir
+from clustertune.models.adapters import is_adapter_dir, merge_into_base
 from clustertune.runs.paths import has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
@@ -169,7 +169,7 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
             raise ModelError(f"{target.label}: cannot load its base model {base!r}: {exc}") from exc
         model = PeftModel.from_pretrained(model, str(target.path))
         if merge:
-            model = model.merge_and_unload()
+            model = merge_into_base(model)
     else:
         try:
             model = auto.from_pretrained(str(target.path), **kwargs)

@@ -46,15 +46,16 @@ def make_run(root: Path, base: Path, model_dir: Path) -> Run:
     return run
 
 
-@pytest.fixture(scope="module")
-def adapter(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A LoRA adapter on ``base`` with non-zero weights, saved with the base's tokenizer."""
+@pytest.fixture(scope="module", params=[["c_attn"], ["c_attn", "wte"]], ids=["linear", "tied-embedding"])
+def adapter(base: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A LoRA adapter on ``base`` with non-zero weights, saved with the base's tokenizer: on a
+    linear layer, and also on the input embedding, which the base ties to its output layer."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(base)),
-                           LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
+                           LoraConfig(r=4, target_modules=request.param, fan_in_fan_out=True, init_lora_weights=False))
     out = tmp_path_factory.mktemp("export-adapter") / "adapter"
     model.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(base)).save_pretrained(str(out))

@@ -20,13 +20,14 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_base(tmp_path_factory.mktemp("use-base"), chat_template=None)
 
 
-@pytest.fixture(scope="module")
-def adapter(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=[["c_attn"], ["c_attn", "wte"]], ids=["linear", "tied-embedding"])
+def adapter(base: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """LoRA on a linear layer, and also on the input embedding (which the base ties to its output)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(base)),
-                           LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
+                           LoraConfig(r=4, target_modules=request.param, fan_in_fan_out=True, init_lora_weights=False))
     out = tmp_path_factory.mktemp("use-adapter")
     model.save_pretrained(str(out))
     return out
