@@ -17,7 +17,7 @@ from typing import Any
 
 from clustertune.errors import ModelError, RunError
 from clustertune.models.adapters import is_adapter_dir, merge_into_base
-from clustertune.runs.paths import has_tokenizer
+from clustertune.runs.paths import RunPaths, has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
@@ -90,8 +90,13 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
         path = Path(ref).expanduser()
         if not path.is_dir():
             raise ModelError(f"{ref}: no such directory; give a run id or a directory written by save_pretrained")
+        if RunPaths(path).run_json.is_file():  # a run's directory: its final model, as for its id
+            return _run_target(Run.load(path))
         return _target_from_dir(path, None)
-    run = get_run(ref, runs_root)
+    return _run_target(get_run(ref, runs_root))
+
+
+def _run_target(run: Run) -> Target:
     model_dir = run.paths.model
     if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
         ckpts = sorted(p.name for p in run.paths.checkpoints.glob("step-*")) if run.paths.checkpoints.is_dir() else []

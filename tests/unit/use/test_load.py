@@ -66,6 +66,8 @@ def test_a_run_id_names_its_final_model_and_a_run_without_one_says_what_to_do(ba
     target = find_target(run.id[:12], tmp_path)
     assert target.run is not None and target.run.id == run.id and target.path == run.paths.model.resolve()
     assert target.label == f"run {run.id}"
+    by_path = find_target(str(run.paths.root))  # the run's directory, as a user pastes it from the output
+    assert by_path.run is not None and by_path.run.id == run.id and by_path.path == target.path
 
 
 def test_what_cannot_be_used_gets_a_typed_error(tmp_path: Path) -> None:
