@@ -7,7 +7,9 @@ Base: a GPT-2 of the quickstart's shape (4 layers, width 256, 128 positions) bui
 config with a 4,096-token BPE trained on the builtin corpus, saved once and loaded by both
 sides (same initial weights). Data: ``builtin:pydoc-topics`` (chat rows), carved once into the
 same train and held-out files for both. LoRA rank 16, alpha 32, every linear layer, AdamW at
-3e-3 with a constant schedule, batch 16, max_length 128, one process, torch threads 2.
+3e-3 with a constant schedule, batch 16, max_length 128, one process, torch threads 2. Both
+sides train in the same precision (``--precision``): bf16 autocast by default, which is what
+TRL's ``SFTConfig`` turns on by itself on a CPU with bf16 instructions, or fp32.
 
 Masking is the same on both sides: loss on the assistant's tokens and end marker only. TRL
 1.12 finds them through ``{% generation %}`` markers, so it gets a marked copy of the ChatML
@@ -15,16 +17,18 @@ template that renders the same text (``benchmarks/sft_prepare.py`` checks that b
 then produce identical ids and masks). Sides:
 
 - ``trl``: ``SFTTrainer`` defaults for this (padded batches, ``assistant_only_loss=True``);
+- ``trl-packed``: ``SFTTrainer`` with ``packing=True`` (its default best-fit packing, padding-free
+  rows with position ids restarting per example; SDPA here, no FlashAttention). Before training,
+  one of its packed batches is run the way its loss runs it and compared with its examples run
+  one at a time: the printed max logit difference is ~0 only if no example attends to another;
 - ``ours``: clustertune, one example per row, batches padded to their longest;
 - ``ours-packed``: clustertune with ``data.sft.packing: true``.
 
-TRL's own packing is not compared: with SDPA attention and no FlashAttention its packed rows
-need ``padding_free`` and position ids, and whether its examples then attend to each other
-depends on the KV cache setting it trains with; that was not checked here.
-
 Each side runs in a fresh process; throughput counts real (non-padding) tokens over the timed
-steps; eval loss is the mean over held-out trained tokens after the last step. The last line
-is ``ratio=<ours tokens/s / trl tokens/s>``.
+steps; eval loss is the mean over held-out trained tokens after the last step. With
+``--rounds N`` the four sides take turns N times (the order rotating each round), so load from
+other work falls on all of them alike; the ratios are per round and their median. The last line
+is ``ratio=<ours tokens/s / trl tokens/s>`` (the median over rounds).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +49,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 LORA = {"rank": 16, "alpha": 32.0}
+# (side, peer): the goals are ours >= 1.5x TRL's default (padded) and ours-packed >= 1.0x TRL packing.
+PAIRS = [("ours", "trl"), ("ours-packed", "trl"), ("ours-packed", "trl-packed")]
 
 
 def setup(root: Path) -> None:
@@ -65,7 +72,7 @@ def setup(root: Path) -> None:
         (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ds.to_list()), encoding="utf-8")
 
 
-def run_trl(root: Path, steps: int, skip: int) -> dict:
+def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = False) -> dict:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -90,20 +97,41 @@ def run_trl(root: Path, steps: int, skip: int) -> dict:
     args = SFTConfig(output_dir=str(root / "trl"), assistant_only_loss=True, max_length=128, max_steps=steps,
                      per_device_train_batch_size=16, per_device_eval_batch_size=16, learning_rate=3e-3,
                      lr_scheduler_type="constant", use_cpu=True, report_to=[], logging_steps=10, save_strategy="no",
-                     dataset_num_proc=1, seed=42)
+                     dataset_num_proc=1, seed=42, bf16=precision == "bf16", packing=packed)
     lora = LoraConfig(r=LORA["rank"], lora_alpha=LORA["alpha"], target_modules="all-linear", lora_dropout=0.0,
                       task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          eval_dataset=Dataset.from_list(val), processing_class=tok, peft_config=lora,
                          callbacks=[Clock()])
-    lengths = [len(x) for x in trainer.train_dataset["input_ids"]]
+    lengths = [len(x) for x in trainer.train_dataset["input_ids"]]  # packed: real tokens per packed row
+    isolated = packed_rows_isolated(trainer) if packed else None
     trainer.train()
     secs = time.perf_counter() - marks["start"]
     tokens = (steps - skip) * 16 * sum(lengths) / len(lengths)
-    return {"side": "trl", "tokens_per_s": tokens / secs, "eval_loss": trainer.evaluate()["eval_loss"]}
+    return {"side": "trl-packed" if packed else "trl", "tokens_per_s": tokens / secs,
+            "eval_loss": trainer.evaluate()["eval_loss"], "isolated": isolated}
 
 
-def run_ours(root: Path, steps: int, skip: int, packed: bool) -> dict:
+def packed_rows_isolated(trainer: object) -> float:
+    """How far the logits of one of TRL's packed training batches, run the way its loss runs it,
+    are from those of its examples run one at a time (0 when no example attends to another)."""
+    import torch
+
+    batch = next(iter(trainer.get_train_dataloader()))  # type: ignore[attr-defined]
+    model = trainer.model  # type: ignore[attr-defined]
+    model.train()
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        packed = model(**inputs).logits[0].float()
+        starts = (batch["position_ids"][0] == 0).nonzero().flatten().tolist() + [batch["input_ids"].shape[1]]
+        worst = 0.0
+        for a, b in zip(starts, starts[1:]):
+            alone = model(input_ids=batch["input_ids"][:, a:b]).logits[0].float()
+            worst = max(worst, (alone - packed[a:b]).abs().max().item())
+    return worst
+
+
+def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str) -> dict:
     import clustertune as ct
 
     recipe = {"name": "bench", "task": "sft", "model": {"name_or_path": str(root / "base"),
@@ -113,7 +141,8 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool) -> dict:
                        "max_length": 128, "cache_dir": str(root / "cache"),
                        "sft": {"chat_template": "chatml", "packing": packed, "generation_samples": 0}},
               "train": {"batch_size": 16, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
-                        "log_every": skip, "cpu_threads": 2, "seed": 42, "max_grad_norm": 1.0},
+                        "log_every": skip, "cpu_threads": 2, "seed": 42, "max_grad_norm": 1.0,
+                        "precision": precision},
               "tracking": {"runs_root": str(root / "runs")}}
     run = ct.run(ct.load_recipe(recipe), show_progress=False)
     rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
@@ -127,32 +156,47 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--skip", type=int, default=10, help="warm-up steps not timed")
-    p.add_argument("--side", choices=["trl", "ours", "ours-packed"], help=argparse.SUPPRESS)
+    p.add_argument("--rounds", type=int, default=1, help="the sides take turns this many times")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="bf16",
+                   help="both sides (bf16: autocast, TRL's default on a CPU with bf16 instructions)")
+    p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed"], help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.side:
-        res = run_trl(a.root, a.steps, a.skip) if a.side == "trl" else run_ours(a.root, a.steps, a.skip,
-                                                                                 a.side == "ours-packed")
+        res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed") if a.side.startswith("trl")
+               else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision))
         print("RESULT " + json.dumps(res))
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         setup(root)
-        out = {}
-        for side in ("trl", "ours", "ours-packed"):
-            proc = subprocess.run([sys.executable, __file__, "--side", side, "--root", str(root), "--steps",
-                                   str(a.steps), "--skip", str(a.skip)], capture_output=True, text=True)
-            line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-            if line is None:
-                sys.exit(f"{side} failed:\n{proc.stderr[-3000:]}")
-            out[side] = json.loads(line[7:])
-            r = out[side]
-            print(f"{side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}")
-        t = out["trl"]
-        for side in ("ours", "ours-packed"):
-            print(f"{side} / trl: {out[side]['tokens_per_s'] / t['tokens_per_s']:.2f}x tokens/s, eval loss "
-                  f"{100 * (out[side]['eval_loss'] / t['eval_loss'] - 1):+.1f}%")
-        print(f"ratio={out['ours-packed']['tokens_per_s'] / t['tokens_per_s']:.2f}")
+        sides = ["trl", "trl-packed", "ours", "ours-packed"]
+        ratios: dict[tuple[str, str], list[float]] = {pair: [] for pair in PAIRS}
+        for k in range(a.rounds):
+            order = sides[k % 4:] + sides[:k % 4]
+            out = {side: run_side(side, root, a.steps, a.skip, a.precision) for side in order}
+            print(f"round {k + 1} (order {', '.join(order)}; load {os.getloadavg()[0]:.2f})")
+            for side in sides:
+                r = out[side]
+                iso = "" if r.get("isolated") is None else f"   packed rows vs one at a time: max |dlogit| {r['isolated']:.2e}"
+                print(f"  {side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}{iso}")
+            for side, peer in PAIRS:
+                ratios[(side, peer)].append(out[side]["tokens_per_s"] / out[peer]["tokens_per_s"])
+                print(f"  {side} / {peer}: {ratios[(side, peer)][-1]:.2f}x tokens/s, eval loss "
+                      f"{100 * (out[side]['eval_loss'] / out[peer]['eval_loss'] - 1):+.1f}%")
+        for side, peer in PAIRS:
+            print(f"{side} / {peer}, median of {a.rounds}: {statistics.median(ratios[(side, peer)]):.2f}x "
+                  f"({', '.join(f'{x:.2f}' for x in ratios[(side, peer)])})")
+        print(f"ratio={statistics.median(ratios[('ours', 'trl')]):.2f}")
+
+
+def run_side(side: str, root: Path, steps: int, skip: int, precision: str) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--side", side, "--root", str(root), "--steps",
+                           str(steps), "--skip", str(skip), "--precision", precision], capture_output=True, text=True)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        sys.exit(f"{side} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line[7:])
 
 
 if __name__ == "__main__":
