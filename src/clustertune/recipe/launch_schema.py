@@ -130,7 +130,9 @@ class LaunchSection(Section):
 
     watchdog_minutes: float | None = Field(default=None, gt=0)
     """Hang watchdog: no optimizer step for this many minutes dumps every rank's stack to the
-    log and fails the run."""
+    log and fails the run. It counts from the end of the first step, and evaluations and
+    checkpoint writes do not count, so a slow model load, the first step's compilation or a
+    long evaluation never trips it (a hang there ends at ``train.collective_timeout_minutes``)."""
 
     signal: str = Field(default="B:USR2@90", pattern=r"^(?:[BR]:)?(?:SIG)?[A-Z0-9]+(?:@[0-9]+)?$")
     """SLURM ``--signal`` asking for a stop request before the time limit (``B:`` sends it to the

@@ -8,6 +8,7 @@ sync, so it happens only every ``train.log_every`` steps, at evaluation and at c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -227,11 +228,14 @@ def train_loop(
     last_norm: list[Any] = [None]  # the latest step's gradient norm (checked with the loss)
     scaled_loss = getattr(getattr(strategy, "accelerator", None), "mixed_precision", "no") == "fp16"
 
+    hold_watchdog = stop.paused if stop is not None else contextlib.nullcontext
+
     def run_eval(at: int) -> dict[str, float]:
         t0 = time.perf_counter()
-        res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns, kept)
-        if generation_check is not None:
-            res.update(generation_check(model))
+        with hold_watchdog():  # an evaluation may take longer than a step
+            res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns, kept)
+            if generation_check is not None:
+                res.update(generation_check(model))
         paused[0] += time.perf_counter() - t0
         metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
         evals.append({"step": at, **res})
@@ -248,7 +252,8 @@ def train_loop(
                 "steps_since_log": n_since_log, "total_steps": steps}
         # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
         t0 = time.perf_counter()
-        ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
+        with hold_watchdog():
+            ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
         paused[0] += time.perf_counter() - t0
         progress.note(f"checkpoint {paths.checkpoint(at).name} written ({time.perf_counter() - t0:.1f}s)")
 
@@ -303,7 +308,7 @@ def train_loop(
                     f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items()) for i, r in enumerate(per_rank)))
             n_since_log += 1
             if stop is not None:
-                stop.beat()  # the hang watchdog counts from the last step
+                stop.beat()  # the hang watchdog counts from the last step (armed by the first)
 
             if step % t.log_every == 0 or step == steps:
                 # CPU-GPU sync point: the only place the loss leaves the device.

@@ -8,9 +8,11 @@ all-reduce, at the same step on every rank; they then checkpoint that step toget
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +27,11 @@ class StopFlag:
 
     With ``watchdog_seconds``, a rank that makes no step for that long (a dead peer, a stuck
     collective) writes every thread's stack to ``watchdog_log`` and exits with an error, so the
-    job fails instead of hanging until its time limit; :meth:`beat` re-arms it at each step.
+    job fails instead of hanging until its time limit. The first :meth:`beat` (the end of the
+    first step) arms it and each later one re-arms it; :meth:`paused` holds it off while the
+    loop evaluates or writes a checkpoint. Loading the model, compiling the first step,
+    evaluations and checkpoints can take longer than a step without anything being wrong; a
+    hang there ends at the collective timeout instead.
     """
 
     def __init__(self, stop_file: Path | None = None, install_handlers: bool = True,
@@ -37,17 +43,32 @@ class StopFlag:
         if install_handlers and threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 signal.signal(sig, self._on_signal)
-        self.beat()
+        self._armed = False
 
     def beat(self) -> None:
         if self.watchdog_seconds:
             # faulthandler's timer runs in C: it fires even when Python is stuck in a collective.
             faulthandler.dump_traceback_later(self.watchdog_seconds, exit=True,
                                               file=self.watchdog_log or __import__("sys").stderr)
+            self._armed = True
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The watchdog held off for the block (an evaluation, a checkpoint), re-armed after it
+        if it was armed before."""
+        armed = self._armed
+        if armed:
+            faulthandler.cancel_dump_traceback_later()
+        try:
+            yield
+        finally:
+            if armed:
+                self.beat()
 
     def close(self) -> None:
         if self.watchdog_seconds:
             faulthandler.cancel_dump_traceback_later()
+            self._armed = False
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         # Only set a flag: the loop acts at the next agreed step boundary.

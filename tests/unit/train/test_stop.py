@@ -1,0 +1,60 @@
+"""The hang watchdog counts training steps only: not the time before the first step (loading,
+compiling) and not evaluations or checkpoint writes, which may take longer than a step. Each
+case runs in its own process, since the watchdog ends the process it fires in."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _run(body: str, log: Path) -> subprocess.CompletedProcess[str]:
+    code = f"""
+import time
+from clustertune.train.stop import StopFlag
+fh = open({str(log)!r}, "a")
+flag = StopFlag(None, install_handlers=False, watchdog_seconds=0.5, watchdog_log=fh)
+{body}
+print("finished")
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_the_time_before_the_first_step_and_inside_a_pause_does_not_count(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.log"
+    out = _run("""
+time.sleep(1.5)          # loading the model, compiling the first step
+flag.beat()              # the first step: armed from here
+with flag.paused():
+    time.sleep(1.5)      # a long evaluation or checkpoint
+flag.beat()
+flag.close()
+""", log)
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr
+    assert log.read_text() == ""
+
+
+def test_after_a_pause_it_is_armed_again_and_fires(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.log"
+    out = _run("""
+flag.beat()
+with flag.paused():
+    time.sleep(1.0)
+def stuck_after_the_evaluation():
+    time.sleep(30)
+stuck_after_the_evaluation()
+""", log)
+    assert out.returncode != 0 and "finished" not in out.stdout
+    assert "stuck_after_the_evaluation" in log.read_text()
+
+
+def test_a_pause_before_the_first_step_does_not_arm_it(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.log"
+    out = _run("""
+with flag.paused():      # an evaluation at step 0
+    pass
+time.sleep(1.5)
+flag.close()
+""", log)
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr
