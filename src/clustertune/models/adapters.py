@@ -282,7 +282,7 @@ def load_merged(adapter_dir: Path, base: str | None = None, **base_kwargs: Any) 
 
     The base is loaded unquantized even for a QLoRA adapter: merging into 4-bit weights would
     round most of the update away. ``base`` defaults to the one the adapter names."""
-    from peft import PeftConfig, PeftModel
+    from peft import PeftConfig
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     adapter_dir = Path(adapter_dir)
@@ -293,7 +293,19 @@ def load_merged(adapter_dir: Path, base: str | None = None, **base_kwargs: Any) 
         model = auto.from_pretrained(base, **base_kwargs)
     except (OSError, ValueError) as exc:
         raise ModelError(f"{adapter_dir}: cannot load its base model {base!r} to merge into: {exc}") from exc
-    return merge_into_base(PeftModel.from_pretrained(model, str(adapter_dir)))
+    return merge_into_base(load_adapter(model, adapter_dir))
+
+
+def load_adapter(model: Any, adapter_dir: Path) -> Any:
+    """``PeftModel.from_pretrained`` of ``adapter_dir`` onto ``model``, without the deprecation
+    notice peft's call into transformers 5 prints (nothing a user can act on)."""
+    import warnings
+
+    from peft import PeftModel
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+        return PeftModel.from_pretrained(model, str(adapter_dir))
 
 
 def merge_into_base(model: Any) -> Any:

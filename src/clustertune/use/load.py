@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ModelError, RunError
-from clustertune.models.adapters import is_adapter_dir, merge_into_base
+from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.runs.paths import RunPaths, has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
@@ -165,14 +165,12 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
     auto = AutoModelForSequenceClassification if target.classifier else AutoModelForCausalLM
     kwargs = {"dtype": torch_dtype(dtype, device)}
     if target.adapter:
-        from peft import PeftModel
-
         base = adapter_base(target.path)
         try:
             model = auto.from_pretrained(base, **kwargs)
         except (OSError, ValueError) as exc:
             raise ModelError(f"{target.label}: cannot load its base model {base!r}: {exc}") from exc
-        model = PeftModel.from_pretrained(model, str(target.path))
+        model = load_adapter(model, target.path)
         if merge:
             model = merge_into_base(model)
     else:
