@@ -41,7 +41,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -49,27 +51,80 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 LORA = {"rank": 16, "alpha": 32.0}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What both sides train: the base built from a config, the data, the batch."""
+
+    arch: str  # gpt2 | llama
+    width: int
+    layers: int
+    heads: int
+    vocab: int
+    max_length: int
+    batch: int
+    data: str  # topics (short chats) | long (chats of a whole reference topic each)
+    gpu: bool
+
+    def config(self, tok: Any) -> Any:
+        from transformers import GPT2Config, LlamaConfig
+
+        ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+        if self.arch == "gpt2":
+            return GPT2Config(vocab_size=len(tok), n_layer=self.layers, n_embd=self.width, n_head=self.heads,
+                              n_positions=self.max_length, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+        return LlamaConfig(vocab_size=len(tok), hidden_size=self.width, num_hidden_layers=self.layers,
+                           num_attention_heads=self.heads, num_key_value_heads=max(1, self.heads // 8),
+                           intermediate_size=self.width * 11 // 4, max_position_embeddings=self.max_length,
+                           tie_word_embeddings=False, **ids)
+
+
+SHAPES = {
+    # The quickstart's shape on CPU (the default).
+    "cpu": Shape("gpt2", 256, 4, 4, 4096, 128, 16, "topics", gpu=False),
+    # A Llama-shaped ~1B model (TinyLlama's widths, a 16k vocabulary) at sequence 2048 on one GPU.
+    "gpu-1b": Shape("llama", 2048, 22, 32, 16384, 2048, 4, "long", gpu=True),
+    # The gpu-1b path at a size a CPU runs in a minute: checks the script before a GPU is there.
+    "gpu-rehearsal": Shape("llama", 64, 2, 4, 2048, 512, 2, "long", gpu=False),
+}
 # (side, peer): the goals are ours >= 1.5x TRL's default (padded) and ours-packed >= 1.0x TRL packing.
 PAIRS = [("ours", "trl"), ("ours-packed", "trl"), ("ours-packed", "trl-packed")]
 
 
-def setup(root: Path) -> None:
+def setup(root: Path, shape: Shape) -> None:
     from datasets import Dataset
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     from clustertune.data.builtin import pydoc_paragraphs, pydoc_topics
     from clustertune.data.sources import carve_validation
     from clustertune.models.tokenizer import train_bpe
 
-    tok = train_bpe(pydoc_paragraphs(), 4096, classification=False, model_max_length=128)
-    cfg = GPT2Config(vocab_size=len(tok), n_layer=4, n_embd=256, n_head=4, n_positions=128,
-                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    GPT2LMHeadModel(cfg).save_pretrained(root / "base")
+    tok = train_bpe(pydoc_paragraphs(), shape.vocab, classification=False, model_max_length=shape.max_length)
+    AutoModelForCausalLM.from_config(shape.config(tok)).save_pretrained(root / "base")
     tok.save_pretrained(root / "base")
-    train, val = carve_validation(Dataset.from_list(pydoc_topics()), 0.1, 42)
+    rows = pydoc_topics() if shape.data == "topics" else long_chats()
+    train, val = carve_validation(Dataset.from_list(rows), 0.1, 42)
     for name, ds in (("train", train), ("val", val)):
         (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ds.to_list()), encoding="utf-8")
+    (root / "shape.json").write_text(json.dumps(asdict(shape)))
+
+
+def long_chats() -> list[dict]:
+    """Chats whose answer is a stretch of one reference topic: rows that fill a long sequence."""
+    from pydoc_data.topics import topics
+
+    rows = []
+    for name in sorted(topics):
+        text = topics[name]
+        for k in range(0, len(text), 6000):
+            rows.append({"messages": [{"role": "user", "content": f"Recite the reference on {name}, part {k // 6000 + 1}."},
+                                      {"role": "assistant", "content": text[k:k + 6000]}]})
+    return rows
+
+
+def load_shape(root: Path) -> Shape:
+    return Shape(**json.loads((root / "shape.json").read_text()))
 
 
 def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = False) -> dict:
@@ -81,7 +136,9 @@ def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = Fa
 
     from sft_prepare import MARKED_CHATML
 
-    torch.set_num_threads(2)
+    shape = load_shape(root)
+    if not shape.gpu:
+        torch.set_num_threads(2)
     tok = AutoTokenizer.from_pretrained(str(root / "base"))
     tok.chat_template = MARKED_CHATML
     model = AutoModelForCausalLM.from_pretrained(str(root / "base"))
@@ -94,9 +151,9 @@ def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = Fa
             if state.global_step == skip:
                 marks["start"] = time.perf_counter()
 
-    args = SFTConfig(output_dir=str(root / "trl"), assistant_only_loss=True, max_length=128, max_steps=steps,
-                     per_device_train_batch_size=16, per_device_eval_batch_size=16, learning_rate=3e-3,
-                     lr_scheduler_type="constant", use_cpu=True, report_to=[], logging_steps=10, save_strategy="no",
+    args = SFTConfig(output_dir=str(root / "trl"), assistant_only_loss=True, max_length=shape.max_length,
+                     max_steps=steps, per_device_train_batch_size=shape.batch, per_device_eval_batch_size=shape.batch,
+                     learning_rate=3e-3, lr_scheduler_type="constant", use_cpu=not shape.gpu, report_to=[], logging_steps=10, save_strategy="no",
                      dataset_num_proc=1, seed=42, bf16=precision == "bf16", packing=packed)
     lora = LoraConfig(r=LORA["rank"], lora_alpha=LORA["alpha"], target_modules="all-linear", lora_dropout=0.0,
                       task_type="CAUSAL_LM")
@@ -107,8 +164,8 @@ def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = Fa
     isolated = packed_rows_isolated(trainer) if packed else None
     trainer.train()
     secs = time.perf_counter() - marks["start"]
-    tokens = (steps - skip) * 16 * sum(lengths) / len(lengths)
-    return {"side": "trl-packed" if packed else "trl", "tokens_per_s": tokens / secs,
+    tokens = (steps - skip) * shape.batch * sum(lengths) / len(lengths)
+    return {"side": "trl-packed" if packed else "trl", "tokens_per_s": tokens / secs, "mfu": _mfu(model, shape, tokens / secs),
             "eval_loss": trainer.evaluate()["eval_loss"], "isolated": isolated}
 
 
@@ -117,8 +174,8 @@ def packed_rows_isolated(trainer: object) -> float:
     are from those of its examples run one at a time (0 when no example attends to another)."""
     import torch
 
-    batch = next(iter(trainer.get_train_dataloader()))  # type: ignore[attr-defined]
     model = trainer.model  # type: ignore[attr-defined]
+    batch = {k: v.to(model.device) for k, v in next(iter(trainer.get_train_dataloader())).items()}  # type: ignore[attr-defined]
     model.train()
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     with torch.no_grad():
@@ -134,34 +191,46 @@ def packed_rows_isolated(trainer: object) -> float:
 def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str) -> dict:
     import clustertune as ct
 
+    shape = load_shape(root)
     recipe = {"name": "bench", "task": "sft", "model": {"name_or_path": str(root / "base"),
                                                         "adapter": {"type": "lora", "target_modules": "all-linear",
                                                                     **LORA}},
               "data": {"train_files": [str(root / "train.jsonl")], "validation_files": [str(root / "val.jsonl")],
-                       "max_length": 128, "cache_dir": str(root / "cache"),
+                       "max_length": shape.max_length, "cache_dir": str(root / "cache"),
                        "sft": {"chat_template": "chatml", "packing": packed, "generation_samples": 0}},
-              "train": {"batch_size": 16, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
-                        "log_every": skip, "cpu_threads": 2, "seed": 42, "max_grad_norm": 1.0,
-                        "precision": precision},
+              "train": {"batch_size": shape.batch, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
+                        "log_every": skip, "seed": 42, "max_grad_norm": 1.0, "precision": precision,
+                        **({} if shape.gpu else {"cpu_threads": 2, "device": "cpu"})},
               "tracking": {"runs_root": str(root / "runs")}}
     run = ct.run(ct.load_recipe(recipe), show_progress=False)
     rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
     timed = [r for r in rows if r["kind"] == "train" and r["step"] > skip]
     evals = [r for r in rows if r["kind"] == "eval"]
-    return {"side": "ours-packed" if packed else "ours",
-            "tokens_per_s": sum(r["tokens_per_s"] for r in timed) / len(timed), "eval_loss": evals[-1]["eval_loss"]}
+    tok_s = sum(r["tokens_per_s"] for r in timed) / len(timed)
+    mfus = [r["mfu"] for r in timed if r.get("mfu") is not None]
+    return {"side": "ours-packed" if packed else "ours", "tokens_per_s": tok_s,
+            "mfu": sum(mfus) / len(mfus) if mfus else None, "eval_loss": evals[-1]["eval_loss"]}
 
 
-def main() -> None:
+def _mfu(model: Any, shape: Shape, tokens_per_s: float) -> float | None:
+    """TRL's MFU by the formula clustertune's metrics use (None on a CPU: no known peak)."""
+    from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
+
+    return mfu(tokens_per_s, flops_per_token(model, shape.max_length), device_peak_flops()) if shape.gpu else None
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--skip", type=int, default=10, help="warm-up steps not timed")
     p.add_argument("--rounds", type=int, default=1, help="the sides take turns this many times")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="bf16",
                    help="both sides (bf16: autocast, TRL's default on a CPU with bf16 instructions)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="cpu",
+                   help="cpu: the quickstart's shape; gpu-1b: ~1B Llama at 2048 on one GPU; gpu-rehearsal: its path, tiny, on CPU")
     p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed"], help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.side:
         res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed") if a.side.startswith("trl")
                else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision))
@@ -169,7 +238,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        setup(root)
+        setup(root, SHAPES[a.shape])
         sides = ["trl", "trl-packed", "ours", "ours-packed"]
         ratios: dict[tuple[str, str], list[float]] = {pair: [] for pair in PAIRS}
         for k in range(a.rounds):
@@ -179,7 +248,8 @@ def main() -> None:
             for side in sides:
                 r = out[side]
                 iso = "" if r.get("isolated") is None else f"   packed rows vs one at a time: max |dlogit| {r['isolated']:.2e}"
-                print(f"  {side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}{iso}")
+                util = "" if r.get("mfu") is None else f"   MFU {100 * r['mfu']:.1f}%"
+                print(f"  {side:12s} {r['tokens_per_s']:9,.0f} real tokens/s   eval loss {r['eval_loss']:.4f}{util}{iso}")
             for side, peer in PAIRS:
                 ratios[(side, peer)].append(out[side]["tokens_per_s"] / out[peer]["tokens_per_s"])
                 print(f"  {side} / {peer}: {ratios[(side, peer)][-1]:.2f}x tokens/s, eval loss "
