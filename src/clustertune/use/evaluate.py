@@ -140,6 +140,8 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
     from clustertune.train.loop import evaluate
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.sft_eval import make_generation_check
+    # Deferred: importing it pulls in torch, which this module's importers do not need.
+    from clustertune.train.sft_loss import TrainedPositions
 
     target = find_target(ref, runs_root)
     tokenizer_dir = _tokenizer_dir(target)
@@ -154,7 +156,13 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
         if recipe.task == "sequence_classification" else []
     t0 = time.perf_counter()
     bs = batch_size or recipe.train.eval_batch_size or recipe.train.batch_size
-    metrics = evaluate(loaded.model, arrays, recipe.task, bs, strategy, fns)
+    # SFT: logits for the trained positions only, as in training (same loss, less work).
+    kept = TrainedPositions(loaded.model) if recipe.task == "sft" else None
+    try:
+        metrics = evaluate(loaded.model, arrays, recipe.task, bs, strategy, fns, kept)
+    finally:
+        if kept is not None:
+            kept.remove()
     check = make_generation_check(recipe, arrays, prepared.tokenizer_dir, strategy)
     if check is not None:
         metrics.update(check(loaded.model))
