@@ -104,7 +104,7 @@ def cache_ls(cache_dir: Optional[Path] = CacheDir,
              as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import list_entries
+    from clustertune.data.cache_entries import list_entries
 
     root = _cache_root(cache_dir)
     entries = list_entries(root)
@@ -142,7 +142,7 @@ def cache_rm(
 ) -> None:
     """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import find_entries, list_entries, remove_entry
+    from clustertune.data.cache_entries import find_entries, list_entries, remove_entry
 
     root = _cache_root(cache_dir)
     if all_:
@@ -162,7 +162,7 @@ def cache_verify(
 ) -> None:
     """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import find_entries
+    from clustertune.data.cache_entries import find_entries
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.manifest import load_manifest
 

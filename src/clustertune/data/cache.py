@@ -408,6 +408,42 @@ def _causal_lm_splits(recipe: Recipe, raw: _LazyRaw, tk: Any, out: Path, workers
     return splits
 
 
+def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out: Path, workers: int,
+                    files: dict[str, dict[str, Any]], unsynced: list[Path]) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """The splits of a task with one sample per example (classification, SFT) written to
+    ``out``: their manifest entries, what the manifest adds (labels), the seconds spent writing."""
+    data = raw.get()
+    splits: dict[str, Any] = {}
+    extra_manifest: dict[str, Any] = {}
+    labels = None
+    t_write = 0.0
+    if recipe.task == "sequence_classification":
+        labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
+        extra_manifest["labels"] = labels.to_json()
+    renderer = None
+    if recipe.task == "sft":
+        tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
+        renderer = ChatRenderer(tk.chat_template, tk)
+    chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
+    for name, ds in (("train", data.train), ("validation", data.validation)):
+        extra: dict[str, Any] = {}
+        if renderer is not None:
+            arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen)
+        else:
+            arr = prepare_split(recipe, ds, tk, name, workers, labels)
+        t2 = time.perf_counter()
+        arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files, unsynced)}
+        if arr.attention_mask is not None:
+            arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files,
+                                                   unsynced)
+            arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files, unsynced)
+        if renderer is not None:
+            _write_sft_split(out, name, arr, arrays, files, extra, unsynced)
+        t_write += time.perf_counter() - t2
+        splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays, **extra}
+    return splits, extra_manifest, t_write
+
+
 def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: int,
            inputs: dict[str, Any], fp: str) -> None:
     import tokenizers
@@ -417,39 +453,12 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     tk = tok.load()
     files: dict[str, dict[str, Any]] = {}
     unsynced: list[Path] = []  # written, flushed to disk together before the manifest
-    splits: dict[str, Any] = {}
     extra_manifest: dict[str, Any] = {}
-    labels = None
-    t_write = 0.0
     if recipe.task == "causal_lm":
         splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
         t_write = sum(s.pop("write_seconds") for s in splits.values())
     else:
-        data = raw.get()
-        if recipe.task == "sequence_classification":
-            labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
-            extra_manifest["labels"] = labels.to_json()
-        renderer = None
-        if recipe.task == "sft":
-            tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
-            renderer = ChatRenderer(tk.chat_template, tk)
-        chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
-        for name, ds in (("train", data.train), ("validation", data.validation)):
-            extra: dict[str, Any] = {}
-            if renderer is not None:
-                arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen)
-            else:
-                arr = prepare_split(recipe, ds, tk, name, workers, labels)
-            t2 = time.perf_counter()
-            arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files, unsynced)}
-            if arr.attention_mask is not None:
-                arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files,
-                                                       unsynced)
-                arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files, unsynced)
-            if renderer is not None:
-                _write_sft_split(out, name, arr, arrays, files, extra, unsynced)
-            t_write += time.perf_counter() - t2
-            splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays, **extra}
+        splits, extra_manifest, t_write = _example_splits(recipe, raw, tok, tk, out, workers, files, unsynced)
     t_tok = time.perf_counter() - t0 - t_write
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))
@@ -474,59 +483,3 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         **extra_manifest,
     }
     write_manifest(out, manifest)
-
-
-# -- managing the cache ------------------------------------------------------------------------
-
-
-def list_entries(root: Path) -> list[Manifest]:
-    """Complete prepared entries under ``root`` (unreadable ones are skipped), oldest first."""
-    out = []
-    if not root.is_dir():
-        return out
-    for d in sorted(root.iterdir()):
-        if d.is_dir() and not d.name.startswith(".") and (d / MANIFEST).is_file():
-            try:
-                out.append(load_manifest(d))
-            except DataError:
-                continue
-    out.sort(key=lambda m: m.record.created_at or "")
-    return out
-
-
-def _is_entry(d: Path) -> bool:
-    """A prepared entry: a directory whose valid manifest names it. Anything else under the
-    root (a user's own directory, a half-written one) is not ours to remove."""
-    if not d.is_dir() or d.name.startswith(".") or not (d / MANIFEST).is_file():
-        return False
-    try:
-        return load_manifest(d).fingerprint == d.name
-    except (DataError, KeyError, TypeError):
-        return False
-
-
-def find_entries(root: Path, prefixes: list[str]) -> list[Path]:
-    """Entry directories named by fingerprint prefixes; each prefix must name exactly one."""
-    dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")) if root.is_dir() else []
-    names = [d.name for d in dirs if _is_entry(d)]
-    out = []
-    for p in prefixes:
-        hits = [n for n in names if n.startswith(p)]
-        if not hits:
-            others = [d.name for d in dirs if d.name.startswith(p) and d.name not in names]
-            left = (f"; {', '.join(others[:5])} under it hold no valid manifest.json naming them, so they are not "
-                    "prepared data and were left alone") if others else ""
-            raise DataError(f"no prepared data {p!r} under {root}{left}; `clustertune cache ls` lists the entries")
-        if len(hits) > 1:
-            raise DataError(f"fingerprint prefix {p!r} is ambiguous under {root}: {', '.join(hits[:5])}")
-        out.append(root / hits[0])
-    return out
-
-
-def remove_entry(entry: Path) -> None:
-    """Delete one entry under its lock (never while a prepare of it runs)."""
-    root, fp = entry.parent, entry.name
-    with file_lock(root / f".{fp}.lock", f"a prepare of {fp} before removing it"):
-        old = root / f".old-{fp}-{os.getpid()}"
-        os.replace(entry, old)
-        shutil.rmtree(old, ignore_errors=True)
