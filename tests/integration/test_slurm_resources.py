@@ -12,7 +12,7 @@ import pytest
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch import job_for
 from clustertune.launch.plan import build_plan
-from clustertune.launch.slurm import batch_log_name, render_sbatch
+from clustertune.launch.sbatch import batch_log_name, render_sbatch
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState

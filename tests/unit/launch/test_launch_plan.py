@@ -10,7 +10,7 @@ import pytest
 
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.plan import build_plan, node_command
-from clustertune.launch.slurm import render_sbatch, sbatch_argv, sbatch_flags
+from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for
 from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe

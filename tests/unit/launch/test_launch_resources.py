@@ -12,7 +12,7 @@ import pytest
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.local import node_env
 from clustertune.launch.plan import build_plan, expand_env_value, shell_expanding_quote
-from clustertune.launch.slurm import render_sbatch, sbatch_flags
+from clustertune.launch.sbatch import render_sbatch, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for, prepares_data_here
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
