@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from clustertune.errors import UserError
 from clustertune.models.build import resolve_config
 from clustertune.recipe.load import load_recipe
 
+if TYPE_CHECKING:
+    from clustertune.recipe.schema import Recipe
+
 
 def _gib(n: int) -> str:
     return f"{n / 1024**3:.2f}"
@@ -24,6 +27,23 @@ def _gib(n: int) -> str:
 def _fits(per_device: int, device_bytes: int) -> bool:
     # Leave ~10% for the CUDA context, allocator fragmentation and temporary buffers.
     return per_device <= 0.9 * device_bytes
+
+
+def _memory_record(r: Recipe, shape: Any, world: int, mixed: bool, dev: tuple[str, int] | None,
+                   rows: list[Any]) -> dict[str, Any]:
+    """``estimate-memory --json``: sizes in bytes."""
+    from clustertune.train import memory  # deferred: it imports torch
+
+    return {
+        "recipe": r.name, "parameters": shape.n_params, "trainable_parameters": shape.trainable,
+        "micro_batch": r.train.batch_size, "sequence_length": r.sequence_length, "devices": world,
+        "mixed_precision": mixed, "gradient_checkpointing": r.train.gradient_checkpointing,
+        "gpu": {"name": dev[0], "bytes": dev[1]} if dev else None,
+        "strategies": [{"strategy": e.strategy, "params": e.params, "grads": e.grads, "optimizer": e.optimizer,
+                        "activations": e.activations, "buffers": e.buffers, "per_device": e.device_total,
+                        "host": e.host, "fits": _fits(e.device_total, dev[1]) if dev else None} for e in rows],
+        "notes": memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None),
+    }
 
 
 def estimate_memory(
@@ -58,16 +78,7 @@ def estimate_memory(
     adapter = (f" ({r.model.adapter.type}: {shape.trainable / 1e6:.2f}M trainable)"
                if r.model.adapter is not None else "")
     if as_json:
-        print(json.dumps({
-            "recipe": r.name, "parameters": shape.n_params, "trainable_parameters": shape.trainable,
-            "micro_batch": r.train.batch_size, "sequence_length": seq, "devices": world, "mixed_precision": mixed,
-            "gradient_checkpointing": r.train.gradient_checkpointing,
-            "gpu": {"name": dev[0], "bytes": dev[1]} if dev else None,
-            "strategies": [{"strategy": e.strategy, "params": e.params, "grads": e.grads, "optimizer": e.optimizer,
-                            "activations": e.activations, "buffers": e.buffers, "per_device": e.device_total,
-                            "host": e.host, "fits": _fits(e.device_total, dev[1]) if dev else None} for e in rows],
-            "notes": memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None),
-        }, indent=2))
+        print(json.dumps(_memory_record(r, shape, world, mixed, dev, rows), indent=2))
         return
     print(f"{r.name}: {shape.n_params / 1e6:.1f}M parameters{adapter}, "
           f"micro-batch {r.train.batch_size} x {seq} tokens, "

@@ -96,6 +96,25 @@ def _cut_prompts(ds: Any, tok: Any, limit: int) -> Any:
     return ds.map(cut)
 
 
+def _before_training(recipe: RLRecipe, resume_from: Path | None, show_progress: bool) -> None:
+    """What is refused or set up before anything loads: a PPO resume, a checkpoint that does not
+    verify, the CPU threads, the libraries' progress bars."""
+    if recipe.rl.algorithm == "ppo" and resume_from is not None:
+        raise refuse_resume(str(resume_from))
+    if resume_from is not None:
+        # The trainer unpickles what it finds there (RNG and optimizer states): on every rank,
+        # the signature and every file's digest first.
+        ckpt.verify_checkpoint(resume_from)
+    if recipe.train.cpu_threads:
+        torch.set_num_threads(recipe.train.cpu_threads)
+    if not show_progress:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.utils.logging.disable_progress_bar()
+
+
 def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
                stop: Any = None) -> RLResult:
     """Tune ``recipe.rl.policy`` into ``paths`` (the summary goes to summary.json).
@@ -107,20 +126,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
 
     recipe = as_rl_recipe(recipe)
     rl, t = recipe.rl, recipe.train
-    if rl.algorithm == "ppo" and resume_from is not None:
-        raise refuse_resume(str(resume_from))
-    if resume_from is not None:
-        # The trainer unpickles what it finds there (RNG and optimizer states): on every rank,
-        # the signature and every file's digest first.
-        ckpt.verify_checkpoint(resume_from)
-    if t.cpu_threads:
-        torch.set_num_threads(t.cpu_threads)
-    if not show_progress:
-        import datasets
-        import transformers
-
-        datasets.disable_progress_bars()
-        transformers.utils.logging.disable_progress_bar()
+    _before_training(recipe, resume_from, show_progress)
     policy_path, tok, train_ds, rewards, eval_set = _inputs(recipe, paths)
     set_seed(t.seed)
     policy, ref = _policy_and_reference(recipe, policy_path, tok)
