@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from clustertune.errors import RunError, UserError
@@ -17,8 +19,28 @@ from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, Job, follow, wait
 from clustertune.runs.run import Run
+from clustertune.train.sealed import accept_for_resume
 
-__all__ = ["BACKENDS", "Job", "Launcher", "Reattach", "follow", "job_for", "launcher", "register", "wait"]
+__all__ = ["BACKENDS", "Job", "Launcher", "Reattach", "Resuming", "accept_checkpoint", "follow", "job_for", "launcher",
+           "register", "wait"]
+
+
+@dataclass(frozen=True)
+class Resuming:
+    """A run about to go on (``--resume``): checked by its backend before anything changes."""
+
+    run: Run
+    trust_checkpoint: bool = False
+    """Sign its newest checkpoint with this user's key when it is not (the user vouches for it)."""
+
+
+def accept_checkpoint(resuming: Resuming) -> Path | None:
+    """The newest checkpoint of a resumed run, its signature checked (or, trusted, signed); None
+    when it has none. Only state.json is read: each rank checks every file before loading it.
+    A user's own command keeps its checkpoints itself: nothing to accept."""
+    if resuming.run.paths.is_command:
+        return None
+    return accept_for_resume(resuming.run.paths, resuming.trust_checkpoint)
 
 
 class Reattach(Protocol):
@@ -33,23 +55,30 @@ class Reattach(Protocol):
 
 class Launcher(Reattach, Protocol):
     """A backend that runs recipes: checks a recipe against it, describes a plan (the dry run),
-    submits a run. (``ssh-remote`` only reattaches: its runs start through remote functions.)"""
+    submits a run. (``ssh-remote`` only reattaches: its runs start through remote functions.)
+
+    :func:`clustertune.launch.submit.launch` calls ``check`` then ``submit`` on the same object."""
 
     prepares_data_here: bool
-    """Whether the data is prepared on this machine before submitting (else as the job's first
-    step, where the job runs)."""
+    """Whether :func:`~clustertune.launch.submit.launch` prepares the data on this machine once
+    the run exists (else the job does it as its first step, where it runs, or ``check`` did)."""
 
-    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
-        """Problems found without side effects (a missing ``sbatch``, too few hosts), before
-        any run directory exists."""
+    def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
+        """Problems found before anything changes (a missing ``sbatch``, too few hosts): for a
+        new run before its directory exists; for a resumed one (``resuming``) before its state
+        moves, and here its checkpoint is accepted (:func:`accept_checkpoint`) once whatever the
+        backend must do first is done (an SSH run's results gathered from its hosts)."""
         ...
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
         """What a launch would start, as lines to print (``--dry-run``)."""
         ...
 
-    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> Job:
-        """Start ``run``; returns its job (finished or not, as the backend goes)."""
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
+               show_progress: bool = True) -> Job:
+        """Start ``run``; returns its job (finished or not, as the backend goes). ``announce``
+        tells the user where it runs and how to follow it; ``show_progress``: a progress bar
+        where the training shows in this terminal (in this process)."""
         ...
 
 
@@ -57,6 +86,8 @@ class Launcher(Reattach, Protocol):
 # so the CLI's cold start pays only for the backend it talks to, and no backend module needs to
 # import this one to make itself known.
 BACKENDS: dict[str, str] = {
+    # One rank in this very process; its runs record "local" (they are followed like one).
+    "inprocess": "clustertune.launch.inprocess:InProcessLauncher",
     "local": "clustertune.launch.local:LocalLauncher",
     "slurm": "clustertune.launch.slurm:SlurmLauncher",
     "ssh": "clustertune.launch.ssh:SshLauncher",

@@ -1,232 +1,75 @@
-"""Training in this process: one rank, no launcher (what a single CPU or GPU run needs).
+"""The in-process backend: one rank, trained in the launching process itself, with no launcher
+(what a run on one CPU or one GPU needs).
 
-The submitting checks, the data preparation (a cache hit when it was prepared before), the
-run directory and the training itself all happen here, in that order, so a bad input fails
-before any run directory exists. The CLI imports this module only when it trains: it imports
-torch.
+Its ``check`` does more than the other backends' do, because it can: it loads the model config,
+prepares the data into the cache and, resumed, verifies the checkpoint, all before the run
+directory exists, so a bad input leaves nothing behind. ``submit`` then trains and returns once
+the run ended. Its runs record the backend ``local`` in run.json: afterwards they are followed,
+listed and cancelled like any other run on this host (:class:`~clustertune.launch.local.LocalJob`).
+
+This module stays light: the training side (:mod:`clustertune.launch.train_here`) imports torch,
+and is imported only by ``check`` and ``submit``, so a dry run or a CLI start never pays for it.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import sys
-import threading
-import traceback
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
-
-from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
-from clustertune.data.staging import read_run_data, write_run_data
-from clustertune.errors import DiskFullError, RunError, UserError
-from clustertune.fsutil import is_no_space
-from clustertune.models.adapters import check_adapter, check_resume_recipe
-from clustertune.models.build import check_sequence_fits, resolve_config
-from clustertune.recipe.load import dump_recipe
+from clustertune.launch.base import Announce, Resuming
+from clustertune.launch.local import LocalJob
+from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.report import interrupted_text
-from clustertune.runs.run import CANCELLED_BY_USER, Run, check_runs_root, interrupt_reason
-from clustertune.runs.state import RunState
-from clustertune.train import checkpoint as ckpt
-from clustertune.train.entry import execute
+from clustertune.runs.run import Run
 from clustertune.train.library_logs import LibraryLogs
-from clustertune.train.metrics import check_trackers
-from clustertune.train.precision import mixed_precision
-from clustertune.train.sealed import accept_for_resume
-from clustertune.train.stop import STOP_SIGNALS, StopFlag
-from clustertune.train.strategies.zero import check_strategy
-from clustertune.train.cls_metrics import metric_functions
 
-log = logging.getLogger("clustertune")
+if TYPE_CHECKING:
+    from clustertune.launch.train_here import Ready
+
+IN_PROCESS_LINE = "# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever sys.stderr is now (rich's live display swaps it while a bar is shown)."""
+class InProcessLauncher:
+    """Training in this process. ``check`` must come first: ``submit`` trains on what it found."""
 
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
+    name = "inprocess"
+    # check() prepares the data: before the run directory exists, so a failure leaves none.
+    prepares_data_here = False
 
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
+    def __init__(self) -> None:
+        self._ready: Ready | None = None
+        self._held: list = []  # the libraries' warnings from check(), for the run's log
 
+    def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
+        # First: some libraries warn as they are imported, and those warnings belong in the run's log.
+        libraries = LibraryLogs().start()
+        try:
+            # Imported here: it imports torch, which a dry run and the CLI's start-up never need.
+            from clustertune.launch.train_here import get_ready
 
-@dataclass
-class Checked:
-    """What preflight learnt: the prepared data and the model config it checked (neither for
-    RL runs, whose trainers load their own prompts and models)."""
+            self._ready = get_ready(recipe, resuming)
+        except BaseException:
+            libraries.stop()  # nothing will start: what they said is shown after all
+            raise
+        self._held = libraries.hand_over()
 
-    prepared: PreparedDataset | None
-    config: Any
+    def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
+        return [IN_PROCESS_LINE]
 
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
+               show_progress: bool = True) -> LocalJob:
+        """Trains and returns once the run ended (the run is then terminal)."""
+        if self._ready is None:
+            raise RuntimeError("InProcessLauncher.submit() before check(): check the recipe first")
+        libraries = LibraryLogs().hold(self._held).start()
+        self._held = []
+        try:
+            # Imported here: it imports torch (check() imported it already).
+            from clustertune.launch.train_here import train_run
 
-def use_device(recipe: Recipe) -> None:
-    """``train.device: cpu`` in this process: the GPUs are hidden before CUDA starts, so every
-    later device and precision decision sees none."""
-    if recipe.train.device != "cpu":
-        return
-    if torch.cuda.is_initialized():
-        raise UserError("train.device=cpu: CUDA has already started in this Python process; start it "
-                        "with CUDA_VISIBLE_DEVICES='' or use `clustertune run`")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+            train_run(recipe, run, self._ready, show_progress, libraries)
+        finally:
+            libraries.stop()
+        return LocalJob(run)
 
-
-def preflight(recipe: Recipe) -> Checked:
-    """Checks that need data or a model config, and the data preparation itself (a cache hit
-    when the same data was prepared before), done before any run directory exists."""
-    use_device(recipe)
-    check_trackers(list(recipe.tracking.trackers))
-    check_strategy(recipe, mixed_precision(recipe))
-    if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
-        # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
-        from clustertune.train.rl import preflight_rl
-
-        preflight_rl(recipe)
-        return Checked(prepared=None, config=None)
-    if recipe.train.metrics:  # a metric function that does not import stops the run before it starts
-        metric_functions(recipe.train.metrics, recipe.model.num_labels or 2)
-    config = resolve_config(recipe, None)
-    check_sequence_fits(recipe, config)
-    check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
-    with log_to_stderr():
-        prepared = prepare(recipe)
-    return Checked(prepared=prepared, config=config)
-
-
-def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
-    """A resumed run must train on the data it started with."""
-    if run.paths.data.is_file():
-        before = read_run_data(run.paths).fingerprint
-        if before != prepared.fingerprint:
-            raise RunError(
-                f"run {run.id} trained on prepared data {before}, but its recipe's data now gives "
-                f"{prepared.fingerprint} (the source files or the tokenizer changed); start a new run instead of --resume"
-            )
-
-
-def _attach_log(run: Run, libraries: LibraryLogs) -> list[logging.Handler]:
-    log.setLevel(logging.DEBUG)
-    fh = logging.FileHandler(run.paths.log, encoding="utf-8")
-    fh.setLevel(logging.DEBUG)
-    fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    # The libraries' warnings into the file only (with their logger's name), never the terminal.
-    lib = logging.FileHandler(run.paths.log, encoding="utf-8")
-    lib.setLevel(logging.WARNING)
-    lib.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s"))
-    libraries.attach(lib)
-    sh = _StderrHandler()
-    sh.setLevel(logging.INFO)
-    sh.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(fh)
-    log.addHandler(sh)
-    log.propagate = False
-    return [fh, sh, lib]
-
-
-def resume_target(run: Run, trust_checkpoint: bool = False) -> Path | None:
-    """Latest complete checkpoint of ``run``, verified (``trust_checkpoint``: signed first when
-    it is not, on the user's word); None when it has none."""
-    run.check_resumable()
-    newest = accept_for_resume(run.paths, trust_checkpoint)
-    if newest is None:
-        return None
-    ckpt.verify_checkpoint(newest)  # an unsigned or corrupt one stops here, before anything changes
-    return newest
-
-
-def _execute_stoppable(recipe: Recipe, run: Run, resume_from: Path | None, show_progress: bool) -> str | None:
-    """Train with SIGTERM/SIGUSR2 (and the run's stop file) as stop requests: the loop writes a
-    checkpoint at the next step boundary and returns. What stopped it, or None when it finished.
-    The signal handlers this process had before are put back afterwards."""
-    for stale in (run.paths.stop_request, run.paths.cancel_request):  # left by an earlier attempt
-        stale.unlink(missing_ok=True)
-    removed = ckpt.clean_stale(run.paths)  # nothing else runs this run now
-    if removed:
-        log.info("removed what an earlier attempt left unfinished: %s", ", ".join(removed))
-    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    try:
-        stop = StopFlag(run.paths.stop_request)
-        return execute(recipe, run.paths, resume_from, show_progress, stop=stop).stopped_by
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            for sig, handler in before.items():
-                signal.signal(sig, handler)
-
-
-def train_in_process(recipe: Recipe, *, existing: Run | None, runs_root: Path, show_progress: bool,
-                     command: list[str], trust_checkpoint: bool = False, libraries: LibraryLogs | None = None) -> Run:
-    """Train ``recipe`` here: a new run under ``runs_root``, or ``existing`` resumed from its
-    last checkpoint. Returns the finished run; a failure leaves it FAILED (reason and
-    traceback in run.json) and raises. The libraries' warnings go to the run's log
-    (``libraries``: already diverted by the caller, else here)."""
-    if libraries is not None:
-        return _train(recipe, existing, runs_root, show_progress, command, trust_checkpoint, libraries)
-    own = LibraryLogs().start()
-    try:
-        return _train(recipe, existing, runs_root, show_progress, command, trust_checkpoint, own)
-    finally:
-        own.stop()
-
-
-def _train(recipe: Recipe, existing: Run | None, runs_root: Path, show_progress: bool, command: list[str],
-           trust_checkpoint: bool, libraries: LibraryLogs) -> Run:
-    if existing is None:
-        check_runs_root(runs_root)  # before any data is prepared
-    resume_from = resume_target(existing, trust_checkpoint) if existing is not None else None
-    if resume_from is not None:
-        check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
-    checked = preflight(recipe)
-    if existing is not None:
-        the_run = existing
-        if checked.prepared is not None:
-            _check_same_data(the_run, checked.prepared)
-    else:
-        the_run = Run.create(runs_root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv))
-    handlers = _attach_log(the_run, libraries)
-    try:
-        the_run.start_attempt(resumed_from=resume_from.name if resume_from else None)
-        if existing is not None and resume_from is None:
-            log.info("run %s has no checkpoint yet: training starts again from step 0", the_run.id)
-        log.info("run %s: %s (%s)", the_run.id, recipe.name, the_run.paths.root)
-        if checked.prepared is not None:
-            p = checked.prepared
-            log.info("data: %s, %s in %.2fs (%s, %.1f MB)", p.fingerprint, "cache hit" if p.hit else "prepared",
-                     p.seconds, p.dir, p.total_bytes / 1e6)
-            write_run_data(p, the_run.paths)  # what the nodes read: never raw data
-        stopped_by = _execute_stoppable(recipe, the_run, resume_from, show_progress)
-        if stopped_by is not None:
-            cancelled = the_run.paths.cancel_request.exists()
-            why = CANCELLED_BY_USER if cancelled else f"stop request ({stopped_by})"
-            the_run.transition(RunState.CANCELLED if cancelled else RunState.PREEMPTED,
-                               reason=f"{why}; checkpoint written")
-        else:
-            the_run.transition(RunState.COMPLETED)
-            log.info("done. model: %s  metrics: %s", the_run.paths.model, the_run.paths.metrics)
-    except KeyboardInterrupt:
-        the_run.record_end(RunState.CANCELLED, reason=interrupt_reason(the_run.paths))
-        log.warning("%s", interrupted_text(the_run))  # which checkpoint is kept, how to go on
-        raise
-    except UserError as exc:
-        the_run.record_end(RunState.FAILED, reason=str(exc))
-        log.error("run %s failed: %s", the_run.id, exc)
-        raise
-    except BaseException as exc:
-        if is_no_space(exc):  # metrics, logs, the final model: one message, not a traceback
-            full = DiskFullError(f"no space left on the device of {the_run.paths.root} ({exc}); free space there, "
-                                 f"then `clustertune run --resume {the_run.id}` continues from the newest checkpoint")
-            the_run.record_end(RunState.FAILED, reason=str(full))
-            log.error("run %s failed: %s", the_run.id, full)
-            raise full from exc
-        the_run.record_end(RunState.FAILED, reason=f"{type(exc).__name__}: {exc}", traceback_text=traceback.format_exc())
-        log.error("run %s failed: %s: %s", the_run.id, type(exc).__name__, exc)
-        raise
-    finally:
-        for h in handlers:
-            log.removeHandler(h)
-            h.close()
-    return the_run
+    def job(self, run: Run) -> LocalJob:
+        return LocalJob(run)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
+from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.command import finish_attempt, load_launch, root_cause
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
@@ -94,14 +95,17 @@ class LocalLauncher:
     name = "local"
     prepares_data_here = True
 
-    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+    def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
         local_procs(plan)  # more processes than this host can run is an error now, not at start
+        if resuming is not None:
+            accept_checkpoint(resuming)
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
         argv = node_command(plan, 0, ["127.0.0.1"], 0, plan.run_id, local_procs(plan))
         return ["# command", " ".join(argv)]
 
-    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> LocalJob:
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
+               show_progress: bool = True) -> LocalJob:
         """Runs the ranks and returns once they end (the run is then terminal)."""
         if plan.command:
             if announce is not None:

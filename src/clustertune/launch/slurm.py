@@ -26,6 +26,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
+from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan
 from clustertune.launch.sbatch import SCRIPT_NAME, batch_log_name, render_sbatch, sbatch_argv
 from clustertune.runs.paths import node_log_name
@@ -293,17 +294,20 @@ class SlurmLauncher:
     name = "slurm"
     prepares_data_here = False
 
-    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+    def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
         if shutil.which("sbatch") is None:
             raise LaunchError(
                 "launch.backend=slurm: `sbatch` is not on PATH; run on a SLURM login node "
                 "(or install the SLURM client commands), or use launch.backend=local"
             )
+        if resuming is not None:
+            accept_checkpoint(resuming)
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
         return describe_lines(plan, recipe)
 
-    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> SlurmJob:
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
+               show_progress: bool = True) -> SlurmJob:
         """Returns once SLURM accepted the job (the run is PENDING)."""
         submit(plan, run)
         return SlurmJob(run)

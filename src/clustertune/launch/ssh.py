@@ -29,6 +29,7 @@ from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
+from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.remote.cluster import EXIT_MISSING, Cluster
@@ -36,7 +37,7 @@ from clustertune.remote.cloud import hold_autostop
 from clustertune.remote.config import client_id, clusters_file, list_clusters
 from clustertune.remote.envs import Env, folder_files, tree_hash
 from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
-from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key
+from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key, before_resume, vouch_for_kept_checkpoint
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
@@ -291,13 +292,22 @@ class SshLauncher:
     name = BACKEND
     prepares_data_here = True
 
-    def check(self, recipe: Recipe, plan: LaunchPlan) -> None:
+    def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
         check_nodes(recipe.launch, len(find_cluster(str(recipe.launch.cluster)).hosts))
+        if resuming is None:
+            return
+        run = resuming.run
+        if run.info.backend == BACKEND and run.info.remote is not None:  # it ran on the hosts before
+            before_resume(run)  # the last attempt's results (or checkpoints) where the next one finds them
+            if run.info.remote.get("keep_on_cluster"):  # the checkpoints are on the hosts, not here
+                vouch_for_kept_checkpoint(run, resuming.trust_checkpoint)
+        accept_checkpoint(resuming)
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:
         return dry_run_lines(plan, recipe.launch)
 
-    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None) -> SshJob:
+    def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
+               show_progress: bool = True) -> SshJob:
         """Starts the ranks on the hosts and, with ``announce``, prints their lines until the run
         ends (Ctrl-C leaves it running there); returns once it ended."""
         job = submit(plan, run, recipe.launch)

@@ -1,5 +1,6 @@
-"""Launching a recipe on several processes or nodes: the run directory, the tokenizer (made
-once, here, so every rank uses the same one), the plan, then the backend.
+"""Launching a run, whatever runs it (this process, torchrun, SLURM, SSH hosts): :func:`launch`
+decides once, then the backend's checks, the run directory, the data and the tokenizer (made
+once, here, so every rank uses the same one), the plan, and the backend's submit.
 
 This module and what it imports stay free of torch and transformers (unless a tokenizer must
 be trained or fetched here): a launch should not pay for imports the ranks pay again.
@@ -11,25 +12,23 @@ import json
 import os
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
-from clustertune.launch.base import Announce, launcher
+from clustertune.launch.base import Announce, Resuming, job_for, launcher
 from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
-from clustertune.remote.train_job import before_resume, vouch_for_kept_checkpoint
 from clustertune.runs.paths import RunPaths
-from clustertune.runs.run import Run, new_run_id
+from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
-from clustertune.train.sealed import accept_for_resume
-from clustertune.train.library_logs import LibraryLogs
 
 log = logging.getLogger("clustertune")
 
@@ -70,8 +69,11 @@ def plan_for(recipe: Recipe, run_id: str, run_dir: Path, user_command: list[str]
     return plan
 
 
-def prepares_data_here(recipe: Recipe, backend_default: bool) -> bool:
-    """Whether the data is prepared on this machine before the job starts (launch.prepare_data)."""
+def prepares_data_here(recipe: Recipe, backend_default: bool | None) -> bool:
+    """Whether :func:`launch` prepares the data on this machine once the run exists
+    (launch.prepare_data, else the backend's default; None: the backend's check did already)."""
+    if backend_default is None:
+        return False
     return {"submitter": True, "job": False}.get(recipe.launch.prepare_data, backend_default)
 
 
@@ -114,10 +116,7 @@ def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = No
     out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
            "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
     out += ["# launch plan", plan_json_for_people(plan)]
-    if not needs_launcher(recipe) and user_command is None:
-        out += ["# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"]
-    else:
-        out += launcher(plan.backend).describe(plan, recipe)
+    out += launcher(backend_for(recipe, user_command)).describe(plan, recipe)
     return "\n".join(out)
 
 
@@ -146,133 +145,125 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
     return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
 
 
+@dataclass(frozen=True)
+class _Decided:
+    """What :func:`launch` decided before anything changes."""
+
+    recipe: Recipe
+    backend: str  # a name in the backend registry; "inprocess" for one rank in this process
+    user_command: list[str] | None = None  # a user's own command instead of the trainer
+    resuming: Resuming | None = None
+
+
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
            announce: Announce | None = None, user_command: list[str] | None = None,
            show_progress: bool = True, trust_checkpoint: bool = False) -> Run:
-    """Create (or resume) a run and start it through its backend.
+    """Create (or resume) a run and start it through its backend; every path goes through here.
 
     ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
     ``recipe`` holds only the ``launch`` section (:func:`clustertune.launch.command.load_launch`)
     and the command runs on every rank instead of the trainer. ``--resume`` of a command's run
     runs the same command again as a new attempt (the script resumes from its own checkpoint).
 
-    One rank on this machine trains in this process; several processes go through torchrun
-    and wait for the ranks. SLURM: returns once submitted
-    (the run is PENDING; `clustertune status RUN_ID` follows it). On resume, ``overrides`` may
-    change only ``launch.*`` keys (e.g. another world size); the data position carries over.
-    A checkpoint that is not signed with this user's key is refused before anything changes;
-    ``trust_checkpoint`` signs it instead (the user vouches for its files).
+    The order is the same for every backend: decide (new or resumed, which backend), the
+    backend's checks (nothing written yet; a bad input leaves no run directory), the run
+    directory, the data where this machine prepares it, then the backend's submit. One rank on
+    this machine trains in this process; several go through torchrun and are waited for; SLURM
+    returns once submitted (the run is PENDING; `clustertune status RUN_ID` follows it). On
+    resume, ``overrides`` may change only ``launch.*`` keys (e.g. another world size); the data
+    position carries over. A checkpoint not signed with this user's key is refused before
+    anything changes; ``trust_checkpoint`` signs it instead (the user vouches for its files).
     """
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
-        started = _resume(resume, overrides or [], runs_root_dir, command, announce, show_progress, trust_checkpoint)
+        decided = _decide_resume(get_run(resume, runs_root_dir), overrides or [], trust_checkpoint)
     else:
-        started = _new(recipe, overrides or [], runs_root_dir, command, announce, user_command, show_progress)
-    if isinstance(started, Run):
-        return started  # trained in this process, or a user's command already submitted
-    recipe, run = started
-    backend = launcher(recipe.launch.backend)
-    plan = plan_for(recipe, run.id, run.paths.root)
+        decided = _decide_new(recipe, overrides or [], user_command, runs_root_dir, show_progress)
+    recipe, user_command, resuming = decided.recipe, decided.user_command, decided.resuming
+    backend = launcher(decided.backend)
+    root = runs_root(runs_root_dir or recipe.tracking.runs_root)
+    if resuming is None:
+        check_runs_root(root)  # before any data is prepared
+    where = (resuming.run.id, resuming.run.paths.root) if resuming is not None else ("", Path("."))
+    backend.check(recipe, plan_for(recipe, *where, user_command), resuming)
+    run = _record(decided, root, command)
     try:
-        if prepares_data_here(recipe, backend.prepares_data_here):  # else: the job's first step
-            prepare_run_data(recipe, run.paths)
+        if user_command is None and prepares_data_here(recipe, backend.prepares_data_here):
+            prepare_run_data(recipe, run.paths)  # else: the job's first step, or the backend's check did
     except UserError as exc:
         run.transition(RunState.FAILED, reason=str(exc))
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
-    return backend.submit(plan, run, recipe, announce).run
+    return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce,
+                          show_progress).run
 
 
-def _resume(run_id: str, overrides: list[str], runs_root_dir: str | os.PathLike[str] | None,
-            command: list[str] | None, announce: Announce | None, show_progress: bool,
-            trust_checkpoint: bool) -> Run | tuple[Recipe, Run]:
-    """A resumed run: trained here, or submitted again (a user's command), or the recipe and
-    run for :func:`launch` to submit."""
-    run = get_run(run_id, runs_root_dir)
+def backend_for(recipe: Recipe, user_command: list[str] | None = None) -> str:
+    """The registry name of the backend that runs ``recipe``: its ``launch.backend``, except that
+    a recipe's one rank on this machine trains in this process (a user's command never does)."""
+    if user_command is None and not needs_launcher(recipe):
+        return "inprocess"
+    return recipe.launch.backend
+
+
+def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool) -> _Decided:
+    """A resumed run: its recipe (or a command's launch section) with the ``launch.*`` overrides."""
     bad = [o for o in overrides if not o.strip().startswith("launch.")]
     if bad:
         raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
-    if run.paths.is_command:
-        if trust_checkpoint:
-            raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
-        # The same command again, as the next attempt, under its launch section (+ overrides).
-        run.check_resumable()
-        user_command = read_command(run.paths)
+    if run.paths.is_command and trust_checkpoint:
+        raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
+    # How the last attempt ended, as its backend knows it (an SSH run's results come back here).
+    job_for(run).state()
+    run.reload().check_resumable()
+    resuming = Resuming(run, trust_checkpoint)
+    if run.paths.is_command:  # the same command again, as the next attempt
         recipe = load_launch(run.paths.launch_section, overrides)
-        write_launch(run.paths, recipe)
-        run.set_backend(recipe.launch.backend)
-        return launcher(recipe.launch.backend).submit(plan_for(recipe, run.id, run.paths.root, user_command),
-                                                      run, recipe, announce).run
+        return _Decided(recipe, recipe.launch.backend, read_command(run.paths), resuming)
     started_with = load_recipe(run.paths.recipe)
     recipe = load_recipe(run.paths.recipe, overrides)
     # A run that was launched stays with the launcher, even when resumed on one process.
-    if not (needs_launcher(recipe) or needs_launcher(started_with)):
-        if overrides:
-            raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-        return _in_process(recipe, run, runs_root_dir, show_progress, command, trust_checkpoint)
-    run.check_resumable()
-    if run.info.backend == "ssh" and run.info.remote is not None:
-        before_resume(run)
-        if run.info.remote.get("keep_on_cluster"):  # the checkpoints are on the hosts, not here
-            vouch_for_kept_checkpoint(run, trust_checkpoint)
-    # The signature only (state.json): every rank checks each file's digest before loading.
-    accept_for_resume(run.paths, trust_checkpoint)
-    run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
-    run.set_backend(recipe.launch.backend)
-    return recipe, run
+    if needs_launcher(recipe) or needs_launcher(started_with):
+        return _Decided(recipe, recipe.launch.backend, None, resuming)
+    if overrides:
+        raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
+    return _Decided(recipe, "inprocess", None, resuming)
 
 
-def _new(recipe: Recipe | None, overrides: list[str], runs_root_dir: str | os.PathLike[str] | None,
-         command: list[str] | None, announce: Announce | None, user_command: list[str] | None,
-         show_progress: bool) -> Run | tuple[Recipe, Run]:
-    """A new run: trained here, or a user's command submitted, or the recipe and the run
-    created for :func:`launch` to submit."""
+def _decide_new(recipe: Recipe | None, overrides: list[str], user_command: list[str] | None,
+                runs_root_dir: str | os.PathLike[str] | None, show_progress: bool) -> _Decided:
+    """A new run of a recipe or of a user's command; the checks that need no backend."""
     if user_command is not None:
         if recipe is None:  # launch.* overrides on the defaults
             recipe = load_launch(None, overrides, user_command)
-        return _launch_command(recipe, user_command, runs_root_dir, command, announce)
+        check_command(user_command)
+        check_launch(recipe)
+        return _Decided(recipe, recipe.launch.backend, user_command)
     if recipe is None:
         raise UserError("give a recipe to launch, or --resume RUN_ID")
     if recipe.launch.runner != "torchrun":
         raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
                           "a recipe always runs under torchrun")
     recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
-    if not needs_launcher(recipe):
-        return _in_process(recipe, None, runs_root_dir, show_progress, command, False)
-    # Problems found without heavy imports fail here, before any run directory exists;
-    # the ranks check the model and data themselves (their errors land in run.json).
     check_trackers(list(recipe.tracking.trackers))
     check_deepspeed_json(recipe)
-    launcher(recipe.launch.backend).check(recipe, plan_for(recipe, "", Path(".")))
-    root = runs_root(runs_root_dir or recipe.tracking.runs_root)
-    run = Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), command or list(sys.argv),
-                     backend=recipe.launch.backend)
-    return recipe, run
+    return _Decided(recipe, backend_for(recipe))
 
 
-def _launch_command(recipe: Recipe, user_command: list[str], runs_root_dir: str | os.PathLike[str] | None,
-                    command: list[str] | None, announce: Announce | None) -> Run:
-    """A new run of a user's command: checked before any run directory exists, then started
-    like a recipe's (no data to prepare)."""
-    check_command(user_command)
-    check_launch(recipe)
-    backend = launcher(recipe.launch.backend)
-    backend.check(recipe, plan_for(recipe, "", Path("."), user_command))
-    run = create_run(recipe, user_command, runs_root(runs_root_dir or recipe.tracking.runs_root), command or list(sys.argv))
-    return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce).run
-
-
-def _in_process(recipe: Recipe, existing: Run | None, runs_root_dir: str | os.PathLike[str] | None,
-                show_progress: bool, command: list[str] | None, trust_checkpoint: bool) -> Run:
-    libraries = LibraryLogs().start()  # first: some libraries warn as they are imported
-    try:
-        # Imported here: in-process training imports torch, which a launching process never needs.
-        from clustertune.launch.inprocess import train_in_process
-
-        return train_in_process(recipe, existing=existing, runs_root=runs_root(runs_root_dir or recipe.tracking.runs_root),
-                                show_progress=show_progress, command=command or list(sys.argv),
-                                trust_checkpoint=trust_checkpoint, libraries=libraries)
-    finally:
-        libraries.stop()
+def _record(decided: _Decided, root: Path, command: list[str] | None) -> Run:
+    """The run directory: a new one, or the resumed one with its (launch section) overrides."""
+    recipe, resuming = decided.recipe, decided.resuming
+    argv = command or list(sys.argv)
+    if resuming is None:
+        if decided.user_command is not None:
+            return create_run(recipe, decided.user_command, root, argv)
+        return Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), argv, backend=recipe.launch.backend)
+    run = resuming.run
+    if run.paths.is_command:
+        write_launch(run.paths, recipe)
+    else:
+        run.paths.recipe.write_text(dump_recipe(recipe), encoding="utf-8")
+    run.set_backend(recipe.launch.backend)
+    return run

@@ -79,6 +79,17 @@ class LibraryLogs:
             if record.levelno >= handler.level:
                 handler.handle(record)
 
+    def hold(self, records: list[logging.LogRecord]) -> LibraryLogs:
+        """Start with ``records`` already held (what an earlier diversion handed over)."""
+        self.sink.held[:0] = records
+        return self
+
+    def hand_over(self) -> list[logging.LogRecord]:
+        """Stop, returning what is held for the next diversion instead of printing it."""
+        held, self.sink.held = self.sink.held, []
+        self.stop()
+        return held
+
     def stop(self) -> None:
         while self._undo:
             self._undo.pop()()
