@@ -5,7 +5,9 @@ For each strategy, in its own launched job (Accelerate and DeepSpeed keep proces
 - the checkpoint of step 10 was written by every rank and sealed (state.json names the
   strategy); a second job resumes from it and continues the same curve to the same eval loss;
 - the final ``model/`` directory is plain ``save_pretrained`` output, gathered from the shards:
-  it loads here, in a process without any strategy, and gives the run's final eval loss.
+  it loads here, in a process without any strategy, and gives the run's final eval loss;
+- each rank's host memory after building the model is measured against estimate-memory (under
+  ZeRO-3 each rank builds only its partitions, fresh and pretrained).
 
 Each job is ``python -m torch.distributed.run --standalone --nproc_per_node 2`` on
 ``strategy_driver.py``, which runs clustertune's node side on every rank.
@@ -163,7 +165,10 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     need_deepspeed(train)
     recipe = with_(BASE, train=train)
     full = job_dir(tmp_path / "full", recipe, baseline)
-    launch(full, sizes=SIZES if name in MEMORY_KEY else "")
+    # ZeRO-3 also fine-tunes the baseline's model, loaded straight into each rank's partitions.
+    pretrained = job_dir(tmp_path / "pretrained", with_({**BASE, "model": {"name_or_path": str(baseline / "model")}}, train={
+        **train, "max_steps": 1, "save_every": None, "eval_at_start": True}), baseline) if name == "zero3" else None
+    launch(full, sizes=SIZES if name in MEMORY_KEY else "", also=[f"{pretrained}::"] if pretrained else None)
 
     want, got = train_losses(baseline), train_losses(full)
     assert sorted(got) == list(range(1, STEPS + 1))
@@ -192,6 +197,24 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     assert abs(plain_eval_loss(full / "model", full) - final_eval_loss(full)) < 1e-4
     if name in MEMORY_KEY:
         check_state_memory(full, MEMORY_KEY[name])
+    if pretrained is not None:
+        check_loaded_into_partitions(pretrained, baseline)
+
+
+def check_loaded_into_partitions(run_dir: Path, baseline: Path) -> None:
+    """A pretrained model under ZeRO-3 on 2 ranks: each rank built only its half of the weights,
+    and they are the checkpoint's (the evaluation before any step gives the baseline's final loss)."""
+    from transformers import AutoConfig
+
+    from clustertune.train import memory
+
+    (first,) = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "eval" and r["step"] == 0]
+    assert abs(first["eval_loss"] - final_eval_loss(baseline)) < 1e-4, (first, final_eval_loss(baseline))
+    shape = memory.model_shape(AutoConfig.from_pretrained(baseline / "model"), "causal_lm")
+    (row,) = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "state_memory"]
+    for rank, held in enumerate(row["ranks"]):
+        assert abs(held["built"] - shape.sharded_weight_bytes(2)) <= 0.05 * shape.sharded_weight_bytes(2), (rank, held)
+        assert held["built"] < 0.6 * shape.whole_weight_bytes()  # half the model, not all of it
 
 
 def test_zero2_with_cpu_optimizer_offload_matches_single_process(baseline: Path, tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def _memory_record(r: Recipe, shape: Any, world: int, mixed: bool, dev: tuple[st
         "strategies": [{"strategy": e.strategy, "params": e.params, "grads": e.grads, "optimizer": e.optimizer,
                         "activations": e.activations, "buffers": e.buffers, "per_device": e.device_total,
                         "host": e.host, "fits": _fits(e.device_total, dev[1]) if dev else None} for e in rows],
-        "notes": memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None),
+        "notes": memory.gpu_notes(r.train.precision, memory.strategy_key(r.train), world, r.model.adapter is not None),
     }
 
 
@@ -97,7 +97,7 @@ def estimate_memory(
         table.add_row(*cells)
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
     print("activations are an estimate; weights, gradients and optimizer state are exact for AdamW in fp32")
-    for note in memory.gpu_notes(r.train.precision, r.train.strategy, world, r.model.adapter is not None):
+    for note in memory.gpu_notes(r.train.precision, memory.strategy_key(r.train), world, r.model.adapter is not None):
         print(note)
 
 def doctor() -> None:

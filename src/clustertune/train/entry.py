@@ -22,6 +22,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import memory
+from clustertune.train.throughput import parameter_count
 from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
@@ -125,18 +126,21 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     tok = run_tokenizer(paths)
     config = resolve_config(recipe, tok, read_run_data(paths).labels)
     pad_vocab(config, vocab_multiple(recipe))
-    set_seed(t.seed)
     # Under FSDP only rank 0 holds the whole model in host memory; the others build its
     # structure on the meta device and receive their shards from rank 0 (strategies/accel.py).
     from_rank0 = loads_from_rank0(recipe)
-    model = build_model(recipe, config, tok, on_meta=from_rank0 and int(os.environ.get("RANK", "0") or 0) != 0)
-    built = memory.materialised_bytes(model)
-    train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
+    on_meta = from_rank0 and int(os.environ.get("RANK", "0") or 0) != 0
+    # The strategy (and its process group) before the model: under ZeRO-3 each rank builds only
+    # its partitions, which takes the group (strategies/zero.py).
     strategy = make_strategy(recipe, paths, from_rank0)
-    strategy.built_bytes = built  # recorded with the state each rank holds (the loop's state_memory row)
     try:
+        set_seed(t.seed)
+        model = strategy.build(lambda: build_model(recipe, config, tok, on_meta=on_meta))
+        # Recorded with the state each rank holds (the loop's state_memory row).
+        strategy.built_bytes = memory.materialised_bytes(model)
+        train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
+        n_params = parameter_count(model)
+        log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
         seq_len = recipe.sequence_length
         with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):
             result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),

@@ -287,17 +287,22 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
 
 
 def build_host_bytes(shape: ModelShape, strategy: str, world: int, rank: int, adapter: bool = False) -> int:
-    """Host bytes one rank's model takes when it is built (fp32, before any sharding or
-    partitioning): under FSDP over more than one process without an adapter only rank 0 builds
-    the real model and the others its structure on the meta device; every other way, each rank
-    builds it whole."""
-    if strategy.startswith("fsdp") and world > 1 and not adapter and rank != 0:
-        return 0
+    """Host bytes one rank's model holds once built (fp32, before the strategy prepares it):
+    under FSDP over more than one process without an adapter only rank 0 builds the real model
+    and the others its structure on the meta device; under ZeRO-3 likewise each rank builds
+    only its partitions (a fresh model's rank 0 holds it whole for a moment, to draw its initial
+    values); every other way, each rank builds it whole."""
+    if world > 1 and not adapter:
+        if strategy.startswith("fsdp") and rank != 0:
+            return 0
+        if strategy.startswith("zero3"):
+            return shape.sharded_weight_bytes(world)
     return shape.whole_weight_bytes()
 
 
 def gpu_notes(precision: str, strategy: str, world: int, adapter: bool = False) -> list[str]:
-    """Which of the figures hold on GPUs only, and what each rank's host holds at build."""
+    """Which of the figures hold on GPUs only, and what each rank's host holds at build
+    (``strategy``: the recipe's key in STRATEGIES, e.g. ``zero3+offload``)."""
     notes = []
     if precision == "auto":
         notes.append("GPU only: precision auto is counted as mixed precision (bf16, or fp16 where bf16 is missing), "
@@ -307,9 +312,12 @@ def gpu_notes(precision: str, strategy: str, world: int, adapter: bool = False) 
                      "weights (DDP), activations are 16-bit and the logits have a 16-bit version beside the fp32 ones")
     if world > 1:
         notes.append("DDP's buffers include its gradient buckets (a copy of every trainable gradient), on any device")
-    if strategy == "fsdp" and world > 1 and not adapter:
+    if strategy.startswith("fsdp") and world > 1 and not adapter:
         notes.append("host memory at build: the whole fp32 model on rank 0 only (the other ranks build it on the meta "
                      "device and receive their shards)")
+    elif strategy.startswith("zero3") and world > 1 and not adapter:
+        notes.append("host memory at build: each rank builds only its fp32 partitions (deepspeed.zero.Init); "
+                     "a model made fresh from a config is also whole on rank 0 for a moment, to draw its initial values")
     else:
         notes.append("host memory at build: the whole fp32 model on every rank")
     return notes
@@ -464,9 +472,12 @@ def held_around_first_step(*snapshots: dict[str, int]) -> dict[str, int]:
 
 
 def materialised_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the model's parameters and buffers that have memory (meta tensors have none):
-    what building the model cost this rank's host."""
-    return distinct_bytes({"params": [*model.parameters(), *model.buffers()]})["params"]
+    """Bytes of the model's parameters and buffers that have memory (meta tensors have none;
+    a ZeRO-3 parameter built into its partitions holds only this rank's part): what building
+    the model left in this rank's host memory."""
+    params = list(model.parameters())
+    parts = [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None]
+    return distinct_bytes({"params": [*params, *parts, *model.buffers()]})["params"]
 
 
 def gather_per_rank(strategy: Any, held: dict[str, int]) -> list[dict[str, int]]:

@@ -54,13 +54,23 @@ def _cfg(config: Any, *names: str) -> int | None:
     return None
 
 
+def whole_numel(t: torch.Tensor) -> int:
+    """Elements of the whole tensor, also where ZeRO-3 left this rank a partition of it."""
+    return int(getattr(t, "ds_numel", None) or t.numel())
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    """The model's parameters, each counted whole (tied ones once), partitioned or not."""
+    return sum(whole_numel(p) for p in model.parameters())
+
+
 def flops_per_token(model: Any, seq_len: int) -> float:
     """6N + 12·L·H·Q·T for one token of a training step (forward and backward)."""
     config = model.config
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = parameter_count(model)
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.Embedding) and any(k in name.split(".")[-1] for k in ("wpe", "position")):
-            n_params -= mod.weight.numel()
+            n_params -= whole_numel(mod.weight)
     layers = _cfg(config, "n_layer", "num_hidden_layers") or 0
     heads = _cfg(config, "n_head", "num_attention_heads") or 1
     hidden = _cfg(config, "n_embd", "hidden_size", "d_model") or 0

@@ -19,7 +19,7 @@ from clustertune.launch.base import Resuming
 from clustertune.launch.inprocess import IN_PROCESS_LINE, InProcessLauncher
 from clustertune.launch.local import LocalJob
 from clustertune.launch.plan import LaunchPlan
-from clustertune.launch.submit import backend_for, dry_run_text, launch
+from clustertune.launch.submit import backend_for, launch
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run

@@ -146,3 +146,7 @@ def test_estimate_memory_counts_auto_as_mixed_and_says_which_terms_are_gpu_only(
     assert not any(n.startswith("GPU only") for n in fp32) and any("buckets" in n for n in fp32)
     assert any("rank 0 only" in n for n in fp32)
     assert any("every rank" in n for n in memory.gpu_notes("fp32", "fsdp", 2, adapter=True))
+    for key in ("zero3", "zero3+offload"):  # built into each rank's partitions
+        assert any("only its fp32 partitions" in n for n in memory.gpu_notes("fp32", key, 2))
+        assert any("every rank" in n for n in memory.gpu_notes("fp32", key, 2, adapter=True))
+    assert any("whole fp32 model on every rank" in n for n in memory.gpu_notes("fp32", "zero2", 2))

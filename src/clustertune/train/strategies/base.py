@@ -20,6 +20,9 @@ OptimizerFactory = Callable[[torch.nn.Module], torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
 
 
+ModelFactory = Callable[[], torch.nn.Module]
+
+
 class Strategy(Protocol):
     name: str
     accelerator: Any  # process group, reduce, trackers
@@ -32,6 +35,11 @@ class Strategy(Protocol):
     def num_processes(self) -> int: ...
     @property
     def is_main_process(self) -> bool: ...
+
+    def build(self, make: ModelFactory) -> torch.nn.Module:
+        """The model before :meth:`prepare`: ``make()`` whole, or built straight into this
+        rank's partitions (ZeRO-3 over several processes)."""
+        ...
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
@@ -101,6 +109,11 @@ class AcceleratorRanks:
 
     def end(self) -> None:
         self.accelerator.end_training()
+
+    def build(self, make: ModelFactory) -> torch.nn.Module:
+        """The model, from ``make``, held in host memory the way this strategy wants it at the
+        start (whole here; ZeRO-3 overrides it). The process group is up when it is called."""
+        return make()
 
 
 class OutOfMemory(Exception):

@@ -23,7 +23,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
-from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
+from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
 from clustertune.train.ds_config import deepspeed_config
 from clustertune.train.trainable import trainable_parameters
 
@@ -133,6 +133,48 @@ class DeepSpeedStrategy(AcceleratorRanks):
         # Under a launcher the group is up already (made with the recipe's timeout and backend).
         self.ds.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo",
                                  timeout=timedelta(minutes=recipe.train.collective_timeout_minutes))
+
+    @property
+    def partitions_at_build(self) -> bool:
+        """ZeRO-3 over several processes, no adapter: every rank builds only its partitions
+        (PEFT wraps whole weights, so an adapter's base is built whole)."""
+        return self.stage == 3 and self.num_processes > 1 and self.recipe.model.adapter is None
+
+    def build(self, make: ModelFactory) -> torch.nn.Module:
+        """Under ZeRO-3, each parameter is partitioned as soon as its module is made, so no rank
+        holds the whole model (transformers builds and loads under ``deepspeed.zero.Init`` while
+        a ``HfDeepSpeedConfig`` of stage 3 is alive; pretrained weights go straight into the
+        partitions). A model built fresh from a config gets rank 0's initial values, drawn as one
+        process draws them, so the run starts where a run on one process starts."""
+        if not self.partitions_at_build:
+            return make()
+        # Deferred: transformers' DeepSpeed integration is needed only under ZeRO-3.
+        from transformers.integrations import HfDeepSpeedConfig
+
+        seeded = torch.get_rng_state()
+        zero3 = HfDeepSpeedConfig(deepspeed_config(self.recipe, self.num_processes, self.mixed_precision))
+        try:
+            model = make()
+        finally:
+            del zero3  # transformers holds it by a weak reference only: later builds are plain again
+        if self.recipe.model.name_or_path is None:
+            self._rank0_initial_values(model, make, seeded)
+        return model
+
+    def _rank0_initial_values(self, model: torch.nn.Module, make: ModelFactory, seeded: torch.Tensor) -> None:
+        """Rank 0 builds the model once more, whole and from the same seed, and its values go into
+        every rank's partitions one parameter at a time (only rank 0 ever holds the whole model).
+        Every rank then continues from the random state rank 0 is in after that build."""
+        torch.set_rng_state(seeded)
+        whole = make() if self.is_main_process else None
+        for name, param in model.named_parameters():
+            with self.ds.zero.GatheredParameters([param], modifier_rank=0):
+                if whole is not None:
+                    param.data.copy_(whole.get_parameter(name).data)
+        del whole
+        state = torch.get_rng_state().to(self.device)  # NCCL moves device tensors only
+        torch.distributed.broadcast(state, src=0)
+        torch.set_rng_state(state.cpu())
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
