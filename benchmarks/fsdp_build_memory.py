@@ -1,11 +1,13 @@
-"""Host memory of each rank while an FSDP run builds and shards its model (2 CPU ranks).
+"""Host memory of each rank while a sharded run builds and shards its model (2 CPU ranks).
 
-    python benchmarks/fsdp_build_memory.py [--layers 12] [--width 768]
+    python benchmarks/fsdp_build_memory.py [--layers 12] [--width 768] [--strategy fsdp|zero3]
 
 Trains a GPT-2 shape (12 x 768 by default, ~85M parameters, 342 MB in fp32) for one step
-under FSDP on 2 local CPU ranks (``torch.distributed.run``, the node-side ``execute`` on each)
-and prints, per rank, the resident memory before and after building the model and the peak
-resident memory up to the end of sharding (``VmRSS``/``VmHWM`` from /proc/self/status).
+under FSDP (or DeepSpeed ZeRO-3) on 2 local CPU ranks (``torch.distributed.run``, the
+node-side ``execute`` on each) and prints, per rank, the resident memory before and after
+building the model and the peak resident memory up to the end of sharding
+(``VmRSS``/``VmHWM`` from /proc/self/status). With ``PYTHONPATH`` at an older checkout's
+``src`` it measures that code the same way.
 """
 
 from __future__ import annotations
@@ -33,26 +35,33 @@ def rank_side(run_dir: Path, report: Path) -> None:
     import clustertune.train.entry as entry
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
-    from clustertune.train.strategies.accel import AccelerateStrategy
 
+    paths = RunPaths(run_dir)
+    recipe = load_recipe(paths.recipe)
+    if recipe.train.strategy == "deepspeed":
+        from clustertune.train.strategies.zero import DeepSpeedStrategy as Made
+    else:
+        from clustertune.train.strategies.accel import AccelerateStrategy as Made
     rank = os.environ.get("RANK", "0")
-    build, prepare = entry.build_model, AccelerateStrategy.prepare
     notes: list[str] = []
 
-    def noted_build(*a, **k):  # type: ignore[no-untyped-def]
-        before = status_mib("VmRSS")
-        model = build(*a, **k)
-        notes.append(f"rank {rank}: build {before} -> {status_mib('VmRSS')} MiB resident")
-        return model
+    def noted(label: str, fn):  # type: ignore[no-untyped-def]
+        def wrapped(*a, **k):  # type: ignore[no-untyped-def]
+            before = status_mib("VmRSS")
+            out = fn(*a, **k)
+            notes.append(f"rank {rank}: {label} {before} -> {status_mib('VmRSS')} MiB resident, "
+                         f"peak so far {status_mib('VmHWM')} MiB")
+            return out
+        return wrapped
 
-    def noted_prepare(self, *a, **k):  # type: ignore[no-untyped-def]
-        out = prepare(self, *a, **k)
-        notes.append(f"rank {rank}: sharded, {status_mib('VmRSS')} MiB resident, peak so far {status_mib('VmHWM')} MiB")
-        return out
-
-    entry.build_model, AccelerateStrategy.prepare = noted_build, noted_prepare
-    paths = RunPaths(run_dir)
-    entry.execute(load_recipe(paths.recipe), paths, None, show_progress=False)
+    # The whole build as the strategy does it (ZeRO-3 builds into partitions, and rank 0 of a
+    # fresh model builds it once more whole); older code without Strategy.build: the model build.
+    if hasattr(Made, "build"):
+        Made.build = noted("build", Made.build)
+    else:
+        entry.build_model = noted("build", entry.build_model)
+    Made.prepare = noted("shard", Made.prepare)
+    entry.execute(recipe, paths, None, show_progress=False)
     with report.open("a") as f:
         f.write("\n".join(notes) + "\n")
 
@@ -61,6 +70,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--width", type=int, default=768)
+    p.add_argument("--strategy", choices=["fsdp", "zero3"], default="fsdp")
     p.add_argument("--rank-side", nargs=2, metavar=("RUN_DIR", "REPORT"))
     a = p.parse_args()
     for k, v in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
@@ -75,14 +85,14 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from tests.helpers import TINY_CAUSAL, with_
 
-    root = Path(tempfile.mkdtemp(prefix="fsdp-build-"))
+    root = Path(tempfile.mkdtemp(prefix=f"{a.strategy}-build-"))
     shape = {"n_layer": a.layers, "n_embd": a.width, "n_head": max(1, a.width // 64), "n_positions": 64}
     recipe = with_(TINY_CAUSAL, model={"config_overrides": shape}, data={**TINY_CAUSAL["data"], "max_eval_samples": 8},
-                   train={"strategy": "fsdp", "batch_size": 2, "max_steps": 1, "log_every": 1,
-                          "eval_at_start": False, "save_every": None})
+                   train={"batch_size": 2, "max_steps": 1, "log_every": 1, "eval_at_start": False, "save_every": None,
+                          **({"strategy": "deepspeed", "zero_stage": 3} if a.strategy == "zero3" else {"strategy": "fsdp"})})
     # The prepared data and tokenizer, from a one-step run of a tiny model on one process.
     tiny = with_(recipe, model={"config_overrides": {"n_layer": 1, "n_embd": 64, "n_head": 2, "n_positions": 64}},
-                 train={"strategy": "ddp"})
+                 train={"strategy": "ddp", "zero_stage": None})
     prepared = ct.run(ct.load_recipe(tiny), runs_root_dir=root / "prepare", show_progress=False).paths.root
     run_dir = root / "run"
     run_dir.mkdir()

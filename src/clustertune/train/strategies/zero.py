@@ -8,6 +8,7 @@ only supplies ranks, reductions and trackers over the process group DeepSpeed sh
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
@@ -106,6 +107,19 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
+def release_freed_host_memory() -> None:
+    """Hand memory that was freed back to the operating system (glibc keeps freed blocks of a
+    few MB in the process: built one module at a time and then partitioned, a model would
+    otherwise leave its whole size resident). Nothing where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -159,6 +173,7 @@ class DeepSpeedStrategy(AcceleratorRanks):
             del zero3  # transformers holds it by a weak reference only: later builds are plain again
         if self.recipe.model.name_or_path is None:
             self._rank0_initial_values(model, make, seeded)
+        release_freed_host_memory()  # the whole modules made, partitioned and dropped along the way
         return model
 
     def _rank0_initial_values(self, model: torch.nn.Module, make: ModelFactory, seeded: torch.Tensor) -> None:
