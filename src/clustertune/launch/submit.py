@@ -216,7 +216,11 @@ def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool) -> _D
     if run.paths.is_command and trust_checkpoint:
         raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
     # How the last attempt ended, as its backend knows it (an SSH run's results come back here).
-    job_for(run).state()
+    try:
+        job_for(run).state()
+    except UserError as exc:  # no SLURM commands here, a host down: what run.json says stands
+        log.warning("could not ask the %s backend how run %s's last attempt ended (%s); going on with what "
+                    "run.json records", run.info.backend, run.id, exc)
     run.reload().check_resumable()
     resuming = Resuming(run, trust_checkpoint)
     if run.paths.is_command:  # the same command again, as the next attempt

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clustertune.errors import DataError, UserError
+from clustertune.errors import DataError, LaunchError, UserError
 from clustertune.launch import base
 from clustertune.launch.base import Resuming
 from clustertune.launch.inprocess import IN_PROCESS_LINE, InProcessLauncher
@@ -45,6 +45,7 @@ class Probe:
     name: str = "local"
     prepares_data_here: bool = True
     fail_check: bool = False
+    cannot_ask: bool = False  # job(): the scheduler's commands are missing here
 
     def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
         self.calls.append(("check", {"run_dirs": _run_dirs(self.runs), "resuming": resuming, "plan_run_id": plan.run_id}))
@@ -63,6 +64,8 @@ class Probe:
         return LocalJob(run)
 
     def job(self, run: Run) -> LocalJob:
+        if self.cannot_ask:
+            raise LaunchError("probe: `squeue` is not on PATH")
         return LocalJob(run)
 
 
@@ -103,6 +106,16 @@ def test_a_resume_goes_through_the_same_check_with_the_run_and_its_launch_overri
     # Launched once, it stays with the launcher at one process; the override is recorded.
     assert load_recipe(again.paths.recipe).launch.procs_per_node == 1
     assert len(get_run(first.id, probe.runs).attempts) == 2
+
+
+def test_a_resume_goes_on_with_the_recorded_state_where_the_backend_cannot_be_asked(
+        probe: Probe, caplog: pytest.LogCaptureFixture) -> None:
+    first = launch(_recipe(probe.runs, procs_per_node=2))
+    probe.cannot_ask = True
+    with caplog.at_level("WARNING", logger="clustertune"):
+        again = launch(None, resume=first.id, runs_root_dir=probe.runs)
+    assert again.id == first.id and len(again.attempts) == 2
+    assert "could not ask the local backend" in caplog.text and "squeue" in caplog.text
 
 
 def test_the_flow_refuses_a_resume_of_a_completed_run_before_its_backend_sees_it(probe: Probe) -> None:
