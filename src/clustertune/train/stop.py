@@ -44,6 +44,7 @@ class StopFlag:
             for sig in STOP_SIGNALS:
                 signal.signal(sig, self._on_signal)
         self._armed = False
+        self._held = False
 
     def beat(self) -> None:
         if self.watchdog_seconds:
@@ -56,14 +57,27 @@ class StopFlag:
     def paused(self) -> Iterator[None]:
         """The watchdog held off for the block (an evaluation, a checkpoint), re-armed after it
         if it was armed before."""
-        armed = self._armed
-        if armed:
-            faulthandler.cancel_dump_traceback_later()
+        held = self.hold()
         try:
             yield
         finally:
-            if armed:
-                self.beat()
+            if held:
+                self.release()
+
+    def hold(self) -> bool:
+        """Hold the watchdog off until :meth:`release`: for work between two hooks of another
+        library's loop (TRL's evaluation and checkpoint after a step). Whether it was armed."""
+        if not self._armed:
+            return False
+        faulthandler.cancel_dump_traceback_later()
+        self._held = True
+        return True
+
+    def release(self) -> None:
+        """Armed again after :meth:`hold` (nothing when it was not held)."""
+        if self._held:
+            self._held = False
+            self.beat()
 
     def close(self) -> None:
         if self.watchdog_seconds:

@@ -58,3 +58,33 @@ time.sleep(1.5)
 flag.close()
 """, log)
     assert out.returncode == 0 and "finished" in out.stdout, out.stderr
+
+
+def test_held_between_hooks_it_waits_for_release_then_fires(tmp_path: Path) -> None:
+    """TRL evaluates and saves between two of our hooks: held from the end of that step to the
+    start of the next, then watched again."""
+    log = tmp_path / "rank-0.log"
+    out = _run("""
+flag.beat()
+assert flag.hold() is True
+time.sleep(1.5)          # the trainer's checkpoint, longer than the watchdog's limit
+flag.release()           # the next step begins
+def stuck_in_the_next_step():
+    time.sleep(30)
+stuck_in_the_next_step()
+""", log)
+    assert out.returncode != 0 and "finished" not in out.stdout
+    text = log.read_text()
+    assert "stuck_in_the_next_step" in text  # not killed while held: it got to the next step
+
+
+def test_hold_before_the_first_step_arms_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.log"
+    out = _run("""
+assert flag.hold() is False
+flag.release()
+time.sleep(1.5)
+flag.close()
+""", log)
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr
+    assert log.read_text() == ""

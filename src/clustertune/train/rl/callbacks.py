@@ -8,6 +8,8 @@ trainer saves into the run's atomic, self-describing layout.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import logging
 import os
@@ -181,16 +183,28 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             shown = {k: row.get(k) for k in ("loss", "reward_mean", "reward_std", "kl", "preference_accuracy")}
             self.progress.update(state.global_step, {**shown, "tok/s": tok_s})
 
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self.stop is not None:
+            self.stop.release()  # watched again after the evaluation or checkpoint that followed a step
+
+    def _watch_off(self) -> Any:
+        """The hang watchdog held off for a block of our own (samples, an evaluation)."""
+        return self.stop.paused() if self.stop is not None else contextlib.nullcontext()
+
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         step = state.global_step
         if self.progress is not None:
             self.progress.advance(step)  # host-side only: the bar moves every step
         sample_every = self.rl.sample_every or self.recipe.train.log_every
-        if step % sample_every == 0:
-            self.write_samples(model, step)
         every = self.recipe.train.eval_every
-        if isinstance(every, int) and step % every == 0 and step != state.max_steps:
-            self.evaluate(model, step)
+        sampling = step % sample_every == 0
+        evaluating = isinstance(every, int) and step % every == 0 and step != state.max_steps
+        if sampling or evaluating:
+            with self._watch_off():  # generating and evaluating take longer than a step; they are not a hang
+                if sampling:
+                    self.write_samples(model, step)
+                if evaluating:
+                    self.evaluate(model, step)
         if self.kill_at and step == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume tests
         if self.stop is not None:
@@ -200,10 +214,14 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             if step % self.recipe.train.log_every == 0 and step != state.max_steps and self.stop.agreed(self.trainer.accelerator):
                 self.stopped_by = self.stop.requested_by or "another rank"
                 control.should_save = True
+            if control.should_save or control.should_evaluate:
+                # The trainer evaluates and saves after this hook, before the next step begins.
+                self.stop.hold()
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
         if self.recipe.train.eval_every == "epoch" and state.global_step != state.max_steps:
-            self.evaluate(model, state.global_step)
+            with self._watch_off():
+                self.evaluate(model, state.global_step)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.adopt(state.global_step, Path(args.output_dir) / f"checkpoint-{state.global_step}", state.max_steps)
@@ -223,7 +241,8 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         self.train_seconds = time.perf_counter() - self._t_start
         if self.progress is not None:
             self.progress.close()
-        self.evaluate(model, state.global_step)
+        with self._watch_off():
+            self.evaluate(model, state.global_step)
 
 
 def _policy(model: Any) -> Any:
