@@ -152,7 +152,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         strategy.end()
     finally:
         reset_accelerate_state()
-        if getattr(strategy, "own_group", None) is not None:
+        if strategy.own_group is not None:
             strategy.own_group.close()
     return result
 

@@ -301,7 +301,7 @@ def train_loop(
             if held_before is not None:
                 held = memory.held_around_first_step(held_between, held_before, strategy.state_bytes(model, optimizer))
                 # Host bytes the model took when this rank built it (before any sharding).
-                held["built"] = int(getattr(strategy, "built_bytes", 0))
+                held["built"] = int(strategy.built_bytes)
                 per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
                 metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
                 log.info("state held per rank after step %d (MiB): %s", step, "; ".join(

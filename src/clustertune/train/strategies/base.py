@@ -26,6 +26,8 @@ ModelFactory = Callable[[], torch.nn.Module]
 class Strategy(Protocol):
     name: str
     accelerator: Any  # process group, reduce, trackers
+    built_bytes: int  # host bytes the model held once built (the loop's state_memory row)
+    own_group: Any  # a process group this run made for itself (closed after it), else None
 
     @property
     def device(self) -> torch.device: ...
@@ -84,6 +86,8 @@ class AcceleratorRanks:
     """Rank bookkeeping shared by the strategies, from the Accelerator they hold."""
 
     accelerator: Any
+    built_bytes: int = 0
+    own_group: Any = None
 
     @property
     def device(self) -> torch.device:
