@@ -130,8 +130,7 @@ def job_dir(root: Path, name: str, recipe: dict[str, Any], data_from: Path | Non
     import yaml
 
     import clustertune as ct
-    from clustertune.api import preflight
-    from clustertune.data.staging import write_run_data
+    from clustertune.launch.submit import prepare_run_data
     from clustertune.runs.paths import RunPaths
 
     d = root / name
@@ -139,7 +138,7 @@ def job_dir(root: Path, name: str, recipe: dict[str, Any], data_from: Path | Non
     r = ct.load_recipe(recipe)
     (d / "recipe.yaml").write_text(yaml.safe_dump(r.to_plain()))
     if data_from is None:
-        write_run_data(preflight(r).prepared, RunPaths(d))
+        prepare_run_data(r, RunPaths(d))
     else:
         shutil.copytree(data_from / "tokenizer", d / "tokenizer")
         shutil.copy2(data_from / "data.json", d / "data.json")
