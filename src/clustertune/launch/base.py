@@ -59,9 +59,10 @@ class Launcher(Reattach, Protocol):
 
     :func:`clustertune.launch.submit.launch` calls ``check`` then ``submit`` on the same object."""
 
-    prepares_data_here: bool
+    prepares_data_here: bool | None
     """Whether :func:`~clustertune.launch.submit.launch` prepares the data on this machine once
-    the run exists (else the job does it as its first step, where it runs, or ``check`` did)."""
+    the run exists (False: the job does it as its first step, where it runs), unless
+    ``launch.prepare_data`` says otherwise; None: the backend's ``check`` prepares it itself."""
 
     def check(self, recipe: Recipe, plan: LaunchPlan, resuming: Resuming | None = None) -> None:
         """Problems found before anything changes (a missing ``sbatch``, too few hosts): for a

@@ -32,8 +32,9 @@ class InProcessLauncher:
     """Training in this process. ``check`` must come first: ``submit`` trains on what it found."""
 
     name = "inprocess"
-    # check() prepares the data: before the run directory exists, so a failure leaves none.
-    prepares_data_here = False
+    # None: check() prepares the data itself, before the run directory exists (a failure leaves
+    # none), whatever launch.prepare_data says.
+    prepares_data_here = None
 
     def __init__(self) -> None:
         self._ready: Ready | None = None

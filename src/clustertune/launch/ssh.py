@@ -37,7 +37,7 @@ from clustertune.remote.cloud import hold_autostop
 from clustertune.remote.config import client_id, clusters_file, list_clusters
 from clustertune.remote.envs import Env, folder_files, tree_hash
 from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
-from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key, before_resume, vouch_for_kept_checkpoint
+from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key, spread_checkpoints, vouch_for_kept_checkpoint
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
@@ -296,11 +296,12 @@ class SshLauncher:
         check_nodes(recipe.launch, len(find_cluster(str(recipe.launch.cluster)).hosts))
         if resuming is None:
             return
+        # launch() asked the run's job how its last attempt ended, which gathered its results here.
         run = resuming.run
-        if run.info.backend == BACKEND and run.info.remote is not None:  # it ran on the hosts before
-            before_resume(run)  # the last attempt's results (or checkpoints) where the next one finds them
-            if run.info.remote.get("keep_on_cluster"):  # the checkpoints are on the hosts, not here
-                vouch_for_kept_checkpoint(run, resuming.trust_checkpoint)
+        if run.info.backend == BACKEND and (run.info.remote or {}).get("keep_on_cluster"):
+            # The checkpoints stayed on the hosts: the newest onto every host, and its signature checked.
+            spread_checkpoints(run)
+            vouch_for_kept_checkpoint(run, resuming.trust_checkpoint)
         accept_checkpoint(resuming)
 
     def describe(self, plan: LaunchPlan, recipe: Recipe) -> list[str]:

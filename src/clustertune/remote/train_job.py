@@ -303,13 +303,3 @@ def vouch_for_kept_checkpoint(run: Run, trust: bool) -> None:
         for i in holders:
             c = cluster.conn(i)
             c.rsync(["-a", f"{tmp}/{SIGNATURE}", c.remote(posixpath.join(rdir[i], "checkpoints", newest, SIGNATURE))])
-
-
-def before_resume(run: Run) -> None:
-    """The last attempt's results where the next one finds them: gathered here (they travel
-    back to every host with the run directory) or, when kept on the cluster, the newest
-    checkpoint on every host."""
-    job = SshJob(run)
-    job.state()  # records how the last attempt ended and gathers its results (not kept on the cluster)
-    if job.remote.get("keep_on_cluster"):
-        spread_checkpoints(run)

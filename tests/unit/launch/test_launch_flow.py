@@ -161,3 +161,20 @@ def test_the_in_process_backend_stays_light_until_it_trains() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == IN_PROCESS_LINE
     assert out[1] == "False"
+
+
+def test_in_process_data_is_prepared_once_whatever_prepare_data_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process check prepares the data; launch.prepare_data=submitter must not make the
+    flow prepare (fingerprint, hash the sources) a second time."""
+    from clustertune.launch import submit
+
+    def again(*_: Any) -> None:
+        raise AssertionError("the data was prepared a second time")
+
+    monkeypatch.setattr(submit, "prepare_run_data", again)
+    runs = tmp_path / "runs"
+    recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)}, launch={"prepare_data": "submitter"},
+                               train={**TINY_CAUSAL["train"], "max_steps": 2, "eval_at_start": False}))
+    run = launch(recipe, show_progress=False)
+    assert run.state is RunState.COMPLETED and run.paths.data.is_file()
