@@ -72,7 +72,7 @@ def worker(run_dir: Path, resume: Path | None, sizes: str) -> None:
 
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
-    from clustertune.train.entry import execute
+    from clustertune.train.execute import execute
     from clustertune.train.precision import mixed_precision
 
     import torch.distributed as dist

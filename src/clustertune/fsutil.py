@@ -183,6 +183,21 @@ def fsync_file(path: Path) -> None:
     _fsync(path)
 
 
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory's entries (a rename into it) to disk, where the file system allows it
+    (some network file systems refuse to open or sync a directory: then nothing is done)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def fsync_all(paths: list[Path]) -> None:
     """Flush many files to disk, on threads at once: the file system commits them together
     instead of one journal commit after another."""

@@ -55,7 +55,7 @@ def sized_run(run_dir: Path, layers: int, width: int) -> Path:
 def main() -> None:
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
-    from clustertune.train.entry import execute
+    from clustertune.train.execute import execute
 
     p = argparse.ArgumentParser()
     p.add_argument("run_dir", type=Path)
@@ -100,3 +100,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    from clustertune.train.attempt import exit_rank
+
+    exit_rank(0)  # as clustertune's own ranks end: no interpreter teardown with gloo threads alive

@@ -49,3 +49,17 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_earlier_checkp
     again = launch(None, resume=run.id, runs_root_dir=small_device, show_progress=False)
     assert again.state is RunState.COMPLETED
     assert get_run(run.id, small_device).attempts[-1].resumed_from == kept[-1]
+
+
+def test_a_full_disk_fails_a_multi_rank_run_with_the_same_message(small_device: Path) -> None:
+    # The same end on 2 ranks as in one process: one message that says how to go on, not
+    # torchrun's error block (the ranks' attempt ends through the same code).
+    recipe = load_recipe(with_(TINY_CAUSAL, train={"max_steps": 8, "save_every": 2, "keep_last": 10,
+                                                   "eval_at_start": False, "log_every": 2},
+                               launch={"procs_per_node": 2}))
+    run = launch(recipe, runs_root_dir=small_device, show_progress=False)
+    assert run.state is RunState.FAILED
+    reason = run.info.reason or ""
+    assert "no space left on the device of" in reason and f"--resume {run.id}" in reason, reason
+    status = cli("status", run.id, "--runs-root", str(small_device))
+    assert status.returncode == 0 and "FAILED" in status.stdout and "Traceback" not in status.stderr

@@ -81,6 +81,32 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_state_carries_code(tmp_path
     assert marker.is_dir()
 
 
+def test_a_multi_rank_resume_checks_every_file_before_anything_changes(tmp_path: Path) -> None:
+    # As a one-process resume does: a file changed after sealing stops the launcher before any
+    # rank starts, with state.json left as it was (an attacker who can rewrite state.json
+    # cannot sign it: that is the case above).
+    recipe_file = tmp_path / "tiny.yaml"
+    recipe_file.write_text(yaml.safe_dump(RECIPE))
+    root = tmp_path / "runs"
+    killed = cli("run", str(recipe_file), "--no-progress", "--runs-root", str(root), env={KILL_AT_STEP_ENV: "3"})
+    assert killed.returncode != 0
+    (run_dir,) = [p for p in root.iterdir() if (p / "run.json").is_file()]
+    (last,) = (run_dir / "checkpoints").glob("step-*")
+    weights = last / "model.safetensors"
+    with weights.open("r+b") as fh:  # one byte of the weights flipped, its size unchanged
+        fh.seek(-1, os.SEEK_END)
+        byte = fh.read(1)
+        fh.seek(-1, os.SEEK_END)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    assert cli("status", run_dir.name, "--runs-root", str(root)).returncode == 0  # the dead pid is noticed
+    before = (run_dir / "run.json").read_bytes()
+    out = cli("run", "--resume", run_dir.name, "launch.procs_per_node=2", "--no-progress", "--runs-root", str(root))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"checkpoint file {weights} is corrupt" in out.stderr and "Traceback" not in out.stderr
+    assert (run_dir / "run.json").read_bytes() == before  # no attempt opened, no state moved
+    assert not (run_dir / "logs" / "launcher.log").exists()  # torchrun never started
+
+
 # -- the files libraries pickle by design: ddp, fsdp, deepspeed and an RL run -------------------
 
 SHORT = {"max_steps": 2, "save_every": 1, "log_every": 1, "eval_at_start": False}
@@ -209,7 +235,7 @@ def test_a_payload_in_a_strategy_checkpoint_never_runs_and_an_untouched_copy_res
 def test_a_payload_in_an_rl_checkpoint_never_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import clustertune as ct
     from clustertune.recipe.load import load_recipe
-    from clustertune.train.entry import execute
+    from clustertune.train.execute import execute
     from tests.rl_fixtures import grpo_recipe
 
     root = tmp_path / "runs"

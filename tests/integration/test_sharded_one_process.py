@@ -26,7 +26,7 @@ def test_fsdp_in_one_process_trains_checkpoints_and_resumes(tmp_path: Path) -> N
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
     from clustertune.train import checkpoint as ckpt
-    from clustertune.train.entry import execute
+    from clustertune.train.execute import execute
 
     recipe = with_(TINY_CAUSAL, train={"strategy": "fsdp", "precision": "bf16", "max_steps": 4, "log_every": 1,
                                        "save_every": 2, "eval_at_start": False},

@@ -34,7 +34,7 @@ from clustertune.data.fingerprint import (
     fingerprint_inputs,
     tokenizer_content_hash,
 )
-from clustertune.fsutil import atomic_write_json, file_lock, fsync_all, replace_dir
+from clustertune.fsutil import atomic_write_json, file_lock, fsync_all, fsync_dir, replace_dir
 from clustertune.data.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -326,7 +326,7 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
             n = resolve_workers(workers, recipe)
             _build(recipe, tmp, tok, raw, n, inputs, fp)
             replace_dir(tmp, final)  # --force, or a damaged entry: the old one goes once the new is in
-            _fsync_dir(root)  # the rename itself survives a crash of the machine
+            fsync_dir(root)  # the rename itself survives a crash of the machine
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -346,19 +346,6 @@ def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], fil
         fname = f"{name}.generation.json"
         files[fname] = file_entry(write_generation(out / fname, arr))
         extra["generation_file"] = fname
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _causal_lm_sources(recipe: Recipe, raw: _LazyRaw) -> list[tuple[str, Callable[[bool], Iterator[list[str]]]]]:

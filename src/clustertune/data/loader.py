@@ -186,7 +186,8 @@ class StreamBatches:
 def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
     """``items`` produced by a daemon thread up to ``depth`` ahead of the consumer (the
     tokenizer releases the GIL while it encodes); its exceptions are raised here. Closing
-    this generator stops the thread at its next item."""
+    this generator stops the thread at its next item and waits for it: a thread still inside
+    native code when the interpreter finalizes can abort the process at exit."""
     if depth <= 0:
         yield from items
         return
@@ -223,6 +224,7 @@ def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
             yield value
     finally:
         stop.set()
+        worker.join(timeout=30)  # it finishes the item in hand, then sees the flag within 0.1 s
 
 
 def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,

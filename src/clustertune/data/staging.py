@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset
-from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, replace_dir, sha256_file, temp_sibling
+from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, fsync_file, replace_dir, sha256_file, temp_sibling
 from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, file_matches, force_hint, load_manifest
 from clustertune.data.manifest_records import FileEntry
 from clustertune.errors import DataError
@@ -114,11 +114,7 @@ def _copy_checked(src: Path, dst: Path, want: FileEntry) -> tuple[str, bool]:
     if dst.stat().st_size != want.bytes:
         return "size", False
     kind, ok = file_matches(dst, want)
-    fd = os.open(dst, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(dst)
     return kind, ok
 
 

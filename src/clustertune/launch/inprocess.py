@@ -7,25 +7,42 @@ directory exists, so a bad input leaves nothing behind. ``submit`` then trains a
 the run ended. Its runs record the backend ``local`` in run.json: afterwards they are followed,
 listed and cancelled like any other run on this host (:class:`~clustertune.launch.local.LocalJob`).
 
-This module stays light: the training side (:mod:`clustertune.launch.train_here`) imports torch,
-and is imported only by ``check`` and ``submit``, so a dry run or a CLI start never pays for it.
+It trains through the same attempt lifecycle as every launched rank
+(:func:`clustertune.train.attempt.run_attempt`, a world of one rank). This module stays light:
+the training side imports torch, and is imported only by ``check`` and ``submit``, so a dry run
+or a CLI start never pays for it.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clustertune.launch.base import Announce, Resuming
+from clustertune.launch.base import Announce, Resuming, accept_checkpoint
 from clustertune.launch.local import LocalJob
 from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
+from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
 from clustertune.train.library_logs import LibraryLogs
 
 if TYPE_CHECKING:
-    from clustertune.launch.train_here import Ready
+    from clustertune.train.preflight import Checked
+
+log = logging.getLogger("clustertune")
 
 IN_PROCESS_LINE = "# runs in this process (one rank, no launcher): set launch.procs_per_node or launch.backend"
+
+
+@dataclass
+class Ready:
+    """What the checks before an in-process run found: its data and, resumed, its checkpoint."""
+
+    checked: Checked
+    resume_from: Path | None
 
 
 class InProcessLauncher:
@@ -44,10 +61,13 @@ class InProcessLauncher:
         # First: some libraries warn as they are imported, and those warnings belong in the run's log.
         libraries = LibraryLogs().start()
         try:
+            # The checkpoint's signature first: an unsigned or changed one stops here.
+            resume_from = accept_checkpoint(resuming) if resuming is not None else None
             # Imported here: it imports torch, which a dry run and the CLI's start-up never need.
-            from clustertune.launch.train_here import get_ready
+            from clustertune.train.preflight import get_ready
 
-            self._ready = get_ready(recipe, resuming)
+            checked = get_ready(recipe, resuming.run if resuming is not None else None, resume_from)
+            self._ready = Ready(checked, resume_from)
         except BaseException:
             libraries.stop()  # nothing will start: what they said is shown after all
             raise
@@ -61,16 +81,36 @@ class InProcessLauncher:
         """Trains and returns once the run ended (the run is then terminal)."""
         if self._ready is None:
             raise RuntimeError("InProcessLauncher.submit() before check(): check the recipe first")
+        ready = self._ready
+        for stale in (run.paths.stop_request, run.paths.cancel_request):  # left by an earlier attempt
+            stale.unlink(missing_ok=True)
+        run.start_attempt(resumed_from=ready.resume_from.name if ready.resume_from else None)
+        prologue: tuple[str, ...] = ()
+        if ready.checked.prepared is not None:
+            # Deferred: importing it pulls in numpy, which a dry run never needs.
+            from clustertune.data.staging import write_run_data
+
+            p = ready.checked.prepared
+            prologue = (f"data: {p.fingerprint}, {'cache hit' if p.hit else 'prepared'} in {p.seconds:.2f}s "
+                        f"({p.dir}, {p.total_bytes / 1e6:.1f} MB)",)
+            try:
+                write_run_data(p, run.paths)  # what training reads: never raw data
+            except BaseException as exc:
+                run.record_end(RunState.FAILED, reason=f"writing {run.paths.data}: {type(exc).__name__}: {exc}")
+                raise
         libraries = LibraryLogs().hold(self._held).start()
         self._held = []
         try:
             # Imported here: it imports torch (check() imported it already).
-            from clustertune.launch.train_here import train_run
+            from clustertune.train.attempt import Placement, run_attempt
 
-            train_run(recipe, run, self._ready, show_progress, libraries)
+            run_attempt(recipe, run.paths, Placement(show_progress=show_progress), libraries, prologue)
+        except KeyboardInterrupt:
+            log.warning("%s", interrupted_text(run.reload()))  # which checkpoint is kept, how to go on
+            raise
         finally:
             libraries.stop()
-        return LocalJob(run)
+        return LocalJob(run.reload())
 
     def job(self, run: Run) -> LocalJob:
         return LocalJob(run)

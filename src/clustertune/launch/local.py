@@ -10,7 +10,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +83,7 @@ class LocalJob:
                 os.kill(pid, signal.SIGKILL)
                 group = (att.torchrun_pid if att else None) or 0
                 if group and pid_alive(group):
-                    os.killpg(group, signal.SIGKILL)  # torchrun and its ranks run in their own session
+                    kill_tree(group)  # torchrun and its ranks, each rank in a session of its own
         self.run.reload()
         if not self.run.state.terminal:
             self.run.transition(RunState.CANCELLED, reason=CANCELLED_BY_USER)
@@ -184,12 +184,8 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
             with stop_on_signals(run.paths):
                 rc = proc.wait()
         except KeyboardInterrupt:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            # torchrun passes SIGINT on to every rank, which records CANCELLED after its checkpoint.
+            end_after_interrupt(proc, lambda: proc.send_signal(signal.SIGINT), grace=30)
             if not run.reload().state.terminal:
                 run.transition(RunState.CANCELLED, reason=interrupt_reason(run.paths))
             log.warning("%s", interrupted_text(run))
@@ -279,17 +275,79 @@ def run_command(plan: LaunchPlan, run: Run) -> RunState:
             with stop_on_signals(run.paths):
                 rc = proc.wait()
         except KeyboardInterrupt:
-            # Ctrl-C or `clustertune cancel`: every rank gets SIGTERM and the grace period.
-            request_stop(run.paths, cancel=True)
-            try:
-                proc.wait(timeout=grace + 5)
-            except subprocess.TimeoutExpired:
-                proc.terminate()  # torchrun passes SIGTERM on and kills its ranks after 30 s
-                try:
-                    proc.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            # Ctrl-C or `clustertune cancel`: every rank's wrapper sends SIGTERM, then SIGKILL
+            # after the grace period; the launcher waits that long (a second Ctrl-C does not).
+            end_after_interrupt(proc, lambda: request_stop(run.paths, cancel=True), grace=grace + 5)
             finish_attempt(run, proc.returncode, out, tail(out))
             raise
     return finish_attempt(run, rc, out, tail(out))
+
+
+# -- ending a launched process tree -----------------------------------------------------------
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process on this host by its parent's pid (Linux's /proc)."""
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # ended while we looked
+        # The command name (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        out.setdefault(ppid, []).append(int(entry))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, parents before their children."""
+    tree, found, todo = _children_by_parent(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it. A process group is not enough: torchrun starts
+    each rank in a session of its own, and a user's command runs in its wrapper's new session.
+    The tree is stopped first, so that nothing in it starts another process while it is killed."""
+    members = [pid, *descendants(pid)]
+    for p in members:
+        _signal_quietly(p, signal.SIGSTOP)
+    members += [p for p in descendants(pid) if p not in members]  # started before the stop took
+    for p in members:
+        _signal_quietly(p, signal.SIGKILL)
+
+
+def _signal_quietly(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def end_after_interrupt(proc: subprocess.Popen[bytes], ask: Callable[[], None], grace: float) -> None:
+    """After a Ctrl-C: ``ask`` the ranks to stop (they checkpoint at the next step, then end) and
+    wait up to ``grace`` seconds. A second Ctrl-C, or the grace running out, kills torchrun and
+    every rank at once; this returns only when all of them are gone."""
+    ask()
+    try:
+        proc.wait(timeout=grace)
+        return
+    except subprocess.TimeoutExpired:
+        log.warning("the ranks did not stop within %g s: killing them", grace)
+    except KeyboardInterrupt:
+        log.warning("second Ctrl-C: killing torchrun and every rank now (the newest complete checkpoint is kept)")
+    while True:
+        try:
+            kill_tree(proc.pid)
+            proc.wait()
+            return
+        except KeyboardInterrupt:
+            continue  # more Ctrl-C while it is being killed: the kill goes on

@@ -23,7 +23,7 @@ from clustertune.recipe.load import load_recipe
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.host_job import HostJob, cluster_of
 from clustertune.remote.transport import shell_join
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
+from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths, checkpoint_step
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
@@ -202,7 +202,7 @@ def gather(run: Run) -> None:
     if run.paths.is_command:
         return  # a user's own script keeps the checkpoints it keeps
     keep = load_recipe(run.paths.recipe).train.keep_last
-    found = sorted(p for p in run.paths.checkpoints.glob("step-*") if p.is_dir()) if run.paths.checkpoints.is_dir() else []
+    found = run.paths.checkpoint_dirs()
 
     for old in found[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
@@ -258,7 +258,7 @@ def _kept_checkpoints(run: Run) -> tuple[Cluster, dict[int, str], dict[int, set[
     have: dict[int, set[str]] = {}
     for i in nodes:
         r = cluster.conn(i).run(["ls", posixpath.join(rdir[i], "checkpoints")])
-        have[i] = {n for n in r.text.split() if n.startswith("step-")} if r.rc == 0 else set()
+        have[i] = {n for n in r.text.split() if checkpoint_step(n) is not None} if r.rc == 0 else set()
     newest = max((n for names in have.values() for n in names), default=None)
     return cluster, rdir, have, newest
 

@@ -24,6 +24,20 @@ CHECKPOINT_INDEX = "state.json"
 TOKENIZER_MARKER = "tokenizer_config.json"
 
 
+# A checkpoint directory is ``step-`` and the step, zero-padded: sorted by name, sorted by step.
+CHECKPOINT_PREFIX = "step-"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{step:08d}"
+
+
+def checkpoint_step(name: str) -> int | None:
+    """The step a checkpoint directory's name stands for; None for any other name."""
+    digits = name[len(CHECKPOINT_PREFIX):] if name.startswith(CHECKPOINT_PREFIX) else ""
+    return int(digits) if digits.isdigit() else None
+
+
 def rank_log_name(rank: int) -> str:
     """One rank's own log inside ``logs/``."""
     return f"rank-{rank}.log"
@@ -166,15 +180,18 @@ class RunPaths:
         return self.root / "curves.png"
 
     def checkpoint(self, step: int) -> Path:
-        return self.checkpoints / f"step-{step:08d}"
+        return self.checkpoints / checkpoint_name(step)
+
+    def checkpoint_dirs(self) -> list[Path]:
+        """Every step directory, complete or not, oldest first."""
+        if not self.checkpoints.is_dir():
+            return []
+        return sorted(p for p in self.checkpoints.iterdir() if p.is_dir() and checkpoint_step(p.name) is not None)
 
     def complete_checkpoints(self) -> list[Path]:
         """Checkpoints renamed into place with their index (:data:`CHECKPOINT_INDEX`), oldest
         first. Temporary and half-removed directories are never listed."""
-        if not self.checkpoints.is_dir():
-            return []
-        return sorted(p for p in self.checkpoints.iterdir()
-                      if p.is_dir() and p.name.startswith("step-") and (p / CHECKPOINT_INDEX).is_file())
+        return [p for p in self.checkpoint_dirs() if (p / CHECKPOINT_INDEX).is_file()]
 
 
 @dataclass(frozen=True)

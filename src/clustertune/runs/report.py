@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.runs.paths import checkpoint_step
 from clustertune.runs.run import Run
 from clustertune.runs.evals import eval_lines
 from clustertune.runs.metrics_file import read_metrics
@@ -166,9 +167,9 @@ def resume_steps(run: Run) -> list[int]:
     """The steps later attempts resumed from (``resumed_from: step-00000050`` in run.json)."""
     out = []
     for att in run.attempts[1:]:
-        name = att.resumed_from or ""
-        if name.startswith("step-") and name[5:].isdigit():
-            out.append(int(name[5:]))
+        step = checkpoint_step(att.resumed_from or "")
+        if step is not None:
+            out.append(step)
     return out
 
 

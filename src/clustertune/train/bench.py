@@ -125,7 +125,7 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.prepare import Arrays
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.entry import make_strategy
+    from clustertune.train.execute import make_strategy
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.precision import reset_accelerate_state
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from clustertune.fsutil import free_mb, is_no_space, sha256_file
+from clustertune.fsutil import free_mb, fsync_all, fsync_file, is_no_space, sha256_file
 from clustertune.errors import CheckpointError, DiskFullError
 from clustertune.models.adapters import adapter_record, check_resume
-from clustertune.runs.paths import RunPaths
+from clustertune.runs.paths import RunPaths, checkpoint_step
 from clustertune.train import faults
 # Listing and signatures live in sealed (no torch: launchers use them); callers reach them here too.
 from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verified_state
@@ -253,8 +253,7 @@ def hash_share(tmp: Path, rank: int, world: int) -> None:
     for name in split_shares(sizes, world)[rank]:
         f = tmp / name
         digests[name] = {"bytes": sizes[name], "sha256": sha256_file(f)}
-        with f.open("rb") as fh:
-            os.fsync(fh.fileno())
+        fsync_file(f)
     (tmp / SHARE.format(rank=rank)).write_text(json.dumps(digests), encoding="utf-8")
 
 
@@ -284,9 +283,7 @@ def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: 
     state_bytes = (json.dumps(state, indent=2) + "\n").encode("utf-8")
     (tmp / STATE).write_bytes(state_bytes)
     signature = sign_state(tmp, state_bytes)  # covers every file through its sha256
-    for p in [*written, tmp / STATE, signature]:  # data on disk before the rename makes the directory visible
-        with p.open("rb") as fh:
-            os.fsync(fh.fileno())
+    fsync_all([*written, tmp / STATE, signature])  # data on disk before the rename makes the directory visible
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -317,7 +314,7 @@ def clean_stale(paths: RunPaths) -> list[str]:
         return []
     complete = set(list_checkpoints(paths))
     stale = [p for p in paths.checkpoints.iterdir() if p.is_dir() and p not in complete
-             and p.name.startswith((".tmp-", ".pruned-", "step-"))]
+             and (p.name.startswith((".tmp-", ".pruned-")) or checkpoint_step(p.name) is not None)]
     for p in stale:
         shutil.rmtree(p, ignore_errors=True)
     return sorted(p.name for p in stale)

@@ -1,307 +1,43 @@
-"""Node-side execution of one run: tokenizer, model, data arrays, Accelerator, the loop, the
-final model. Everything it needs is in the run directory (the resolved recipe) plus the
-checkpoint to resume from; the submitting side has already checked the inputs.
+"""The node side's command: ``python -m clustertune.train.entry RUN_DIR``, one process per rank
+(torchrun starts them; the launcher's plan names this module). Each rank runs one attempt of the
+run (:func:`clustertune.train.attempt.run_attempt`); the topology comes from the environment,
+everything else from the run directory. The process then ends through
+:func:`~clustertune.train.attempt.exit_rank` (the reason is there).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import time
+import sys
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import torch
-
-from clustertune.data.staging import open_run_data, read_run_data
-from clustertune.errors import DataError, UserError
-from clustertune.models.adapters import merge_adapter
-from clustertune.models.build import build_model, resolve_config
-from clustertune.recipe.load import dump_recipe
-from clustertune.recipe.schema import Recipe
-from clustertune.runs.paths import RunPaths
-from clustertune.train import memory
-from clustertune.train.throughput import parameter_count
-from clustertune.train.loop import LoopResult, train_loop
-from clustertune.train.fastpath import pad_vocab, vocab_multiple
-from clustertune.train.metrics import flat_config, tracker_env
-from clustertune.train.precision import mixed_precision, reset_accelerate_state
-from clustertune.train.strategies import Strategy
-from clustertune.train.strategies.accel import loads_from_rank0
-from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory
-from clustertune.train.stop import StopFlag
-from clustertune.train import checkpoint as ckpt
-from clustertune.runs.state import RunState
-from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
+from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe
+from clustertune.runs.paths import RunPaths
 from clustertune.runs.topology import Topology
-from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin
-from clustertune.train.strategies.group import fp32_matmul_precision, start_process_group
-from clustertune.train.strategies.zero import DeepSpeedStrategy, require_deepspeed
-
-if TYPE_CHECKING:
-    from clustertune.train.rl.runner import RLResult
-
-log = logging.getLogger("clustertune")
-
-
-def run_tokenizer(paths: RunPaths) -> Any:
-    """The run's tokenizer, as the submitting side put it in the run directory (the one the
-    prepared data was tokenized with; trained or loaded there, never here)."""
-    from transformers import AutoTokenizer
-
-    if not paths.has_tokenizer:
-        raise DataError(f"run directory {paths.root} has no tokenizer/: its data was never prepared "
-                        "(`clustertune run` prepares it before training starts)")
-    return AutoTokenizer.from_pretrained(str(paths.tokenizer))
-
-
-def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, fsdp_plugin: Any = None) -> Any:
-    from accelerate import Accelerator
-
-    trackers = list(recipe.tracking.trackers)
-    if trackers:
-        paths.trackers.mkdir(exist_ok=True)
-        tracker_env(trackers, paths.trackers)
-    acc = Accelerator(
-        cpu=not torch.cuda.is_available(),
-        mixed_precision=mixed_precision(recipe) if mixed is None else mixed,
-        fsdp_plugin=fsdp_plugin,
-        log_with=trackers or None,
-        project_dir=str(paths.trackers),
-    )
-    if trackers:
-        acc.init_trackers(f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project,
-                          config=flat_config(recipe.to_plain()))
-    return acc
-
-
-def make_strategy(recipe: Recipe, paths: RunPaths, from_rank0: bool = False) -> Strategy:
-    """The node side's one place that turns the recipe into an Accelerator and a strategy.
-    ``from_rank0``: FSDP's ranks other than 0 built the model on the meta device."""
-
-    strategy = recipe.train.strategy
-    t = recipe.train
-    # Device, group and TF32 first: the precision probe and NCCL then see this rank's GPU.
-    own_group = start_process_group(strategy == "fsdp", t.effective_offload != "none", t.collective_timeout_minutes)
-    torch.set_float32_matmul_precision(fp32_matmul_precision(t.tf32, torch.cuda.is_available()))
-    if strategy == "deepspeed":
-        require_deepspeed()  # before an Accelerator exists: a missing package is a user error
-        # DeepSpeed casts the model itself; the Accelerator only provides ranks and trackers.
-        return DeepSpeedStrategy(recipe, make_accelerator(recipe, paths, mixed="no"), mixed_precision(recipe))
-
-    plugin = fsdp_plugin(recipe, mixed_precision(recipe), from_rank0) if strategy == "fsdp" else None
-    made = AccelerateStrategy(recipe, make_accelerator(recipe, paths, fsdp_plugin=plugin), sharded=plugin is not None,
-                              from_rank0=from_rank0)
-    made.own_group = own_group  # a group of one made for FSDP without a launcher: undone after the run
-    return made
-
-
-def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_progress: bool,
-            local_rank: int | None = None, stage_dir: str | None = None, stop: Any = None) -> LoopResult | RLResult:
-    """Train ``recipe`` into ``paths``; returns the loop's result after saving the final model.
-
-    The data was prepared by the submitting side (``data.json`` and ``tokenizer/`` in the run
-    directory); here it is staged (when ``data.stage_to`` or ``stage_dir`` says so, once per
-    node) and memory-mapped. ``local_rank`` defaults to ``$LOCAL_RANK`` (0 in-process).
-    A loop ended by ``stop`` (a StopFlag) leaves its checkpoint and no final model.
-    """
-    from transformers import set_seed
-    from transformers.utils import logging as hf_logging
-
-    # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
-    # SLURM log file) those are noise. Our own progress reporting covers the run.
-    hf_logging.disable_progress_bar()
-
-    if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
-        # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
-        from clustertune.train.rl import execute_rl
-
-        return execute_rl(recipe, paths, resume_from, show_progress, stop=stop)
-
-    t = recipe.train
-    if t.cpu_threads:
-        torch.set_num_threads(t.cpu_threads)
-    tok = run_tokenizer(paths)
-    config = resolve_config(recipe, tok, read_run_data(paths).labels)
-    pad_vocab(config, vocab_multiple(recipe))
-    # Under FSDP only rank 0 holds the whole model in host memory; the others build its
-    # structure on the meta device and receive their shards from rank 0 (strategies/accel.py).
-    from_rank0 = loads_from_rank0(recipe)
-    on_meta = from_rank0 and int(os.environ.get("RANK", "0") or 0) != 0
-    # The strategy (and its process group) before the model: under ZeRO-3 each rank builds only
-    # its partitions, which takes the group (strategies/zero.py).
-    strategy = make_strategy(recipe, paths, from_rank0)
-    try:
-        set_seed(t.seed)
-        model = strategy.build(lambda: build_model(recipe, config, tok, on_meta=on_meta))
-        # Recorded with the state each rank holds (the loop's state_memory row).
-        strategy.built_bytes = memory.materialised_bytes(model)
-        train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
-        n_params = parameter_count(model)
-        log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
-        seq_len = recipe.sequence_length
-        with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):
-            result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
-                                resume_from=resume_from, show_progress=show_progress, stop=stop)
-        if result.stopped_by is not None:  # stopped on request: the checkpoint is the result
-            strategy.end()
-            return result
-        _save_final(recipe, paths, strategy, result, tok, n_params, train_arrays, eval_arrays)
-        strategy.end()
-    finally:
-        reset_accelerate_state()
-        if strategy.own_group is not None:
-            strategy.own_group.close()
-    return result
-
-
-def _open_data(recipe: Recipe, paths: RunPaths, local_rank: int | None, stage_dir: str | None) -> tuple[Any, Any]:
-    """The run's train and eval arrays (staged first where asked), memory-mapped."""
-    t0 = time.perf_counter()
-    if local_rank is None:
-        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
-    train_arrays, eval_arrays = open_run_data(recipe, paths, local_rank, stage_dir)
-    if hasattr(train_arrays, "__len__"):
-        log.info("data: %d train / %d eval samples (%d / %d tokens) opened in %.2fs",
-                 len(train_arrays), len(eval_arrays), train_arrays.tokens, eval_arrays.tokens, time.perf_counter() - t0)
-    else:
-        log.info("data: train streamed (tokenized on the fly), %d eval samples (%d tokens) opened in %.2fs",
-                 len(eval_arrays), eval_arrays.tokens, time.perf_counter() - t0)
-    return train_arrays, eval_arrays
-
-
-def _save_final(recipe: Recipe, paths: RunPaths, strategy: Any, result: LoopResult, tok: Any, n_params: int,
-                train_arrays: Any, eval_arrays: Any) -> None:
-    """Every rank takes part in gathering the shards; the main process writes a plain
-    save_pretrained directory that loads without clustertune or the strategy, and summary.json."""
-    weights = strategy.full_state_dict(result.model)
-    strategy.wait_for_everyone()
-    if not strategy.is_main_process:
-        return
-    strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
-    tok.save_pretrained(str(paths.model))
-    if recipe.model.adapter is not None and recipe.model.adapter.save_merged:
-        merge_adapter(paths.model, paths.merged_model)
-    summary = {
-        "steps": result.steps, "final_eval": result.final_eval, "tokens_per_s": result.tokens_per_s,
-        "samples_seen": result.samples_seen, "train_seconds": result.train_seconds, "parameters": n_params,
-        "train_samples": len(train_arrays) if hasattr(train_arrays, "__len__") else None,
-        "eval_samples": len(eval_arrays), "resumed_from_step": result.resumed_from_step, "evals": result.evals,
-    }
-    paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-
-
-# -- node side: `python -m clustertune.train.entry RUN_DIR`, one process per rank --------------
-
-
-def _node_logging(paths: RunPaths, rank: int) -> None:
-    fmt = logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s")
-    handlers: list[logging.Handler] = [logging.FileHandler(paths.rank_log(rank), encoding="utf-8"),
-                                       logging.StreamHandler()]
-    if rank == 0:
-        handlers.append(logging.FileHandler(paths.log, encoding="utf-8"))
-    for h in handlers:
-        h.setFormatter(fmt)
-        log.addHandler(h)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-
-
-def _stopped_state(recipe: Recipe, topo: Any, paths: RunPaths, stopped_by: str) -> Any:
-    """How a run that stopped on request ends: CANCELLED (a cancel), TIMEOUT (the time-limit
-    signal once the requeues are used up), else PREEMPTED (it will be requeued or resumed)."""
-
-    if paths.cancel_request.exists():
-        return RunState.CANCELLED
-    if "USR2" in stopped_by and topo.restart_count >= recipe.launch.max_requeues:
-        return RunState.TIMEOUT
-    return RunState.PREEMPTED
-
-
-def report_out_of_memory(paths: RunPaths, rank: int, exc: BaseException) -> None:
-    try:
-        paths.out_of_memory(rank).write_text(str(exc), encoding="utf-8")
-    except OSError:
-        pass  # the rank's own log has it
-
-
-def failure_reason(paths: RunPaths, rank: int, exc: BaseException) -> str:
-    """Why the run failed, as rank 0 records it: a rank that ran out of device memory is the
-    cause even when rank 0's own error is the collective that rank left hanging."""
-    if not isinstance(exc, OutOfMemory):
-        for report in paths.out_of_memory_reports():
-            other = report.stem.rsplit("-", 1)[-1]
-            try:
-                text = report.read_text(encoding="utf-8")
-            except OSError:
-                continue
-            return f"rank {other} ran out of device memory (rank {rank} then failed: {type(exc).__name__}): {text}"
-    return f"rank {rank}: {type(exc).__name__}: {exc}"
+from clustertune.train.attempt import Placement, exit_rank, run_attempt
 
 
 def main(argv: list[str] | None = None) -> int:
-    import faulthandler
-    import os
-    import sys
-    import traceback
-
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m clustertune.train.entry RUN_DIR", file=sys.stderr)
         return 2
     paths = RunPaths(Path(args[0]).resolve())
-    topo = Topology.from_env(os.environ)
-    _node_logging(paths, topo.rank)
-    run = Run.load(paths.root) if topo.is_main else None
     recipe = load_recipe(paths.recipe)
     minutes = recipe.launch.watchdog_minutes
-    # A fatal signal (a crash in native code) and the hang watchdog write every thread's Python
-    # stack into this rank's log: what it was doing stays on record when it dies.
-    stack_log = paths.rank_log(topo.rank).open("a", encoding="utf-8")
-    faulthandler.enable(file=stack_log, all_threads=True)
-    stop = StopFlag(paths.stop_request, watchdog_seconds=minutes * 60 if minutes else None, watchdog_log=stack_log)
-    paths.out_of_memory(topo.rank).unlink(missing_ok=True)  # an earlier attempt's
+    where = Placement(topology=Topology.from_env(os.environ), launched=True,
+                      watchdog_seconds=minutes * 60 if minutes else None)
     try:
-        found = ckpt.list_checkpoints(paths)
-        resume_from = found[-1] if found else None  # a restart or requeue continues from here
-        if run is not None:
-            # Rank 0 records this start: the attempt the launcher opened, or a new one after a requeue.
-            run.node_started(topo.job_id, resume_from.name if resume_from else None)
-            # This attempt is the run's only one now: what killed attempts left goes (the other
-            # ranks write checkpoints only after the first save's barrier).
-            ckpt.clean_stale(paths)
-        log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
-                 f", resuming from {resume_from.name}" if resume_from else "")
-        # The data was prepared before the ranks started (data.json in the run directory); each
-        # node stages it once when data.stage_to says so (local rank 0 copies, the others wait).
-        result = execute(recipe, paths, resume_from, False, local_rank=topo.local_rank, stop=stop)
-        stopped_by = result.stopped_by  # supervised and RL results both say whether a stop request ended them
-        if run is not None:
-            if stopped_by is not None:
-                state = _stopped_state(recipe, topo, paths, stopped_by)
-                why = CANCELLED_BY_USER if state is RunState.CANCELLED else f"stop request ({stopped_by})"
-                run.reload().transition(state, reason=f"{why} at step {result.steps}; checkpoint written")
-            else:
-                run.reload().transition(RunState.COMPLETED)
-                log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
-        return 0
-    except BaseException as exc:
-        log.error("rank %d failed: %s: %s", topo.rank, type(exc).__name__, exc)
-        if isinstance(exc, OutOfMemory):
-            report_out_of_memory(paths, topo.rank, exc)
-        if run is not None and not run.reload().state.terminal and isinstance(exc, KeyboardInterrupt):
-            run.transition(RunState.CANCELLED, reason=interrupt_reason(paths))
-        elif run is not None and not run.state.terminal:
-            run.transition(RunState.FAILED, reason=failure_reason(paths, topo.rank, exc),
-                           traceback_text=traceback.format_exc())
-        if isinstance(exc, (UserError, KeyboardInterrupt)):
-            return 1
-        raise
-    finally:
-        stop.close()
+        run_attempt(recipe, paths, where)
+    except (UserError, KeyboardInterrupt):
+        return 1  # recorded in run.json and this rank's log: no traceback on top
+    except BaseException:
+        traceback.print_exc()  # torchrun's summary and the rank's log show where it failed
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_rank(main())

@@ -260,6 +260,7 @@ def train_loop(
     progress = Progress(steps, step, enabled=main, show=show_progress)
     stopped_by = None
     last_eval: dict[str, float] = {}
+    it = None
     try:
         if step == 0 and t.eval_at_start:
             last_eval = run_eval(0)
@@ -358,6 +359,8 @@ def train_loop(
         if stopped_by is None:
             last_eval = run_eval(step)
     finally:
+        if it is not None:
+            it.close()  # a prefetching thread ends with the loop, not at interpreter exit
         progress.close()
         if kept is not None:
             kept.remove()

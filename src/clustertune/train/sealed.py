@@ -162,10 +162,11 @@ def verified_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
 
 
 def accept_for_resume(paths: RunPaths, trust: bool = False) -> Path | None:
-    """The newest complete checkpoint of a run about to resume, its signature checked (cheap:
-    state.json only; each process checks every file's digest before it loads any). With
-    ``trust``, an unsigned checkpoint, or one signed with another key, is signed with this
-    user's key instead of refused: the user vouches for it. None when there is no checkpoint."""
+    """The newest complete checkpoint of a run about to resume, checked before anything changes:
+    its signature, then every file it lists against its size and sha256 (the ranks check them
+    again before they load any). With ``trust``, an unsigned checkpoint, or one signed with
+    another key, is signed with this user's key instead of refused: the user vouches for the
+    files its state.json lists, which must still match it. None when there is no checkpoint."""
     found = list_checkpoints(paths)
     if not found:
         return None
@@ -174,10 +175,10 @@ def accept_for_resume(paths: RunPaths, trust: bool = False) -> Path | None:
     _parse(newest, state_bytes)  # a corrupt state.json is named as such, and never signed
     key = checkpoint_key()
     problem = signature_problem(newest, state_bytes, key)
-    if problem is None:
-        return newest
-    if not trust:
-        raise _refusal(newest, problem)
-    sign_state(newest, state_bytes, key)
-    log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
+    if problem is not None:
+        if not trust:
+            raise _refusal(newest, problem)
+        sign_state(newest, state_bytes, key)
+        log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
+    verified_state(newest, key)  # a changed or missing file stops the resume here, on every backend
     return newest

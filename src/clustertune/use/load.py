@@ -99,8 +99,8 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
 def _run_target(run: Run) -> Target:
     model_dir = run.paths.model
     if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
-        ckpts = sorted(p.name for p in run.paths.checkpoints.glob("step-*")) if run.paths.checkpoints.is_dir() else []
-        hint = f"; its newest checkpoint is {run.paths.checkpoints / ckpts[-1]}" if ckpts else ""
+        ckpts = run.paths.checkpoint_dirs()
+        hint = f"; its newest checkpoint is {ckpts[-1]}" if ckpts else ""
         raise RunError(f"run {run.id} is {run.state.value} and has no final model yet ({model_dir} is missing){hint}; "
                        f"finish it with `clustertune run --resume {run.id}` or name another run")
     return _target_from_dir(model_dir, run)

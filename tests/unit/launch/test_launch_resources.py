@@ -143,7 +143,7 @@ def test_dry_run_shows_the_sbatch_command_site_defaults_and_warns_about_unset_se
 def test_device_cpu_hides_the_gpus_from_every_rank_and_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from clustertune.launch.train_here import use_device
+    from clustertune.train.preflight import use_device
     from clustertune.launch.submit import needs_launcher
 
     r = load_recipe(with_(TINY_CAUSAL, train={"device": "cpu"}))

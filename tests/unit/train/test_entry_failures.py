@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clustertune.runs.paths import RunPaths
-from clustertune.train.entry import failure_reason, report_out_of_memory
+from clustertune.train.attempt import failure_reason, report_out_of_memory
 from clustertune.train.strategies.base import OutOfMemory
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clustertune.fsutil import sha256_file
+from clustertune.fsutil import fsync_all, sha256_file
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.sealed import sign_state
@@ -50,10 +50,7 @@ def adopt_checkpoint(paths: RunPaths, src: Path, step: int, meta: dict[str, Any]
     state_bytes = (json.dumps(state, indent=2) + "\n").encode("utf-8")
     (tmp / ckpt.STATE).write_bytes(state_bytes)
     sign_state(tmp, state_bytes)  # the trainer's files are pickles: nothing loads them unsigned
-    for p in tmp.rglob("*"):  # data on disk before the rename makes the directory visible
-        if p.is_file():
-            with p.open("rb") as fh:
-                os.fsync(fh.fileno())
+    fsync_all([p for p in tmp.rglob("*") if p.is_file()])  # data on disk before the rename makes the directory visible
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
