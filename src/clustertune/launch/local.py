@@ -198,7 +198,9 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
     if not run.state.terminal:
         run.transition(RunState.FAILED, reason=(f"{first}; " if first else "")
                        + f"torchrun exited with code {rc}; last lines of {out}:\n{tail(out)}")
-    elif run.state is RunState.FAILED and rc != 0 and "last lines" not in (run.info.reason or ""):
+    elif run.state is RunState.FAILED and rc != 0 and (run.info.reason or "").startswith("rank "):
+        # A rank's error as rank 0 recorded it: torchrun's summary may name the rank that caused
+        # it. (A message the attempt wrote for the user, a full disk, is left as it is.)
         if cause and not (run.info.reason or "").startswith(f"rank {cause[0]}:"):
             run.explain(f"{first}; then", first=True)
         run.explain(f"last lines of {out}:\n{tail(out)}")

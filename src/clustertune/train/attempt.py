@@ -185,7 +185,7 @@ def _record_failure(run: Run, paths: RunPaths, where: Placement, exc: BaseExcept
         return exc
     if run.reload().state.terminal:  # a cancel recorded it already
         return exc
-    if is_no_space(exc):
+    if isinstance(exc, DiskFullError) or is_no_space(exc):
         full = disk_full(paths, run.id, exc)
         run.record_end(RunState.FAILED, reason=str(full))
         log.error("run %s failed: %s", run.id, full)
