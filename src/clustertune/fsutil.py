@@ -32,6 +32,12 @@ def temp_sibling(path: Path, tag: str = "tmp") -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{tag}")
 
 
+def fsync_open(fh: Any) -> None:
+    """Flush an open file's buffers and its data to disk (before it is closed and recorded)."""
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -13,8 +13,8 @@ import typer
 from clustertune.cli.completion import complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
+from clustertune.api import data as api_data
 from clustertune.recipe.load import load_recipe
-from clustertune.data.fetch import fetch as do_fetch
 
 CacheDir = typer.Option(None, "--cache-dir", help="Cache root (default: data.cache_dir, $CLUSTERTUNE_CACHE, ~/.cache/clustertune).")
 
@@ -47,15 +47,8 @@ def _source(inputs: dict) -> str:
 
 
 def _cache_root(cache_dir: Path | None) -> Path:
-    """The cache root ``cache ls|rm|verify`` look at; a file in its place is named, not taken for an empty cache."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import cache_root
-
-    root = cache_root(None, cache_dir)
-    if root.exists() and not root.is_dir():
-        raise DataError(f"cache root {root} is not a directory; pass --cache-dir DIR (or set $CLUSTERTUNE_CACHE) "
-                        "to the directory that holds the prepared data")
-    return root
+    """The cache root ``cache ls|rm|verify`` look at."""
+    return api_data.cache_root(cache_dir)
 
 
 def prepare(
@@ -66,16 +59,9 @@ def prepare(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import prepare as do_prepare
-
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import log_to_stderr
-
     r = load_recipe(recipe, overrides or [])
     t0 = time.perf_counter()
-    with log_to_stderr():
-        p = do_prepare(r, workers=workers, force=force, cache_dir=cache_dir)
+    p = api_data.prepare(r, workers=workers, force=force, cache_dir=cache_dir)
     secs = time.perf_counter() - t0
     tr, va = p.counts("train"), p.counts("validation")
     print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
@@ -86,7 +72,7 @@ def prepare(
     else:
         print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
     print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
-    for split in ("train", "validation") if r.task == "sft" else ():
+    for split in ("train", "validation") if r.traits.data == "chats" else ():
         s = p.manifest.split(split)
         rows = "packed" if s.packed else "one example per row"
         print(f"  {split:<9} sft: {s.trained_tokens or 0:,} trained tokens, {rows}; "
@@ -103,11 +89,8 @@ cache_app = typer.Typer(help="The prepared-data cache: ls, rm, verify.", no_args
 def cache_ls(cache_dir: Optional[Path] = CacheDir,
              as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache_entries import list_entries
-
     root = _cache_root(cache_dir)
-    entries = list_entries(root)
+    entries = api_data.cache_entries(root)
     if as_json:
         print(json.dumps([_entry_record(m) for m in entries], indent=2))
         return
@@ -141,18 +124,15 @@ def cache_rm(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache_entries import find_entries, list_entries, remove_entry
-
     root = _cache_root(cache_dir)
     if all_:
-        targets = [m.dir for m in list_entries(root)]
+        targets = [m.dir for m in api_data.cache_entries(root)]
     elif fingerprints:
-        targets = find_entries(root, fingerprints)
+        targets = api_data.find_cache_entries(root, fingerprints)
     else:
         raise DataError("give fingerprints to remove (`clustertune cache ls` lists them) or --all")
     for d in targets:
-        remove_entry(d)
+        api_data.remove_cache_entry(d)
         print(f"removed {d}")
 
 @cache_app.command("verify")
@@ -161,19 +141,12 @@ def cache_verify(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache_entries import find_entries
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.manifest import load_manifest
-
     root = _cache_root(cache_dir)
-    dirs = find_entries(root, fingerprints) if fingerprints else sorted(
-        d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and d.name != "tokenizers"
-    ) if root.is_dir() else []
+    dirs = api_data.find_cache_entries(root, fingerprints) if fingerprints else api_data.entry_dirs(root)
     bad = []
     for d in dirs:
         try:
-            m = load_manifest(d)
+            m = api_data.read_entry(d)
             m.verify()
             print(f"ok   {d.name}  {len(m.files)} files, {_mb(m.total_bytes)}")
         except DataError as exc:
@@ -191,20 +164,8 @@ def stage(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import prepare as do_prepare
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.staging import resolve_stage_root
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.staging import stage as do_stage
-
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import log_to_stderr
-
     r = load_recipe(recipe, overrides or [])
-    with log_to_stderr():
-        p = do_prepare(r, cache_dir=cache_dir)
-        res = do_stage(p.dir, resolve_stage_root(dest))
+    p, res = api_data.stage(r, dest, cache_dir=cache_dir)
     print(f"staged {p.fingerprint} to {res.dir}")
     print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
           f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
@@ -218,13 +179,8 @@ def fetch(
 ) -> None:
     """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
     STORE and write a recipe that uses those copies (for nodes without internet)."""
-
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.cache import log_to_stderr
-
     r = load_recipe(recipe, overrides or [])
-    with log_to_stderr():
-        res = do_fetch(r, store, out, prepare_data=not no_prepare)
+    res = api_data.fetch(r, store, out, prepare_data=not no_prepare)
     for key, name, dest in res.fetched:
         print(f"{key}: {name} -> {dest}")
     if not res.fetched:

@@ -10,7 +10,7 @@ import typer
 
 from clustertune.errors import UserError
 from clustertune.runs.state import RunState
-from clustertune.runs.store import runs_root as root_of
+from clustertune import api
 
 
 def split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
@@ -27,6 +27,10 @@ def split_command(args: list[str]) -> tuple[list[str], list[str] | None]:
     return args, None
 
 
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def launch(
     ctx: typer.Context,
     items: Optional[list[str]] = typer.Argument(None, help="A YAML file with a launch section, and/or launch.* keys, "
@@ -37,31 +41,17 @@ def launch(
 ) -> None:
     """Run your own script (`-- python train.py ...`) on every rank: torchrun per node by default,
     a run id, logs, status, cancel, stop requests and requeue as for recipes."""
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch import submit
-    from clustertune.launch.command import load_launch
-
     command = (ctx.obj or {}).get("command")
     items = list(items or [])
     source = items.pop(0) if items and "=" not in items[0] else None
-    if resume is not None:
-        if source is not None or command:
-            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
-        if dry_run:
-            raise UserError("--dry-run shows a new launch; drop --resume")
-        r = submit.launch(None, resume=resume, overrides=items, runs_root_dir=runs_root,
-                          announce=lambda t: print(t, file=sys.stderr, flush=True))
-    else:
-        if command is None:
+    if dry_run:
+        if command is None and resume is None:
             raise UserError("give the command to run after `--`, e.g. "
                             "`clustertune launch launch.procs_per_node=2 -- python train.py`")
-        recipe = load_launch(source, items, command)
-        if dry_run:
-            print(submit.dry_run_text(recipe, root_of(runs_root or recipe.tracking.runs_root), command))
-            return
-        r = submit.launch(recipe, user_command=command, runs_root_dir=runs_root,
-                          command=["clustertune", *sys.argv[1:]],
-                          announce=lambda t: print(t, file=sys.stderr, flush=True))
+        print(api.dry_run(source, items, resume=resume, runs_root_dir=runs_root, user_command=command or []))
+        return
+    r = api.launch_command(command, source, items, resume=resume, runs_root_dir=runs_root,
+                           command=None if resume is not None else ["clustertune", *sys.argv[1:]], announce=_to_stderr)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return

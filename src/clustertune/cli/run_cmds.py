@@ -17,13 +17,12 @@ from clustertune.errors import RecipeError, UserError
 from clustertune.recipe.load import key_lines, load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
+from clustertune.tasks import find_task
 from clustertune.runs.report import final_lines, generation_change
 from clustertune.recipe.local_checks import local_problems
 from clustertune.runs.state import RunState
-from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.recipe.keys import explain
-from clustertune.runs.store import get_run
-from clustertune.runs.store import runs_root as root_of
+from clustertune import api
 
 
 def run(
@@ -43,9 +42,6 @@ def run(
     """Run a recipe (or --resume RUN_ID); prints where the model and metrics are."""
     if resume is not None and not resume.strip():
         raise UserError("--resume needs a run id (`clustertune runs` lists them)")
-    if resume is not None and recipe is not None and not all(o.startswith("launch.") for o in [recipe, *(overrides or [])]):
-        # `clustertune run --resume ID` only; a recipe beside it is ambiguous.
-        raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
     if resume is None and recipe is None:
         raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
     if trust_checkpoint and (resume is None or dry_run):
@@ -64,7 +60,7 @@ def validate(
     problems = local_problems(r, str(path), key_lines(path.read_text(encoding="utf-8")), overrides)
     if problems:
         raise RecipeError(problems)
-    check_deepspeed_json(r)  # read on the nodes too late: a typo would fail after the job queued
+    api.check_for_nodes(r)  # read on the nodes too late: a typo would fail after the job queued
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
     if r.rl is not None:
         src = f"{r.rl.algorithm} policy {r.rl.policy}"
@@ -101,39 +97,30 @@ def recipes(name: Optional[str] = typer.Argument(None, help="Print this shipped 
 
 def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_root: Path | None,
              dry_run: bool, progress: bool, trust_checkpoint: bool = False) -> None:
-    """Where and how it runs is decided by the library (``launch``); this prints the outcome."""
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch import submit
-
+    """Where and how it runs is decided by the library; this prints the outcome."""
     if resume is not None:
-        # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`.
-        launch_overrides = [o for o in [recipe, *overrides] if o]
-        if dry_run:
-            the_recipe = load_recipe(get_run(resume, runs_root).paths.recipe, launch_overrides)
+        # `--resume ID launch.procs_per_node=1`: typer puts the first override in `recipe`; the
+        # API holds the rule (launch.* keys only) for every caller.
+        source, overrides = None, [o for o in [recipe, *overrides] if o]
     else:
-        assert recipe is not None  # the command checked it
-        launch_overrides = None
-        the_recipe = load_recipe(recipe, overrides)
+        source = recipe
     if dry_run:
-        print(submit.dry_run_text(the_recipe, root_of(runs_root or the_recipe.tracking.runs_root)))
+        print(api.dry_run(source, overrides, resume=resume, runs_root_dir=runs_root))
         return
-    r = submit.launch(None if resume else the_recipe, resume=resume, overrides=launch_overrides,
-                      runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
-                      announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress,
-                      trust_checkpoint=trust_checkpoint)
+    r = api.run(source, overrides, resume=resume, runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
+                announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress,
+                trust_checkpoint=trust_checkpoint)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return
     print(f"run {r.id} {r.state.value}" + (f": {r.info.reason}" if r.state is not RunState.COMPLETED and r.info.reason else ""))
     if (r.info.remote or {}).get("keep_on_cluster"):
-        # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-        from clustertune.remote.train_job import kept_result_lines
-
-        print("\n".join(kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
+        print("\n".join(api.kept_result_lines(r)))  # nothing came back: where it is, and how to fetch it
     else:
         print(f"  model:   {r.paths.model}")
         print(f"  metrics: {r.paths.metrics}")
-        if r.info.task == "sft" and (line := generation_change(read_metrics(r.paths.metrics))):
+        task = find_task(r.info.task)
+        if task is not None and task.generation_eval and (line := generation_change(read_metrics(r.paths.metrics))):
             print(line)  # the held-out generation check, before and after
         if r.state is RunState.COMPLETED:
             print("\n".join(final_lines(r)))  # the headline figure, then what to do with the model

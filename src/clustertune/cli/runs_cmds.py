@@ -12,8 +12,7 @@ from clustertune.cli.completion import complete_run_id
 from clustertune.cli.tables import print_table
 from clustertune.errors import RunError
 from clustertune.runs import report
-from clustertune.launch.base import follow as follow_job
-from clustertune.launch.base import job_for, refreshed
+from clustertune import api
 from clustertune.runs.store import get_run, list_runs, remove_run
 
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
@@ -36,7 +35,7 @@ def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
     found = list_runs(runs_root)
     if cluster is not None:
         found = [r for r in found if (r.info.remote or {}).get("cluster") == cluster]
-    found = [refreshed(r) for r in found]  # unfinished runs: ask their backend (a call may have ended)
+    found = [api.refreshed(r) for r in found]  # unfinished runs: ask their backend (a call may have ended)
     if as_json:
         print(json.dumps([report.run_record(r) for r in found], indent=2))
         return
@@ -83,7 +82,7 @@ def runs_rm(
         raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
     for r in {r.id: r for r in found}.values():
         if not r.state.terminal:
-            job_for(r).cancel()
+            api.job(r).cancel()
             r = r.reload()
         path = remove_run(r, force=True)
         kept = (r.info.remote or {}).get("keep_on_cluster")
@@ -99,9 +98,9 @@ def logs(
 ) -> None:
     """Print a run's log."""
     r = get_run(run_id, runs_root)
-    job = job_for(r)
+    job = api.job(r)
     if follow:  # wherever the log is written (this machine, SSH hosts), line by line
-        for line in follow_job(job, node, poll=0.5):
+        for line in api.follow(job, node, poll=0.5):
             print(line, flush=True)
         return
     print(job.logs(node), end="")
@@ -113,7 +112,7 @@ def status(
 ) -> None:
     """A run's state, asked of its backend (local process, SLURM, SSH cluster)."""
     r = get_run(run_id, runs_root)
-    state = job_for(r).state()
+    state = api.job(r).state()
     r = r.reload()
     if as_json:
         print(json.dumps({"id": r.id, "state": state.value, "reason": r.info.reason}))
@@ -126,6 +125,6 @@ def cancel(
 ) -> None:
     """Stop a run wherever it runs; it ends CANCELLED."""
     r = get_run(run_id, runs_root)
-    job = job_for(r)
+    job = api.job(r)
     job.cancel()
     print(f"{r.id} {job.state().value}")

@@ -12,7 +12,6 @@ manifest entries are byte for byte those of writing the whole array at once
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 from clustertune.data.manifest import XXH3, shard_bytes
 from clustertune.errors import DataError
+from clustertune.fsutil import fsync_open
 
 
 class _Shard:
@@ -43,8 +43,7 @@ class _Shard:
         self.bytes += len(view)
 
     def close(self) -> dict[str, Any]:
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
+        fsync_open(self.fh)
         self.fh.close()
         return {"bytes": self.bytes, "sha256": self.sha.hexdigest(), XXH3: self.xxh.hexdigest()}
 

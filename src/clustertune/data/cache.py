@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from clustertune.data.shapes import shape_of
 from clustertune.data.fingerprint import (
     HashMemo,
     digest,
@@ -178,7 +179,8 @@ class _LazyRaw:
     def get(self) -> RawData:
         if self._raw is None:
             t0 = time.perf_counter()
-            self._raw = load_raw(self.recipe.data, self.recipe.train.seed, check_text=self.recipe.task != "sft")
+            self._raw = load_raw(self.recipe.data, self.recipe.train.seed,
+                                 check_text=shape_of(self.recipe).needs_text_column)
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
@@ -215,7 +217,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
     if source == TOKENIZER_TRAIN:
         tdir, sha = cached_trained_tokenizer(
             root, corpus, raw.train_texts, m.tokenizer_vocab_size,
-            classification=recipe.task == "sequence_classification",
+            classification=shape_of(recipe).labelled,
             model_max_length=max(d.block_size, d.max_length),
         )
         return _Tokenizer(sha, tdir)
@@ -277,7 +279,7 @@ def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokeniz
     raw = _LazyRaw(recipe)
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
-    if recipe.task == "sft":  # the template decides the bytes; the tokenizer's hash leaves it out
+    if shape_of(recipe).templated:  # the template decides the bytes; the tokenizer's hash leaves it out
         inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
     return fingerprint(inputs), inputs, tok, raw
 
@@ -404,11 +406,12 @@ def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out
     extra_manifest: dict[str, Any] = {}
     labels = None
     t_write = 0.0
-    if recipe.task == "sequence_classification":
+    shape = shape_of(recipe)
+    if shape.labelled:
         labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
         extra_manifest["labels"] = labels.to_json()
     renderer = None
-    if recipe.task == "sft":
+    if shape.templated:
         tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
         renderer = ChatRenderer(tk.chat_template, tk)
     chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
@@ -441,7 +444,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     files: dict[str, dict[str, Any]] = {}
     unsynced: list[Path] = []  # written, flushed to disk together before the manifest
     extra_manifest: dict[str, Any] = {}
-    if recipe.task == "causal_lm":
+    if shape_of(recipe).packed:
         splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
         t_write = sum(s.pop("write_seconds") for s in splits.values())
     else:

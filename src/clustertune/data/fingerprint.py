@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from clustertune.data.shapes import shape_of
 from clustertune.data import builtin
 from clustertune.data.sources import dataset_path_error, not_a_file
 from clustertune.errors import DataError
@@ -166,7 +167,7 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     d = recipe.data
     sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
                            "text_column": d.text_column}
-    if recipe.task == "sequence_classification":
+    if recipe.traits.data is not None and shape_of(recipe).labelled:
         sel["label_column"] = d.label_column
         sel["num_labels"] = recipe.model.num_labels
         sel["labels"] = {"rule": LABEL_RULE, "names": d.label_names}  # which id each label gets
@@ -199,15 +200,7 @@ def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
 
 def processing_identity(recipe: Recipe) -> dict[str, Any]:
     d = recipe.data
-    if recipe.task == "causal_lm":
-        proc: dict[str, Any] = {"block_size": d.block_size, "packing": "concat-all-drop-remainder",
-                                "special_tokens": True}
-    elif recipe.task == "sft":
-        # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
-        # the template's text joins the inputs where the tokenizer is known.
-        proc = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
-    else:
-        proc = {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
+    proc = shape_of(recipe).processing(d)
     if d.streaming:
         proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples

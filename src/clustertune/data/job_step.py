@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         recipe = load_recipe(paths.recipe)
-        if recipe.task == "rlhf":
+        if recipe.traits.data is None:
             print("data: nothing to prepare (RL trainers load their own prompts)", flush=True)
             return 0
         prepared = prepare(recipe)

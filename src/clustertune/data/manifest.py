@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from clustertune.data.manifest_records import ArraySpec, FileEntry, ManifestRecord, SplitRecord
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
-from clustertune.fsutil import atomic_write_json, fsync_file, sha256_file, xxh3_file
+from clustertune.fsutil import atomic_write_json, fsync_file, fsync_open, sha256_file, xxh3_file
 from clustertune.data.packing import SFTArrays, read_generation
 
 MANIFEST = "manifest.json"
@@ -60,8 +60,7 @@ def write_array(out_dir: Path, stem: str, arr: np.ndarray, files: dict[str, dict
         with open(out_dir / name, "wb") as fh:
             fh.write(view)
             if unsynced is None:
-                fh.flush()
-                os.fsync(fh.fileno())
+                fsync_open(fh)
         if unsynced is not None:
             unsynced.append(out_dir / name)
         files[name] = file_entry(view)

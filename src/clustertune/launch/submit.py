@@ -27,6 +27,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
+from clustertune.tasks import task_of
 from clustertune.train.ds_config import check_deepspeed_json
 from clustertune.train.metrics import check_trackers
 
@@ -93,7 +94,7 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     before), and record it in the run directory with the tokenizer every rank will use."""
     if paths.data.is_file() and paths.has_tokenizer:
         return  # a resumed or requeued run keeps the data it started with
-    if recipe.task == "rlhf":
+    if recipe.traits.data is None:
         return  # TRL's trainers load their own prompts and preference pairs on the ranks
     # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
     # job's first step) and --dry-run never need on this machine.
@@ -126,7 +127,7 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
     directory in its place (so the resolved recipe names what was trained). A missing run named
     like a shipped recipe (``run:quickstart``) is trained first, once."""
     ref = recipe.model.name_or_path or ""
-    if recipe.task != "sft" or not ref.startswith(RUN_PREFIX):
+    if not task_of(recipe.task).base_model_from_run or not ref.startswith(RUN_PREFIX):
         return recipe
     # Imported only here: it imports torch, transformers' trainer and PEFT (and what they warn).
     from clustertune.train.rl.sources import resolve_model
@@ -178,6 +179,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
+        check_resume_overrides(overrides or [])  # before the run is looked up: the command line is wrong
         decided = _decide_resume(get_run(resume, runs_root_dir), overrides or [], trust_checkpoint)
     else:
         decided = _decide_new(recipe, overrides or [], user_command, runs_root_dir, show_progress)
@@ -208,11 +210,17 @@ def backend_for(recipe: Recipe, user_command: list[str] | None = None) -> str:
     return recipe.launch.backend
 
 
-def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool) -> _Decided:
-    """A resumed run: its recipe (or a command's launch section) with the ``launch.*`` overrides."""
+def check_resume_overrides(overrides: list[str]) -> None:
+    """The one rule for what a resume may change: ``launch.*`` keys (a recipe file, or any other
+    key, would change the run's resolved recipe)."""
     bad = [o for o in overrides if not o.strip().startswith("launch.")]
     if bad:
-        raise UserError(f"--resume keeps the run's recipe; only launch.* keys may change ({', '.join(bad)})")
+        raise UserError("--resume takes only the run id: the run keeps its resolved recipe; only launch.* keys "
+                        f"may change ({', '.join(bad)})")
+
+
+def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool) -> _Decided:
+    """A resumed run: its recipe (or a command's launch section) with the ``launch.*`` overrides."""
     if run.paths.is_command and trust_checkpoint:
         raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
     # How the last attempt ended, as its backend knows it (an SSH run's results come back here).

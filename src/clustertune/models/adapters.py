@@ -19,13 +19,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from clustertune.models.heads import PEFT_TASK_TYPES, auto_class
 from clustertune.errors import CheckpointError, ModelError
 from clustertune.recipe.adapter_schema import ALL_LINEAR, AdapterSection
 from clustertune.recipe.schema import Recipe
 
 RECORD_ATTR = "clustertune_adapter"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-TASK_TYPES = {"causal_lm": "CAUSAL_LM", "sft": "CAUSAL_LM", "sequence_classification": "SEQ_CLS"}
 
 
 def require_bitsandbytes() -> Any:
@@ -137,7 +137,7 @@ def lora_config(recipe: Recipe, tokenizer: Any) -> Any:
     return LoraConfig(
         r=a.rank, lora_alpha=a.alpha, lora_dropout=a.dropout, target_modules=a.target_modules,
         modules_to_save=list(a.modules_to_save) or None, use_dora=a.type == "dora",
-        trainable_token_indices=ids or None, task_type=TASK_TYPES.get(recipe.task),
+        trainable_token_indices=ids or None, task_type=PEFT_TASK_TYPES[recipe.traits.head],
     )
 
 
@@ -184,11 +184,10 @@ def check_adapter(recipe: Recipe, config: Any) -> None:
     if a is None:
         return
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     if a.type == "qlora":
         require_bitsandbytes()
-    auto = AutoModelForCausalLM if recipe.task in ("causal_lm", "sft") else AutoModelForSequenceClassification
+    auto = auto_class(recipe.traits.head)
     with torch.device("meta"):
         model = auto.from_config(config)
         wrapped = apply_adapter(recipe.model_copy(update={"model": recipe.model.model_copy(

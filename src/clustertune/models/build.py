@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from clustertune.models.heads import auto_class
 from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
 from clustertune.models.tokenizer import hub_unreachable_message
@@ -134,7 +135,7 @@ def resolve_config(recipe: Recipe, tokenizer: Any | None = None, labels: dict[st
             tid = getattr(tokenizer, attr, None)
             if tid is not None:
                 setattr(config, attr, tid)
-    if recipe.task == "sequence_classification":
+    if recipe.traits.head == "classifier":
         n = (labels or {}).get("num_labels") or m.num_labels
         if n is not None:
             config.num_labels = int(n)
@@ -153,11 +154,7 @@ def check_sequence_fits(recipe: Recipe, config: Any) -> None:
     limit = model_positions(config)
     if limit is None:
         return
-    key, want = (
-        ("data.block_size", recipe.data.block_size)
-        if recipe.task == "causal_lm"
-        else ("data.max_length", recipe.data.max_length)
-    )
+    key, want = recipe.sequence_key, recipe.sequence_length
     if want > limit:
         raise ModelError(
             f"{key}: {want} is larger than the model's {limit} positions; set {key}<={limit}"
@@ -172,9 +169,8 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
     sharded run that receives its shards from rank 0 (see train/strategies/accel.py) builds
     this; it has the same parameters, in the same order and shapes, as the real model."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    auto = AutoModelForCausalLM if recipe.task in ("causal_lm", "sft") else AutoModelForSequenceClassification
+    auto = auto_class(recipe.traits.head)
     m = recipe.model
     # fp32 whatever dtype the checkpoint or config names: transformers 5 loads in the saved
     # dtype by default (bf16 for Llama/Qwen, fp16 for Pythia/OPT), which would leave AdamW

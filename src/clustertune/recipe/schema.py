@@ -394,6 +394,7 @@ class TrackingSection(Section):
 
 
 from clustertune.recipe.rl_schema import RLSection, rl_cross_field  # noqa: E402  (after Section)
+from clustertune.recipe.task_traits import TASK_TRAITS, TaskTraits  # noqa: E402
 
 
 class Recipe(Section):
@@ -472,6 +473,16 @@ class Recipe(Section):
             # messages hold semicolons of their own).
             raise ValueError("\n".join(f"{k}: {msg}" for k, msg in problems))
         return self
+
+    @property
+    def traits(self) -> TaskTraits:
+        """What this recipe's task declares about its data and its model."""
+        return TASK_TRAITS[self.task]
+
+    @property
+    def sequence_key(self) -> str:
+        """The key that sets :attr:`sequence_length`."""
+        return "data.block_size" if self.task == "causal_lm" else "data.max_length"
 
     @property
     def sequence_length(self) -> int:

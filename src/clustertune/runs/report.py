@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.recipe.task_traits import traits_of
 from clustertune.runs.paths import checkpoint_step
 from clustertune.runs.run import Run
 from clustertune.runs.evals import eval_lines
@@ -76,7 +77,8 @@ def final_lines(run: Run) -> list[str]:
         change = f"{_number(first[key])} (step {first['step']}) -> " if first is not last and key in first else ""
         lines.append(f"  eval:    {key.removeprefix('eval_')} {change}{_number(last[key])} (step {last['step']})")
     lines.append(f"  next:    clustertune runs show {run.id} --plot")
-    if run.info.task in ("causal_lm", "sft", "rlhf"):
+    traits = traits_of(run.info.task)
+    if traits is not None and traits.head == "causal_lm":  # the model writes text
         lines.append(f"           clustertune generate {run.id} \"The prompt\"")
     return lines
 
@@ -236,7 +238,8 @@ def plot(run: Run, out: Path | None = None) -> Path:
     if not train and not evals:
         raise UserError(f"run {run.id} has no metrics yet ({run.paths.metrics})")
     target = out or run.paths.plot
-    if run.info.task == "rlhf":
+    traits = traits_of(run.info.task)
+    if traits is not None and traits.trainer == "trl":  # rewards and KL, as TRL's trainers log them
         return plot_rl(run, train, evals, plt, target)
     fig = curves_figure(run, plt)
     fig.savefig(target, dpi=100)

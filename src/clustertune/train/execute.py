@@ -108,7 +108,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     # SLURM log file) those are noise. Our own progress reporting covers the run.
     hf_logging.disable_progress_bar()
 
-    if recipe.task == "rlhf":  # TRL's trainers run their own loop; they load their own data
+    if recipe.traits.trainer == "trl":  # TRL's trainers run their own loop; they load their own data
         # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
         from clustertune.train.rl import execute_rl
 

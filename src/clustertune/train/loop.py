@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from clustertune.tasks import task_of
 from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DivergedError
@@ -126,12 +127,14 @@ def token_shares(micro_batches: list[dict[str, torch.Tensor]], strategy: Strateg
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int, strategy: Strategy,
              metric_fns: list[MetricFn] | None = None, kept: TrainedPositions | None = None) -> dict[str, float]:
-    """Mean loss over every evaluation sample (all ranks), plus perplexity or accuracy, and for
-    classification the ``metric_fns`` on the predictions and labels of the whole set."""
+    """Mean loss over every evaluation sample (all ranks), plus what the task reports
+    (perplexity, accuracy), and for a classifier the ``metric_fns`` on the predictions and
+    labels of the whole set."""
+    kind = task_of(task)
     model.eval()
     dev = strategy.device
     sums = torch.zeros(3, device=dev, dtype=torch.float64)  # loss*n, n, correct
-    collect = task == "sequence_classification" and bool(metric_fns)
+    collect = kind.predicts_labels and bool(metric_fns)
     # Predictions and labels at their sample's index (0 elsewhere): summed across ranks, each
     # holds the whole set in the data's order.
     preds = torch.zeros(len(arrays) if collect else 0, device=dev, dtype=torch.long)
@@ -144,11 +147,10 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
             out = forward(model, batch, kept)
         if n == 0:
             continue
-        if task == "sft":  # the loss is a mean over trained tokens: weigh each batch by how many it has
-            n = (batch["labels"][:, 1:] != -100).sum()
-        sums[0] += out.loss.double() * n
-        sums[1] += n
-        if task == "sequence_classification":
+        weight = kind.weight(batch, n)  # samples, or trained tokens where the loss is their mean
+        sums[0] += out.loss.double() * weight
+        sums[1] += weight
+        if kind.predicts_labels:
             predicted = out.logits[:n].argmax(-1)
             sums[2] += (predicted == batch["labels"][:n]).sum()
             if collect:
@@ -157,10 +159,7 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
                 seen += n
     sums = strategy.reduce(sums, reduction="sum")
     model.train()
-    loss = (sums[0] / sums[1]).item()
-    if task in ("causal_lm", "sft"):
-        return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 700.0))}
-    res = {"eval_loss": loss, "eval_accuracy": (sums[2] / sums[1]).item()}
+    res = kind.summary_metrics((sums[0] / sums[1]).item(), (sums[2] / sums[1]).item())
     if collect:
         preds, refs = strategy.reduce(preds, reduction="sum"), strategy.reduce(refs, reduction="sum")
         res.update(compute(metric_fns or [], preds.cpu().numpy(), refs.cpu().numpy()))
@@ -197,7 +196,8 @@ def train_loop(
     seq_len = batches.seq_len
     flops_tok = flops_per_token(model, seq_len)  # before sharding: parameters counted whole
     # SFT: logits for the trained positions only (a hook on the bare model's output layer).
-    kept = TrainedPositions(model) if recipe.task == "sft" else None
+    task = task_of(recipe.task)
+    kept = TrainedPositions(model) if task.loss_on_trained_tokens else None
     model, optimizer, scheduler = strategy.prepare(
         model, lambda m: make_optimizer(recipe, m), lambda opt: make_scheduler(recipe, opt, steps))
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
@@ -277,7 +277,7 @@ def train_loop(
         held_between: dict[str, int] = {}
         while step < steps:
             micro_batches, next_pos = next(it)
-            shares = token_shares(micro_batches, strategy) if recipe.task == "sft" else None
+            shares = token_shares(micro_batches, strategy) if task.loss_on_trained_tokens else None
             for i, batch in enumerate(micro_batches):
                 # Gradients are synchronised across ranks on the last micro-batch only.
                 with strategy.accumulating(model, last=i == len(micro_batches) - 1):

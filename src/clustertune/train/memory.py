@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from clustertune.models.heads import auto_class, head_of
 from clustertune.train.ds_config import deepspeed_config
 from clustertune.models.adapters import apply_adapter, quantized_linear_numels
 
@@ -171,9 +172,7 @@ def nf4_bytes(n: int) -> int:
 def model_shape(config: Any, task: str, recipe: Any = None) -> ModelShape:
     """Exact parameter count of the model ``config`` describes (built on the meta device), with
     the recipe's adapter when it has one."""
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
-
-    auto = AutoModelForCausalLM if task in ("causal_lm", "sft") else AutoModelForSequenceClassification
+    auto = auto_class(head_of(task))
     adapter = recipe.model.adapter if recipe is not None else None
     with torch.device("meta"):
         model = auto.from_config(config)
@@ -351,7 +350,7 @@ def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
     shape = model_shape(config, recipe.task, recipe)
     seq = recipe.sequence_length
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
-                           recipe.task in ("causal_lm", "sft"))
+                           recipe.traits.head == "causal_lm")
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
     return [estimate(shape, s, world, act, mixed, thr) for s in strategies]
 

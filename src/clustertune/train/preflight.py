@@ -52,7 +52,7 @@ def preflight(recipe: Recipe) -> Checked:
     when the same data was prepared before), done before any run directory exists."""
     use_device(recipe)  # first: before anything can start CUDA
     check_strategy(recipe, mixed_precision(recipe))
-    if recipe.task == "rlhf":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
+    if recipe.traits.trainer == "trl":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
         # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
         from clustertune.train.rl import preflight_rl
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from clustertune.tasks import task_of
+
 
 def cut_answer(text: str, stops: list[str]) -> str:
     """The generated text up to the first stop string, without surrounding whitespace. A stop
@@ -78,7 +80,7 @@ def make_generation_check(recipe: Any, eval_arrays: Any, tokenizer_dir: Any,
                           strategy: Any) -> Callable[[torch.nn.Module], dict[str, float]] | None:
     """The check for this run, or None when it has no held-out prompts (other tasks, or
     ``data.sft.generation_samples: 0``)."""
-    if recipe.task != "sft" or not getattr(eval_arrays, "generation", None):
+    if not task_of(recipe.task).generation_eval or not getattr(eval_arrays, "generation", None):
         return None
     from transformers import AutoTokenizer
 

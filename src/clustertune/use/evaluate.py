@@ -28,6 +28,7 @@ from clustertune.use.load import Loaded, Target, find_target, load_for_use
 from clustertune.runs.evals import write_eval
 from clustertune.use.lm_eval_bridge import check_tasks, run_tasks
 from clustertune.runs.paths import has_tokenizer
+from clustertune.tasks import find_task, task_of
 
 log = logging.getLogger("clustertune")
 
@@ -85,7 +86,7 @@ def eval_recipe(target: Target, data: str | None, overrides: list[str], model_co
     section), or ``data``; the model section names the model and its tokenizer."""
     if target.run is not None:
         base = load_recipe(target.run.paths.recipe).to_plain()
-        if base.get("task") == "rlhf":
+        if (found := find_task(str(base.get("task")))) is not None and found.trained_by_trl:
             raise EvalError(f"{target.label} is an RLHF run: its rewards are measured during training; "
                             "evaluate its policy with lm-eval tasks (--tasks TASK)")
     elif data is None:
@@ -94,10 +95,10 @@ def eval_recipe(target: Target, data: str | None, overrides: list[str], model_co
     else:
         base = {"name": target.path.name, "task": "sequence_classification" if target.classifier else "causal_lm"}
     base["launch"], base["tracking"], base["rl"] = {}, {}, None
-    task = base["task"]
+    task = task_of(base["task"])
     model: dict[str, Any] = {"name_or_path": str(target.path), "tokenizer": str(tokenizer_dir)}
     d = dict(base.get("data") or {})
-    if task == "sequence_classification":
+    if task.predicts_labels:
         names = _label_names(model_config)
         model["num_labels"] = None if names else int(getattr(model_config, "num_labels", 2))
         d["label_names"] = names
@@ -153,11 +154,11 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
     arrays = prepared.open_split("validation")
     strategy = LocalStrategy(loaded.device)
     fns = metric_functions(recipe.train.metrics, int(getattr(cfg, "num_labels", 2))) \
-        if recipe.task == "sequence_classification" else []
+        if task_of(recipe.task).predicts_labels else []
     t0 = time.perf_counter()
     bs = batch_size or recipe.train.eval_batch_size or recipe.train.batch_size
     # SFT: logits for the trained positions only, as in training (same loss, less work).
-    kept = TrainedPositions(loaded.model) if recipe.task == "sft" else None
+    kept = TrainedPositions(loaded.model) if task_of(recipe.task).loss_on_trained_tokens else None
     try:
         metrics = evaluate(loaded.model, arrays, recipe.task, bs, strategy, fns, kept)
     finally:

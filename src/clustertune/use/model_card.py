@@ -14,15 +14,12 @@ from typing import Any
 
 import yaml
 
+from clustertune.tasks import find_task
 from clustertune.use.load import Target, adapter_base
 from clustertune.recipe import load_recipe
 from clustertune.errors import UserError
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-_TASKS = {"causal_lm": "causal language modelling", "sft": "supervised fine-tuning on conversations",
-          "sequence_classification": "sequence classification", "rlhf": "reinforcement learning from feedback"}
-_WHAT = {"causal_lm": "A causal language model", "sft": "A chat model (supervised fine-tuning on conversations)",
-         "sequence_classification": "A sequence classifier", "rlhf": "A policy tuned with reinforcement learning"}
 _KINDS = {"model": "a full model", "adapter": "a PEFT adapter, loaded onto its base",
           "merged model": "a full model: the adapter merged into its base"}
 
@@ -73,7 +70,8 @@ def _number(v: Any) -> str:
 
 def _training_lines(recipe: Any) -> list[str]:
     m, d, t = recipe.model, recipe.data, recipe.train
-    lines = [f"- recipe `{recipe.name}`, task `{recipe.task}` ({_TASKS.get(recipe.task, recipe.task)})"]
+    task = find_task(recipe.task)
+    lines = [f"- recipe `{recipe.name}`, task `{recipe.task}` ({task.summary if task else recipe.task})"]
     if m.name_or_path:
         lines.append(f"- started from {_shown(m.name_or_path)}")
     elif m.config:
@@ -89,11 +87,11 @@ def _training_lines(recipe: Any) -> list[str]:
         lines.append(f"- data: `{data}`")
     elif d.train_files:
         lines.append("- data: " + ", ".join(f"`{Path(f).name}`" for f in d.train_files))
-    length = f"block size {d.block_size}" if recipe.task == "causal_lm" else f"max length {d.max_length}"
+    length = f"{recipe.sequence_key.removeprefix('data.').replace('_', ' ')} {recipe.sequence_length}"
     steps = f"{t.max_steps} steps" if t.max_steps else f"{_number(t.epochs)} epochs"
     lines.append(f"- {steps}, batch size {t.batch_size} x {t.gradient_accumulation_steps} accumulation, {length}, "
                  f"lr {_number(t.lr)} ({t.lr_scheduler}), precision {t.precision}, seed {t.seed}")
-    if recipe.task == "sft" and d.sft.chat_template:
+    if recipe.traits.data == "chats" and d.sft.chat_template:
         lines.append(f"- chat template: `{Path(d.sft.chat_template).name}`")
     return lines
 
@@ -170,7 +168,7 @@ def model_card(target: Target, out: Path, *, kind: str, dtype: str, load_from: s
     parts = [
         "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---\n",
         f"# {name}\n",
-        f"{_WHAT.get(task, 'A model')}{origin}, trained with clustertune"
+        f"{(found.model_noun if (found := find_task(task)) else 'A model')}{origin}, trained with clustertune"
         + (f" (run `{target.run.id}`)" if target.run is not None else "")
         + f". Exported as {_KINDS[kind]}; weights in {dtype}.\n",
     ]

@@ -1,0 +1,185 @@
+"""The one door: starting, resuming, dry-running, validating and following runs, for Python
+callers and the CLI alike (the CLI parses, calls this, prints; an import-linter contract keeps it
+from reaching past). Preparing and staging data is :mod:`clustertune.api.data`; estimating memory
+and benchmarking is :mod:`clustertune.api.perf`.
+
+>>> import clustertune as ct
+>>> recipe = ct.load_recipe("quickstart", ["train.max_steps=20"])
+>>> run = ct.run(recipe)
+>>> run.state, run.paths.model
+
+This module stays light at import (the CLI's start-up imports it): the launcher, its backends
+and the training side are imported when a call needs them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from clustertune.errors import UserError
+from clustertune.recipe.launch_checks import gpus_requested
+from clustertune.recipe.load import load_recipe
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.run import Run
+from clustertune.runs.store import get_run, runs_root
+
+if TYPE_CHECKING:
+    from clustertune.runs.job import Job
+
+Source = Recipe | str | os.PathLike[str] | dict[str, Any]
+Announce = Callable[[str], None]
+
+
+def devices_of(recipe: Recipe) -> int:
+    """How many devices (training processes) a run of ``recipe`` spans: nodes x ranks per node,
+    a node's ranks being ``procs_per_node``, else the GPUs the launch section asks for, else 1."""
+    ln = recipe.launch
+    return ln.nodes * (ln.procs_per_node or gpus_requested(ln) or 1)
+
+
+def _recipe(source: Source | None, overrides: list[str] | None) -> Recipe:
+    if isinstance(source, Recipe):
+        return source if not overrides else load_recipe(source.to_plain(), overrides)
+    if source is None:
+        raise UserError("give a recipe (a YAML file or a shipped name; `clustertune recipes` lists them)")
+    return load_recipe(source, overrides)
+
+
+def _only_the_run_id(source: Source | None) -> None:
+    if source is not None:
+        raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
+
+
+def run(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+    command: list[str] | None = None,
+    trust_checkpoint: bool = False,
+    announce: Announce | None = None,
+) -> Run:
+    """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id.
+
+    Returns the finished :class:`Run` (a SLURM run: once submitted). User errors raise
+    :class:`UserError` subclasses before anything is written when they can be found up front;
+    a failure during training leaves the run FAILED with the reason (and traceback) in run.json.
+    Resumed, the run keeps its resolved recipe: ``overrides`` may change ``launch.*`` keys only
+    (another world size, another partition), the rule :func:`clustertune.launch.submit.launch`
+    holds for every caller. Where it runs is decided there, once. ``announce``: where the run
+    goes and how to follow it, as lines for the user.
+    """
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.submit import launch
+
+    if resume is not None:
+        _only_the_run_id(source)
+        return launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir, command=command,
+                      show_progress=show_progress, trust_checkpoint=trust_checkpoint, announce=announce)
+    if trust_checkpoint:
+        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
+    return launch(_recipe(source, overrides), runs_root_dir=runs_root_dir, command=command,
+                  show_progress=show_progress, announce=announce)
+
+
+def launch_command(
+    user_command: list[str] | None,
+    source: str | os.PathLike[str] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    command: list[str] | None = None,
+    announce: Announce | None = None,
+) -> Run:
+    """Run a user's own command on every rank (``clustertune launch ... -- COMMAND``), with the
+    launch section of ``source`` (a YAML file) and ``launch.*`` ``overrides``; or, with
+    ``resume``, the run's own command again as its next attempt."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.command import load_launch
+    from clustertune.launch.submit import launch
+
+    if resume is not None:
+        if source is not None or user_command:
+            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
+        return launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir, announce=announce)
+    if not user_command:
+        raise UserError("give the command to run after `--`, e.g. "
+                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+    section = load_launch(source, list(overrides or []), user_command)
+    return launch(section, user_command=user_command, runs_root_dir=runs_root_dir, command=command,
+                  announce=announce)
+
+
+def dry_run(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    user_command: list[str] | None = None,
+) -> str:
+    """The plan (and the sbatch script or the command) that :func:`run` or
+    :func:`launch_command` would start, for a run directory not yet made; nothing starts."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.command import load_launch
+    from clustertune.launch.submit import check_resume_overrides, dry_run_text
+
+    if user_command is not None:
+        if resume is not None:
+            raise UserError("--dry-run shows a new launch; drop --resume")
+        recipe = load_launch(None if source is None else str(source), list(overrides or []), user_command)
+    elif resume is not None:
+        _only_the_run_id(source)
+        check_resume_overrides(list(overrides or []))
+        recipe = load_recipe(get_run(resume, runs_root_dir).paths.recipe, overrides)
+    else:
+        recipe = _recipe(source, overrides)
+    return dry_run_text(recipe, runs_root(runs_root_dir or recipe.tracking.runs_root), user_command)
+
+
+def check_for_nodes(recipe: Recipe) -> None:
+    """What the nodes would read too late to fail early (a DeepSpeed JSON's contradictions): checked
+    here, so that a typo fails before a job queues."""
+    from clustertune.train.ds_config import check_deepspeed_json
+
+    check_deepspeed_json(recipe)
+
+
+# -- following a run, whatever runs it ---------------------------------------------------------
+
+
+def job(run: Run) -> Job:
+    """The job of ``run`` as its backend sees it (state, logs, cancel), reattached from run.json."""
+    from clustertune.launch.base import job_for
+
+    return job_for(run)
+
+
+def refreshed(run: Run) -> Run:
+    """``run`` with its state asked of its backend when it is not finished (a call may have ended)."""
+    from clustertune.launch.base import refreshed as refresh
+
+    return refresh(run)
+
+
+def follow(run_job: Job, node: int | None = None, poll: float = 0.5) -> Iterator[str]:
+    """The lines of a run's log (one node's, or all) as they are written, until it ends."""
+    from clustertune.launch.base import follow as follow_lines
+
+    return follow_lines(run_job, node, poll=poll)
+
+
+def kept_result_lines(run: Run) -> list[str]:
+    """For a run whose results stayed on its SSH hosts: where they are and how to fetch them."""
+    from clustertune.remote.train_job import kept_result_lines as lines
+
+    return lines(run)
+
+
+__all__ = ["check_for_nodes", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+           "refreshed", "run"]

@@ -1,0 +1,87 @@
+"""Estimating and measuring through the one door: memory per device for each strategy
+(``estimate-memory``), and the side-by-side benchmark against transformers' Trainer (``bench``).
+torch is imported when a call needs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.recipe.schema import Recipe
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """What one recipe needs per device under each strategy, and the GPU it was checked against."""
+
+    recipe: Recipe
+    shape: Any  # train.memory.ModelShape: parameters, trainable parameters
+    world: int
+    mixed: bool
+    device: tuple[str, int] | None  # (name, bytes)
+    rows: list[Any]  # train.memory.MemoryEstimate, one per strategy
+    notes: list[str]
+
+    def fits(self, per_device: int) -> bool | None:
+        """Whether ``per_device`` bytes fit the GPU (~10% left for the CUDA context, fragmentation
+        and temporary buffers); None without a GPU to check against."""
+        return per_device <= 0.9 * self.device[1] if self.device else None
+
+
+def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None = None) -> MemoryReport:
+    """Parameter, gradient, optimizer and activation memory per device for each strategy, for a
+    run over ``devices`` (default: the recipe's launch section), against ``gpu`` (default: this
+    machine's)."""
+    from clustertune.api import devices_of
+    from clustertune.models.build import resolve_config
+    from clustertune.train import memory
+
+    world = devices or devices_of(recipe)
+    config = resolve_config(recipe, None)
+    if recipe.model.config is not None and recipe.model.tokenizer == "train":
+        config.vocab_size = recipe.model.tokenizer_vocab_size  # the tokenizer is not trained yet
+    # auto is bf16 or fp16 on every GPU, and a device estimate is for GPUs.
+    mixed = recipe.train.precision in ("bf16", "fp16", "auto")
+    # QLoRA's 4-bit base is not offloaded (the recipe refuses it).
+    qlora = recipe.model.adapter is not None and recipe.model.adapter.type == "qlora"
+    shown = [s for s in memory.STRATEGIES if not (qlora and "offload" in s)]
+    rows = memory.estimate_all(recipe, config, world, mixed, shown)
+    dev = memory.device_memory_bytes(gpu)
+    if gpu is not None and dev is None:
+        raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
+    notes = memory.gpu_notes(recipe.train.precision, memory.strategy_key(recipe.train), world,
+                             recipe.model.adapter is not None)
+    return MemoryReport(recipe, memory.model_shape(config, recipe.task, recipe), world, mixed, dev, rows, list(notes))
+
+
+def bench_sizes() -> tuple[str, ...]:
+    from clustertune.train.bench import SIZES
+
+    return tuple(SIZES)
+
+
+def bench_variants() -> tuple[str, ...]:
+    from clustertune.train.bench import VARIANTS
+
+    return tuple(VARIANTS)
+
+
+def bench(size: str, batches: list[int] | None, steps: int | None, skip: int | None, layers: int | None,
+          repeats: int, variants: list[str], echo: Callable[[str], None]) -> list[str]:
+    """Each variant (clustertune's loop compiled and eager, Trainer as is and tuned) measured in
+    a fresh process at each batch size, ``repeats`` times in alternating order; the report's lines."""
+    from dataclasses import replace
+
+    from clustertune.train.bench import SIZES, BenchSpec, report, run_side_by_side
+
+    if size not in SIZES:
+        raise UserError(f"--size: {size!r} is not one of {', '.join(SIZES)}")
+    spec = BenchSpec.preset(size)
+    spec = replace(spec, steps=steps if steps is not None else spec.steps,
+                   skip=skip if skip is not None else spec.skip,
+                   layers=layers if layers is not None else spec.layers)
+    echo("measuring (each in a fresh process):")
+    results = run_side_by_side(spec, variants, batches or [spec.batch], repeats, echo=echo)
+    return report(spec, results)

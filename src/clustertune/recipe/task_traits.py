@@ -1,0 +1,43 @@
+"""What each task's recipe declares about its data and its model: the schema's part of a task.
+
+The layers below the tasks (data, models, runs) read these traits instead of testing a task's
+name: the shape its data is prepared into and the head its model has. What a task *does* (its
+loss weights, evaluation, reports, preflight) lives in :mod:`clustertune.tasks`, one module per
+task. Adding a task: a module there, its name in :data:`clustertune.recipe.schema.Task`, a line
+here, its schema fields and tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DataShape = Literal["packed_text", "labelled_text", "chats"]
+ModelHead = Literal["causal_lm", "classifier"]
+
+
+@dataclass(frozen=True)
+class TaskTraits:
+    data: DataShape | None
+    """The shape its data is prepared into (:mod:`clustertune.data.shapes`); None: its trainer
+    loads its own data (TRL's prompts and preference pairs), nothing is prepared."""
+
+    head: ModelHead
+    """``causal_lm``: a language-model head (the model writes text); ``classifier``: one label per text."""
+
+    trainer: Literal["loop", "trl"] = "loop"
+    """``loop``: clustertune's training loop; ``trl``: one of TRL's trainers (its own loop,
+    data and metrics: rewards, KL), fed into the run by callbacks."""
+
+
+TASK_TRAITS: dict[str, TaskTraits] = {
+    "causal_lm": TaskTraits(data="packed_text", head="causal_lm"),
+    "sequence_classification": TaskTraits(data="labelled_text", head="classifier"),
+    "sft": TaskTraits(data="chats", head="causal_lm"),
+    "rlhf": TaskTraits(data=None, head="causal_lm", trainer="trl"),
+}
+
+
+def traits_of(task: str) -> TaskTraits | None:
+    """A task's traits; None for a run that is not a recipe's (a user's own command)."""
+    return TASK_TRAITS.get(task)

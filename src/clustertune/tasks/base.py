@@ -1,0 +1,106 @@
+"""The protocol every task follows, and the registry of tasks by the name recipes give them.
+
+A task is what makes two runs on the same model and launcher differ: which tokens carry the
+loss and with what weight, what an evaluation measures and reports, what its model card says,
+and whether its trainer is clustertune's loop or one of TRL's. The layers below (data, models)
+follow the traits a task's schema declares (:mod:`clustertune.recipe.task_traits`); training,
+evaluation, the CLI and the launcher ask the task object here instead of testing its name.
+
+This package may import errors, recipe, runs, models and data; it never imports train, use,
+launch, api or cli (they sit above it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.recipe.task_traits import TaskTraits, traits_of
+
+@dataclass(frozen=True)
+class Task:
+    """One task. Subclass it (or build one) and :func:`register` it to add a task."""
+
+    name: str
+    summary: str
+    """What the task does, in a few words (the model card says "task `name` (summary)")."""
+
+    model_noun: str
+    """What a model trained this way is, as a model card's first words say it."""
+
+    loss_on_trained_tokens: bool = False
+    """The loss is a mean over the trained (answer) tokens only: logits are computed for those
+    positions alone, micro-batches and evaluation batches weigh by how many each holds."""
+
+    generation_eval: bool = False
+    """Evaluations also generate answers to held-out prompts (exact match)."""
+
+    base_model_from_run: bool = False
+    """``model.name_or_path: run:<id>`` starts from another run's final model."""
+
+    @property
+    def traits(self) -> TaskTraits:
+        traits = traits_of(self.name)
+        if traits is None:
+            raise UserError(f"task {self.name!r} has no traits in clustertune.recipe.task_traits")
+        return traits
+
+    @property
+    def writes_text(self) -> bool:
+        """Its model has a language-model head: `generate`, `chat` and `serve` apply."""
+        return self.traits.head == "causal_lm"
+
+    @property
+    def prepares_data(self) -> bool:
+        """Its data is prepared into the cache before training (else its trainer loads its own)."""
+        return self.traits.data is not None
+
+    @property
+    def trained_by_trl(self) -> bool:
+        """TRL's trainer runs its loop (rewards, preferences), not clustertune's."""
+        return self.traits.trainer == "trl"
+
+    @property
+    def predicts_labels(self) -> bool:
+        """Its model predicts a class per sample: evaluations count correct predictions and
+        gather every one of them for ``train.metrics``."""
+        return self.traits.head == "classifier"
+
+    def weight(self, batch: dict[str, Any], real_rows: Any) -> Any:
+        """What one evaluation batch counts for in the mean loss: its real samples, or, when the
+        loss is over trained tokens, how many trained tokens it holds."""
+        if self.loss_on_trained_tokens:
+            return (batch["labels"][:, 1:] != -100).sum()
+        return real_rows
+
+    def summary_metrics(self, mean_loss: float, correct_fraction: float) -> dict[str, float]:
+        """An evaluation's figures from its mean loss (and the fraction of correct predictions):
+        accuracy for a classifier, perplexity for a language model."""
+        if self.predicts_labels:
+            return {"eval_loss": mean_loss, "eval_accuracy": correct_fraction}
+        return {"eval_loss": mean_loss, "eval_perplexity": math.exp(min(mean_loss, 700.0))}
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    """Make ``task`` known by its name (the shipped tasks, a plugin's, a test's)."""
+    TASKS[task.name] = task
+    return task
+
+
+def task_of(name: str) -> Task:
+    """The task a recipe (or a run's record) names."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        known = ", ".join(sorted(TASKS))
+        raise UserError(f"task {name!r} is not known to this clustertune (known: {known})") from None
+
+
+def find_task(name: str) -> Task | None:
+    """The task of a run's record; None for a run that is not a recipe's (a user's command)."""
+    return TASKS.get(name)

@@ -1,0 +1,11 @@
+"""``task: sft``: supervised fine-tuning on conversations or prompt/completion pairs, rendered
+through a chat template. Only the answer tokens carry the loss: their logits alone are computed,
+and each micro-batch (and evaluation batch) weighs by how many answer tokens it holds, so the
+loss is the mean over every trained token whatever the batch split. Evaluations also answer
+held-out prompts (exact match). The base may be another run's model (``run:<id>``)."""
+
+from clustertune.tasks.base import Task
+
+SFT = Task(name="sft", summary="supervised fine-tuning on conversations",
+           model_noun="A chat model (supervised fine-tuning on conversations)",
+           loss_on_trained_tokens=True, generation_eval=True, base_model_from_run=True)
