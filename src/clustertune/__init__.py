@@ -61,15 +61,15 @@ def cluster(name: str, accept_new_host_keys: bool = False):  # noqa: ANN201 - la
 def function(fn):  # noqa: ANN001, ANN201
     """Run ``fn`` on a cluster: ``ct.function(fn).to(cluster, env=[...])``."""
     # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.remote.functions import function as _function
+    from clustertune.calls.functions import function as _function
 
     return _function(fn)
 
 
 def get_ref(run_key: str):  # noqa: ANN201
-    """The ref of an earlier remote call, from any process; see :func:`clustertune.remote.functions.get_ref`."""
+    """The ref of an earlier remote call, from any process; see :func:`clustertune.calls.functions.get_ref`."""
     # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.remote.functions import get_ref as _get_ref
+    from clustertune.calls.functions import get_ref as _get_ref
 
     return _get_ref(run_key)
 
@@ -77,7 +77,7 @@ def get_ref(run_key: str):  # noqa: ANN201
 def cls(klass):  # noqa: ANN001, ANN201
     """A long-lived remote object: ``ct.cls(Model).to(cluster, env=[...])(*init_args)``."""
     # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.remote.objects import cls as _cls
+    from clustertune.calls.objects import cls as _cls
 
     return _cls(klass)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clustertune.errors import HostKeyError
+from clustertune.calls import clusters
 from clustertune.remote import cloud
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import get_cluster
@@ -63,7 +64,7 @@ def test_status_record_becomes_a_pinned_ssh_cluster(sky_python: Path, sshd_servi
     pattern = " ".join(shlex.quote(str(h.host_key_pub)) for h in svc.hosts[:1])
     found = cloud.bridge(cloud.host_key_request(record, pattern), python=sky_python)
     assert [f["keys"] for f in found] == [[svc.hosts[0].host_key_pub.read_text().strip()]] * 2
-    shown = cloud.register("a10", cloud.CloudSpec(gpus="A10G:1", infra="aws", spot=True), record, found)
+    shown = clusters.register("a10", cloud.CloudSpec(gpus="A10G:1", infra="aws", spot=True), record, found)
     fp = subprocess.run(["ssh-keygen", "-l", "-f", str(svc.hosts[0].host_key_pub)], capture_output=True,
                         text=True, check=True).stdout.split()[1]
     assert shown == [f"{h.address}:{h.port} ssh-ed25519 {fp}" for h in svc.hosts]
@@ -80,7 +81,7 @@ def test_status_record_becomes_a_pinned_ssh_cluster(sky_python: Path, sshd_servi
 
 def test_a_run_holds_off_autostop_while_it_runs(sky_python: Path, ssh_cluster, monkeypatch: pytest.MonkeyPatch):
     from clustertune.remote import sky_env
-    from clustertune.remote.functions import remote_exec
+    from clustertune.calls.functions import remote_exec
 
     monkeypatch.setenv(sky_env.PYTHON_ENV, str(sky_python))
     c = Cluster.named("loop")

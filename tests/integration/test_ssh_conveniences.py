@@ -9,7 +9,7 @@ from pathlib import Path
 
 import clustertune as ct
 from clustertune.remote.envs import Env
-from clustertune.remote.functions import Ref
+from clustertune.calls.functions import Ref
 from clustertune.runs.state import RunState
 from tests.helpers import cli
 

@@ -21,7 +21,7 @@ from clustertune.errors import ClusterError, EnvError, RemoteCallError, RunError
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import HostSpec, add_cluster
 from clustertune.remote.envs import Env
-from clustertune.remote.functions import ConnectionLost, get_ref
+from clustertune.calls.functions import ConnectionLost, get_ref
 from clustertune.runs.state import RunState
 from tests.helpers import cli
 

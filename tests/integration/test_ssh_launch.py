@@ -115,7 +115,7 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
 def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):
     """With results kept on the cluster only rank 0's host holds the checkpoints; a resume
     needs the newest on every host. It is relayed through the submitting machine, not kept there."""
-    from clustertune.remote.train_job import spread_checkpoints
+    from clustertune.launch.ssh.results import spread_checkpoints
     from clustertune.runs.run import Run
     from clustertune.runs.store import runs_root
 
@@ -138,7 +138,7 @@ def test_a_kept_checkpoint_is_checked_before_a_resume_and_trust_signs_it_on_ever
     starts: an unsigned one is refused naming its host; --trust-checkpoint signs it there."""
     from clustertune.errors import CheckpointError
     from clustertune.identity import checkpoint_key
-    from clustertune.remote.train_job import spread_checkpoints, vouch_for_kept_checkpoint
+    from clustertune.launch.ssh.results import spread_checkpoints, vouch_for_kept_checkpoint
     from clustertune.runs.run import Run
     from clustertune.runs.store import runs_root
     from clustertune.train.sealed import signature_problem, sign_state

@@ -26,6 +26,7 @@ from clustertune.runs.run import Run
 from clustertune.runs.store import get_run, runs_root
 
 if TYPE_CHECKING:
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
     from clustertune.runs.job import Job
 
 Source = Recipe | str | os.PathLike[str] | dict[str, Any]
@@ -145,6 +146,7 @@ def dry_run(
 def check_for_nodes(recipe: Recipe) -> None:
     """What the nodes would read too late to fail early (a DeepSpeed JSON's contradictions): checked
     here, so that a typo fails before a job queues."""
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
     from clustertune.train.ds_config import check_deepspeed_json
 
     check_deepspeed_json(recipe)
@@ -155,20 +157,23 @@ def check_for_nodes(recipe: Recipe) -> None:
 
 def job(run: Run) -> Job:
     """The job of ``run`` as its backend sees it (state, logs, cancel), reattached from run.json."""
-    from clustertune.launch.base import job_for
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
+    from clustertune.launch.backends import job_for
 
     return job_for(run)
 
 
 def refreshed(run: Run) -> Run:
     """``run`` with its state asked of its backend when it is not finished (a call may have ended)."""
-    from clustertune.launch.base import refreshed as refresh
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
+    from clustertune.launch.backends import refreshed as refresh
 
     return refresh(run)
 
 
 def follow(run_job: Job, node: int | None = None, poll: float = 0.5) -> Iterator[str]:
     """The lines of a run's log (one node's, or all) as they are written, until it ends."""
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
     from clustertune.launch.base import follow as follow_lines
 
     return follow_lines(run_job, node, poll=poll)
@@ -176,7 +181,8 @@ def follow(run_job: Job, node: int | None = None, poll: float = 0.5) -> Iterator
 
 def kept_result_lines(run: Run) -> list[str]:
     """For a run whose results stayed on its SSH hosts: where they are and how to fetch them."""
-    from clustertune.remote.train_job import kept_result_lines as lines
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
+    from clustertune.launch.ssh.results import kept_result_lines as lines
 
     return lines(run)
 

@@ -15,6 +15,7 @@ from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 
 if TYPE_CHECKING:
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache import PreparedDataset
     from clustertune.data.fetch import FetchResult
     from clustertune.data.manifest import Manifest
@@ -26,6 +27,7 @@ PathLike = str | os.PathLike[str]
 def prepare(recipe: Recipe, workers: int | None = None, force: bool = False,
             cache_dir: PathLike | None = None) -> PreparedDataset:
     """The recipe's data, prepared once into the cache (a cache hit when it was before)."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache import log_to_stderr, prepare as prepare_data
 
     with log_to_stderr():
@@ -35,6 +37,7 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False,
 def cache_root(cache_dir: PathLike | None = None) -> Path:
     """The cache root (``cache_dir``, else ``$CLUSTERTUNE_CACHE``, else the user's cache); a file
     in its place is named, not taken for an empty cache."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache import cache_root as root_of
 
     root = root_of(None, cache_dir)
@@ -46,6 +49,7 @@ def cache_root(cache_dir: PathLike | None = None) -> Path:
 
 def cache_entries(root: Path) -> list[Manifest]:
     """The complete entries under ``root``, oldest first."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache_entries import list_entries
 
     return list_entries(root)
@@ -53,6 +57,7 @@ def cache_entries(root: Path) -> list[Manifest]:
 
 def find_cache_entries(root: Path, prefixes: list[str]) -> list[Path]:
     """Entry directories named by fingerprint prefixes (each must name exactly one)."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache_entries import find_entries
 
     return find_entries(root, prefixes)
@@ -67,6 +72,7 @@ def entry_dirs(root: Path) -> list[Path]:
 
 def remove_cache_entry(entry: Path) -> None:
     """Delete one entry under its lock (never while a prepare of it runs)."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache_entries import remove_entry
 
     remove_entry(entry)
@@ -74,6 +80,7 @@ def remove_cache_entry(entry: Path) -> None:
 
 def read_entry(entry: Path) -> Manifest:
     """An entry's manifest (``verify()`` then checks every file against it)."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.manifest import load_manifest
 
     return load_manifest(entry)
@@ -82,6 +89,7 @@ def read_entry(entry: Path) -> Manifest:
 def stage(recipe: Recipe, dest: str, cache_dir: PathLike | None = None) -> tuple[PreparedDataset, StageResult]:
     """The recipe's prepared data copied to ``dest``/<fingerprint>/ (as ``data.stage_to`` does on
     each node), every copied byte checked."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache import log_to_stderr, prepare as prepare_data
     from clustertune.data.staging import resolve_stage_root, stage as stage_entry
 
@@ -93,6 +101,7 @@ def stage(recipe: Recipe, dest: str, cache_dir: PathLike | None = None) -> tuple
 def fetch(recipe: Recipe, store: Path, out: Path | None = None, prepare_data: bool = True) -> FetchResult:
     """With internet: the recipe's hub model, tokenizer and dataset copied into ``store``, and a
     recipe that names the copies written (for nodes without internet)."""
+    # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
     from clustertune.data.cache import log_to_stderr
     from clustertune.data.fetch import fetch as fetch_inputs
 

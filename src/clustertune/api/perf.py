@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from clustertune.api import devices_of
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
 
@@ -34,7 +35,7 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     """Parameter, gradient, optimizer and activation memory per device for each strategy, for a
     run over ``devices`` (default: the recipe's launch section), against ``gpu`` (default: this
     machine's)."""
-    from clustertune.api import devices_of
+    # Deferred: the estimator and the model config import torch and transformers.
     from clustertune.models.build import resolve_config
     from clustertune.train import memory
 
@@ -57,12 +58,14 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
 
 
 def bench_sizes() -> tuple[str, ...]:
+    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
     from clustertune.train.bench import SIZES
 
     return tuple(SIZES)
 
 
 def bench_variants() -> tuple[str, ...]:
+    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
     from clustertune.train.bench import VARIANTS
 
     return tuple(VARIANTS)
@@ -74,6 +77,7 @@ def bench(size: str, batches: list[int] | None, steps: int | None, skip: int | N
     a fresh process at each batch size, ``repeats`` times in alternating order; the report's lines."""
     from dataclasses import replace
 
+    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
     from clustertune.train.bench import SIZES, BenchSpec, report, run_side_by_side
 
     if size not in SIZES:

@@ -85,7 +85,8 @@ def cluster_up(
 ) -> None:
     """Start machines on a cloud (or reuse them) and register them as an SSH cluster."""
     # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cloud import CloudSpec, parse_autostop, up
+    from clustertune.calls.clusters import up
+    from clustertune.remote.cloud import CloudSpec, parse_autostop
 
     spec = CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
     record, fingerprints = up(name, spec, parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
@@ -130,11 +131,12 @@ def cluster_down(
     """Stop everything clustertune started on the cluster's hosts; a cloud cluster's machines
     are then torn down (refused while runs are active or keep their results there)."""
     # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
+    from clustertune.calls import clusters
     from clustertune.remote import cloud
     from clustertune.remote.cluster import Cluster
 
     if cloud.load_meta(name) is not None:
-        cloud.down(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
+        clusters.down(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
         print(f"cloud cluster {name}: torn down and forgotten")
         return
     for r in Cluster.named(name).down():
@@ -192,7 +194,7 @@ def exec_(
     # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
     from clustertune.remote.cluster import Cluster
     from clustertune.remote.envs import Env
-    from clustertune.remote.functions import remote_exec
+    from clustertune.calls.functions import remote_exec
 
     command = list(command)
     if command and command[0] == "--":  # click keeps the separator when options stop at NAME

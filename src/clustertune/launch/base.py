@@ -1,28 +1,22 @@
-"""Launcher / Job protocols and the backend registry.
+"""Launcher / Job protocols, and what every backend's check does with a resumed run.
 
-Each backend (local, slurm, ssh, remote functions) is a :class:`Launcher` listed in
-:data:`BACKENDS` under the name that it writes into ``run.json["backend"]``. Everything that follows a run by its id (status,
-logs, cancel, wait) goes through :func:`job_for`, which reattaches to the run's job from
-``run.json`` alone, so it works from any process, long after the one that submitted it exited.
+The registry of backends by the name each writes into ``run.json["backend"]`` is
+:mod:`clustertune.launch.backends` (it imports the backends; they import this).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from clustertune.errors import RunError, UserError
 from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, Job, follow, wait
 from clustertune.runs.run import Run
 from clustertune.train.sealed import accept_for_resume
 
-__all__ = ["BACKENDS", "Job", "Launcher", "Reattach", "Resuming", "accept_checkpoint", "follow", "job_for", "launcher",
-           "register", "wait"]
+__all__ = ["Announce", "Job", "Launcher", "Reattach", "Resuming", "accept_checkpoint", "follow", "wait"]
 
 
 @dataclass(frozen=True)
@@ -81,52 +75,3 @@ class Launcher(Reattach, Protocol):
         tells the user where it runs and how to follow it; ``show_progress``: a progress bar
         where the training shows in this terminal (in this process)."""
         ...
-
-
-# Backend name (as run.json records it) -> "module:factory". Modules are imported on first use,
-# so the CLI's cold start pays only for the backend it talks to, and no backend module needs to
-# import this one to make itself known.
-BACKENDS: dict[str, str] = {
-    # One rank in this very process; its runs record "local" (they are followed like one).
-    "inprocess": "clustertune.launch.inprocess:InProcessLauncher",
-    "local": "clustertune.launch.local:LocalLauncher",
-    "slurm": "clustertune.launch.slurm:SlurmLauncher",
-    "ssh": "clustertune.launch.ssh:SshLauncher",
-    "ssh-remote": "clustertune.remote.backend:RemoteLauncher",  # calls, exec, objects on SSH hosts
-}
-_EXTRA: dict[str, Callable[[], Launcher]] = {}
-
-
-def register(name: str, factory: Callable[[], Launcher]) -> None:
-    """Make another backend ``name`` known (a plugin, a test)."""
-    _EXTRA[name] = factory
-
-
-def launcher(name: str) -> Launcher:
-    """The backend ``name`` (``ssh-remote`` answers only :meth:`Reattach.job`)."""
-    if name in _EXTRA:
-        return _EXTRA[name]()
-    try:
-        module, attr = BACKENDS[name].split(":")
-    except KeyError:
-        known = ", ".join(sorted({*BACKENDS, *_EXTRA}))
-        raise RunError(f"backend {name!r} is not known to this clustertune (known: {known})") from None
-    factory: Callable[[], Launcher] = getattr(importlib.import_module(module), attr)
-    return factory()
-
-
-def job_for(run: Run) -> Job:
-    """The job of ``run``, whatever backend ran it."""
-    return launcher(run.info.backend).job(run)
-
-
-def refreshed(run: Run) -> Run:
-    """``run`` as its backend sees it now, so a listing never shows a finished job as running;
-    the recorded state where the backend cannot be asked (a host down, no SLURM here)."""
-    if run.state.terminal:
-        return run
-    try:
-        job_for(run).state()
-    except UserError:
-        return run
-    return run.reload()

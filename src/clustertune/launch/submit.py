@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
-from clustertune.launch.base import Announce, Resuming, job_for, launcher
+from clustertune.launch.backends import job_for, launcher
+from clustertune.launch.base import Announce, Resuming
 from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env

@@ -31,9 +31,6 @@ from clustertune.remote import sky_env
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.config import HostSpec, add_cluster, check_name, config_dir, list_clusters, remove_cluster
 from clustertune.remote.transport import shell_join
-from clustertune.runs.run import Run
-from clustertune.runs.state import RunState
-from clustertune.runs.store import list_runs
 
 BRIDGE = Path(__file__).with_name("sky_bridge.py")
 HOST_KEY_FILES = "/etc/ssh/ssh_host_*_key.pub"
@@ -225,16 +222,13 @@ def _save_meta(name: str, meta: dict[str, Any]) -> None:
 
 
 def register(name: str, spec: CloudSpec, record: dict[str, Any], found_keys: list[dict[str, Any]]) -> list[str]:
-    """Pin the hosts' keys and save the cluster as an SSH cluster (replacing its old addresses,
-    here and in the runs on it); returns the fingerprint lines to print."""
+    """Pin the hosts' keys and save the cluster as an SSH cluster (replacing its old addresses);
+    returns the fingerprint lines to print. (The runs on it follow the new addresses:
+    :func:`clustertune.calls.clusters.register`.)"""
     known = cloud_dir(name) / "known_hosts"
     hosts = hosts_from_record(record, known)
     shown = pin_host_keys(found_keys, known)
     add_cluster(name, hosts, replace=True)
-    # A stopped and restarted cluster comes back at new addresses: the runs on it (which keep
-    # the hosts they were started on) follow, so status, logs and --resume reach them.
-    for r in runs_on(name):
-        r.update_remote(hosts=[h.to_dict() for h in hosts])
     _save_meta(name, {"spec": spec.to_request(), "cloud": record.get("cloud"), "region": record.get("region"),
                       "accelerators": record.get("accelerators"), "hourly_price": record.get("hourly_price"),
                       "autostop_minutes": record.get("autostop_minutes")})
@@ -247,10 +241,11 @@ def host_key_request(record: dict[str, Any], pattern: str = HOST_KEY_FILES) -> d
                        "key": record.get("ssh_private_key")} for n in record["nodes"]]}
 
 
-def up(name: str, spec: CloudSpec, autostop: int | None, on_progress: Callable[[str], None] | None = None
-       ) -> tuple[dict[str, Any], list[str]]:
+def up(name: str, spec: CloudSpec, autostop: int | None, on_progress: Callable[[str], None] | None = None,
+       seen: Callable[[str | None], None] | None = None) -> tuple[dict[str, Any], list[str]]:
     """Start (or reuse, or restart) the cloud cluster ``name`` and register it; returns
-    SkyPilot's record and the pinned host keys' fingerprints."""
+    SkyPilot's record and the pinned host keys' fingerprints. ``seen`` is told the status an
+    existing cluster had before it is started again (None: gone)."""
     check_name(name)
     meta = load_meta(name)
     if meta is None and any(c.name == name for c in list_clusters()):
@@ -262,9 +257,8 @@ def up(name: str, spec: CloudSpec, autostop: int | None, on_progress: Callable[[
             raise CloudError(f"cloud cluster {name!r} exists with other resources: {'; '.join(diff)}. "
                              f"Use it as it is, or `clustertune cluster down {name}` first, or pick another name")
         records = bridge({"op": "status", "cluster": name, "refresh": True})
-        for run_id in mark_preempted(name, records[0]["status"] if records else None):
-            if on_progress is not None:
-                on_progress(f"run {run_id}: PREEMPTED (the cluster was {records[0]['status'] if records else 'gone'})\n")
+        if seen is not None:
+            seen(records[0]["status"] if records else None)
     bridge({"op": "validate", "spec": spec.to_request()})  # SkyPilot's own checks, before anything is paid for
     (record,) = bridge({"op": "launch", "cluster": name, "spec": spec.to_request(), "autostop_minutes": autostop},
                        on_stderr=on_progress)
@@ -273,37 +267,16 @@ def up(name: str, spec: CloudSpec, autostop: int | None, on_progress: Callable[[
     return record, register(name, spec, record, found)
 
 
-# -- guards -----------------------------------------------------------------------------------
-
-
-def runs_on(name: str) -> list[Run]:
-    return [r for r in list_runs() if (r.info.remote or {}).get("cluster") == name]
-
-
-def blocking_runs(name: str) -> list[str]:
-    """Why the cluster must not go away now: runs still active there, and finished runs whose
-    results live only on its disks (``launch.keep_on_cluster``)."""
-    out = []
-    for r in runs_on(name):
-        remote = r.info.remote or {}
-        if not r.state.terminal:
-            out.append(f"{r.id} ({r.state.value}: still running there as last seen; `clustertune status {r.id}` "
-                       f"looks again, `clustertune cancel {r.id}` stops it)")
-        elif remote.get("keep_on_cluster"):
-            out.append(f"{r.id} (its results are kept on the cluster only (launch.keep_on_cluster): "
-                       f"`clustertune status {r.id}` shows how to copy them here)")
-    return out
-
-
-def down(name: str, force: bool = False, on_progress: Callable[[str], None] | None = None) -> None:
-    """Tear the cloud cluster down (SkyPilot deletes the machines and their disks) and forget it."""
+def require_cloud_cluster(name: str) -> None:
     if load_meta(name) is None:
         raise CloudError(f"{name!r} is not a cloud cluster started by `clustertune cluster up`; "
                          f"`clustertune cluster down {name}` only stops clustertune's runs on SSH clusters")
-    blocking = blocking_runs(name)
-    if blocking and not force:
-        raise CloudError(f"cloud cluster {name!r} not torn down: its disks go with it, and\n  "
-                         + "\n  ".join(blocking) + "\nPass --force to tear it down anyway")
+
+
+def down(name: str, on_progress: Callable[[str], None] | None = None) -> None:
+    """Tear the cloud cluster down (SkyPilot deletes the machines and their disks) and forget it.
+    (What must not be lost with it is checked first: :func:`clustertune.calls.clusters.down`.)"""
+    require_cloud_cluster(name)
     try:
         bridge({"op": "down", "cluster": name}, on_stderr=on_progress)
     except CloudError as exc:
@@ -320,21 +293,6 @@ def forget(name: str) -> None:
     except ClusterError:
         pass  # removed by hand already
     shutil.rmtree(cloud_dir(name), ignore_errors=True)
-
-
-def mark_preempted(name: str, status: str | None) -> list[str]:
-    """Runs active on a cloud cluster whose machines went away (spot preemption: SkyPilot
-    reports it STOPPED, INIT or not at all) end PREEMPTED; ``--resume`` continues them."""
-    if status == "UP":
-        return []
-    out = []
-    for r in runs_on(name):
-        if r.state in (RunState.RUNNING, RunState.PENDING):
-            r.transition(RunState.PREEMPTED, reason=f"cloud cluster {name} is {status or 'gone'} "
-                                                   "(spot preemption or a stop); `clustertune run --resume "
-                                                   f"{r.id}` once `clustertune cluster up {name}` is back")
-            out.append(r.id)
-    return out
 
 
 # -- autostop ---------------------------------------------------------------------------------

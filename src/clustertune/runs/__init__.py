@@ -1,4 +1,6 @@
-"""Runs: directories, state machine, lookup."""
+"""Runs: directories (every file of a run named once in ``paths.py``), records, the state
+machine, lookup, reports. The only writer of run state; imports recipe and below, never the
+host layer, models, data, train or anything above."""
 
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run

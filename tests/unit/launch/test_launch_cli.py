@@ -67,7 +67,7 @@ def test_slurm_backend_without_sbatch_says_so_before_creating_a_run(runs_root: P
 
 def test_the_launching_process_imports_neither_torch_nor_transformers() -> None:
     code = ("import sys, clustertune.cli.main, clustertune.launch.submit, clustertune.launch.local, "
-            "clustertune.launch.slurm, clustertune.launch.base as b; [b.launcher(n) for n in b.BACKENDS]; "
+            "clustertune.launch.slurm, clustertune.launch.backends as b; [b.launcher(n) for n in b.BACKENDS]; "
             "heavy = [m for m in ('torch', 'transformers', 'accelerate', 'datasets') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

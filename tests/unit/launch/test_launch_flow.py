@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from clustertune.errors import DataError, LaunchError, UserError
-from clustertune.launch import base
+from clustertune.launch import backends as base
 from clustertune.launch.base import Resuming
 from clustertune.launch.inprocess import IN_PROCESS_LINE, InProcessLauncher
 from clustertune.launch.local import LocalJob
@@ -154,7 +154,7 @@ def test_a_bad_dataset_fails_the_in_process_check_and_leaves_nothing(tmp_path: P
 
 def test_the_in_process_backend_stays_light_until_it_trains() -> None:
     """Looking it up and describing a plan (a dry run) import no torch."""
-    code = ("import sys; from clustertune.launch import base, submit; from clustertune.recipe.load import load_recipe; "
+    code = ("import sys; from clustertune.launch import backends as base, submit; from clustertune.recipe.load import load_recipe; "
             "b = base.launcher('inprocess'); "
             "print(submit.dry_run_text(load_recipe('quickstart'), __import__('pathlib').Path('/tmp/unused')).splitlines()[-1]); "
             "print('torch' in sys.modules)")

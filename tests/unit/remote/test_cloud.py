@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from clustertune.errors import ClusterError
+from clustertune.calls import clusters
 from clustertune.remote import cloud, sky_env
 from clustertune.remote.config import HostSpec, add_cluster, get_cluster
 from clustertune.runs.run import Run
@@ -137,14 +138,14 @@ def _run_on(runs_root: Path, cluster: str, state: RunState, **remote) -> Run:
 def test_up_refuses_other_resources_before_asking_skypilot(ct_config: Path, no_sky: Path):
     _cloud_cluster()
     with pytest.raises(cloud.CloudError, match=r"other resources: gpus: 'A10G:1' \(existing\) vs 'H100:8'"):
-        cloud.up("a10", cloud.CloudSpec(gpus="H100:8", infra="aws"), None)
+        clusters.up("a10", cloud.CloudSpec(gpus="H100:8", infra="aws"), None)
     add_cluster("mine", [HostSpec.parse("h1")])
     with pytest.raises(cloud.CloudError, match="already one of your SSH clusters"):
-        cloud.up("mine", cloud.CloudSpec(gpus="A10G:1"), None)
+        clusters.up("mine", cloud.CloudSpec(gpus="A10G:1"), None)
     assert [h.address for h in get_cluster("mine").hosts] == ["h1"]
     # The same resources go on to SkyPilot (here: not installed, which says what to do).
     with pytest.raises(sky_env.SkyEnvMissing, match="cloud setup"):
-        cloud.up("a10", cloud.CloudSpec(gpus="A10G:1", infra="aws"), None)
+        clusters.up("a10", cloud.CloudSpec(gpus="A10G:1", infra="aws"), None)
 
 
 def test_down_refuses_while_runs_are_active_or_keep_results_there(ct_config: Path, runs_root: Path, no_sky: Path):
@@ -154,29 +155,29 @@ def test_down_refuses_while_runs_are_active_or_keep_results_there(ct_config: Pat
     _run_on(runs_root, "a10", RunState.COMPLETED, keep_on_cluster=False, gathered=True)
     _run_on(runs_root, "other", RunState.RUNNING)
     with pytest.raises(cloud.CloudError) as info:
-        cloud.down("a10")
+        clusters.down("a10")
     text = str(info.value)
     assert f"{active.id} (RUNNING" in text and f"{kept.id} (its results are kept on the cluster" in text
     assert text.count("\n  ") == 2 and "--force" in text
     assert get_cluster("a10").hosts  # nothing was forgotten
     # --force goes past the guard to SkyPilot (not installed here: the error says so).
     with pytest.raises(sky_env.SkyEnvMissing):
-        cloud.down("a10", force=True)
+        clusters.down("a10", force=True)
     with pytest.raises(cloud.CloudError, match="not a cloud cluster"):
         add_cluster("mine", [HostSpec.parse("h1")])
-        cloud.down("mine")
+        clusters.down("mine")
 
 
 def test_runs_on_a_lost_cloud_cluster_end_preempted(ct_config: Path, runs_root: Path):
     _cloud_cluster()
     running = _run_on(runs_root, "a10", RunState.RUNNING)
     done = _run_on(runs_root, "a10", RunState.COMPLETED)
-    assert cloud.mark_preempted("a10", "UP") == []
-    assert cloud.mark_preempted("a10", "STOPPED") == [running.id]
+    assert clusters.mark_preempted("a10", "UP") == []
+    assert clusters.mark_preempted("a10", "STOPPED") == [running.id]
     again = Run.load(running.paths.root)
     assert again.state is RunState.PREEMPTED and f"--resume {running.id}" in (again.info.reason or "")
     assert Run.load(done.paths.root).state is RunState.COMPLETED
-    assert cloud.mark_preempted("a10", None) == []  # already ended: marked once
+    assert clusters.mark_preempted("a10", None) == []  # already ended: marked once
 
 
 def test_cli_exit_codes(ct_config: Path, no_sky: Path, runs_root: Path):
@@ -218,12 +219,12 @@ def test_new_addresses_after_a_restart_reach_the_cluster_and_its_runs(ct_config:
     pub = (tmp_path / "hk.pub").read_text().strip()
     spec = cloud.CloudSpec(gpus="A10G:1")
     first = _record()
-    cloud.register("a10", spec, first, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in first["nodes"]])
+    clusters.register("a10", spec, first, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in first["nodes"]])
     kept = _run_on(runs_root, "a10", RunState.COMPLETED, keep_on_cluster=True,
                    hosts=[h.to_dict() for h in get_cluster("a10").hosts])
     other = _run_on(runs_root, "other", RunState.COMPLETED, hosts=[{"address": "9.9.9.9"}])
     moved = _record(nodes=[{"address": "5.6.7.8", "port": 22}, {"address": "5.6.7.9", "port": 22}])
-    cloud.register("a10", spec, moved, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in moved["nodes"]])
+    clusters.register("a10", spec, moved, [{"address": n["address"], "port": n["port"], "keys": [pub]} for n in moved["nodes"]])
     assert [h.address for h in get_cluster("a10").hosts] == ["5.6.7.8", "5.6.7.9"]
     assert [h["address"] for h in Run.load(kept.paths.root).info.remote["hosts"]] == ["5.6.7.8", "5.6.7.9"]
     assert Run.load(other.paths.root).info.remote["hosts"] == [{"address": "9.9.9.9"}]

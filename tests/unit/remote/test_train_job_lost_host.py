@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from clustertune.remote.config import HostSpec
-from clustertune.remote.train_job import SshJob
+from clustertune.launch.ssh.results import SshJob
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 

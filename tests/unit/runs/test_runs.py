@@ -113,7 +113,8 @@ def test_requeue_reopens_an_attempt_and_the_node_side_starts_it(tmp_path: Path) 
 def test_follow_and_wait_read_a_growing_log_until_the_run_ends(tmp_path: Path) -> None:
     import threading
 
-    from clustertune.launch.base import follow, job_for, wait
+    from clustertune.launch.backends import job_for
+    from clustertune.launch.base import follow, wait
 
     r = make(tmp_path)
     r.start_attempt()  # this process is the attempt's pid: alive, so it is not reconciled away

@@ -13,7 +13,7 @@ from typing import Any
 
 from clustertune.errors import RemoteCallError, RunError
 from clustertune.remote.cluster import _stderr_printer
-from clustertune.remote.host_job import HostJob
+from clustertune.calls.host_job import HostJob
 from clustertune.remote.config import client_id, run_secret
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState

@@ -37,7 +37,7 @@ from clustertune.remote.cloud import hold_autostop
 from clustertune.remote.config import client_id, clusters_file, list_clusters
 from clustertune.remote.envs import Env, folder_files, tree_hash
 from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
-from clustertune.remote.train_job import SCRATCH, SshJob, attempt_key, spread_checkpoints, vouch_for_kept_checkpoint
+from clustertune.launch.ssh.results import SCRATCH, SshJob, attempt_key, spread_checkpoints, vouch_for_kept_checkpoint
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths

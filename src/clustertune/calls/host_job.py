@@ -1,8 +1,8 @@
 """What every run on SSH hosts has in common, whatever started it: the nodes it runs on, its
 logs there (read from an offset, followed), and waiting for it.
 
-A recipe trained over SSH (``ssh`` backend, :class:`clustertune.remote.train_job.SshJob`) and a
-function call, ``exec`` or object (``ssh-remote``, :class:`clustertune.remote.backend.RemoteJob`)
+A recipe trained over SSH (``ssh`` backend, :class:`clustertune.launch.ssh.results.SshJob`) and a
+function call, ``exec`` or object (``ssh-remote``, :class:`clustertune.calls.backend.RemoteJob`)
 are both runs of the host helper under a run key; they differ only in the key (one per
 attempt for training, the run id for calls) and in how the end of the run is recorded.
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import ClusterError, RemoteCallError
-from clustertune.remote.backend import BACKEND, RemoteJob, decode_outcome, parse_frame
+from clustertune.calls.backend import BACKEND, RemoteJob, decode_outcome, parse_frame
 from clustertune.remote.cluster import EXIT_MISSING, Cluster, _stderr_printer
 from clustertune.remote.config import client_id, run_secret
 from clustertune.remote.envs import Env

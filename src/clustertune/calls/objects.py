@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import RemoteCallError
-from clustertune.remote.backend import RemoteJob, decode_outcome, parse_frame
+from clustertune.calls.backend import RemoteJob, decode_outcome, parse_frame
 from clustertune.remote.cluster import Cluster
 from clustertune.remote.envs import Env
-from clustertune.remote.functions import _function_spec, _mark_refs, dumps_by_value, start_remote
+from clustertune.calls.functions import _function_spec, _mark_refs, dumps_by_value, start_remote
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
 

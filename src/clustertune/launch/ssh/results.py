@@ -21,7 +21,7 @@ from typing import Any
 from clustertune.errors import ClusterError, RunError
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.cluster import Cluster
-from clustertune.remote.host_job import HostJob, cluster_of
+from clustertune.calls.host_job import HostJob, cluster_of
 from clustertune.remote.transport import shell_join
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths, checkpoint_step
 from clustertune.runs.records import RunInfo
