@@ -134,24 +134,45 @@ _CANNOT_START = re.compile(r"^clustertune: cannot start .*$", re.M)
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\s*\[\d+\]:(?P<block>(?:\n +\S.*)+)")
 
 
+# How torchrun itself stops the other ranks once one has failed: a rank that got one of these
+# did not cause the failure.
+_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_FAILURES = re.compile(r"Failures:\s*\n(?P<block>(?:.*\n)*?)-{10,}\s*\nRoot Cause \(first observed failure\):")
+_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:[^\n]*\n)*?\s*exitcode\s*:\s*(-?\d+)")
+
+
+def _how(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "a signal"
+        return f"died of {name} (signal {-code})"
+    return f"exited with code {code}"
+
+
 def root_cause(log_text: str) -> tuple[int, str] | None:
-    """The rank torchrun saw fail first and how, from its failure summary: ``(1, "died of
-    SIGSEGV (signal 11)")`` or ``(0, "exited with code 1")``; None when there is no summary."""
+    """The rank that caused a torchrun failure and how, from its failure summary: ``(1, "died
+    of SIGSEGV (signal 11)")`` or ``(0, "exited with code 1")``; None when there is no summary.
+
+    A rank killed by a signal of its own (a crash, the OOM killer) is the cause wherever torchrun
+    lists it: the others then fail in the collective it left (exit code 1), and which of them
+    torchrun observes first is a race. Otherwise torchrun's "first observed failure" counts."""
     found = list(_ROOT_CAUSE.finditer(log_text))
     if not found:
         return None
-    block = found[-1].group("block")  # the latest summary (a restarted job writes one per failure)
+    last = found[-1]
+    block = last.group("block")  # the latest summary (a restarted job writes one per failure)
     rank, code = re.search(r"rank\s*:\s*(\d+)", block), _RANK_EXIT.search(block)
     if rank is None or code is None:
         return None
-    n = int(code.group(1))
-    if n < 0:
-        try:
-            name = signal.Signals(-n).name
-        except ValueError:
-            name = "a signal"
-        return int(rank.group(1)), f"died of {name} (signal {-n})"
-    return int(rank.group(1)), f"exited with code {n}"
+    entries = [(int(rank.group(1)), int(code.group(1)))]
+    failures = [m for m in _FAILURES.finditer(log_text[:last.end()])]
+    if failures:
+        entries += [(int(r), int(c)) for r, c in _ENTRY.findall(failures[-1].group("block"))]
+    crashed = [(r, c) for r, c in entries if c < 0 and -c not in [int(sig) for sig in _SHUTDOWN_SIGNALS]]
+    r, c = crashed[0] if crashed else entries[0]
+    return r, _how(c)
 
 
 def command_exit_code(rc: int, log_text: str) -> int:

@@ -24,7 +24,6 @@ from clustertune.launch.base import Announce, Resuming, accept_checkpoint
 from clustertune.launch.local import LocalJob
 from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.train.library_logs import LibraryLogs
@@ -105,9 +104,6 @@ class InProcessLauncher:
             from clustertune.train.attempt import Placement, run_attempt
 
             run_attempt(recipe, run.paths, Placement(show_progress=show_progress), libraries, prologue)
-        except KeyboardInterrupt:
-            log.warning("%s", interrupted_text(run.reload()))  # which checkpoint is kept, how to go on
-            raise
         finally:
             libraries.stop()
         return LocalJob(run.reload())

@@ -36,6 +36,7 @@ from clustertune.errors import DiskFullError, UserError
 from clustertune.fsutil import is_no_space
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
+from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
 from clustertune.runs.state import RunState
 from clustertune.runs.topology import Topology
@@ -182,6 +183,8 @@ def _record_failure(run: Run, paths: RunPaths, where: Placement, exc: BaseExcept
     if isinstance(exc, KeyboardInterrupt):
         if not run.reload().state.terminal:
             run.record_end(RunState.CANCELLED, reason=interrupt_reason(paths))
+        if not where.launched:  # a launched run's launcher says it, once for all its ranks
+            log.warning("%s", interrupted_text(run))  # which checkpoint is kept, how to go on
         return exc
     if run.reload().state.terminal:  # a cancel recorded it already
         return exc
@@ -263,8 +266,9 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
                 leave_process_group()
             return Outcome(state, result.steps, result.stopped_by)
         except BaseException as exc:
-            log.error("%s failed: %s: %s", f"rank {topo.rank}" if where.launched else f"run {paths.run_id}",
-                      type(exc).__name__, exc)
+            if where.launched or not isinstance(exc, KeyboardInterrupt):
+                log.error("%s failed: %s: %s", f"rank {topo.rank}" if where.launched else f"run {paths.run_id}",
+                          type(exc).__name__, exc)
             if isinstance(exc, OutOfMemory):
                 report_out_of_memory(paths, topo.rank, exc)
             raised = _record_failure(run, paths, where, exc) if run is not None else exc

@@ -40,3 +40,13 @@ def test_an_exit_code_is_named_and_the_latest_summary_counts() -> None:
 
 def test_no_summary_no_cause() -> None:
     assert root_cause("torchrun: error: the following arguments are required\n") is None
+
+
+def test_a_crashed_rank_is_the_cause_even_when_torchrun_saw_another_fail_first() -> None:
+    # Rank 1 segfaulted; rank 0 then failed in the collective it left and exited first: torchrun
+    # calls rank 0 the root cause, the crash is the cause.
+    text = SUMMARY.replace("exitcode  : -15 (pid: 19538)  (SIGTERM)", "exitcode  : -11 (pid: 19538)  (SIGSEGV)") \
+        .replace("rank      : 0 (local_rank: 0)", "rank      : 1 (local_rank: 1)")
+    assert root_cause(text.format(rank=0, code=1)) == (1, "died of SIGSEGV (signal 11)")
+    # A rank torchrun itself stopped (SIGTERM) is not a cause.
+    assert root_cause(SUMMARY.format(rank=0, code=1)) == (0, "exited with code 1")
