@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import clustertune
 from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
@@ -158,7 +159,7 @@ def own_dependencies() -> list[str]:
 
 def _code_files() -> tuple[Path, list[str], str]:
     """clustertune's own package: the folder, its files, their hash."""
-    pkg = Path(__file__).resolve().parents[1]  # clustertune/launch/ssh.py -> clustertune/
+    pkg = Path(clustertune.__file__).resolve().parent
     files = folder_files(pkg)
     return pkg, files, tree_hash(pkg, files)
 
