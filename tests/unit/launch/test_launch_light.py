@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 BLOCKED = textwrap.dedent("""
     import importlib, importlib.abc, pkgutil, sys
@@ -29,3 +30,13 @@ def test_every_launch_module_imports_without_torch() -> None:
     out = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[0]) >= 9  # the package's modules were all there to import
+
+
+def test_the_code_sent_to_ssh_hosts_is_the_whole_package() -> None:
+    # Hosts run `python -m clustertune.train.entry` from this copy: it must be the package's root.
+    import clustertune
+    from clustertune.launch.ssh import _code_files
+
+    pkg, files, _ = _code_files()
+    assert pkg == Path(clustertune.__file__).resolve().parent
+    assert {"__init__.py", "train/entry.py", "script/rank.py", "launch/ssh/__init__.py"} <= set(files)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import clustertune
 from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
@@ -159,7 +158,7 @@ def own_dependencies() -> list[str]:
 
 def _code_files() -> tuple[Path, list[str], str]:
     """clustertune's own package: the folder, its files, their hash."""
-    pkg = Path(clustertune.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[2]  # clustertune/launch/ssh/__init__.py -> clustertune/
     files = folder_files(pkg)
     return pkg, files, tree_hash(pkg, files)
 
