@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clustertune.errors import UserError
+from clustertune.errors import RunError, UserError
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
-from clustertune.runs.store import get_run, runs_root
+from clustertune.runs.dependents import uses_of
+from clustertune.runs.store import get_run, list_runs, remove_run, runs_root
 
 if TYPE_CHECKING:
     # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
@@ -152,6 +154,34 @@ def check_for_nodes(recipe: Recipe) -> None:
     check_deepspeed_json(recipe)
 
 
+# -- removing runs ------------------------------------------------------------------------------
+
+
+def remove_runs(run_ids: list[str], force: bool = False,
+                runs_root_dir: str | os.PathLike[str] | None = None) -> Iterator[tuple[Run, Path]]:
+    """Delete runs (directories, checkpoints, models), yielding each as it goes. Every id resolves
+    before anything is deleted. Refused, naming why: a run that has not ended (``cancel`` it
+    first), or one another run still uses (its model is that run's base, policy, reference or
+    reward model); ``force`` cancels the first and deletes the second anyway."""
+    found = list({r.id: r for r in (get_run(i, runs_root_dir) for i in run_ids)}.values())
+    live = [r for r in found if not r.state.terminal]
+    if live and not force:
+        names = ", ".join(f"{r.id} ({r.state.value})" for r in live)
+        raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
+    going = {r.id for r in found}
+    others = [r for r in list_runs(runs_root_dir) if r.id not in going]
+    needed = [(r, use) for r in found for use in uses_of(r, others)]
+    if needed and not force:
+        lines = "\n  ".join(f"{r.id} is used by run {u.user.id} ({u.key}: {u.path})" for r, u in needed[:10])
+        raise RunError(f"not removed:\n  {lines}\nremove those runs too (in the same command), or pass --force "
+                       "(they then cannot load their base again)")
+    for r in found:
+        if not r.state.terminal:
+            job(r).cancel()
+            r = r.reload()
+        yield r, remove_run(r, force=True)
+
+
 # -- following a run, whatever runs it ---------------------------------------------------------
 
 
@@ -187,5 +217,5 @@ def kept_result_lines(run: Run) -> list[str]:
     return lines(run)
 
 
-__all__ = ["check_for_nodes", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+__all__ = ["check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
            "refreshed", "run"]

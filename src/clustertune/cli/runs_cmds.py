@@ -10,10 +10,9 @@ import typer
 
 from clustertune.cli.completion import complete_run_id
 from clustertune.cli.tables import print_table
-from clustertune.errors import RunError
 from clustertune.runs import report
 from clustertune import api
-from clustertune.runs.store import get_run, list_runs, remove_run
+from clustertune.runs.store import get_run, list_runs
 
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
 
@@ -70,21 +69,13 @@ def runs_show(
 def runs_rm(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes, or `last`).",
                                         autocompletion=complete_run_id),
-    force: bool = typer.Option(False, "--force", help="Also runs that have not ended: they are cancelled first."),
+    force: bool = typer.Option(False, "--force", help="Also runs that have not ended (they are cancelled first) "
+                               "and runs other runs use as their base."),
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
-    """Delete runs: their directories, checkpoints and model included. Runs that have not ended
-    are refused (`cancel` them first) unless --force."""
-    found = [get_run(i, runs_root) for i in run_ids]  # every id resolves before anything is deleted
-    live = [r for r in found if not r.state.terminal]
-    if live and not force:
-        names = ", ".join(f"{r.id} ({r.state.value})" for r in live)
-        raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
-    for r in {r.id: r for r in found}.values():
-        if not r.state.terminal:
-            api.job(r).cancel()
-            r = r.reload()
-        path = remove_run(r, force=True)
+    """Delete runs: their directories, checkpoints and model included. Runs that have not ended,
+    or that another run still uses as its base, are refused unless --force."""
+    for r, path in api.remove_runs(run_ids, force, runs_root):
         kept = (r.info.remote or {}).get("keep_on_cluster")
         print(f"removed {r.id} ({path})" + (f"; its results kept on cluster {r.info.remote.get('cluster')} "
                                               "are left there" if kept else ""))

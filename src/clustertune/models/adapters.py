@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.models.heads import PEFT_TASK_TYPES, auto_class
+from clustertune.models.local import require_local
 from clustertune.errors import CheckpointError, ModelError
 from clustertune.recipe.adapter_schema import ALL_LINEAR, AdapterSection
 from clustertune.recipe.schema import Recipe
@@ -287,6 +288,7 @@ def load_merged(adapter_dir: Path, base: str | None = None, **base_kwargs: Any) 
     adapter_dir = Path(adapter_dir)
     cfg = PeftConfig.from_pretrained(str(adapter_dir))
     base = base or cfg.base_model_name_or_path
+    require_local(base, f"{adapter_dir}: its base model")
     auto = AutoModelForSequenceClassification if cfg.task_type == "SEQ_CLS" else AutoModelForCausalLM
     try:
         model = auto.from_pretrained(base, **base_kwargs)

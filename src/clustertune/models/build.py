@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from clustertune.models.local import is_pathish as _is_pathish, require_local
 from clustertune.models.heads import auto_class
 from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
@@ -18,10 +19,6 @@ from clustertune.recipe.schema import Recipe
 log = logging.getLogger("clustertune")
 
 POSITION_ATTRS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
-
-
-def _is_pathish(s: str) -> bool:
-    return s.startswith(("/", "./", "../", "~")) or s.endswith(".json")
 
 
 def _config_from_source(src: str) -> Any:
@@ -72,8 +69,7 @@ def _pretrained_config(name: str) -> Any:
         if not (p / "config.json").is_file():
             raise ModelError(f"model.name_or_path: {name!r} has no config.json; is it a save_pretrained directory?")
         return local_config(p, "model.name_or_path")
-    if _is_pathish(name):
-        raise ModelError(f"model.name_or_path: directory {name!r} does not exist")
+    require_local(name, "model.name_or_path")
     try:
         return AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 # `clustertune cancel` before it asks the scheduler, makes the stop a cancel. A user's own
 # script reads them through the stdlib-only helper that names them.
 from clustertune.script import CANCEL_FILE, LIB_DIR, STOP_FILE
+RUN_JSON = "run.json"
 LOGS_DIR = "logs"
 RUN_LOG = "run.log"
 # A checkpoint's index of its files and their checksums, written last: its presence marks it complete.
@@ -71,7 +72,7 @@ class RunPaths:
     @property
     def run_json(self) -> Path:
         """State machine, attempts, versions, host, command line."""
-        return self.root / "run.json"
+        return self.root / RUN_JSON
 
     @property
     def data(self) -> Path:

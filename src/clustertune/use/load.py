@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clustertune.models.local import require_local
 from clustertune.errors import ModelError, RunError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.runs.paths import RunPaths, has_tokenizer
@@ -166,6 +167,7 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
     kwargs = {"dtype": torch_dtype(dtype, device)}
     if target.adapter:
         base = adapter_base(target.path)
+        require_local(base, f"{target.label}: its base model")
         try:
             model = auto.from_pretrained(base, **kwargs)
         except (OSError, ValueError) as exc:
