@@ -49,7 +49,8 @@ def plant(ckpt: Path, name: str, marker: Path) -> Path:
     return target
 
 
-def test_resume_refuses_a_checkpoint_whose_optimizer_state_carries_code(tmp_path: Path) -> None:
+def killed_run(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A one-process run killed at step 3: its runs root, its directory, its checkpoint of step 2."""
     recipe_file = tmp_path / "tiny.yaml"
     recipe_file.write_text(yaml.safe_dump(RECIPE))
     root = tmp_path / "runs"
@@ -57,6 +58,11 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_state_carries_code(tmp_path
     assert killed.returncode != 0
     (run_dir,) = [p for p in root.iterdir() if (p / "run.json").is_file()]
     (last,) = (run_dir / "checkpoints").glob("step-*")
+    return root, run_dir, last
+
+
+def test_resume_refuses_a_checkpoint_whose_optimizer_state_carries_code(tmp_path: Path) -> None:
+    root, run_dir, last = killed_run(tmp_path)
     assert cli("status", run_dir.name, "--runs-root", str(root)).returncode == 0  # the dead pid is noticed
 
     marker = tmp_path / "payload-ran"
@@ -85,13 +91,7 @@ def test_a_multi_rank_resume_checks_every_file_before_anything_changes(tmp_path:
     # As a one-process resume does: a file changed after sealing stops the launcher before any
     # rank starts, with state.json left as it was (an attacker who can rewrite state.json
     # cannot sign it: that is the case above).
-    recipe_file = tmp_path / "tiny.yaml"
-    recipe_file.write_text(yaml.safe_dump(RECIPE))
-    root = tmp_path / "runs"
-    killed = cli("run", str(recipe_file), "--no-progress", "--runs-root", str(root), env={KILL_AT_STEP_ENV: "3"})
-    assert killed.returncode != 0
-    (run_dir,) = [p for p in root.iterdir() if (p / "run.json").is_file()]
-    (last,) = (run_dir / "checkpoints").glob("step-*")
+    root, run_dir, last = killed_run(tmp_path)
     weights = last / "model.safetensors"
     with weights.open("r+b") as fh:  # one byte of the weights flipped, its size unchanged
         fh.seek(-1, os.SEEK_END)
