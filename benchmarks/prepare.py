@@ -194,7 +194,7 @@ def main() -> None:
             ct_all = sum(p.counts(s)["tokens"] for s in ("train", "validation"))
             print(f"round {rnd + 1}: peer (datasets.map, num_proc={cores}) {secs:.2f}s   "
                   f"clustertune prepare ({workers} workers) {secs_ct:.2f}s "
-                  f"[tokenize {p.manifest.data['seconds']['tokenize']:.2f}s, write {p.manifest.data['seconds']['write']:.2f}s]")
+                  f"[tokenize {p.manifest.record.seconds['tokenize']:.2f}s, write {p.manifest.record.seconds['write']:.2f}s]")
         peer_tps = peer_tokens / best_peer
         ct_tps = ct_all / best_ct
         print(f"\npeer:        {peer_tps:>12,.0f} tokens/s  ({peer_tokens:,} tokens in {best_peer:.2f}s)")
