@@ -6,7 +6,7 @@ inside a collective, the way a rank's gloo workers are still alive when a traini
 Rank 0 ends by returning from the script (``return``: the interpreter finalizes) or through
 :func:`clustertune.train.attempt.exit_rank`. Rank 1 sends the tensor rank 0's thread waits for
 only once rank 0's end has begun: during finalization, which an object's ``__del__`` holds open
-for a few seconds, so the wait returns exactly then, every time.
+until rank 1 has sent and for seconds after, so the wait returns exactly then, every time.
 """
 
 from __future__ import annotations
@@ -24,12 +24,21 @@ ending = os.path.join(sync_dir, "rank0-ending")
 dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
 
 
-class HoldsFinalizationOpen:
-    """Cleared with the module's globals, after Python has marked itself finalizing."""
+sent = os.path.join(sync_dir, "rank1-sent")
 
-    def __del__(self, _open=open, _sleep=time.sleep, _ending=ending) -> None:
+
+class HoldsFinalizationOpen:
+    """Cleared with the module's globals, after Python has marked itself finalizing: says so,
+    then keeps finalization open until rank 1 has sent and well after (however loaded the
+    machine), so the waiting thread wakes while it is open."""
+
+    def __del__(self, _open=open, _sleep=time.sleep, _exists=os.path.exists, _clock=time.monotonic,
+                _ending=ending, _sent=sent) -> None:
         _open(_ending, "w").close()
-        _sleep(3)
+        deadline = _clock() + 60
+        while not _exists(_sent) and _clock() < deadline:
+            _sleep(0.01)
+        _sleep(10)  # the abort comes during this sleep; without it, the process exits cleanly after
 
 
 if rank == 0:
@@ -51,5 +60,6 @@ else:
         dist.send(torch.ones(8), dst=0)
     except RuntimeError:
         pass  # rank 0 may be gone already: what matters is how rank 0 ended
-    time.sleep(4)  # past rank 0's end
+    open(sent, "w").close()
+    time.sleep(2)
     os._exit(0)
