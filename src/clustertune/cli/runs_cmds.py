@@ -54,7 +54,7 @@ def runs_show(
     as_json: bool = AsJson,
 ) -> None:
     """Summary of one run: state, attempts, evaluations, where things are."""
-    r = get_run(run_id, runs_root)
+    r = get_run(run_id, runs_root, by_name="newest")
     if as_json:
         record = report.run_record(r, detail=True)
         if plot:
@@ -88,7 +88,7 @@ def logs(
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
     """Print a run's log."""
-    r = get_run(run_id, runs_root)
+    r = get_run(run_id, runs_root, by_name="newest")
     job = api.job(r)
     if follow:  # wherever the log is written (this machine, SSH hosts), line by line
         for line in api.follow(job, node, poll=0.5):
@@ -102,7 +102,7 @@ def status(
     as_json: bool = AsJson,
 ) -> None:
     """A run's state, asked of its backend (local process, SLURM, SSH cluster)."""
-    r = get_run(run_id, runs_root)
+    r = get_run(run_id, runs_root, by_name="newest")
     state = api.job(r).state()
     r = r.reload()
     if as_json:

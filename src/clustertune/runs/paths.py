@@ -138,6 +138,11 @@ class RunPaths:
         return self.command.is_file()
 
     @property
+    def has_final_model(self) -> bool:
+        """The run wrote its final model: a save_pretrained directory, or an adapter's."""
+        return (self.model / "config.json").is_file() or (self.model / "adapter_config.json").is_file()
+
+    @property
     def has_tokenizer(self) -> bool:
         """The run's tokenizer was saved (trained on the spot or copied) before training."""
         return has_tokenizer(self.tokenizer)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Literal
 
 from clustertune.errors import RunError
 from clustertune.fsutil import temp_sibling
+from clustertune.runs.paths import RUN_JSON
 from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
 
 
 # The run id that means "the newest run" wherever a run id is accepted.
@@ -42,13 +45,24 @@ def list_runs(root: str | os.PathLike[str] | None = None) -> list[Run]:
     return out
 
 
-def get_run(run_id: str, root: str | os.PathLike[str] | None = None) -> Run:
-    """The run with this id (or the only run whose id starts with it); ``last`` is the newest run."""
+# How a name that several runs answer to is taken (see :func:`get_run`).
+ByName = Literal["refuse", "newest", "newest_model"]
+
+
+def get_run(run_id: str, root: str | os.PathLike[str] | None = None, by_name: ByName = "refuse") -> Run:
+    """The run ``run_id`` names, as users write it: a run id, a unique prefix of one, ``last``
+    (the newest run), or a run's name (its recipe's, e.g. ``quickstart``, or a prefix that only
+    that name's runs start with).
+
+    A name several runs answer to is, with ``by_name``: ``refuse`` an error listing them (for
+    what changes a run: cancel, rm, --resume); ``newest`` the newest of them (status, logs,
+    show); ``newest_model`` the newest that completed with a final model (generate, chat, eval,
+    export, a base or policy ``run:NAME``). Prefixes that span several names are ambiguous."""
     base = runs_root(root)
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise RunError(f"{run_id!r} is not a run id; `clustertune runs` lists them")
     exact = base / run_id
-    if (exact / "run.json").is_file():
+    if (exact / RUN_JSON).is_file():
         return Run.load(exact).reconcile()
     if run_id == LAST:
         found = list_runs(base)
@@ -56,16 +70,37 @@ def get_run(run_id: str, root: str | os.PathLike[str] | None = None) -> Run:
             raise RunError(f"no runs under {base} yet, so there is no last run "
                            "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)")
         return found[-1]
-    matches = [d for d in base.glob(f"{run_id}*") if (d / "run.json").is_file()] if base.is_dir() else []
+    matches = [d for d in base.glob(f"{run_id}*") if (d / RUN_JSON).is_file()] if base.is_dir() else []
     if len(matches) == 1:
         return Run.load(matches[0]).reconcile()
     if len(matches) > 1:
-        names = ", ".join(sorted(m.name for m in matches)[:5])
-        raise RunError(f"run id {run_id!r} is ambiguous under {base}: {names}")
+        runs, damaged = [], False
+        for m in matches:
+            try:
+                runs.append(Run.load(m).reconcile())
+            except (OSError, ValueError, RunError):  # a damaged run directory: never picked by name
+                damaged = True
+        runs.sort(key=lambda r: r.info.created_at)
+        one_name = not damaged and len({r.info.name for r in runs}) == 1
+        if by_name != "refuse" and one_name:
+            return _newest(runs, by_name, run_id)
+        shown = ", ".join(sorted(m.name for m in matches)[-5:])
+        hint = "; give the whole id" if one_name else ""
+        raise RunError(f"run id {run_id!r} is ambiguous under {base}: {len(matches)} runs ({shown}){hint}")
     raise RunError(
         f"no run {run_id!r} under {base}; `clustertune runs` lists the runs there "
         "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)"
     )
+
+
+def _newest(runs: list[Run], by_name: ByName, name: str) -> Run:
+    if by_name == "newest":
+        return runs[-1]
+    done = [r for r in runs if r.state is RunState.COMPLETED and r.paths.has_final_model]
+    if not done:
+        states = ", ".join(f"{r.id} {r.state.value}" for r in runs[-3:])
+        raise RunError(f"no run of {name!r} has a final model yet ({states}); finish one or name another run")
+    return done[-1]
 
 
 def remove_run(run: Run, force: bool = False) -> Path:

@@ -83,7 +83,8 @@ def _target_from_dir(path: Path, run: Run | None) -> Target:
 
 
 def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Target:
-    """``ref`` as a user types it: a run id (or prefix) under the runs root, or a model directory."""
+    """``ref`` as a user types it: a run id (or prefix), a run's name (its newest run with a final
+    model) or ``last`` under the runs root, or a model directory."""
     ref = (ref or "").strip()
     if not ref:
         raise RunError("name a run id (`clustertune runs` lists them) or a model directory")
@@ -94,7 +95,7 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
         if RunPaths(path).run_json.is_file():  # a run's directory: its final model, as for its id
             return _run_target(Run.load(path))
         return _target_from_dir(path, None)
-    return _run_target(get_run(ref, runs_root))
+    return _run_target(get_run(ref, runs_root, by_name="newest_model"))
 
 
 def _run_target(run: Run) -> Target:

@@ -22,8 +22,7 @@ from clustertune.models.adapters import is_adapter_dir, merge_adapter
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.rewards import char_fraction
-from clustertune.runs.store import list_runs, runs_root
-from clustertune.runs.state import RunState
+from clustertune.runs.store import get_run
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
@@ -35,18 +34,14 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it."""
 
     if ref.startswith(RUN_PREFIX):
-        ident = ref[len(RUN_PREFIX):]
-        root = runs_root(runs_root_dir)
-        found = [r for r in list_runs(root) if r.id == ident] or [r for r in list_runs(root) if r.id.startswith(ident)]
-        if not found:
-            raise RunError(f"{key}: no run {ident!r} under {root}; `clustertune runs` lists them "
-                           "(set CLUSTERTUNE_RUNS or tracking.runs_root to look elsewhere)")
-        done = [r for r in found if r.state is RunState.COMPLETED
-                and ((r.paths.model / "config.json").is_file() or is_adapter_dir(r.paths.model))]
-        if not done:
-            states = ", ".join(f"{r.id} {r.state.value}" for r in found[-3:])
-            raise RunError(f"{key}: run {ident!r} has no final model yet ({states}); finish it or name another run")
-        return _plain_model(done[-1].paths)  # list_runs is oldest first: the newest completed one
+        try:
+            run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
+        except RunError as exc:
+            raise RunError(f"{key}: {exc}") from None
+        if not run.paths.has_final_model:
+            raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it or "
+                           "name another run")
+        return _plain_model(run.paths)
     p = Path(ref).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
