@@ -95,7 +95,7 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
     before), and record it in the run directory with the tokenizer every rank will use."""
     if paths.data.is_file() and paths.has_tokenizer:
         return  # a resumed or requeued run keeps the data it started with
-    if recipe.traits.data is None:
+    if not task_of(recipe.task).prepares_data:
         return  # TRL's trainers load their own prompts and preference pairs on the ranks
     # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
     # job's first step) and --dry-run never need on this machine.

@@ -45,7 +45,6 @@ from clustertune.train.execute import execute
 from clustertune.train.library_logs import LibraryLogs
 from clustertune.train.stop import STOP_SIGNALS, StopFlag
 from clustertune.train.strategies.base import OutOfMemory
-from clustertune.train.strategies.group import leave_process_group
 
 log = logging.getLogger("clustertune")
 
@@ -223,8 +222,7 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
 
     The attempt resumes from the run's newest complete checkpoint, if it has one (the launcher
     has checked its signature). ``prologue``: lines for the log once it is open. Errors are recorded, then raised (a full disk as one
-    :class:`DiskFullError`). On every rank that gets to the end of its attempt, this rank's part
-    in the process group ends before the interpreter does (see :func:`leave_process_group`)."""
+    :class:`DiskFullError`). A launched rank's process then ends through :func:`exit_rank`."""
     topo = where.topology
     run = Run.load(paths.root) if topo.is_main else None
     with attempt_logging(paths, where, libraries), contextlib.ExitStack() as stack:
@@ -261,9 +259,6 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
             state = None
             if run is not None:
                 state = _record_end(recipe, run, paths, where, result.stopped_by, result.steps)
-            if where.launched:
-                # Every rank is here, in step: end the process group while the interpreter is whole.
-                leave_process_group()
             return Outcome(state, result.steps, result.stopped_by)
         except BaseException as exc:
             if where.launched or not isinstance(exc, KeyboardInterrupt):

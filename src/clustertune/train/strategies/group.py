@@ -123,18 +123,3 @@ def start_process_group(sharded: bool, offload: bool, timeout_minutes: float,
     dist.init_process_group(**kwargs)
     return own
 
-
-def leave_process_group() -> None:
-    """End this process's part in the default process group, while the interpreter is whole.
-
-    A rank that exits with its group alive can abort at exit with SIGABRT ("terminate called
-    without an active exception"): a thread other than the main one (a gloo worker releasing the
-    last reference to a collective's work, a thread waiting in a collective) is still inside
-    torch's C++ code when Python finalizes, and taking the GIL back then ends that thread by a
-    forced unwind through a destructor that may not throw. Destroying the group first waits for
-    its work and joins gloo's worker threads. Called where every rank ends its attempt in step
-    (after a failure a peer may be gone, and the run has failed anyway)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
