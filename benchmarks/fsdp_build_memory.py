@@ -32,7 +32,7 @@ def status_mib(key: str) -> int:
 
 def rank_side(run_dir: Path, report: Path) -> None:
     """One rank: the node side of the run, with its memory noted after build and after sharding."""
-    import clustertune.train.entry as entry
+    import clustertune.train.execute as node
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.paths import RunPaths
 
@@ -59,9 +59,9 @@ def rank_side(run_dir: Path, report: Path) -> None:
     if hasattr(Made, "build"):
         Made.build = noted("build", Made.build)
     else:
-        entry.build_model = noted("build", entry.build_model)
+        node.build_model = noted("build", node.build_model)
     Made.prepare = noted("shard", Made.prepare)
-    entry.execute(recipe, paths, None, show_progress=False)
+    node.execute(recipe, paths, None, show_progress=False)
     with report.open("a") as f:
         f.write("\n".join(notes) + "\n")
 
@@ -102,7 +102,9 @@ def main() -> None:
     report = root / "report.txt"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(Path(__file__).resolve()), "--rank-side", str(run_dir), str(report)]
-    subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True)
+    out = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the ranks failed (exit {out.returncode}):\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
     print("".join(sorted(report.read_text().splitlines(keepends=True))), end="")
     shutil.rmtree(root, ignore_errors=True)
 

@@ -1,6 +1,7 @@
 """The benchmarks are run by hand, not by CI, so a refactor that moves a function breaks them
 silently (gpu_check.py once imported a helper that had moved). Every name they import from
-clustertune, at the top of a file or inside a function, must still be there."""
+clustertune, at the top of a file or inside a function, must still be there; so must every
+attribute they use of a module imported whole (``import clustertune.train.execute as node``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def _missing(folder: Path) -> list[str]:
     missing = []
     for path in sorted(folder.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        missing += _missing_attributes(path.name, tree)
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "clustertune"):
                 continue
             where = f"{path.name}:{node.lineno}"
@@ -33,6 +36,28 @@ def _missing(folder: Path) -> list[str]:
     return missing
 
 
+def _missing_attributes(name: str, tree: ast.AST) -> list[str]:
+    """``alias.attr`` uses of ``import clustertune.x as alias`` whose module has no ``attr``."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "clustertune" and a.asname:
+                    aliases[a.asname] = a.name
+    missing = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module_name = aliases[node.value.id]
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                missing.append(f"{name}:{node.lineno}: {module_name} ({exc})")
+                continue
+            if not hasattr(module, node.attr):
+                missing.append(f"{name}:{node.lineno}: {module_name}.{node.attr}")
+    return sorted(set(missing))
+
+
 def test_every_name_a_benchmark_imports_from_clustertune_exists() -> None:
     assert list(BENCHMARKS.glob("*.py")), BENCHMARKS
     assert _missing(BENCHMARKS) == []
@@ -41,3 +66,8 @@ def test_every_name_a_benchmark_imports_from_clustertune_exists() -> None:
 def test_the_check_sees_a_name_that_moved(tmp_path: Path) -> None:
     (tmp_path / "old.py").write_text("def f():\n    from clustertune.api import preflight\n")
     assert _missing(tmp_path) == ["old.py:2: clustertune.api.preflight"]
+
+
+def test_the_check_sees_an_attribute_of_a_module_that_moved(tmp_path: Path) -> None:
+    (tmp_path / "old.py").write_text("def f():\n    import clustertune.train.execute as node\n    node.gone()\n")
+    assert _missing(tmp_path) == ["old.py:3: clustertune.train.execute.gone"]
