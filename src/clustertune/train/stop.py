@@ -98,6 +98,32 @@ class StopFlag:
         return self.requested_by is not None
 
     def agreed(self, ranks: Any) -> bool:
-        """True on every rank when any rank has a stop request (a collective: call on all ranks)."""
-        flag = torch.tensor([1.0 if self.local() else 0.0], device=ranks.device)
-        return bool(ranks.reduce(flag, reduction="sum").item() > 0)
+        """True on every rank when any rank has a stop request (a collective: call on all ranks).
+
+        The ranks also agree on what the request was: a rank that has not seen it yet (its
+        signal is still on the way, the stop file not yet visible on its node) takes the cause
+        another rank saw, so every rank (rank 0 writes the run's end) ends the same way: the
+        time limit's signal is a TIMEOUT everywhere, not only on the rank that got it first.
+        """
+        seen = torch.zeros(len(_CAUSES) + 1, device=ranks.device)
+        if self.local():
+            seen[_cause_index(self.requested_by or "")] = 1.0
+        total = ranks.reduce(seen, reduction="sum")
+        if self.requested_by is None:
+            hits = [i for i, n in enumerate(total.tolist()) if n > 0]
+            if hits:
+                self.requested_by = (f"{_CAUSES[hits[0]]} on another rank" if hits[0] < len(_CAUSES)
+                                     else "another rank")
+        return bool(total.sum().item() > 0)
+
+
+# What a stop request can be, by the signal it carries (a stop file names the signal the batch
+# shell got); anything else is the last slot. Earlier causes win when ranks saw different ones.
+_CAUSES = tuple(sig.name for sig in (signal.SIGUSR2, signal.SIGTERM, signal.SIGHUP))
+
+
+def _cause_index(requested_by: str) -> int:
+    for i, name in enumerate(_CAUSES):
+        if name in requested_by:
+            return i
+    return len(_CAUSES)
