@@ -17,7 +17,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from clustertune.recipe.launch_checks import gres_gpus
+from clustertune.recipe.launch_checks import gres_gpus, secret_looking
 from clustertune.recipe.schema import LaunchSection, Recipe
 
 # The node-side entry point; it reads everything else from the run directory.
@@ -26,14 +26,6 @@ ENTRY_MODULE = "clustertune.train.entry"
 SCRIPT_MODULE = "clustertune.script.rank"
 # Variables every job gets: offline-safe tokenizers, no thread oversubscription across ranks.
 BASE_ENV: dict[str, str] = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-# Names that look like secrets must travel by env_passthrough, never in the plan's env: a
-# name is secret-looking when one of its underscore-separated words is one of these.
-SECRET_WORDS = frozenset({
-    "PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "TOKEN", "SECRET", "SECRETS", "KEY", "KEYS",
-    "APIKEY", "PAT", "AUTH", "CREDENTIAL", "CREDENTIALS", "CREDS", "PRIVATE", "COOKIE", "SIGNATURE",
-})
-# What clustertune and ssh set themselves, whatever their words say.
-NOT_SECRET = frozenset({"TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK"})
 
 
 # SLURM options that, left unset, the cluster fills in (the dry run says so).
@@ -205,12 +197,6 @@ def script_env(run_id: str, run_dir: str, nodes: int, grace: int) -> dict[str, s
 def secret_looking_env(plan: LaunchPlan) -> list[str]:
     """Names in the plan's env that look like secrets (they belong in env_passthrough)."""
     return [k for k, _ in plan.env if secret_looking(k)]
-
-
-def secret_looking(name: str) -> bool:
-    """Whether an environment variable's name says it holds a secret (``DB_PASS``, ``HF_AUTH``)."""
-    upper = name.upper()
-    return upper not in NOT_SECRET and any(word in SECRET_WORDS for word in upper.split("_"))
 
 
 def torchrun_args(plan: LaunchPlan, nproc: int | str) -> list[str]:

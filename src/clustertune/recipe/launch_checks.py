@@ -31,6 +31,16 @@ OWNED_FLAGS: dict[str, str] = {
 SLURM_TIME = re.compile(r"^(?:\d+(?::\d+){0,2}|\d+-\d+(?::\d+){0,2}|-1|(?i:unlimited|infinite))$")
 SLURM_MEM = re.compile(r"^\d+(?:[KMGTkmgt][Bb]?)?$")
 
+# Names that look like secrets must travel by env_passthrough, never in launch.env (written
+# into job scripts and the run's plan): a name is secret-looking when one of its
+# underscore-separated words is one of these.
+SECRET_WORDS = frozenset({
+    "PASS", "PASSWD", "PASSWORD", "PASSPHRASE", "TOKEN", "SECRET", "SECRETS", "KEY", "KEYS",
+    "APIKEY", "PAT", "AUTH", "CREDENTIAL", "CREDENTIALS", "CREDS", "PRIVATE", "COOKIE", "SIGNATURE",
+})
+# What clustertune and ssh set themselves, whatever their words say.
+NOT_SECRET = frozenset({"TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK"})
+
 
 def slurm_format_problems(ln: LaunchSection) -> list[tuple[str, str]]:
     """``launch.time`` and ``launch.mem`` that sbatch would refuse, with how to write them."""
@@ -64,6 +74,12 @@ def gpus_requested(ln: LaunchSection) -> int | None:
     return gres_gpus(ln.gres) if ln.gres else None
 
 
+def secret_looking(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (``DB_PASS``, ``HF_AUTH``)."""
+    upper = name.upper()
+    return upper not in NOT_SECRET and any(word in SECRET_WORDS for word in upper.split("_"))
+
+
 def _flag_name(option: str) -> str:
     return re.split(r"[= ]", option.strip(), maxsplit=1)[0]
 
@@ -91,6 +107,10 @@ def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
             out.append(("launch.sbatch_extra", f"{option!r} is set through launch.{key}; move it there"
                         if not key.startswith("(") else f"{option!r}: {key[1:-1]}"))
     out.extend(slurm_format_problems(ln))
+    secret = [name for name in ln.env if secret_looking(name)]
+    if secret:
+        out.append(("launch.env", f"{', '.join(secret)} look(s) like secrets, which would be written into the job "
+                    "script; list the name(s) in launch.env_passthrough instead and set them in your environment"))
     if ln.prepare_data == "job" and ln.backend != "slurm":
         out.append(("launch.prepare_data", f"'job' prepares the data as a SLURM job's first step; with "
                     f"launch.backend={ln.backend} use 'submitter' or 'auto'"))

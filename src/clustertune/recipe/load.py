@@ -211,7 +211,10 @@ def _problems_from_validation(
             text = str(e["msg"]).removeprefix("Value error, ")
             for item in text.splitlines():
                 k, _, msg = item.partition(": ")
-                problems.append(Problem(key=k, message=msg, file=where, line=lines.get(tuple(k.split(".")))))
+                parts = tuple(k.split("."))
+                by = next((ov for o, ov in overridden.items() if parts[: len(o)] == o), None)
+                problems.append(Problem(key=k, message=msg, file=f"<override {by}>" if by else where,
+                                        line=None if by else lines.get(parts)))
         else:
             got = e.get("input")
             msg = e["msg"]
@@ -219,6 +222,40 @@ def _problems_from_validation(
                 msg += f", got {got!r}"
             problems.append(Problem(key=key, message=msg, file=where, line=line))
     return problems
+
+
+def _cross_field_behind(data: dict[str, Any], err: ValidationError, found: list[Problem], file: str,
+                        lines: dict[tuple[str, ...], int], overridden: dict[tuple[str, ...], str]) -> list[Problem]:
+    """The cross-field problems that field errors hid (pydantic runs a model's own checks only
+    once its fields are valid): the recipe again without the values that failed, and whatever
+    its cross-field checks then say about other keys. A NaN weight is reported together with
+    the reward that sets both function and model, not one per attempt."""
+    trimmed = copy.deepcopy(data)
+    for e in err.errors():
+        loc = e["loc"]
+        if not loc:
+            return []  # the cross-field checks already ran
+        parent: Any = trimmed
+        for part in loc[:-1]:
+            try:
+                parent = parent[part]
+            except (KeyError, IndexError, TypeError):
+                parent = None
+                break
+        if isinstance(parent, dict):
+            parent.pop(loc[-1], None)
+        else:
+            return []  # a bad item in a list: dropping it would shift the keys of those after it
+    try:
+        Recipe.model_validate(trimmed)
+    except ValidationError as again:
+        seen = [p.key for p in found]
+        behind = [p for p in _problems_from_validation(again, file, lines, overridden)
+                  if not any(p.key == k or p.key.startswith(k + ".") or k in p.message for k in seen)]
+        # Only what the cross-field checks add about other keys: a field missing now is one that
+        # was dropped, and a check that names a dropped key may be about its absence.
+        return [p for p in behind if not p.message.startswith("Field required")]
+    return []
 
 
 def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list[str] | None = None) -> Recipe:
@@ -262,7 +299,8 @@ def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list
         recipe = Recipe.model_validate(data)
     except ValidationError as err:
         overridden = {tuple(o.partition("=")[0].strip().split(".")): o for o in overrides if "=" in o}
-        problems.extend(_problems_from_validation(err, file, lines, overridden))
+        found = _problems_from_validation(err, file, lines, overridden)
+        problems.extend(found + _cross_field_behind(data, err, found, file, lines, overridden))
         raise RecipeError(problems) from None
     if problems:
         raise RecipeError(problems)

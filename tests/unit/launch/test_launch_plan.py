@@ -105,9 +105,9 @@ def test_node_command_is_a_function_of_node_rank_and_addresses() -> None:
 
 
 def test_secret_looking_env_and_missing_passthrough_are_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    r = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "env": {"WANDB_API_KEY": "abc"}}))
-    with pytest.raises(LaunchError, match="WANDB_API_KEY.*env_passthrough"):
-        plan_for(r, "x", tmp_path)
+    # Refused where every recipe is read (validate, --dry-run, run), before any plan exists.
+    with pytest.raises(RecipeError, match="launch.env: WANDB_API_KEY.*env_passthrough"):
+        load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "env": {"WANDB_API_KEY": "abc"}}))
     monkeypatch.delenv("MY_TOKEN", raising=False)
     r = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "env_passthrough": ["MY_TOKEN"]}))
     with pytest.raises(LaunchError, match="MY_TOKEN not set"):
@@ -209,12 +209,12 @@ def test_slurm_options_are_the_launch_sections_keys() -> None:
     ("PASSES", False), ("AUTHOR", False), ("MONKEY_PATCH", False), ("PATH", False), ("OMP_NUM_THREADS", False),
 ])
 def test_secret_looking_env_names_go_by_whole_words(name: str, secret: bool, tmp_path: Path) -> None:
-    from clustertune.launch.plan import secret_looking
+    from clustertune.recipe.launch_checks import secret_looking
 
     assert secret_looking(name) is secret
-    r = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "env": {name: "x"}}))
+    recipe = with_(TINY_CAUSAL, launch={"backend": "slurm", "env": {name: "x"}})
     if secret:
-        with pytest.raises(LaunchError, match=f"{name}.*env_passthrough"):
-            plan_for(r, "x", tmp_path)
+        with pytest.raises(RecipeError, match=f"launch.env: {name}.*env_passthrough"):
+            load_recipe(recipe)
     else:
-        assert (name, "x") in plan_for(r, "x", tmp_path).env
+        assert (name, "x") in plan_for(load_recipe(recipe), "x", tmp_path).env
