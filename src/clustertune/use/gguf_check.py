@@ -12,9 +12,9 @@ so the file is read by other code than wrote it:
   (CONTROL, so llama.cpp parses ``<|im_end|>`` in a prompt as one token) equal the tokenizer's;
 - the ids of the bos, eos, unk and pad tokens and the chat template are there and equal.
 
-Where the converter changes a tensor's layout (a transpose: compared transposed; llama's rows
-reordered for its rotary embedding: compared as sorted values, whose largest difference is at
-most the elementwise one) the comparison follows it.
+Where the converter changes a tensor's layout the comparison follows it: a transpose (GPT-2's
+Conv1D weights), and the llama layout's query and key rows, which llama.cpp stores reordered
+within each head for its rotary embedding (the interleaved pairs of the original checkpoints).
 """
 
 from __future__ import annotations
@@ -90,40 +90,66 @@ def _check_tensors(gguf: Any, reader: Any, fields: dict[str, Any], model_dir: Pa
                 continue  # a tied output layer is the embedding, stored once
             problems.append(f"tensor {hf_name}: not in the file" + (f" (looked for {name})" if name else ""))
             continue
-        problems += _compare(gguf, hf_name, np.asarray(value, dtype=np.float32), stored[name])
+        heads = _rope_heads(fields, arch_name, name)
+        problems += _compare(gguf, hf_name, np.asarray(value, dtype=np.float32), stored[name], heads)
     return problems
 
 
-def _compare(gguf: Any, hf_name: str, want: np.ndarray, t: Any) -> list[str]:
+def _rope_heads(fields: dict[str, Any], arch: str, name: str) -> int | None:
+    """The head count whose rows llama.cpp reorders in this tensor, None where it does not."""
+    if arch not in ("llama", "mistral") or not name.startswith("blk.") or ".attn_" not in name:
+        return None
+    if ".attn_q." in name:
+        return fields.get(f"{arch}.attention.head_count")
+    if ".attn_k." in name:
+        return fields.get(f"{arch}.attention.head_count_kv") or fields.get(f"{arch}.attention.head_count")
+    return None
+
+
+def _rope_rows(w: np.ndarray, heads: int) -> np.ndarray:
+    """Rows in llama.cpp's order: within each head, the two halves interleaved."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _compare(gguf: Any, hf_name: str, want: np.ndarray, t: Any, rope_heads: int | None = None) -> list[str]:
     kind = t.tensor_type.name
     got = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
     where = f"tensor {hf_name} ({t.name}, {kind})"
     if got.size != want.size:
         return [f"{where}: {got.size} values, the model has {want.size} (shape {list(want.shape)})"]
-    if want.ndim == 2 and want.shape != got.shape and want.T.shape == got.shape:
-        want = want.T
-    if got.shape != want.shape:
-        got = got.reshape(want.shape)
+    if rope_heads:
+        want = _rope_rows(want, int(rope_heads))
+    # A 2-D weight is compared as stored or transposed (GPT-2's Conv1D weights are stored
+    # transposed; a square one has the same shape both ways).
+    layouts = [w for w in (want, want.T if want.ndim == 2 else None) if w is not None and w.size == got.size]
+    worst: tuple[int, float, float] | None = None
+    for w in layouts:
+        g = got.reshape(w.shape)
+        tol = _tolerance(kind, w)
+        if tol is None:
+            return [f"{where}: stored as {kind}, which this check has no stated error for"]
+        diff = np.abs(g - w)
+        bad = ~(diff <= tol)  # NaN counts as bad
+        if not bad.any():
+            return []
+        i = int(np.argmax(np.where(bad, diff - tol, -np.inf)))
+        if worst is None or bad.sum() < worst[0]:
+            worst = (int(bad.sum()), float(diff.ravel()[i]), float(tol.ravel()[i]))
+    assert worst is not None
+    return [f"{where}: {worst[0]} of {want.size} values differ beyond {kind}'s error; the largest "
+            f"{worst[1]:.3g} where {worst[2]:.3g} is allowed"]
+
+
+def _tolerance(kind: str, want: np.ndarray) -> np.ndarray | None:
+    """The largest difference each value may show, stored as ``kind``."""
     if kind == "F32":
-        tol = np.abs(want) * 1e-7
-    elif kind in ("F16", "BF16"):
-        tol = np.abs(want) * (F16_REL if kind == "F16" else 2.0 ** -8) + F16_TINY
-    elif kind == "Q8_0" and want.shape[-1] % Q8_BLOCK == 0:
+        return np.abs(want) * 1e-7
+    if kind in ("F16", "BF16"):
+        return np.abs(want) * (F16_REL if kind == "F16" else 2.0 ** -8) + F16_TINY
+    if kind == "Q8_0" and want.shape[-1] % Q8_BLOCK == 0:
         blocks = np.abs(want).reshape(*want.shape[:-1], -1, Q8_BLOCK).max(axis=-1, keepdims=True)
-        tol = np.broadcast_to(blocks / 127 * Q8_STEPS, blocks.shape[:-1] + (Q8_BLOCK,)).reshape(want.shape) + 1e-12
-    else:
-        return [f"{where}: stored as {kind}, which this check has no stated error for"]
-    diff = np.abs(got - want)
-    bad = ~(diff <= tol)  # NaN counts as bad
-    if not bad.any():
-        return []
-    # Rows the converter reordered (llama's query and key rows, for its rotary embedding) hold
-    # the same values: sorted, they agree within the largest allowed error.
-    if np.all(np.abs(np.sort(got, axis=None) - np.sort(want, axis=None)) <= tol.max()):
-        return []
-    i = int(np.argmax(np.where(bad, diff - tol, -np.inf)))
-    return [f"{where}: {int(bad.sum())} of {want.size} values differ beyond {kind}'s error; the largest "
-            f"{float(diff.ravel()[i]):.3g} where {float(tol.ravel()[i]):.3g} is allowed"]
+        return np.broadcast_to(blocks / 127 * Q8_STEPS, blocks.shape[:-1] + (Q8_BLOCK,)).reshape(want.shape) + 1e-12
+    return None
 
 
 # -- tokenizer ----------------------------------------------------------------------------------

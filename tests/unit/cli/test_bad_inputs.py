@@ -195,6 +195,44 @@ def two_train_files(d: Path) -> list[str]:
     return files_at(d, write(d / "a.jsonl", TEXTS), write(d / "b.jsonl", [{"body": t["text"]} for t in TEXTS]))
 
 
+def wordpiece_model(d: Path) -> list[str]:
+    """A tiny GPT-2 whose tokenizer is a WordPiece model (BERT's kind), exported as GGUF."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator([t["text"] for t in TEXTS], trainers.WordPieceTrainer(vocab_size=80, special_tokens=["[UNK]"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(fast), n_layer=1, n_embd=16, n_head=2, n_positions=16,
+                                      bos_token_id=0, eos_token_id=0)).save_pretrained(d / "wp")
+    fast.save_pretrained(d / "wp")
+    return ["export", str(d / "wp"), "--format", "gguf", "--to", str(d / "out")]
+
+
+def validate(*overrides: str, base: dict[str, Any] = TINY_CAUSAL) -> Setup:
+    """``clustertune validate`` of a tiny recipe with these overrides."""
+    return lambda d: ["validate", recipe_file(d, base), *overrides]
+
+
+def on_base(verb: str, base: str = "run:no-such-base", template: str | None = None, *overrides: str) -> Setup:
+    """``verb`` (validate, prepare, estimate-memory, run) of an SFT recipe on ``base``, with a
+    chat template file holding ``template`` when given."""
+    def setup(d: Path) -> list[str]:
+        chats = write(d / "chats.jsonl", [{"messages": [{"role": "user", "content": "a"},
+                                                        {"role": "assistant", "content": "b"}]}] * 4)
+        sft = {"chat_template": str(write(d / "t.jinja", template)) if template else "chatml"}
+        recipe = {"name": "s", "task": "sft", "model": {"name_or_path": base},
+                  "data": {"train_files": [str(chats)], "max_length": 64, "sft": sft}, "train": {"max_steps": 2}}
+        return [verb, recipe_file(d, recipe), *overrides] + (["--no-progress"] if verb == "run" else [])
+    return setup
+
+
+def rl_validate(*overrides: str) -> Setup:
+    """``clustertune validate`` of a GRPO recipe whose policy is a run that is not there."""
+    return lambda d: ["validate", grpo()(d)[1], "rl.policy=run:no-such-policy", *overrides]
+
+
 TEXTS = [{"text": f"line {i} of some text to train on, long enough to fill a block or two"} for i in range(40)]
 LABELLED = [{"text": f"example {i}", "label": i % 2} for i in range(40)]
 
@@ -237,22 +275,22 @@ CASES: list[tuple[str, Setup, str]] = [
     # data: the recipe
     ("dataset-and-files", run("data.train_files=[a.txt]"), "set exactly one of data.dataset and data.train_files"),
     ("validation-files-alone", run("data.validation_files=[a.txt]"), "data.validation_files: only valid together"),
-    ("block-beyond-positions", run("data.block_size=128"), "data.block_size: 128 is larger than the model's 64"),
+    ("block-beyond-positions", run("data.block_size=128"), "data.block_size: 128 is longer than the 64 positions"),
     ("huge-block-size", run("data.block_size=1e11"), "data.block_size"),
     ("validation-fraction-1", run("data.validation_fraction=1"), "data.validation_fraction"),
     ("streaming-a-builtin", run("data.streaming=true"), "stream beside; prepare them instead"),
     ("unknown-builtin", run("data.dataset=builtin:nope"), "unknown builtin corpus 'builtin:nope'"),
     ("hub-dataset-offline", run("data.dataset=wikitext"), "data.dataset: cannot resolve 'wikitext'"),
-    ("dataset-path-missing", run("data.dataset=./no-data/"), "looks like a path but does not exist"),
-    ("dataset-is-a-file", dataset_is_a_file, "chats.jsonl' is a file; data.dataset takes a hub name"),
-    ("dataset-dir-not-saved", lambda d: run(f"data.dataset={d}")(d), "not one written by save_to_disk"),
+    ("dataset-path-missing", run("data.dataset=./no-data/"), "data.dataset: directory './no-data/' does not exist"),
+    ("dataset-is-a-file", dataset_is_a_file, "chats.jsonl' is a file; local files go in data.train_files"),
+    ("dataset-dir-not-saved", lambda d: run(f"data.dataset={d}")(d), "was not written by datasets' save_to_disk"),
     ("text-column-missing", run("data.text_column=body"), "column 'body' not in the train data"),
     ("sft-format-unknown", run("data.sft.format=chatml"), "data.sft.format"),
     ("sft-max-new-tokens-boolean", run("data.sft.max_new_tokens=true"), "data.sft.max_new_tokens: Value error, expected a number"),
     # data: the files
-    ("train-file-missing", run("data.dataset=null", "data.train_files=[./nope.jsonl]"), "file 'nope.jsonl' does not exist (paths are relative to"),
+    ("train-file-missing", run("data.dataset=null", "data.train_files=[./nope.jsonl]"), "data.train_files.0: file './nope.jsonl' does not exist (relative paths start at"),
     ("train-file-fifo", train_file(lambda p: os.mkfifo(p)), "not a regular file"),
-    ("train-file-directory", train_file(lambda p: p.mkdir()), "is a directory"),
+    ("train-file-directory", train_file(lambda p: p.mkdir()), "is not a regular file; give a .txt"),
     ("train-file-symlink-loop", train_file(symlink_loop), "cannot be opened"),
     ("jsonl-not-utf8", files(b'{"text": "caf\xe9 au lait"}\n' * 40), "is not UTF-8 text (line 1, byte 14"),
     ("txt-not-utf8", files(b"fine\ncaf\xe9\n" * 20, ".txt"), "is not UTF-8 text (line 2, byte 4"),
@@ -327,6 +365,43 @@ CASES: list[tuple[str, Setup, str]] = [
     ("rl-dpo-with-rewards", grpo("rl.algorithm=dpo"), "rl.rewards: DPO learns from preference pairs"),
     ("rl-value-model-outside-ppo", grpo("rl.value_model=x"), "rl.value_model: only used by algorithm: ppo"),
     ("rl-one-generation", grpo("rl.num_generations=1"), "rl.num_generations"),
+    # what validate, --dry-run, prepare and estimate-memory refuse as run does (no GPU, no network)
+    ("heads-do-not-divide-width", run("model.config_overrides.n_head=3"),
+     "model.config_overrides: the gpt2 model cannot be built from this config"),
+    ("validate-heads-do-not-divide-width", validate("model.config_overrides.n_head=3"), "n_head=3>: model.config_overrides"),
+    ("dry-run-heads-do-not-divide-width", lambda d: [*run("model.config_overrides.n_head=3")(d), "--dry-run"],
+     "must be divisible by num_heads"),
+    ("estimate-memory-heads-do-not-divide", lambda d: ["estimate-memory", recipe_file(d, TINY_CAUSAL),
+                                                       "model.config_overrides.n_head=5"], "model.config_overrides"),
+    ("prepare-heads-do-not-divide", lambda d: ["prepare", recipe_file(d, TINY_CAUSAL), "model.config_overrides.n_head=5"],
+     "model.config_overrides: the gpt2 model cannot be built"),
+    ("validate-config-override-plural", validate("model.config_overrides.n_layers=2"), "did you mean 'n_layer'?"),
+    ("validate-zero-width", validate("model.config_overrides.n_embd=0"), "n_embd=0: sizes and counts must be at least 1"),
+    ("validate-block-beyond-positions", validate("data.block_size=128"), "data.block_size: 128 is longer than the 64"),
+    ("validate-secret-in-env", validate("launch.env={HF_TOKEN: x}"), "launch.env: HF_TOKEN look(s) like secrets"),
+    ("validate-deepspeed-json-missing", validate("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"),
+     "train.deepspeed_config: './ds.json' does not exist"),
+    ("validate-base-run-missing", on_base("validate"), "model.name_or_path: no run 'no-such-base'"),
+    ("run-base-run-missing", on_base("run"), "model.name_or_path: no run 'no-such-base'"),
+    ("prepare-base-run-missing", on_base("prepare"), "model.name_or_path: no run 'no-such-base'"),
+    ("estimate-memory-base-run-missing", on_base("estimate-memory"), "model.name_or_path: no run 'no-such-base'"),
+    ("validate-base-dir-missing", on_base("validate", "./no-base-here/"), "model.name_or_path: directory './no-base-here/'"),
+    ("validate-chat-template-syntax", on_base("validate", "./m", "{% for m in messages %}{{ m }"),
+     "data.sft.chat_template: "),
+    ("validate-rl-policy-run-missing", rl_validate(), "rl.policy: no run 'no-such-policy'"),
+    ("validate-rl-reward-both-and-nan-weight", rl_validate("rl.rewards=[{function: 'a:b', model: ./m, label: x, weight: .nan}]"),
+     "rl.rewards.0: set exactly one of function"),
+    ("validate-rl-reward-module-missing", rl_validate("rl.rewards=[{function: 'my_rewardz:score'}]"),
+     "rl.rewards.0.function: cannot import module 'my_rewardz'"),
+    # export to GGUF
+    ("gguf-quant-unknown", command("export", "{d}/m", "--format", "gguf", "--quant", "q4_k", "--to", "{d}/o"),
+     "--quant 'q4_k': choose one of f16, q8_0"),
+    ("gguf-format-unknown", command("export", "{d}/m", "--format", "ggml", "--to", "{d}/o"), "--format 'ggml': choose hf"),
+    ("gguf-quant-without-gguf", command("export", "{d}/m", "--quant", "q8_0", "--to", "{d}/o"),
+     "--quant q8_0: only with --format gguf"),
+    ("gguf-dtype", command("export", "{d}/m", "--format", "gguf", "--dtype", "bf16", "--to", "{d}/o"),
+     "--dtype is for --format hf"),
+    ("gguf-wordpiece-tokenizer", wordpiece_model, "the tokenizer is a WordPiece model, not BPE"),
     # runs: run, resume, show, status, logs, cancel
     ("run-without-recipe", command("run", "--no-progress"), "give a recipe"),
     ("dry-run-secret-in-sbatch", lambda d: [*run("launch.backend=slurm", "launch.env={API_TOKEN: x}")(d), "--dry-run"],
