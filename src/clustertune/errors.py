@@ -40,6 +40,9 @@ class RecipeError(UserError):
 
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
+        # The recipe without the values these problems are about, when the rest is valid: later
+        # checks (the preflight) can report their problems together with these.
+        self.partial: object | None = None
         n = len(self.problems)
         head = f"recipe has {n} problem{'s' if n != 1 else ''}:"
         super().__init__("\n".join([head] + ["  - " + p.render() for p in self.problems]))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clustertune.errors import RunError, UserError
+from clustertune.errors import RecipeError, RunError, UserError
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
@@ -29,6 +29,7 @@ from clustertune.runs.store import get_run, list_runs, remove_run, runs_root
 
 if TYPE_CHECKING:
     # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
+    from clustertune.api.preflight import Checked
     from clustertune.runs.job import Job
 
 Source = Recipe | str | os.PathLike[str] | dict[str, Any]
@@ -85,8 +86,9 @@ def run(
                       show_progress=show_progress, trust_checkpoint=trust_checkpoint, announce=announce)
     if trust_checkpoint:
         raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
-    return launch(_recipe(source, overrides), runs_root_dir=runs_root_dir, command=command,
-                  show_progress=show_progress, announce=announce)
+    recipe = validate(source, overrides, runs_root_dir=runs_root_dir).recipe  # every problem at once, nothing written
+    return launch(recipe, runs_root_dir=runs_root_dir, command=command, show_progress=show_progress,
+                  announce=announce)
 
 
 def launch_command(
@@ -141,8 +143,49 @@ def dry_run(
         check_resume_overrides(list(overrides or []))
         recipe = load_recipe(get_run(resume, runs_root_dir).paths.recipe, overrides)
     else:
-        recipe = _recipe(source, overrides)
+        recipe = validate(source, overrides, runs_root_dir=runs_root_dir).recipe
     return dry_run_text(recipe, runs_root(runs_root_dir or recipe.tracking.runs_root), user_command)
+
+
+def validate(source: Source | None, overrides: list[str] | None = None, *,
+             runs_root_dir: str | os.PathLike[str] | None = None, need_base: bool = False) -> Checked:
+    """The recipe, checked as ``run`` would check it before it starts, with no GPU, network or
+    data (:mod:`clustertune.api.preflight`): every problem at once as one RecipeError; what
+    could not be checked offline in ``not_checked``. ``need_base``: a ``run:<name>`` base must
+    exist already (``run`` would train a shipped recipe's run first)."""
+    # Deferred: the preflight imports transformers and torch when a recipe has a model to build.
+    from clustertune.api.preflight import Where, check
+
+    where = Where.of(source, overrides)
+    try:
+        recipe = _recipe(source, overrides)
+    except RecipeError as exc:
+        if not isinstance(exc.partial, Recipe):
+            raise
+        try:  # the rest of the recipe, checked as well: every problem in one report
+            check(exc.partial, where, runs_root_dir=runs_root_dir, need_base=need_base)
+        except RecipeError as more:
+            seen = [p.key for p in exc.problems]
+            extra = [p for p in more.problems if not any(p.key == k or p.key.startswith(k + ".") for k in seen)]
+            raise RecipeError(exc.problems + extra) from None
+        raise
+    return check(recipe, where, runs_root_dir=runs_root_dir, need_base=need_base)
+
+
+def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None) -> Recipe:
+    """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory, as
+    ``run`` resolves it (what prepare and estimate-memory read: the base's tokenizer and config)."""
+    # Deferred: the tasks import the data and model layers, which the CLI's start-up does without.
+    from clustertune.tasks import task_of
+
+    ref = recipe.model.name_or_path or ""
+    if not task_of(recipe.task).base_model_from_run or not ref.startswith("run:"):
+        return recipe
+    # Deferred: it imports torch, transformers' trainer and PEFT (for an adapter run's merged copy).
+    from clustertune.train.rl.sources import resolve_model
+
+    path = resolve_model(ref, "model.name_or_path", str(runs_root(runs_root_dir or recipe.tracking.runs_root)))
+    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
 
 
 def check_for_nodes(recipe: Recipe) -> None:
@@ -217,5 +260,5 @@ def kept_result_lines(run: Run) -> list[str]:
     return lines(run)
 
 
-__all__ = ["check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+__all__ = ["validate", "with_base", "check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
            "refreshed", "run"]

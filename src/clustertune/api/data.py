@@ -26,9 +26,13 @@ PathLike = str | os.PathLike[str]
 
 def prepare(recipe: Recipe, workers: int | None = None, force: bool = False,
             cache_dir: PathLike | None = None) -> PreparedDataset:
-    """The recipe's data, prepared once into the cache (a cache hit when it was before)."""
+    """The recipe's data, prepared once into the cache (a cache hit when it was before); a
+    ``run:<run>`` base is that run's final model (its tokenizer), as ``run`` takes it."""
     # Deferred: the data layer imports numpy and the tokenizer stack; the CLI's start-up imports this module.
+    from clustertune.api import with_base
     from clustertune.data.cache import log_to_stderr, prepare as prepare_data
+
+    recipe = with_base(recipe)
 
     with log_to_stderr():
         return prepare_data(recipe, workers=workers, force=force, cache_dir=cache_dir)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clustertune.api import devices_of
+from clustertune.api import devices_of, with_base
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
 
@@ -39,6 +39,7 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     from clustertune.models.build import resolve_config
     from clustertune.train import memory
 
+    recipe = with_base(recipe)  # a run:<run> base: that run's final model, as `run` takes it
     world = devices or devices_of(recipe)
     config = resolve_config(recipe, None)
     if recipe.model.config is not None and recipe.model.tokenizer == "train":

@@ -13,6 +13,7 @@ import typer
 from clustertune.cli.completion import complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
+from clustertune import api
 from clustertune.api import data as api_data
 from clustertune.recipe.load import load_recipe
 
@@ -59,7 +60,7 @@ def prepare(
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
-    r = load_recipe(recipe, overrides or [])
+    r = api.validate(recipe, overrides or [], need_base=True).recipe  # what `run` would refuse, before any work
     t0 = time.perf_counter()
     p = api_data.prepare(r, workers=workers, force=force, cache_dir=cache_dir)
     secs = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from clustertune.cli.completion import complete_recipe
 from clustertune.doctor import checks
 from clustertune.api.perf import MemoryReport
 from clustertune.api.perf import estimate_memory as estimate_memory_of
-from clustertune.recipe.load import load_recipe
+from clustertune import api
 
 
 def _gib(n: int) -> str:
@@ -45,7 +45,7 @@ def estimate_memory(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout (sizes in bytes)."),
 ) -> None:
     """Parameter, gradient, optimizer and activation memory per device for each strategy."""
-    m = estimate_memory_of(load_recipe(recipe, overrides or []), devices, gpu)
+    m = estimate_memory_of(api.validate(recipe, overrides or [], need_base=True).recipe, devices, gpu)
     if as_json:
         print(json.dumps(_memory_record(m), indent=2))
         return

@@ -13,13 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from clustertune.cli.completion import complete_recipe, complete_shipped
-from clustertune.errors import RecipeError, UserError
-from clustertune.recipe.load import key_lines, load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
+from clustertune.errors import UserError
+from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.tasks import find_task
 from clustertune.runs.report import final_lines, generation_change
-from clustertune.recipe.local_checks import local_problems
 from clustertune.runs.state import RunState
 from clustertune.recipe.keys import explain
 from clustertune import api
@@ -52,20 +51,19 @@ def validate(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
+    runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live (for run:<run> models)."),
 ) -> None:
-    """Check a recipe without running it and without network; every problem at once."""
-    r = load_recipe(recipe, overrides or [])
-    # This machine's files: local paths exist, a local config.json takes the sequence length.
-    path = resolve_recipe_path(recipe)
-    problems = local_problems(r, str(path), key_lines(path.read_text(encoding="utf-8")), overrides)
-    if problems:
-        raise RecipeError(problems)
-    api.check_for_nodes(r)  # read on the nodes too late: a typo would fail after the job queued
+    """Check a recipe as `run` would before it starts, without a GPU and without network; every
+    problem at once (README: "What clustertune checks before it runs")."""
+    checked = api.validate(recipe, overrides or [], runs_root_dir=runs_root)
+    r = checked.recipe
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
     if r.rl is not None:
         src = f"{r.rl.algorithm} policy {r.rl.policy}"
     data = r.data.dataset or ", ".join(r.data.train_files)
     print(f"ok: {resolve_recipe_path(recipe)}: {r.task}, model {src}, data {data}")
+    if checked.not_checked:  # what needs the network (or a run not trained yet), in one line
+        print(f"not checked offline: {'; '.join(checked.not_checked)}")
     if explain:
         _explain(r)
 

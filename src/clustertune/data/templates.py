@@ -62,6 +62,26 @@ def resolve_template(spec: str | None, tokenizer: Any) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def compile_problem(spec: str | None) -> str | None:
+    """What is wrong with the chat template ``spec`` names (a built-in or a Jinja file), found by
+    compiling it as rendering will; None when it compiles or is the tokenizer's own (``spec``
+    None: read with the tokenizer) or a file that is not there (the recipe's path check says so)."""
+    if spec is None or spec in BUILTIN_TEMPLATES or not Path(spec).expanduser().is_file():
+        return None
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        text = Path(spec).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{spec!r} cannot be read as a UTF-8 Jinja file ({exc})"
+    try:
+        _compile_jinja_template(text)
+    except Exception as exc:  # jinja2's TemplateSyntaxError and friends
+        line = getattr(exc, "lineno", None)
+        return f"{spec!r}{f' line {line}' if line else ''} does not compile: {exc}; fix the Jinja syntax"
+    return None
+
+
 def template_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -1,12 +1,15 @@
-"""Models named by a local path: such a name is never taken for a hub name, and one that pointed
-into a run that was removed says so."""
+"""Models named by a local path or a run: such a name is never taken for a hub name, one that
+pointed into a run that was removed says so, and ``run:<run>`` finds that run's final model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from clustertune.errors import ModelError
+from clustertune.errors import ModelError, RunError
+from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.runs.dependents import removed_run_of
+from clustertune.runs.store import get_run
 
 
 def is_pathish(s: str) -> bool:
@@ -24,3 +27,39 @@ def require_local(name: str, key: str) -> None:
         raise ModelError(f"{key}: {name} does not exist: its base run {gone} was removed (`clustertune runs rm`); "
                          f"train it again (a run of the same recipe) and point {key} at its model, or name another model")
     raise ModelError(f"{key}: directory {name!r} does not exist")
+
+
+def locate_model(ref: str, key: str, runs_root_dir: str | None = None) -> Path | str:
+    """Where the model ``ref`` names is, as it is written in a recipe, without loading or
+    writing anything: a run's final model directory for ``run:<run>`` (an adapter run's
+    adapter directory), a local directory (holding a config.json), or the hub name itself.
+    Raises RunError or ModelError naming ``key`` and the fix."""
+    if ref.startswith(RUN_PREFIX):
+        try:
+            run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
+        except RunError as exc:
+            raise RunError(f"{key}: {exc}") from None
+        if not run.paths.has_final_model:
+            raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it "
+                           "or name another run")
+        return run.paths.model
+    p = Path(ref).expanduser()
+    if p.exists():
+        if not p.is_dir() or not ((p / "config.json").is_file() or (p / "adapter_config.json").is_file()):
+            raise ModelError(f"{key}: {ref!r} has no config.json; give a directory written by save_pretrained")
+        return p
+    require_local(ref, key)
+    return ref
+
+
+def config_dir(model_dir: Path) -> Path | str:
+    """The directory (or hub name) whose config.json describes the model in ``model_dir``: an
+    adapter directory's base, else the directory itself."""
+    adapter = model_dir / "adapter_config.json"
+    if not adapter.is_file():
+        return model_dir
+    try:
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError):
+        return model_dir
+    return Path(base) if isinstance(base, str) and Path(base).is_dir() else (base or model_dir)

@@ -258,6 +258,30 @@ def _cross_field_behind(data: dict[str, Any], err: ValidationError, found: list[
     return []
 
 
+def _without(data: dict[str, Any], keys: list[str], tries: int = 3) -> Recipe | None:
+    """The recipe without the values at ``keys`` (and at the keys their absence then makes
+    wrong), when what is left validates: the checks that need a whole recipe (the preflight)
+    can then report their problems beside these. None when no such recipe is left."""
+    trimmed = copy.deepcopy(data)
+    for _ in range(tries):
+        dropped = False
+        for key in keys:
+            parts = key.split(".")
+            parent: Any = trimmed
+            for part in parts[:-1]:
+                parent = parent.get(part) if isinstance(parent, dict) else None
+            if isinstance(parent, dict) and parts[-1] in parent:
+                del parent[parts[-1]]
+                dropped = True
+        if not dropped:
+            return None
+        try:
+            return Recipe.model_validate(trimmed)
+        except ValidationError as err:
+            keys = [p.key for p in _problems_from_validation(err, "", {}, {})]
+    return None
+
+
 def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list[str] | None = None) -> Recipe:
     """Load and validate a recipe.
 
@@ -301,7 +325,9 @@ def load_recipe(source: str | os.PathLike[str] | dict[str, Any], overrides: list
         overridden = {tuple(o.partition("=")[0].strip().split(".")): o for o in overrides if "=" in o}
         found = _problems_from_validation(err, file, lines, overridden)
         problems.extend(found + _cross_field_behind(data, err, found, file, lines, overridden))
-        raise RecipeError(problems) from None
+        error = RecipeError(problems)
+        error.partial = _without(data, [p.key for p in problems])
+        raise error from None
     if problems:
         raise RecipeError(problems)
     return recipe

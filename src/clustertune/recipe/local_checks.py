@@ -48,7 +48,10 @@ def path_problems(recipe: Recipe) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for key, f in _files(recipe):
         p = Path(f).expanduser()
-        if not p.exists():
+        if p.is_symlink() and not p.exists():
+            out.append((key, f"{f!r} is a symbolic link that cannot be opened (it points nowhere, or at itself); "
+                        "point it at the file or give the file's own path"))
+        elif not p.exists():
             out.append((key, f"file {_where(f)}; fix the path or remove the entry"))
         elif not p.is_file():
             out.append((key, f"{f!r} is not a regular file; give a .txt, .json/.jsonl, .csv or .parquet file"))
@@ -148,15 +151,28 @@ def local_problems(recipe: Recipe, file: str | None = None, lines: dict[tuple[st
                    overrides: list[str] | None = None) -> list[Problem]:
     """Every local problem of ``recipe`` as Problems naming ``file`` and the key's line there,
     or the ``key=value`` override that set it."""
+    return located(path_problems(recipe) + sequence_problems(recipe), file, lines, overrides)
+
+
+def located(found: list[tuple[str, str]], file: str | None = None, lines: dict[tuple[str, ...], int] | None = None,
+            overrides: list[str] | None = None) -> list[Problem]:
+    """(key, message) pairs as Problems naming ``file`` and the key's line there, or the
+    ``key=value`` override that set the key."""
     lines = lines or {}
     overridden = {o.partition("=")[0].strip(): o for o in overrides or [] if "=" in o}
     out = []
-    for key, message in path_problems(recipe) + sequence_problems(recipe):
+    for key, message in found:
         parts = tuple(key.split("."))
         src = next((o for k, o in overridden.items() if key == k or key.startswith(k + ".")), None)
         if src is not None:
             out.append(Problem(key=key, message=message, file=f"<override {src}>"))
             continue
+        within = [o for k, o in overridden.items() if k.startswith(key + ".")]  # overrides of parts of it
+        if within:
+            out.append(Problem(key=key, message=message, file=f"<override {' '.join(within)}>"))
+            continue
         line = lines.get(parts) or lines.get(parts[:-1]) if parts[-1].isdigit() else lines.get(parts)
+        if line is None and len(parts) > 1:  # a key the file does not spell out: its section's line
+            line = lines.get(parts[:-1])
         out.append(Problem(key=key, message=message, file=file, line=line))
     return out

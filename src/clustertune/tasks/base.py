@@ -13,6 +13,7 @@ launch, api or cli (they sit above it).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,15 @@ class Task:
 
     base_model_from_run: bool = False
     """``model.name_or_path: run:<id>`` starts from another run's final model."""
+
+    checks: Callable[[Any, str], list[tuple[str, str]]] | None = None
+    """The task's own part of the preflight (``clustertune validate`` and the start of a run):
+    called with the recipe and the runs root, returns (key, message with the fix) for every
+    problem found without a GPU, the network or the data."""
+
+    def preflight(self, recipe: Any, runs_root: str) -> list[tuple[str, str]]:
+        """Every problem of the task's own checks (none when it has none)."""
+        return self.checks(recipe, runs_root) if self.checks is not None else []
 
     @property
     def traits(self) -> TaskTraits:

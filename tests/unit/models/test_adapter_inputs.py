@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clustertune.errors import ModelError, RecipeError
+from clustertune.errors import UserError, ModelError, RecipeError
 from tests.adapter_fixtures import lora_recipe
 from tests.helpers import with_
 
@@ -37,10 +37,11 @@ def test_adapter_on_a_fresh_model_asks_for_pretrained_weights() -> None:
         load(recipe)
 
 
-def run_fails(recipe: dict, runs_root: Path, match: str) -> ModelError:
+def run_fails(recipe: dict, runs_root: Path, match: str) -> UserError:
     import clustertune as ct
 
-    with pytest.raises(ModelError, match=match) as err:
+    # Refused by the preflight that validate shares (a RecipeError listing every problem).
+    with pytest.raises(UserError, match=match) as err:
         ct.run(load(recipe), runs_root_dir=runs_root, show_progress=False)
     assert not runs_root.exists() or not any(runs_root.iterdir())  # refused before a run directory exists
     return err.value

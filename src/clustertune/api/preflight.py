@@ -1,0 +1,235 @@
+"""The one preflight: what ``validate``, ``run --dry-run``, ``prepare``, ``estimate-memory`` and
+the start of ``run`` check, with no GPU, no network and no data read.
+
+Every problem is gathered before any is reported (one :class:`RecipeError`, each problem naming
+the file and line or the override, the key and the fix): this machine's paths, ``run:<run>``
+bases and the models of the ``rl`` section read from the runs directory, the model's config
+with its ``config_overrides`` applied, that config built on the meta device (so the model class
+itself checks names, sizes and head divisibility; nothing is allocated), the sequence length
+against the model's positions, the adapter, the task's own checks (a chat template compiles),
+user code a recipe names (metrics, reward functions), trackers and a DeepSpeed JSON. What it
+cannot know offline, a hub model with nothing cached here, it lists as not checked.
+
+torch and transformers are imported only when there is a config to build.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import RecipeError, UserError
+from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
+from clustertune.recipe.local_checks import located, path_problems, sequence_problems
+from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.store import runs_root
+from clustertune.tasks import task_of
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a recipe came from, so that problems name its file and lines or the override."""
+
+    file: str | None = None
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, source: Any, overrides: list[str] | None = None) -> Where:
+        """The file of a YAML path or shipped name (a Recipe or dict has none)."""
+        if isinstance(source, (str, os.PathLike)):
+            try:
+                path = resolve_recipe_path(source)
+                return cls(str(path), key_lines(path.read_text(encoding="utf-8")), tuple(overrides or ()))
+            except (UserError, OSError, ValueError):
+                pass
+        return cls(None, {}, tuple(overrides or ()))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A recipe that passed the preflight, and what it could not check offline (one line each)."""
+
+    recipe: Recipe
+    not_checked: list[str]
+
+
+def _message(exc: UserError, key: str) -> tuple[str, str]:
+    """A raised error as (key, message): its own ``key: `` prefix when it starts with one."""
+    text = str(exc)
+    head, sep, rest = text.partition(": ")
+    if sep and head and " " not in head and (head.startswith(("model", "data", "train", "launch", "tracking", "rl"))):
+        return head, rest
+    return key, text
+
+
+class _Gather:
+    """The problems and notes of one preflight, as each check adds them."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str]] = []
+        self.not_checked: list[str] = []
+
+    def add(self, pairs: list[tuple[str, str]]) -> None:
+        self.found.extend(p for p in pairs if p not in self.found)
+
+    def keys(self) -> set[str]:
+        return {k for k, _ in self.found}
+
+    def run(self, key: str, check: Any, *args: Any) -> Any:
+        """``check(*args)``; a UserError it raises becomes a problem at its key (else ``key``)."""
+        try:
+            return check(*args)
+        except UserError as exc:
+            self.add([_message(exc, key)])
+            return None
+
+
+def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike | None = None,
+          need_base: bool = False) -> Checked:
+    """Every problem ``run`` would refuse ``recipe`` for that needs no GPU, network or data, raised
+    together as one RecipeError. ``need_base``: a ``run:<name>`` base must exist now (prepare and
+    estimate-memory need it; ``run`` trains a missing shipped recipe's run first)."""
+    where = where or Where()
+    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
+    g = _Gather()
+    g.add(path_problems(recipe) + sequence_problems(recipe))
+    task = task_of(recipe.task)
+    g.add(g.run(f"task {recipe.task}", task.preflight, recipe, root) or [])
+    if recipe.rl is None:
+        _model_checks(recipe, root, need_base, g)
+    else:  # the task's checks found the run: and local models; hub names are read when the run loads them
+        # Deferred: beside the tasks' registry this module imports lazily as well.
+        from clustertune.tasks.rlhf import model_refs
+
+        g.not_checked += [f"{key}: {ref!r} is a hub model with nothing cached here; it is read when the run "
+                          "loads it" for key, ref in model_refs(recipe.rl)
+                          if not ref.startswith(RUN_PREFIX) and not Path(ref).expanduser().exists() and _cached(ref) is None]
+    _user_code_checks(recipe, g)
+    if g.found:
+        raise RecipeError(located(g.found, where.file, where.lines, list(where.overrides)))
+    return Checked(recipe, g.not_checked)
+
+
+def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> None:
+    """The model's config (from its run, directory, cache or type) with the overrides applied,
+    built on the meta device, against the recipe's sequence length and adapter."""
+    # Deferred: they import transformers (and torch for the build), which a recipe with a hub model
+    # that is not cached here never needs.
+    from clustertune.models.local import config_dir, locate_model
+
+    m = recipe.model
+    ref = m.name_or_path
+    if m.config is None and ref:
+        key = "model.name_or_path"
+        if ref.startswith(RUN_PREFIX):
+            name = ref[len(RUN_PREFIX):]
+            try:
+                model_dir = locate_model(ref, key, root)
+            except UserError as exc:
+                if not need_base and task_of(recipe.task).base_model_from_run and name in shipped_recipes():
+                    g.not_checked.append(f"{key}: {ref}: no {name} run with a final model under {root} yet; "
+                                         f"`clustertune run` trains it first (`clustertune run {name}`)")
+                    return
+                k, msg = _message(exc, key)
+                if name in shipped_recipes():
+                    msg += f"; train it first with `clustertune run {name}`"
+                g.add([(k, msg)])
+                return
+            src = config_dir(Path(model_dir))
+        elif key in g.keys():
+            return  # the path check named what is wrong with the directory
+        else:
+            src = g.run(key, locate_model, ref, key, root)
+            if src is None:
+                return
+        if isinstance(src, str):  # a hub name: read from the cache, never from the network
+            cached = _cached(src)
+            if cached is None:
+                g.not_checked.append(f"{key}: {src!r} is a hub model with nothing cached here, so its config, "
+                                     "config_overrides and positions are checked once `clustertune run` downloads it")
+                return
+            src = cached
+        recipe = recipe.model_copy(update={"model": m.model_copy(update={"name_or_path": str(src)})})
+    _build_checks(recipe, g)
+
+
+def _cached(name: str) -> Path | None:
+    """The directory of the hub model ``name``'s config.json in the local cache, if it is there."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(name, "config.json")
+    except Exception:  # a name the hub would refuse (HFValidationError): the loaders say so
+        return None
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def _build_checks(recipe: Recipe, g: _Gather) -> None:
+    # Deferred: transformers and torch, for recipes that have a config to build.
+    from clustertune.models.adapters import check_adapter
+    from clustertune.models.build import check_sequence_fits, resolve_config
+
+    config = g.run("model", resolve_config, recipe, None)
+    if config is None:
+        return
+    if recipe.sequence_key not in g.keys():
+        g.run(recipe.sequence_key, check_sequence_fits, recipe, config)
+    if _meta_build(recipe, config, g):
+        g.run("model.adapter", check_adapter, recipe, config)
+
+
+def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
+    """The model built from ``config`` on the meta device: its class checks what its config
+    holds (a width that its heads do not divide, a zero size) as it will when the run builds it."""
+    # Deferred: torch and transformers' model classes, for recipes with a config to build.
+    import torch
+    from clustertune.models.heads import auto_class
+
+    auto = auto_class(recipe.traits.head)
+    try:
+        with torch.device("meta"):
+            auto.from_config(config)
+    except Exception as exc:  # the model class's own checks: ValueError, AssertionError, ZeroDivisionError...
+        key = "model.config_overrides" if recipe.model.config_overrides else (
+            "model.config" if recipe.model.config else "model.name_or_path")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        g.add([(key, f"the {config.model_type} model cannot be built from this config ({type(exc).__name__}: "
+                     f"{first}); change the sizes in {key}")])
+        return False
+    return True
+
+
+def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
+    """What the recipe names that this machine must import or read: metric and reward functions,
+    trackers, a DeepSpeed JSON; and a recipe always runs under torchrun."""
+    # Deferred: the training side's checks import torch and the trackers' registries.
+    from clustertune.errors import LaunchError, RewardError
+    from clustertune.train.ds_config import check_deepspeed_json
+    from clustertune.train.metrics import check_trackers
+    from clustertune.train.user_code import import_function
+
+    if recipe.launch.runner != "torchrun":
+        g.run("launch.runner", _raise, LaunchError(
+            "launch.runner: none applies to your own command (`clustertune launch ... -- COMMAND`); "
+            "a recipe always runs under torchrun"))
+    g.run("tracking.trackers", check_trackers, list(recipe.tracking.trackers))
+    g.run("train.deepspeed_config", check_deepspeed_json, recipe)
+    if recipe.train.metrics:
+        # Deferred: it imports the metric libraries, which only recipes naming metrics need.
+        from clustertune.train.cls_metrics import metric_functions
+
+        g.run("train.metrics", metric_functions, recipe.train.metrics, recipe.model.num_labels or 2)
+    for i, r in enumerate(recipe.rl.rewards if recipe.rl is not None else []):
+        if r.function and ":" in r.function:
+            key = f"rl.rewards.{i}.function"
+            g.run(key, import_function, r.function, key, "reward function", RewardError)
+
+
+def _raise(exc: UserError) -> None:
+    raise exc
