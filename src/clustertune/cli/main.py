@@ -12,7 +12,7 @@ import typer
 
 from clustertune import __version__
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
-                             run_cmds, runs_cmds, start_cmds, use_cmds)
+                             run_cmds, runs_cmds, serve_cmds, start_cmds, use_cmds)
 from clustertune.errors import UserError
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
@@ -57,6 +57,7 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("cancel", runs_cmds.cancel, {}),
     ("generate", use_cmds.generate, {}),
     ("chat", use_cmds.chat, {}),
+    ("serve", serve_cmds.serve, {}),
     ("eval", eval_cmds.eval_, {}),
     ("estimate-memory", perf_cmds.estimate_memory, {}),
     ("doctor", perf_cmds.doctor, {}),

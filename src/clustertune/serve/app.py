@@ -1,0 +1,204 @@
+"""The HTTP side: OpenAI's routes over one :class:`~clustertune.serve.engine.Engine`.
+
+``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions``,
+each streaming as server-sent events when asked (``data: {...}`` lines, ``data: [DONE]`` last).
+With an API key set, every route but ``/health`` wants it as ``Authorization: Bearer KEY`` or
+``X-API-Key: KEY``. Prompts and answers are never logged unless the server was started with
+``log_prompts``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
+
+from clustertune.serve.engine import Engine
+from clustertune.serve.protocol import (ApiError, Ask, Choice, chat_logprobs, completion_logprobs, read_chat,
+                                        read_completion, usage)
+
+log = logging.getLogger("clustertune.serve")
+
+
+def make_app(engine: Engine, *, api_key: str | None = None, log_prompts: bool = False) -> Any:
+    app = FastAPI(title="clustertune", docs_url=None, redoc_url=None, openapi_url=None)
+    started = int(time.time())
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("request failed")
+        return JSONResponse(ApiError(500, f"{type(exc).__name__}: {exc}", kind="server_error").body(), status_code=500)
+
+    def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("x-api-key") or ""
+        auth = request.headers.get("authorization") or ""
+        if auth.lower().startswith("bearer "):
+            given = given or auth[7:].strip()
+        if not given or not hmac.compare_digest(given.encode(), api_key.encode()):
+            raise ApiError(401, "a valid API key is needed: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`",
+                           kind="authentication_error", code="invalid_api_key")
+
+    async def body_of(request: Request) -> Any:
+        try:
+            return json.loads(await request.body() or b"null")
+        except ValueError as exc:
+            raise ApiError(400, f"the request body is not JSON: {exc}") from None
+
+    def check_model(ask: Ask) -> None:
+        if ask.model != engine.model_id:
+            raise ApiError(404, f"model {ask.model!r} is not served here; this server serves {engine.model_id!r}",
+                           param="model", code="model_not_found")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if engine.failed:
+            return JSONResponse({"status": "failed", "error": engine.failed}, status_code=500)
+        if not engine.ready:
+            return JSONResponse({"status": "loading"}, status_code=503, headers={"Retry-After": "2"})
+        return JSONResponse({"status": "ok", "model": engine.model_id, "requests": engine.busy})
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> dict[str, Any]:
+        check_key(request)
+        return {"object": "list", "data": [{"id": engine.model_id, "object": "model", "created": started,
+                                            "owned_by": "clustertune"}]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def one_model(model_id: str, request: Request) -> dict[str, Any]:
+        check_key(request)
+        if model_id != engine.model_id:
+            raise ApiError(404, f"model {model_id!r} is not served here", param="model", code="model_not_found")
+        return {"id": engine.model_id, "object": "model", "created": started, "owned_by": "clustertune"}
+
+    async def serve(request: Request, ask: Ask) -> Any:
+        check_model(ask)
+        ids, chat = engine.encode(ask)
+        engine.room(len(ids), ask.sampled)  # 413 before a place is taken
+        if log_prompts:
+            log.info("%s: %s", ask.id, json.dumps(ask.messages if chat else ask.prompt))
+        shape = _ChatShape(ask, engine.model_id) if chat else _CompletionShape(ask, engine.model_id)
+        if not ask.stream:
+            async with engine.admitted():
+                choices: dict[int, Choice] = {}
+                async for _, _, done in engine.answer(ask, ids, chat):
+                    if done is not None:
+                        choices[done.index] = done
+            if log_prompts:
+                log.info("%s answered: %s", ask.id, json.dumps([c.text for c in choices.values()]))
+            return shape.whole([choices[i] for i in sorted(choices)], len(ids))
+
+        # Admission happens before the response starts, so a full line is a plain 429; the place
+        # is given back when the stream ends, or after the response if it never started.
+        ticket = engine.ticket()
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                await ticket.wait()
+                for i in range(ask.sampled.n):
+                    yield _sse(shape.opening(i))
+                done_tokens = 0
+                async for i, delta, done in engine.answer(ask, ids, chat):
+                    if delta or (done is not None and done.logprobs):
+                        yield _sse(shape.piece(i, delta, done))
+                    if done is not None:
+                        done_tokens += done.tokens
+                        yield _sse(shape.closing(done))
+                if ask.include_usage:
+                    yield _sse(shape.usage_only(len(ids), done_tokens))
+                yield "data: [DONE]\n\n"
+            except ApiError as exc:  # after the stream began: the error travels as an event
+                yield _sse(exc.body())
+            finally:
+                ticket.release()
+
+        return StreamingResponse(events(), media_type="text/event-stream", background=BackgroundTask(ticket.release),
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Any:
+        check_key(request)
+        engine.require_ready()
+        return await serve(request, read_chat(await body_of(request)))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Any:
+        check_key(request)
+        engine.require_ready()
+        return await serve(request, read_completion(await body_of(request)))
+
+    return app
+
+
+def _sse(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+class _ChatShape:
+    def __init__(self, ask: Ask, model: str):
+        self.ask, self.model = ask, model
+        self.head = {"id": f"chatcmpl-{ask.id}", "created": ask.created, "model": model, "system_fingerprint": None}
+
+    def whole(self, choices: list[Choice], prompt_tokens: int) -> dict[str, Any]:
+        return {**self.head, "object": "chat.completion",
+                "choices": [{"index": c.index, "message": {"role": "assistant", "content": c.text, "refusal": None},
+                             "logprobs": chat_logprobs(c.logprobs) if self.ask.sampled.logprobs else None,
+                             "finish_reason": c.finish_reason} for c in choices],
+                "usage": usage(prompt_tokens, sum(c.tokens for c in choices))}
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {**self.head, "object": "chat.completion.chunk", "choices": choices}
+
+    def opening(self, i: int) -> dict[str, Any]:
+        return self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                             "finish_reason": None}])
+
+    def piece(self, i: int, delta: str, done: Choice | None) -> dict[str, Any]:
+        lp = chat_logprobs(done.logprobs) if done is not None and self.ask.sampled.logprobs else None
+        return self._chunk([{"index": i, "delta": {"content": delta}, "logprobs": lp, "finish_reason": None}])
+
+    def closing(self, c: Choice) -> dict[str, Any]:
+        return self._chunk([{"index": c.index, "delta": {}, "logprobs": None, "finish_reason": c.finish_reason}])
+
+    def usage_only(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        return {**self._chunk([]), "usage": usage(prompt_tokens, completion_tokens)}
+
+
+class _CompletionShape:
+    def __init__(self, ask: Ask, model: str):
+        self.ask, self.model = ask, model
+        self.head = {"id": f"cmpl-{ask.id}", "object": "text_completion", "created": ask.created, "model": model,
+                     "system_fingerprint": None}
+
+    def whole(self, choices: list[Choice], prompt_tokens: int) -> dict[str, Any]:
+        return {**self.head,
+                "choices": [{"index": c.index, "text": c.text, "finish_reason": c.finish_reason,
+                             "logprobs": completion_logprobs(c.logprobs) if self.ask.sampled.logprobs else None}
+                            for c in choices],
+                "usage": usage(prompt_tokens, sum(c.tokens for c in choices))}
+
+    def opening(self, i: int) -> dict[str, Any]:
+        return {**self.head, "choices": [{"index": i, "text": "", "logprobs": None, "finish_reason": None}]}
+
+    def piece(self, i: int, delta: str, done: Choice | None) -> dict[str, Any]:
+        lp = completion_logprobs(done.logprobs) if done is not None and self.ask.sampled.logprobs else None
+        return {**self.head, "choices": [{"index": i, "text": delta, "logprobs": lp, "finish_reason": None}]}
+
+    def closing(self, c: Choice) -> dict[str, Any]:
+        return {**self.head, "choices": [{"index": c.index, "text": "", "logprobs": None,
+                                          "finish_reason": c.finish_reason}]}
+
+    def usage_only(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        return {**self.head, "choices": [], "usage": usage(prompt_tokens, completion_tokens)}

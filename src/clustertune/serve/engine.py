@@ -1,0 +1,355 @@
+"""Answers to requests, drawn from one loaded model.
+
+Two ways to draw, chosen per request:
+
+- **batched** (the default): transformers' continuous batching. Every admitted request joins
+  the running batch at its next step and leaves it when done; each carries its own temperature
+  and top-p (greedy is top-k 1). Tokens stream out as they are drawn; a request whose client
+  went away is cancelled at the next step, which frees its place.
+- **exact**: a request with a ``seed`` or asking for log-probabilities is answered alone with
+  ``generate``, the batch paused meanwhile: the same seed gives the same answers whatever else
+  is being served, and log-probabilities are the model's own (before temperature and top-p).
+  Its text arrives in one piece.
+
+Prompts are written as :class:`~clustertune.use.generate.Generator` writes them for
+``clustertune generate``: a conversation with the chat template the model was trained with, a
+completion as plain text. An answer ends at an end-of-text token, the template's end-of-turn
+marker, or one of the request's stop strings; nothing from a stop string on is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from clustertune.serve.protocol import ApiError, Ask, Choice, Sampled
+from clustertune.use.generate import Generator, seed as seed_all
+
+# Above this many tokens per batch step the CPU spends its time in attention over padding-free
+# but long prompts; GPUs are sized by transformers from their free memory instead.
+_CPU_BATCH_TOKENS = 512
+_PAGE = 32
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many requests are answered at once, how many more may wait, and the default length."""
+
+    running: int = 16
+    waiting: int = 64
+    max_tokens: int = 512
+
+
+class TextCut:
+    """The part of a growing answer a client may see: nothing from a stop string on, nothing that
+    may still become one, no half-decoded character, and for chat answers no surrounding
+    whitespace (as ``clustertune generate`` cuts them)."""
+
+    def __init__(self, tokenizer: Any, stops: list[str], eos_ids: list[int], strip: bool):
+        self.tokenizer, self.stops, self.eos_ids, self.strip = tokenizer, [s for s in stops if s], set(eos_ids), strip
+        self.shown = 0
+        self.start: int | None = None
+        self.text = ""
+        self.stopped = False
+
+    def _decode(self, tokens: list[int]) -> tuple[str, bool]:
+        end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+        text = self.tokenizer.decode(tokens[:end] if end is not None else tokens, skip_special_tokens=True)
+        return text, end is not None
+
+    def feed(self, tokens: list[int], final: bool = False) -> tuple[str, bool]:
+        """The new visible text for the tokens drawn so far, and whether an end was reached."""
+        text, ended = self._decode(tokens)
+        self.text = text
+        end = len(text)
+        for s in self.stops:
+            if (k := text.find(s)) >= 0 and k < end:
+                end, self.stopped = k, True
+        done = self.stopped or ended or final
+        if not done:
+            end -= next((n for s in self.stops for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), 0)
+            while end > 0 and text[end - 1] == "\ufffd":  # a character whose bytes are still coming
+                end -= 1
+        elif self.strip and not self.stopped:  # a marker cut off at the very end counts as one
+            end -= next((n for s in self.stops for n in range(len(s) - 1, 0, -1) if text.endswith(s[:n])), 0)
+        if self.strip:
+            if self.start is None:
+                lead = len(text) - len(text.lstrip())
+                if lead >= end:
+                    return "", done
+                self.start = self.shown = lead
+            end = len(text[:end].rstrip())
+        if end <= self.shown:
+            return "", done
+        out, self.shown = text[self.shown:end], end
+        return out, done
+
+
+class Ticket:
+    """One request's place: counted from when it is admitted, answering once :meth:`wait` returns;
+    :meth:`release` (safe to call twice) gives both back."""
+
+    def __init__(self, engine: Engine, running: asyncio.Semaphore):
+        self._engine, self._running = engine, running
+        self._open, self._held = True, False
+        engine._busy += 1
+
+    async def wait(self) -> None:
+        await self._running.acquire()
+        self._held = True
+
+    def release(self) -> None:
+        if self._open:
+            self._open = False
+            self._engine._busy -= 1
+            if self._held:
+                self._held = False
+                self._running.release()
+
+
+class Engine:
+    """One model served: load it (:meth:`load`, in a thread), then :meth:`answer` requests."""
+
+    def __init__(self, loaded_fn: Any, model_id: str, limits: Limits = Limits()):
+        self._load_fn = loaded_fn
+        self.model_id = model_id
+        self.limits = limits
+        self.gen: Generator | None = None
+        self.failed: str | None = None
+        self._manager: Any = None
+        self._exact = threading.Lock()
+        self._busy = 0
+        self._admit: asyncio.Semaphore | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ loading
+    def load(self) -> None:
+        """Load the model and start the batch; sets :attr:`failed` instead of raising."""
+        try:
+            gen = self._load_fn()
+            self._manager = _start_batching(gen, self.limits)
+            self.gen = gen
+        except Exception as exc:  # reported by /health and every request
+            self.failed = f"{type(exc).__name__}: {exc}"
+
+    @property
+    def ready(self) -> bool:
+        return self.gen is not None
+
+    def close(self) -> None:
+        self._closed = True
+        if self._manager is not None:
+            with contextlib.suppress(Exception):
+                self._manager.stop(block=True, timeout=10)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The batch held between two steps for the block (its requests keep their places and go
+        on after it): for work on the model itself, such as changing its weights."""
+        self.require_ready()
+        with self._manager.pause():
+            yield
+
+    def require_ready(self) -> Generator:
+        if self.failed is not None:
+            raise ApiError(500, f"the model failed to load: {self.failed}", kind="server_error")
+        if self.gen is None:
+            raise ApiError(503, "the model is still loading; retry shortly", kind="server_error",
+                           code="model_loading", headers={"Retry-After": "2"})
+        return self.gen
+
+    # ------------------------------------------------------------------ admission
+    def ticket(self) -> Ticket:
+        """A place in line; 429 when the line is full. Release it with :meth:`Ticket.release`."""
+        if self._admit is None:
+            self._admit = asyncio.Semaphore(self.limits.running)
+        if self._busy >= self.limits.running + self.limits.waiting:
+            raise ApiError(429, f"the server is answering {self.limits.running} requests and {self.limits.waiting} "
+                                "more are waiting; retry later", kind="rate_limit_error", code="queue_full",
+                           headers={"Retry-After": "1"})
+        return Ticket(self, self._admit)
+
+    @contextlib.asynccontextmanager
+    async def admitted(self) -> AsyncIterator[None]:
+        """A place among the requests answered at once, held for the block."""
+        ticket = self.ticket()
+        try:
+            await ticket.wait()
+            yield
+        finally:
+            ticket.release()
+
+    # ------------------------------------------------------------------ prompts
+    def encode(self, ask: Ask) -> tuple[list[int], bool]:
+        """The prompt's token ids, and whether it is a chat (answers stripped, marker stops)."""
+        gen = self.require_ready()
+        if ask.messages is not None:
+            if not gen.chat:
+                raise ApiError(400, f"{self.model_id} has no chat template, so it cannot answer a conversation: "
+                                    "send plain text to /v1/completions", param="messages")
+            return gen.encode(ask.messages), True
+        ids = gen.tokenizer(ask.prompt, add_special_tokens=True, verbose=False)["input_ids"]
+        if not ids:
+            raise ApiError(400, "prompt: empty; send some text to continue", param="prompt")
+        return [int(i) for i in ids], False
+
+    def room(self, prompt_len: int, s: Sampled) -> int:
+        gen = self.require_ready()
+        want = s.max_tokens or self.limits.max_tokens
+        if gen.context is None:
+            return want
+        if prompt_len >= gen.context:
+            raise ApiError(413, f"the prompt is {prompt_len} tokens and {self.model_id} reads at most {gen.context}; "
+                                "shorten it", param="messages" if gen.chat else "prompt", code="context_length_exceeded")
+        return min(want, gen.context - prompt_len)
+
+    # ------------------------------------------------------------------ answering
+    async def answer(self, ask: Ask, ids: list[int], chat: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
+        """``(choice index, new text, the finished choice or None)`` as answers grow. Cancelling
+        the iteration (a client that went away) cancels what is still being drawn."""
+        gen = self.require_ready()
+        s = ask.sampled
+        max_new = self.room(len(ids), s)
+        stops = (list(gen.stops) if chat else []) + list(s.stop)
+        if s.exact:
+            for choice in await asyncio.to_thread(self._exact_answers, ids, s, max_new, stops, chat):
+                yield choice.index, choice.text, choice
+            return
+        async for item in self._batched(ids, s, max_new, stops, chat):
+            yield item
+
+    async def _batched(self, ids: list[int], s: Sampled, max_new: int, stops: list[str],
+                       chat: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
+        gen = self.require_ready()
+        mgr = self._manager
+        results: asyncio.Queue[Any] = asyncio.Queue()
+        base = uuid.uuid4().hex
+        rids = [f"{base}-{i}" for i in range(s.n)]
+        cuts = [TextCut(gen.tokenizer, stops, gen.eos_ids, chat) for _ in rids]
+        choices = [Choice(index=i) for i in range(s.n)]
+        kwargs = ({"top_k": 1, "temperature": 1.0, "top_p": 1.0} if s.greedy else
+                  {"top_k": int(gen.model.config.vocab_size), "temperature": float(s.temperature), "top_p": float(s.top_p)})
+        live = set(rids)
+        try:
+            for rid in rids:
+                mgr.register_result_handler(rid, results.put_nowait)
+                mgr.add_request(ids, request_id=rid, max_new_tokens=max_new, streaming=True,
+                                eos_token_id=gen.eos_ids or -1, **kwargs)
+            while live:
+                try:
+                    out = await asyncio.wait_for(results.get(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    if not mgr.is_running():
+                        raise ApiError(500, "the batch stopped: "
+                                       f"{mgr.background_thread_status.fatal_error or 'no reason given'}",
+                                       kind="server_error") from None
+                    continue
+                if out.request_id not in live:
+                    continue
+                i = rids.index(out.request_id)
+                if out.error:
+                    raise ApiError(500, f"generation failed: {out.error}", kind="server_error")
+                tokens = list(out.generated_tokens)
+                finished = out.is_finished()
+                delta, done = cuts[i].feed(tokens, final=finished)
+                c = choices[i]
+                c.text += delta
+                c.tokens = len(tokens)
+                if done:
+                    live.discard(out.request_id)
+                    if not finished:  # a stop string: no more tokens for it
+                        mgr.cancel_request(out.request_id)
+                    ended = cuts[i].stopped or any(t in gen.eos_ids for t in tokens)
+                    c.finish_reason = "stop" if ended or len(tokens) < max_new else "length"
+                    yield i, delta, c
+                elif delta:
+                    yield i, delta, None
+        finally:
+            for rid in live:  # the client left, or an error: free the places they hold
+                mgr.cancel_request(rid)
+            handlers = getattr(getattr(mgr, "output_router", None), "result_handlers", None)
+            for rid in rids:
+                if isinstance(handlers, dict):
+                    handlers.pop(rid, None)
+
+    def _exact_answers(self, ids: list[int], s: Sampled, max_new: int, stops: list[str], chat: bool) -> list[Choice]:
+        import torch
+
+        gen = self.require_ready()
+        tok = gen.tokenizer
+        with self._exact, self._manager.pause():
+            seed_all(s.seed)
+            kwargs: dict[str, Any] = ({"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+                                      if s.greedy else {"do_sample": True, "temperature": s.temperature,
+                                                        "top_p": s.top_p, "top_k": None})
+            pad = tok.pad_token_id if tok.pad_token_id is not None else (gen.eos_ids or [0])[0]
+            with torch.inference_mode():
+                out = gen.model.generate(input_ids=torch.tensor([ids], device=gen.device), max_new_tokens=max_new,
+                                         num_return_sequences=s.n, pad_token_id=pad, eos_token_id=gen.eos_ids or None,
+                                         output_logits=s.logprobs, return_dict_in_generate=True, **kwargs)
+        rows = out.sequences[:, len(ids):].tolist()
+        choices = []
+        for i, row in enumerate(rows):
+            cut = TextCut(tok, stops, gen.eos_ids, chat)
+            text, _ = cut.feed(row, final=True)
+            end = next((k for k, t in enumerate(row) if t in gen.eos_ids), None)
+            drawn = row[: end + 1] if end is not None else row
+            ended = cut.stopped or end is not None
+            c = Choice(index=i, text=text, tokens=len(drawn),
+                       finish_reason="stop" if ended or len(drawn) < max_new else "length")
+            if s.logprobs:
+                c.logprobs = _logprobs(tok, [lg[i] for lg in out.logits[: len(drawn)]], drawn, s.top_logprobs)
+            choices.append(c)
+        return choices
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+
+def _logprobs(tok: Any, logits: list[Any], tokens: list[int], top: int) -> list[dict[str, Any]]:
+    import torch
+
+    entries = []
+    for lg, t in zip(logits, tokens):
+        lp = torch.log_softmax(lg.float(), dim=-1)
+        alts = torch.topk(lp, top).indices.tolist() if top else []
+        entries.append({**_entry(tok, t, float(lp[t])),
+                        "top_logprobs": [_entry(tok, a, float(lp[a])) for a in alts]})
+    return entries
+
+
+def _entry(tok: Any, token: int, logprob: float) -> dict[str, Any]:
+    text = tok.decode([token])
+    return {"token": text, "logprob": logprob if math.isfinite(logprob) else -9999.0,
+            "bytes": list(text.encode("utf-8"))}
+
+
+def _start_batching(gen: Generator, limits: Limits) -> Any:
+    """transformers' continuous batching on the loaded model, its sampling set per request."""
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    tok = gen.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (gen.eos_ids or [0])[0]
+    # Temperature, top-k and top-p processors exist only when the defaults are not neutral;
+    # each request then sets its own values.
+    config = GenerationConfig(do_sample=True, temperature=0.7, top_k=50, top_p=0.95, max_new_tokens=limits.max_tokens,
+                              eos_token_id=gen.eos_ids or -1, pad_token_id=pad)
+    sized: dict[str, Any] = {}
+    if not str(gen.device).startswith("cuda"):
+        # On the CPU the cache is sized from what is served, not from free memory (which would be
+        # most of the machine's RAM, allocated before the first request).
+        per_request = math.ceil((gen.context or limits.max_tokens * 2) / _PAGE)
+        sized = {"num_blocks": max(16, per_request * limits.running * 2), "max_batch_tokens": _CPU_BATCH_TOKENS,
+                 "page_size": _PAGE}
+    cb = ContinuousBatchingConfig(per_request_processors=True, auto_switch_to_flash=False, **sized)
+    mgr = gen.model.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
+    mgr.start()
+    return mgr

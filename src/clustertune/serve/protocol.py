@@ -1,0 +1,235 @@
+"""The OpenAI wire format: requests read into typed values, answers and errors written back.
+
+A request body is checked field by field before anything is generated; a bad field is a
+:class:`ApiError` with status 400 naming it (``param``), in the shape OpenAI's clients parse:
+``{"error": {"message", "type", "param", "code"}}``. Fields the server does not act on
+(``user``, ``presence_penalty`` at 0, ...) are accepted and ignored, as OpenAI's own server
+does for those it deprecates; fields it cannot honour with a different value are refused.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "user", "assistant", "developer")
+MAX_N = 16
+MAX_TOP_LOGPROBS = 20
+MAX_STOPS = 4
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's shape with ``status``."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
+                 code: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def bad(param: str, message: str) -> ApiError:
+    return ApiError(400, f"{param}: {message}", param=param)
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """How one request's answers are drawn (OpenAI's names and defaults)."""
+
+    max_tokens: int | None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    n: int = 1
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def exact(self) -> bool:
+        """Drawn one request at a time with ``generate`` (see :mod:`clustertune.serve.engine`)."""
+        return self.seed is not None or self.logprobs
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request: the model named, what it reads (a conversation or a plain text) and how to answer."""
+
+    model: str
+    sampled: Sampled
+    stream: bool
+    include_usage: bool
+    messages: list[dict[str, str]] | None = None
+    prompt: str | None = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:24])
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        raise bad(key, f"must be a number from {lo:g} to {hi:g}, not {v!r}")
+    return float(v)
+
+
+def _count(body: dict[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        raise bad(key, f"must be a whole number from {lo}" + (f" to {hi}" if hi is not None else " up") + f", not {v!r}")
+    return v
+
+
+def _ignored_at_zero(body: dict[str, Any]) -> None:
+    for key in ("presence_penalty", "frequency_penalty"):
+        v = body.get(key)
+        if v not in (None, 0, 0.0):
+            raise bad(key, "is not supported by this server; leave it out or set it to 0")
+    if body.get("tools") or body.get("functions"):
+        raise bad("tools", "tool calls are not supported by this server")
+    fmt = body.get("response_format")
+    if fmt not in (None, {"type": "text"}) and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise bad("response_format", "only {\"type\": \"text\"} is supported by this server")
+
+
+def _stops(body: dict[str, Any]) -> tuple[str, ...]:
+    v = body.get("stop")
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or len(items) > MAX_STOPS or not all(isinstance(s, str) and s for s in items):
+        raise bad("stop", f"must be a non-empty string or a list of at most {MAX_STOPS} of them")
+    return tuple(items)
+
+
+def _sampled(body: dict[str, Any], chat: bool) -> Sampled:
+    _ignored_at_zero(body)
+    max_tokens = _count(body, "max_completion_tokens", 1) if chat else None
+    if max_tokens is None:
+        max_tokens = _count(body, "max_tokens", 1)
+    if chat:
+        logprobs = body.get("logprobs")
+        if logprobs is not None and not isinstance(logprobs, bool):
+            raise bad("logprobs", f"must be true or false, not {logprobs!r}")
+        top = _count(body, "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
+        if top and not logprobs:
+            raise bad("top_logprobs", "needs \"logprobs\": true")
+    else:  # completions: logprobs is the number of alternatives (0..5)
+        k = _count(body, "logprobs", 0, 5)
+        logprobs, top = k is not None, k or 0
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise bad("seed", f"must be a whole number, not {seed!r}")
+    return Sampled(max_tokens=max_tokens, temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+                   top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0, seed=seed,
+                   n=_count(body, "n", 1, MAX_N) or 1, stop=_stops(body), logprobs=bool(logprobs), top_logprobs=top)
+
+
+def _stream(body: dict[str, Any]) -> tuple[bool, bool]:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise bad("stream", f"must be true or false, not {stream!r}")
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        raise bad("stream_options", "must be an object such as {\"include_usage\": true}")
+    return stream, bool(opts.get("include_usage"))
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("model", "name the model (GET /v1/models lists it)")
+    return model
+
+
+def _content(v: Any, where: str) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):  # content parts: text only
+        parts = []
+        for i, p in enumerate(v):
+            if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
+                raise bad(f"{where}[{i}]", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported")
+            parts.append(p["text"])
+        return "".join(parts)
+    raise bad(where, "must be text")
+
+
+def read_chat(body: Any) -> Ask:
+    """A ``POST /v1/chat/completions`` body, checked."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages", "must be a non-empty list of {\"role\", \"content\"} turns")
+    turns = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            raise bad(f"messages[{i}].role", f"must be one of {', '.join(ROLES)}")
+        role = "system" if m["role"] == "developer" else m["role"]
+        turns.append({"role": role, "content": _content(m.get("content"), f"messages[{i}].content")})
+    stream, usage = _stream(body)
+    return Ask(model=_model(body), sampled=_sampled(body, chat=True), stream=stream, include_usage=usage, messages=turns)
+
+
+def read_completion(body: Any) -> Ask:
+    """A ``POST /v1/completions`` body, checked (one prompt: a text, or a list holding one)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise bad("prompt", "must be one text (token-id prompts and several prompts per request are not supported)")
+    if body.get("echo"):
+        raise bad("echo", "is not supported by this server")
+    if body.get("best_of") not in (None, 1):
+        raise bad("best_of", "is not supported by this server; use n")
+    if body.get("suffix"):
+        raise bad("suffix", "is not supported by this server")
+    stream, usage = _stream(body)
+    return Ask(model=_model(body), sampled=_sampled(body, chat=False), stream=stream, include_usage=usage, prompt=prompt)
+
+
+@dataclass
+class Choice:
+    """One answer as it is finished: its text, why it ended and its tokens' log-probabilities."""
+
+    index: int
+    text: str = ""
+    finish_reason: str | None = None
+    tokens: int = 0
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def chat_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"content": entries, "refusal": None}
+
+
+def completion_logprobs(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The legacy completions shape: parallel lists, and each position's alternatives as a dict."""
+    offsets, pos = [], 0
+    for e in entries:
+        offsets.append(pos)
+        pos += len(e["token"])
+    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top_logprobs"]} for e in entries],
+            "text_offset": offsets}

@@ -1,0 +1,156 @@
+"""Start a server: bind the port first, answer ``/health`` with 503 while the model loads, then serve.
+
+What is served is named as everywhere else (a run id, prefix or name, ``last``, a run or model
+directory; an adapter run is served on its base). It is checked before the port is bound, so a
+name that means nothing is an error with exit 2, not a server that fails later.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.serve.engine import Engine, Limits
+from clustertune.use.generate import Generator
+from clustertune.use.load import Loaded, Target, find_target, load_model_for, load_tokenizer_for, pick_device
+
+API_KEY_ENV = "CLUSTERTUNE_API_KEY"
+
+
+class ServeError(UserError):
+    """A serving option that cannot work (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a started server serves and where."""
+
+    model_id: str
+    host: str
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+
+def model_id_of(target: Target) -> str:
+    return target.run.id if target.run is not None else target.path.name
+
+
+def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
+            dtype: str = "auto", template: str | None = None, merge: bool = False,
+            limits: Limits = Limits()) -> Engine:
+    """The engine for ``ref`` (checked now; the model loads when :meth:`Engine.load` runs)."""
+    if limits.running < 1 or limits.waiting < 0 or limits.max_tokens < 1:
+        raise ServeError(f"--max-running {limits.running}, --max-waiting {limits.waiting}, --max-tokens "
+                         f"{limits.max_tokens}: running and max-tokens must be at least 1, waiting at least 0")
+    target = find_target(ref, runs_root)
+    if target.classifier:
+        raise ServeError(f"{target.label} is a sequence classifier: it labels text and has nothing to write; "
+                         "serve a causal LM run")
+    dev = pick_device(device)
+
+    def load() -> Generator:
+        tokenizer = load_tokenizer_for(target)
+        model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
+        return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
+
+    return Engine(load, model_id_of(target), limits)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket (port 0: any free one), or a clear error when it is taken."""
+    if not 0 <= port <= 65535:
+        raise ServeError(f"--port {port}: use 0 (any free port) or 1-65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); "
+                         "pick another port (--port 0 takes any free one)") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+class Server:
+    """A bound server for ``engine``: :meth:`run` blocks until :meth:`stop` (or Ctrl-C / SIGTERM)."""
+
+    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None,
+                 log_prompts: bool = False):
+        import uvicorn
+
+        # FastAPI and uvicorn load only when a server starts: the CLI starts without them.
+        from clustertune.serve.app import make_app
+
+        if api_key is not None and not api_key.strip():
+            raise ServeError(f"--api-key (or {API_KEY_ENV}) is empty: give a key, or leave both unset to serve "
+                             "without one")
+        self.engine = engine
+        self.sock = bind(host, port)
+        bound = self.sock.getsockname()
+        self.served = Served(engine.model_id, host, int(bound[1]))
+        app = make_app(engine, api_key=api_key, log_prompts=log_prompts)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=5)
+        self._uvicorn = _uvicorn_server()(config)
+        self._done_loading = threading.Event()
+        self._loader = threading.Thread(target=self._load, name="serve-load", daemon=True)
+
+    def _load(self) -> None:
+        try:
+            self.engine.load()
+        finally:
+            self._done_loading.set()
+
+    def run(self, on_listening: Callable[[Served], Any] | None = None) -> None:
+        """Serve until stopped. In a thread other than the main one, signals stay with the main
+        thread (uvicorn installs its handlers only there) and :meth:`stop` ends it."""
+        self._loader.start()
+        if on_listening is not None:
+            on_listening(self.served)
+        try:
+            self._uvicorn.run(sockets=[self.sock])
+        finally:
+            self.engine.close()
+            self.sock.close()
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        """Whether the model loaded (False: it failed, see ``engine.failed``, or time ran out)."""
+        self._done_loading.wait(timeout)
+        return self.engine.ready
+
+    def stop(self) -> None:
+        self._uvicorn.should_exit = True
+
+
+def resolve_api_key(given: str | None) -> str | None:
+    """``--api-key`` where given, else ``$CLUSTERTUNE_API_KEY``, else None (no key)."""
+    return given if given is not None else os.environ.get(API_KEY_ENV)
+
+
+def _uvicorn_server() -> type:
+    import uvicorn
+
+    class Quiet(uvicorn.Server):
+        """uvicorn's server, ending normally on SIGTERM or Ctrl-C (a second Ctrl-C forces it)
+        instead of raising the signal again once shut down: the command exits 0."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
+
+    return Quiet
+
