@@ -221,11 +221,14 @@ class Engine:
             for choice in await asyncio.to_thread(self._exact_answers, ids, s, max_new, stops, chat):
                 yield choice.index, choice.text, choice
             return
-        async for item in self._batched(ids, s, max_new, stops, chat):
+        # Token by token only where someone reads them: a stream, or stop strings to watch for (a
+        # marker that is one token is an end-of-text id, which the batch stops at by itself).
+        watch = ask.stream or bool(s.stop) or (chat and bool(gen.stops) and not gen.marker_is_token())
+        async for item in self._batched(ids, s, max_new, stops, chat, watch):
             yield item
 
-    async def _batched(self, ids: list[int], s: Sampled, max_new: int, stops: list[str],
-                       chat: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
+    async def _batched(self, ids: list[int], s: Sampled, max_new: int, stops: list[str], chat: bool,
+                       watch: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
         gen = self.require_ready()
         mgr = self._manager
         results: asyncio.Queue[Any] = asyncio.Queue()
@@ -239,7 +242,7 @@ class Engine:
         try:
             for rid in rids:
                 mgr.register_result_handler(rid, results.put_nowait)
-                mgr.add_request(ids, request_id=rid, max_new_tokens=max_new, streaming=True,
+                mgr.add_request(ids, request_id=rid, max_new_tokens=max_new, streaming=watch,
                                 eos_token_id=gen.eos_ids or -1, **kwargs)
             while live:
                 try:

@@ -173,7 +173,8 @@ class Generator:
                     ids.append(int(i))
         return ids
 
-    def _marker_is_token(self) -> bool:
+    def marker_is_token(self) -> bool:
+        """Whether the end-of-turn marker is one token (then it ends answers as an end-of-text id)."""
         return bool(self.stops) and len(self.tokenizer(self.stops[0], add_special_tokens=False)["input_ids"]) == 1
 
     def prompt_text(self, prompt: Prompt) -> str:
@@ -215,7 +216,7 @@ class Generator:
         mask = torch.tensor([[0] * (longest - len(ids)) + [1] * len(ids) for ids in batch], device=self.device)
         kwargs: dict[str, Any] = dict(sampling.generate_kwargs(), max_new_tokens=self.room(longest, sampling.max_new_tokens),
                                       pad_token_id=pad, eos_token_id=self.eos_ids or None)
-        if self.stops and not self._marker_is_token():  # a marker spelled in plain-text tokens
+        if self.stops and not self.marker_is_token():  # a marker spelled in plain-text tokens
             kwargs.update(stop_strings=self.stops, tokenizer=self.tokenizer)
         if write is not None:
             assert len(batch) == 1, "streaming is for one prompt at a time"

@@ -94,7 +94,7 @@ def test_a_template_file_whose_marker_is_plain_text_stops_on_the_spelled_marker(
                      "{% if add_generation_prompt %}assistant:{% endif %}")
     gen = Generator(plain_gen.loaded, template=str(jinja))
     assert gen.prompt_text("hi") == "user: hi END!\nassistant:"
-    assert gen.stops == ["END!"] and not gen._marker_is_token()  # so generate() gets it as a stop string
+    assert gen.stops == ["END!"] and not gen.marker_is_token()  # so generate() gets it as a stop string
     shown: list[str] = []
     answer = gen.complete(["hi"], Sampling(temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=12, seed=2),
                           write=shown.append)[0]

@@ -1,0 +1,151 @@
+"""clustertune serve vs transformers serve: requests/s and tokens/s at 1, 4 and 16 concurrent clients.
+
+    .venv/bin/python benchmarks/serve.py            # 4-layer GPT-2 (width 256), 48 requests per level
+    .venv/bin/python benchmarks/serve.py --smoke    # the 2-layer test size, 8 requests per level
+
+One model directory (a GPT-2 built from its config, seeded, with a byte-level BPE trained on the
+builtin corpus and ChatML as its chat template), served by each server in turn on this machine:
+
+- ``clustertune serve DIR`` (transformers' continuous batching underneath);
+- ``transformers serve DIR --continuous-batching`` with the same cache size, the peer's own
+  OpenAI-compatible server.
+
+Each level sends the same chat requests (greedy, ``max_tokens`` fixed, the answer not allowed
+to end early: ``ignore_eos`` is not in OpenAI's protocol, so prompts are varied and the count of
+completion tokens each server reports is what tokens/s divides) from N client threads with
+OpenAI's own client, after one warm-up request. Printed per level: requests/s and completion
+tokens/s for both, and ``ratio=`` clustertune over the peer (tokens/s). Servers run one at a time,
+so they do not share the two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+QUESTIONS = ["Which keyword starts a loop?", "What does def define?", "What is a tuple?", "How do I open a file?",
+             "What does yield do?", "Explain a dictionary.", "What is a class?", "What is None?"]
+
+
+def build_model(root: Path, layers: int, width: int) -> Path:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.data.builtin import pydoc_paragraphs
+    from clustertune.data.templates import CHATML
+    from clustertune.models.tokenizer import train_bpe
+
+    torch.manual_seed(0)
+    tok = train_bpe(pydoc_paragraphs(), 2048, classification=False, model_max_length=512)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.chat_template = CHATML
+    cfg = GPT2Config(vocab_size=len(tok), n_layer=layers, n_embd=width, n_head=4, n_positions=512,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    GPT2LMHeadModel(cfg).save_pretrained(root)
+    tok.save_pretrained(root)
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{base} not ready after {timeout:.0f} s")
+
+
+def load(base_url: str, model: str, clients: int, requests: int, max_tokens: int) -> tuple[float, float]:
+    """(requests/s, completion tokens/s) for ``requests`` chat requests from ``clients`` threads."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=600)
+
+    def one(i: int) -> int:
+        r = client.chat.completions.create(model=model, temperature=0, max_tokens=max_tokens,
+                                           messages=[{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} ({i})"}])
+        return r.usage.completion_tokens
+
+    one(0)  # warm-up: first-call costs are not the server's speed
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        tokens = sum(pool.map(one, range(requests)))
+    dt = time.perf_counter() - t0
+    return requests / dt, tokens / dt
+
+
+def serve_and_measure(name: str, argv: list[str], base: str, model: str, levels: list[int], requests: int,
+                      max_tokens: int) -> dict[int, tuple[float, float]]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        wait_ready(base, proc)
+        out = {}
+        for c in levels:
+            out[c] = load(base + "/v1", model, c, requests, max_tokens)
+            print(f"  {name:<22} clients={c:<3} {out[c][0]:7.2f} req/s {out[c][1]:9.1f} tokens/s", flush=True)
+        return out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="the 2-layer test size and 8 requests per level")
+    ap.add_argument("--levels", default="1,4,16")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    layers, width, requests = (2, 64, 8) if args.smoke else (4, 256, 48)
+    bindir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_model(Path(tmp) / "bench-model", layers, width)
+        blocks = ["--cb-num-blocks", "512", "--cb-max-batch-tokens", "512"]
+        p1, p2 = free_port(), free_port()
+        ours = serve_and_measure("clustertune serve", [str(bindir / "clustertune"), "serve", str(model_dir), "--port",
+                                                       str(p1), "--device", "cpu", "--dtype", "fp32",
+                                                       "--max-running", "16"],
+                                 f"http://127.0.0.1:{p1}", model_dir.name, levels, requests, args.max_tokens)
+        peer = serve_and_measure("transformers serve", [str(bindir / "transformers"), "serve", str(model_dir),
+                                                        "--port", str(p2), "--host", "127.0.0.1", "--device", "cpu",
+                                                        "--dtype", "float32", "--continuous-batching", *blocks],
+                                 f"http://127.0.0.1:{p2}", str(model_dir), levels, requests, args.max_tokens)
+    rows = {}
+    for c in levels:
+        ratio = ours[c][1] / peer[c][1]
+        rows[c] = {"clustertune_req_s": ours[c][0], "clustertune_tok_s": ours[c][1], "peer_req_s": peer[c][0],
+                   "peer_tok_s": peer[c][1], "ratio": ratio}
+        print(f"clients={c} ratio={ratio:.2f}x (tokens/s, clustertune over transformers serve)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
