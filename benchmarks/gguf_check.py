@@ -55,7 +55,7 @@ def build_llama_cpp() -> None:
         return
     print(f"building {PIN} into {TARGET} (several minutes on two cores) ...", flush=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-binary", "llama-cpp-python",
-                    "--target", str(TARGET), PIN], check=True)
+                    "--target", str(TARGET), PIN, "diskcache>=5.6"], check=True)  # its one dependency not here
 
 
 def greedy_hf(model, ids: list[int], n: int, eos: set[int]) -> list[int]:  # type: ignore[no-untyped-def]

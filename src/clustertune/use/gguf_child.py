@@ -11,7 +11,7 @@ parent passes only after reading the tokenizer's ``tokenizer.json`` and finding 
 byte-level pre-tokenizer there) is used when the table does not know the hash; a hash the
 table does know keeps the converter's own answer.
 
-    python gguf_child.py [--bpe-pre gpt2] MODEL_DIR --outfile OUT.gguf --outtype f16
+    python gguf_child.py [--bpe-pre gpt-2] MODEL_DIR --outfile OUT.gguf --outtype f16
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Tokenizers: llama.cpp must split text into words the way the tokenizer's pre-tok
 before BPE merges apply, and its converter names that pre-tokenizer by hashing the tokens of a
 probe text, so it refuses tokenizers it has never seen (every one trained offline). A byte-level
 BPE whose ``tokenizer.json`` has GPT-2's pre-tokenizer (``ByteLevel`` with its regex, no prefix
-space, no normalizer) is mapped to llama.cpp's ``gpt2`` one; other BPE tokenizers convert only
+space, no normalizer) is mapped to llama.cpp's ``gpt-2`` one; other BPE tokenizers convert only
 when the converter's table knows them, and tokenizers that are not BPE are refused before
 converting (sentencepiece models, with their ``tokenizer.model``, go to the converter as is).
 """
@@ -73,7 +73,7 @@ def check_quant(quant: str) -> str:
 
 def bpe_pre_tokenizer(model_dir: Path) -> str | None:
     """The pre-tokenizer to name when the converter's table does not know this tokenizer
-    (``gpt2``), None to leave it to the table; a typed error for a tokenizer that cannot convert."""
+    (``gpt-2``), None to leave it to the table; a typed error for a tokenizer that cannot convert."""
     spec_file = model_dir / "tokenizer.json"
     if not spec_file.is_file():
         if (model_dir / "tokenizer.model").is_file():
@@ -91,7 +91,7 @@ def bpe_pre_tokenizer(model_dir: Path) -> str | None:
     pre = spec.get("pre_tokenizer") or {}
     if (pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space", False)
             and not spec.get("normalizer")):
-        return "gpt2"
+        return "gpt-2"  # llama.cpp's name for it (its table gives openai-community/gpt2 this name)
     return None
 
 

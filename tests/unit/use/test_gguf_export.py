@@ -52,7 +52,7 @@ def test_the_gguf_file_holds_the_tokenizer_and_template(base: Path, f16: Path) -
     tok = AutoTokenizer.from_pretrained(str(base))
     vocab = {i: t for t, i in tok.get_vocab().items()}
     assert fields["tokenizer.ggml.tokens"] == [vocab[i] for i in range(len(vocab))]
-    assert fields["tokenizer.ggml.pre"] == "gpt2"  # the converter's table does not know it: mapped
+    assert fields["tokenizer.ggml.pre"] == "gpt-2"  # the converter's table does not know it: mapped
     spec = json.loads((base / "tokenizer.json").read_text())
     assert fields["tokenizer.ggml.merges"] == [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     assert fields["tokenizer.chat_template"] == CHATML
@@ -98,7 +98,7 @@ def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base:
     merged = model.merge_and_unload()
 
     done = export_gguf(str(adapter), tmp_path / "q8", quant="q8_0")
-    assert done.gguf.name == "model-q8_0.gguf" and done.pre_tokenizer == "gpt2"
+    assert done.gguf.name == "model-q8_0.gguf" and done.pre_tokenizer == "gpt-2"
     reader = gguf.GGUFReader(str(done.gguf))
     qkv = next(t for t in reader.tensors if t.name == "blk.0.attn_qkv.weight")
     assert qkv.tensor_type == gguf.GGMLQuantizationType.Q8_0
