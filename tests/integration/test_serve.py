@@ -309,3 +309,42 @@ def test_the_cli_serves_until_sigterm(plain_base: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_served_as_a_slurm_job_reached_by_the_openai_client_and_cancelled(chat_base: Path, runs_root: Path,
+                                                                           chat_gen: Generator) -> None:
+    from tests.helpers import cli
+
+    out = cli("serve", str(chat_base), "launch.backend=slurm", "launch.cpus_per_task=1", "--device", "cpu",
+              "--dtype", "fp32", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    url = re.search(r"at (http://\S+/v1) \(node (\S+)\)", out.stdout)
+    run_id = re.search(r"^run (\S+): serving", out.stdout, re.M)
+    assert url and run_id, out.stdout
+    assert "ssh -N -L 8000:127.0.0.1:" in out.stdout and url.group(2) in out.stdout
+    run_dir = runs_root / run_id.group(1)
+    assert json.loads((run_dir / "serve.json").read_text())["base_url"] == url.group(1)
+
+    status = cli("status", run_id.group(1))
+    assert "RUNNING" in status.stdout, status.stdout + status.stderr
+    c = openai.OpenAI(base_url=url.group(1), api_key="x", max_retries=0, timeout=60)
+    deadline = time.monotonic() + 120
+    while True:  # the job's server loads the model after it listens
+        try:
+            r = c.chat.completions.create(model=chat_base.name, messages=ask(QUESTIONS[1]), temperature=0,
+                                          max_tokens=8)
+            break
+        except openai.APIStatusError as exc:
+            assert exc.status_code == 503 and time.monotonic() < deadline, exc
+            time.sleep(0.3)
+    assert r.choices[0].message.content == greedy(chat_gen, QUESTIONS[1], 8)
+
+    assert cli("cancel", run_id.group(1)).returncode == 0
+    deadline = time.monotonic() + 120
+    while json.loads((run_dir / "run.json").read_text())["state"] not in ("CANCELLED", "COMPLETED", "FAILED"):
+        assert time.monotonic() < deadline, (run_dir / "run.json").read_text()
+        time.sleep(0.5)
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "CANCELLED"
+    with pytest.raises(openai.APIConnectionError):  # the port is closed with the job
+        c.models.list()

@@ -9,14 +9,19 @@ from typing import Any, Optional
 import typer
 
 from clustertune.api import serving
+from clustertune.errors import UserError
 from clustertune.cli.use_cmds import Device, Dtype, Model, RunsRoot, Template
 
 
 def serve(
     model: str = Model,
+    launch_keys: Optional[list[str]] = typer.Argument(None, help="launch.* keys (launch.backend=slurm, "
+                                                      "launch.partition=..., launch.gpus_per_node=1): serve as a run "
+                                                      "there, with status, logs and cancel."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0 reaches it from other machines "
                              "(set an --api-key then)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on; 0 takes any free one."),
+    port: Optional[int] = typer.Option(None, "--port", help="Port to listen on (default 8000; as a run, any free "
+                                       "one); 0 takes any free one."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="Require this key (Authorization: Bearer KEY or "
                                           "X-API-Key: KEY); default $CLUSTERTUNE_API_KEY, else no key."),
     max_running: int = typer.Option(16, "--max-running", help="Requests answered at once (one batch)."),
@@ -32,10 +37,33 @@ def serve(
     """Serve a trained model over OpenAI's chat-completions protocol (/v1/chat/completions,
     /v1/completions, /v1/models, /health) until Ctrl-C."""
 
+    limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
+    if launch_keys:
+        not_keys = [k for k in launch_keys if not k.startswith("launch.") or "=" not in k]
+        if not_keys:
+            raise UserError(f"{', '.join(not_keys)}: after the model only launch.* keys (launch.backend=slurm ...) "
+                            "are taken; options such as --port go before or after them with their dashes")
+        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=port or 0, api_key=api_key,
+                             device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
+                             announce=lambda text: print(text, file=sys.stderr, flush=True),
+                             cli_command=["clustertune", *sys.argv[1:]])
+        run = sub.run
+        if sub.address is None:
+            print(f"run {run.id} {run.state.value}: its server has not started listening yet" if not run.state.terminal
+                  else f"run {run.id} {run.state.value} before its server listened: `clustertune logs {run.id}`")
+            if run.state.terminal:
+                raise typer.Exit(1)
+            print(f"  `clustertune status {run.id}` follows it; the address will be in {run.paths.serve_address}")
+            return
+        print(f"run {run.id}: serving {sub.address['model']} at {sub.base_url} (node {sub.address['node']})")
+        print(f"  from another machine: {sub.tunnel()}  then http://127.0.0.1:8000/v1")
+        print(f"  `clustertune logs {run.id}`, `clustertune cancel {run.id}` as for any run")
+        return
+
     def listening(served: Any) -> None:
         print(f"serving {served.model_id} at {served.base_url} (loading the model; GET /health says when ready)",
               file=sys.stderr, flush=True)
 
-    serving.serve(model, on_listening=listening, host=host, port=port, api_key=api_key, runs_root=runs_root,
+    serving.serve(model, on_listening=listening, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
-                  limits=serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens))
+                  limits=limits)

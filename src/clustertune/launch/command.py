@@ -88,7 +88,10 @@ def check_command(command: list[str]) -> None:
 
 
 def run_name(command: list[str]) -> str:
-    """The run's name: the script the command runs (``train`` for ``python train.py``)."""
+    """The run's name: the script the command runs (``train`` for ``python train.py``), or the
+    subcommand of clustertune's own (``serve`` for ``clustertune serve RUN``)."""
+    if Path(command[0]).name == "clustertune" and len(command) > 1 and not command[1].startswith("-"):
+        return command[1]
     script = next((a for a in command[1:] if a.endswith(".py")), command[0])
     return Path(script).stem or "command"
 
@@ -118,10 +121,11 @@ def read_command(paths: RunPaths) -> list[str]:
 def copy_helper(paths: RunPaths) -> None:
     """``clustertune.script`` (stdlib only) into the run directory, for nodes without clustertune."""
 
+    # No clustertune/__init__.py: the copy is a namespace package, and Python prefers a regular
+    # package anywhere on the path to a namespace portion. So where clustertune is installed, a
+    # script (or `clustertune serve` run as the command) imports the whole package, not this copy.
     dest = paths.script_lib / "clustertune"
     (dest / "script").mkdir(parents=True, exist_ok=True)
-    (dest / "__init__.py").write_text('"""clustertune\'s helper for your own scripts (clustertune.script) alone."""\n',
-                                      encoding="utf-8")
     for f in Path(helper.__file__).parent.glob("*.py"):
         shutil.copy2(f, dest / "script" / f.name)
 

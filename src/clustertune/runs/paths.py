@@ -185,6 +185,12 @@ class RunPaths:
     def plot(self) -> Path:
         return self.root / "curves.png"
 
+    @property
+    def serve_address(self) -> Path:
+        """Where a serving run's server listens (JSON: model, host, port, base_url), written once
+        its port is bound; the submitting side waits for it."""
+        return self.root / "serve.json"
+
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / checkpoint_name(step)
 

@@ -13,9 +13,13 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.fsutil import atomic_write_json
+from clustertune.runs.paths import RunPaths
+from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Engine, Limits
 from clustertune.use.generate import Generator
 from clustertune.use.load import Loaded, Target, find_target, load_model_for, load_tokenizer_for, pick_device
@@ -116,8 +120,13 @@ class Server:
 
     def run(self, on_listening: Callable[[Served], Any] | None = None) -> None:
         """Serve until stopped. In a thread other than the main one, signals stay with the main
-        thread (uvicorn installs its handlers only there) and :meth:`stop` ends it."""
+        thread (uvicorn installs its handlers only there) and :meth:`stop` ends it. Started as a
+        run (``$CLUSTERTUNE_RUN_DIR`` set: a SLURM job, an SSH host), the address is written into
+        the run directory for the side that submitted it."""
         self._loader.start()
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        if run_dir:
+            write_address(RunPaths(Path(run_dir)), self.served)
         if on_listening is not None:
             on_listening(self.served)
         try:
@@ -133,6 +142,18 @@ class Server:
 
     def stop(self) -> None:
         self._uvicorn.should_exit = True
+
+
+def advertised_host(host: str) -> str:
+    """The name other machines reach a server by: the node's name when it listens everywhere."""
+    return socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+
+
+def write_address(paths: RunPaths, served: Served) -> None:
+    atomic_write_json(paths.serve_address, {"model": served.model_id, "host": advertised_host(served.host),
+                                            "bound": served.host, "port": served.port, "node": socket.gethostname(),
+                                            "base_url": Served(served.model_id, advertised_host(served.host),
+                                                               served.port).base_url})
 
 
 def resolve_api_key(given: str | None) -> str | None:
