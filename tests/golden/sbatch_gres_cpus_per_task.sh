@@ -2,13 +2,14 @@
 #SBATCH --cpus-per-task=32
 #SBATCH --export=ALL
 #SBATCH --gres=gpu:a100:8
-#SBATCH --job-name=ct-tiny-1
+#SBATCH --job-name=gpt2_multi
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
 #SBATCH --open-mode=append
 #SBATCH --requeue
 #SBATCH --signal=B:USR2@90
 #SBATCH --time=1-00:00:00
+#SBATCH --tmp=1500G
 # clustertune run tiny-1: generated from its recipe.
 
 CT_RUN_DIR=/shared/runs/tiny-1

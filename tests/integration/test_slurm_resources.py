@@ -4,7 +4,9 @@ real controller whether it would schedule a script, without queueing it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from clustertune.launch.sbatch import batch_log_name, render_sbatch
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
-from tests.helpers import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, cli, with_
 
 pytestmark = pytest.mark.usefixtures("slurm_cluster")
 
@@ -38,6 +40,8 @@ def test_slurm_accepts_each_rendered_form_and_refuses_what_the_recipe_refuses(tm
         {"nodes": 2, "gpus_per_task": 1, "gpu_type": "a100"},
         {"nodes": 2, "gres": "gpu:a100:4", "cpus_per_task": 4},
         {"nodes": 1, "gres": "gpu:2"},
+        {"nodes": 2, "cpus_per_task": 1, "tmp_disk": "1G", "job_name": "gpt2_multi"},  # nodes have TmpDisk=2000 (MB)
+        {"nodes": 1, "cpus_per_task": 1, "tmp_disk": 2000},
     ]
     for i, launch_ in enumerate(accepted):
         script = tmp_path / f"ok{i}.sbatch"
@@ -55,7 +59,8 @@ def test_slurm_accepts_each_rendered_form_and_refuses_what_the_recipe_refuses(tm
 
     # Valid recipes this cluster cannot satisfy: SLURM's message, from a real submission.
     no_such_node = "Requested node configuration is not available"
-    for launch_, said in [({"gpus_per_node": 1, "gpu_type": "rtx8000"}, no_such_node), ({"gpus_per_node": 8}, no_such_node)]:
+    for launch_, said in [({"gpus_per_node": 1, "gpu_type": "rtx8000"}, no_such_node), ({"gpus_per_node": 8}, no_such_node),
+                          ({"tmp_disk": "3G"}, "Temporary disk specification can not be satisfied")]:
         rendered = tmp_path / "no.sbatch"
         rendered.write_text(render_sbatch(build_plan(recipe_of(launch_), "no", str(tmp_path), "/usr/bin/python3")))
         out = sbatch_test_only(rendered)
@@ -91,3 +96,22 @@ def test_a_failing_setup_line_stops_the_job(tmp_path: Path) -> None:
     assert state is RunState.FAILED
     assert "setup: a line failed with code 1 (launch.setup); stopping" in batch
     assert "after-the-failure" not in batch and "data: prepare" not in batch
+
+
+def test_the_job_carries_its_name_and_every_log_stays_in_the_run(tmp_path: Path, runs_root: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A site's (or a user's) SBATCH_* variables would rename the job and move its stderr out of the run.
+    monkeypatch.setenv("SBATCH_JOB_NAME", "site-name")
+    monkeypatch.setenv("SBATCH_ERROR", str(tmp_path / "elsewhere-%j.err"))
+    run = launch(None, user_command=[sys.executable, "-c", "print('hello from the job')"],
+                 overrides=["launch.backend=slurm", "launch.procs_per_node=1", "launch.cpus_per_task=1",
+                            "launch.job_name=gpt2_multi", "launch.tmp_disk=1G", "launch.setup=['echo to-stderr >&2']"])
+    job_id = run.attempts[-1].job_id
+    seen = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30).stdout
+    assert "JobName=gpt2_multi" in seen and "MinTmpDiskNode=1G" in seen, seen
+    assert job_for(run).wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job_for(run).logs()}"
+    batch = (run.paths.logs_dir / batch_log_name(job_id)).read_text()
+    assert "to-stderr" in batch and not list(tmp_path.glob("elsewhere-*"))
+    status = cli("status", run.id)
+    assert status.returncode == 0 and f"{run.id} COMPLETED (SLURM job {job_id}, name gpt2_multi)" in status.stdout
+    assert json.loads(cli("status", run.id, "--json").stdout)["job_name"] == "gpt2_multi"

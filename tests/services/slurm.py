@@ -100,7 +100,7 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
         f"JobCompLoc={root}/log/jobcomp.txt",
         # Fake GPUs (see _write_gres_conf): SLURM itself accepts or refuses GPU requests.
         "GresTypes=gpu",
-        f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 "
+        f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 TmpDisk=2000 "
         f"Gres=gpu:{GPU_TYPE}:{GPUS_PER_NODE} State=UNKNOWN",
         f"PartitionName=debug Nodes=n[1-{len(NODES)}] Default=YES MaxTime=INFINITE State=UP",
     ]) + "\n")

@@ -105,10 +105,16 @@ def status(
     r = get_run(run_id, runs_root, by_name="newest")
     state = api.job(r).state()
     r = r.reload()
+    # A scheduler's job: its id and the name squeue shows (launch.job_name).
+    named = next((a for a in reversed(r.attempts) if a.job_name), None)
     if as_json:
-        print(json.dumps({"id": r.id, "state": state.value, "reason": r.info.reason}))
+        record = {"id": r.id, "state": state.value, "reason": r.info.reason}
+        if named:
+            record |= {"job_id": named.job_id, "job_name": named.job_name}
+        print(json.dumps(record))
         return
-    print(f"{r.id} {state.value}" + (f": {r.info.reason}" if r.info.reason else ""))
+    job = f" (SLURM job {named.job_id}, name {named.job_name})" if named else ""
+    print(f"{r.id} {state.value}{job}" + (f": {r.info.reason}" if r.info.reason else ""))
 
 def cancel(
     run_id: str = RunId,

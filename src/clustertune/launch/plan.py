@@ -46,7 +46,9 @@ class SlurmOptions:
     cpus_per_gpu: int | None = None
     cpus_per_task: int | None = None
     mem: str | None = None
+    tmp_disk: str | None = None
     time: str | None = None
+    job_name: str | None = None
     partition: str | None = None
     account: str | None = None
     qos: str | None = None

@@ -23,6 +23,11 @@ def batch_log_name(job_id: str = "%j") -> str:
     return f"slurm-{job_id}.out"
 
 
+def job_name(plan: LaunchPlan) -> str:
+    """The name ``squeue`` shows: ``launch.job_name``, else ``ct-<run id>``."""
+    return plan.slurm.job_name or f"ct-{plan.run_id}"
+
+
 def sbatch_flags(plan: LaunchPlan) -> list[str]:
     """The ``#SBATCH`` flags, sorted; values are the user's (SLURM parses these lines itself)."""
     s = plan.slurm
@@ -30,7 +35,7 @@ def sbatch_flags(plan: LaunchPlan) -> list[str]:
         # The submitting environment travels with the job: env_passthrough values (secrets)
         # reach the ranks this way, never through the script. Explicit, as sites may change the default.
         "--export": "ALL",
-        "--job-name": f"ct-{plan.run_id}",
+        "--job-name": job_name(plan),
         "--nodes": str(plan.nodes),
         "--ntasks-per-node": "1",  # one torchrun agent per node; it starts the ranks
         "--open-mode": "append",  # a requeued job appends to its logs
@@ -43,6 +48,7 @@ def sbatch_flags(plan: LaunchPlan) -> list[str]:
         "--constraint": s.constraint,
         "--dependency": s.dependency,
         "--mem": s.mem,
+        "--tmp": s.tmp_disk,
         # Exactly what the recipe asks for (the schema refuses the pairs sbatch refuses).
         "--cpus-per-task": str(s.cpus_per_task) if s.cpus_per_task else None,
         "--cpus-per-gpu": str(s.cpus_per_gpu) if s.cpus_per_gpu else None,
@@ -202,6 +208,8 @@ def rdzv_conf(plan: LaunchPlan) -> str:
 def sbatch_argv(plan: LaunchPlan, script: Path) -> list[str]:
     """Paths go on the command line as arguments, not into ``#SBATCH`` lines, so any path works.
     The job starts in the submitting directory (SLURM's default), where relative paths in the
-    recipe and in ``launch.setup`` point, as they do for a local run."""
-    logs = Path(plan.run_dir) / "logs"
-    return ["sbatch", "--parsable", f"--output={logs / batch_log_name()}", str(script)]
+    recipe and in ``launch.setup`` point, as they do for a local run. Output and errors go to the
+    same log in the run directory: ``--error`` on the command line also overrides a site's or a
+    user's ``SBATCH_ERROR``, which would send stderr elsewhere."""
+    log = Path(plan.run_dir) / "logs" / batch_log_name()
+    return ["sbatch", "--parsable", f"--output={log}", f"--error={log}", str(script)]

@@ -28,7 +28,7 @@ from clustertune.errors import LaunchError, RunError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan
-from clustertune.launch.sbatch import SCRIPT_NAME, batch_log_name, render_sbatch, sbatch_argv
+from clustertune.launch.sbatch import SCRIPT_NAME, batch_log_name, job_name, render_sbatch, sbatch_argv
 from clustertune.runs.paths import node_log_name
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
@@ -84,6 +84,9 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     script.write_text(render_sbatch(plan), encoding="utf-8")
     # The job's environment is this one (--export=ALL): a command's attempts count on from here.
     env = {**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)}
+    # sbatch reads these over the script's #SBATCH lines: the job's name and logs are the recipe's.
+    for name in ("SBATCH_JOB_NAME", "SBATCH_OUTPUT", "SBATCH_ERROR"):
+        env.pop(name, None)
     if not plan.command:
         # The ranks sign the run's checkpoints and check them before loading with this user's
         # checkpoint key: it travels as launch.env_passthrough values do, never in the script.
@@ -97,6 +100,7 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     if not job_id.isdigit():
         raise LaunchError(f"sbatch --parsable printed {out.stdout.strip()!r}, not a job id")
     run.start_attempt(job_id=job_id, state=RunState.PENDING)
+    run.record_attempt(job_name=job_name(plan))
     return job_id
 
 

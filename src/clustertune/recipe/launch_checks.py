@@ -21,8 +21,11 @@ OWNED_FLAGS: dict[str, str] = {
     "--cpus-per-gpu": "cpus_per_gpu", "--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "procs_per_node",
     "--time": "time", "-t": "time", "--partition": "partition", "-p": "partition", "--account": "account",
     "-A": "account", "--mem": "mem", "--qos": "qos", "--constraint": "constraint", "-C": "constraint",
-    "--signal": "signal", "--output": "(set by clustertune: logs/ in the run directory)",
+    "--signal": "signal", "--job-name": "job_name", "-J": "job_name", "--tmp": "tmp_disk",
 }
+# Where a job's output goes is clustertune's: every log stays in the run's logs/, where
+# `clustertune logs` and `status` read it (a user's `-e` sent stderr to ./JOBID.err before).
+LOG_FLAGS = frozenset({"-o", "--output", "-e", "--error"})
 
 
 # What sbatch itself accepts (checked against sbatch's own parser): a time limit as minutes,
@@ -43,7 +46,7 @@ NOT_SECRET = frozenset({"TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK"})
 
 
 def slurm_format_problems(ln: LaunchSection) -> list[tuple[str, str]]:
-    """``launch.time`` and ``launch.mem`` that sbatch would refuse, with how to write them."""
+    """``launch.time``, ``launch.mem`` and ``launch.tmp_disk`` that sbatch would refuse, with how to write them."""
     out = []
     if ln.time is not None and not SLURM_TIME.match(ln.time.strip()):
         out.append(("launch.time", f"{ln.time!r} is not a SLURM time limit; write minutes (90), HH:MM:SS (04:00:00), "
@@ -51,6 +54,9 @@ def slurm_format_problems(ln: LaunchSection) -> list[tuple[str, str]]:
     if ln.mem is not None and not SLURM_MEM.match(ln.mem.strip()):
         out.append(("launch.mem", f"{ln.mem!r} is not a SLURM memory size; write a whole number with an optional "
                     "unit K, M, G or T (64G, 500M, 1T: no decimals, no GiB), or 0 for all of a node's memory"))
+    if ln.tmp_disk is not None and not SLURM_MEM.match(ln.tmp_disk.strip()):
+        out.append(("launch.tmp_disk", f"{ln.tmp_disk!r} is not a SLURM disk size; write a whole number with an "
+                    "optional unit K, M, G or T (1500G, 200M, 2T: no decimals, no GiB)"))
     return out
 
 
@@ -81,7 +87,12 @@ def secret_looking(name: str) -> bool:
 
 
 def _flag_name(option: str) -> str:
-    return re.split(r"[= ]", option.strip(), maxsplit=1)[0]
+    """The option an ``sbatch_extra`` entry sets, however it is spelled: ``--output=x``,
+    ``--output x``, ``-o x`` and ``-ox`` all set ``-o``/``--output``."""
+    name = re.split(r"[= \t]", option.strip(), maxsplit=1)[0]
+    if len(name) > 2 and name[0] == "-" and name[1] != "-":
+        return name[:2]  # a short option with its value attached (-ox, -N2)
+    return name
 
 
 def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
@@ -102,10 +113,14 @@ def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
         out.append(("launch.cpus_per_gpu", "needs GPUs (launch.gpus_per_node, gpus_per_task or gres); "
                     "on CPU-only partitions use launch.cpus_per_task"))
     for option in ln.sbatch_extra:
-        key = OWNED_FLAGS.get(_flag_name(option))
+        flag = _flag_name(option)
+        key = OWNED_FLAGS.get(flag)
         if key:
-            out.append(("launch.sbatch_extra", f"{option!r} is set through launch.{key}; move it there"
-                        if not key.startswith("(") else f"{option!r}: {key[1:-1]}"))
+            out.append(("launch.sbatch_extra", f"{option!r} is set through launch.{key}; move it there"))
+        elif flag in LOG_FLAGS:
+            out.append(("launch.sbatch_extra", f"{option!r}: the job's logs are set by clustertune and stay in "
+                        "the run directory (logs/), where `clustertune logs RUN_ID` reads them; remove it "
+                        "(name the job with launch.job_name)"))
     out.extend(slurm_format_problems(ln))
     secret = [name for name in ln.env if secret_looking(name)]
     if secret:

@@ -67,10 +67,18 @@ class LaunchSection(Section):
     mem: str | None = None
     """Memory per node (``--mem``), e.g. ``64G``."""
 
+    tmp_disk: str | None = None
+    """Node-local disk per node (``--tmp``), in ``mem``'s syntax, e.g. ``1500G``: only nodes with
+    that much free temporary disk (``$SLURM_TMPDIR``, ``/tmp``) are given to the job."""
+
     time: str | None = None
     """Time limit (``--time``), e.g. ``04:00:00`` or ``2-00:00:00``."""
 
-    @field_validator("time", "mem", mode="before")
+    job_name: str | None = Field(default=None, pattern=r"^[\w.+@:-]{1,128}$")
+    """The SLURM job's name (``--job-name``) as ``squeue`` and ``clustertune status`` show it;
+    unset: ``ct-<run id>``. Letters, digits and ``_ . + @ : -``."""
+
+    @field_validator("time", "mem", "tmp_disk", mode="before")
     @classmethod
     def _whole_numbers_as_text(cls, value: Any) -> Any:
         # `time: 90` (minutes) and `mem: 64000` (MB) are numbers in YAML; sbatch takes them as written.
@@ -92,7 +100,10 @@ class LaunchSection(Section):
     """Start after other jobs (``--dependency``), e.g. ``afterok:1234``."""
 
     sbatch_extra: list[str] = Field(default_factory=list)
-    """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others)."""
+    """Extra ``#SBATCH`` options, each as ``--flag=value`` (written as given, after the others).
+    Options a launch key owns are refused with that key (``--job-name``: ``job_name``,
+    ``--tmp``: ``tmp_disk``...), and so are ``-o``/``-e``/``--output``/``--error``: every log of a
+    run stays in its ``logs/``, where ``clustertune logs`` reads it."""
 
     setup: list[str] = Field(default_factory=list)
     """Shell lines run before the data step and training (``module load ...``, ``source

@@ -49,6 +49,8 @@ class Attempt(_Record):
     """Local runs: torchrun's process group, so a cancel reaches the ranks."""
     exit_code: int | None = None
     """A user's own command: how it exited (under torchrun: the first failed rank's code)."""
+    job_name: str | None = None
+    """SLURM: the job's name as ``squeue`` shows it (``launch.job_name``)."""
 
     @property
     def open(self) -> bool:

@@ -351,6 +351,11 @@ CASES: list[tuple[str, Setup, str]] = [
     ("no-processes", run("launch.procs_per_node=0"), "launch.procs_per_node"),
     ("more-processes-than-cores", run("launch.procs_per_node=4096"), "launch.procs_per_node=4096"),
     ("cpus-per-gpu-and-per-task", run("launch.cpus_per_gpu=2", "launch.cpus_per_task=4"), "launch.cpus_per_gpu: SLURM refuses"),
+    ("sbatch-extra-error-log", run("launch.backend=slurm", "launch.sbatch_extra=['-e %j.err']"),
+     "launch.sbatch_extra: '-e %j.err': the job's logs are set by clustertune"),
+    ("sbatch-extra-job-name", run("launch.backend=slurm", "launch.sbatch_extra=[--job-name=gpt2_multi]"),
+     "is set through launch.job_name"),
+    ("tmp-disk-in-gib", run("launch.backend=slurm", "launch.tmp_disk=1500GiB"), "launch.tmp_disk: '1500GiB' is not a SLURM disk size"),
     ("secret-in-env", run("launch.procs_per_node=2", "launch.env={DB_PASS: x}"), "launch.env: DB_PASS"),
     ("passthrough-unset", run("launch.procs_per_node=2", "launch.env_passthrough=[CT_TEST_UNSET_VAR]"), "launch.env_passthrough: CT_TEST_UNSET_VAR"),
     # tracking

@@ -12,7 +12,7 @@ import pytest
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.local import node_env
 from clustertune.launch.plan import build_plan, expand_env_value, shell_expanding_quote
-from clustertune.launch.sbatch import render_sbatch, sbatch_flags
+from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune.launch.submit import dry_run_text, plan_for, prepares_data_here
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
@@ -22,7 +22,7 @@ from tests.unit.launch.test_launch_plan import check_golden
 SITE_LAUNCH = {
     "backend": "slurm", "nodes": 2, "gres": "gpu:a100:8", "cpus_per_task": 32, "time": "1-00:00:00",
     "env": {"HF_HOME": "$SCRATCH/hf", "RUN_TAG": "${SLURM_JOB_ID}-a", "PRICE": "$$5 `x` \"q\" \\"},
-    "setup": ["module load cuda/12.4"],
+    "setup": ["module load cuda/12.4"], "tmp_disk": "1500G", "job_name": "gpt2_multi",
 }
 
 
@@ -67,7 +67,13 @@ def test_each_gpu_and_cpu_form_renders_exactly_what_was_asked(launch: dict, flag
     ({"gpu_type": "a100"}, "launch.gpu_type", "set one of them"),
     ({"cpus_per_gpu": 4}, "launch.cpus_per_gpu", "launch.cpus_per_task"),
     ({"sbatch_extra": ["--gres=gpu:2"]}, "launch.sbatch_extra", "launch.gres"),
-    ({"sbatch_extra": ["--output=/tmp/x"]}, "launch.sbatch_extra", "set by clustertune"),
+    ({"sbatch_extra": ["--job-name=gpt2_multi"]}, "launch.sbatch_extra", "launch.job_name"),
+    ({"sbatch_extra": ["-J gpt2_multi"]}, "launch.sbatch_extra", "launch.job_name"),
+    ({"sbatch_extra": ["--tmp=1500G"]}, "launch.sbatch_extra", "launch.tmp_disk"),
+    ({"sbatch_extra": ["-N2"]}, "launch.sbatch_extra", "launch.nodes"),
+    ({"tmp_disk": "1.5T"}, "launch.tmp_disk", "no decimals"),
+    ({"job_name": "my job"}, "launch.job_name", ""),
+    ({"job_name": "x;reboot"}, "launch.job_name", ""),
     ({"gres": "gpu:4; reboot"}, "launch.gres", ""),
     ({"backend": "local", "prepare_data": "job"}, "launch.prepare_data", "'submitter'"),
 ])
@@ -75,6 +81,27 @@ def test_contradicting_requests_are_typed_errors_naming_the_key(launch: dict, ke
     with pytest.raises(RecipeError) as err:
         recipe_of({"backend": "slurm", **launch})
     assert key in str(err.value) and fix in str(err.value)
+
+
+@pytest.mark.parametrize("option", ["-o %j.out", "-o%j.out", "-e %j.err", "-e%j.err", "--output=%j.out",
+                                    "--output %j.out", "--error=%j.err", "--error %j.err", " --error\t%j.err"])
+def test_log_options_in_sbatch_extra_are_refused_however_spelled(option: str) -> None:
+    with pytest.raises(RecipeError) as err:
+        recipe_of({"backend": "slurm", "sbatch_extra": ["--exclusive", option]})
+    said = str(err.value)
+    assert "launch.sbatch_extra" in said and "stay in the run directory" in said and "launch.job_name" in said, said
+    assert "--exclusive" not in said  # only the offending option is named
+
+
+def test_job_name_and_node_local_disk_render_as_sbatch_lines_and_logs_stay_in_the_run() -> None:
+    flags = sbatch_flags(plan_of({"backend": "slurm", "tmp_disk": 500, "job_name": "gpt2_multi"}))
+    assert "--job-name=gpt2_multi" in flags and "--tmp=500" in flags  # a bare number is MB, as sbatch reads it
+    assert "--job-name=ct-tiny-1" in sbatch_flags(plan_of({"backend": "slurm"}))  # the default: ct-<run id>
+    assert not any(f.startswith("--tmp") for f in sbatch_flags(plan_of({"backend": "slurm"})))
+    # Both streams go to the run's log, on the command line, where SBATCH_ERROR cannot move them.
+    argv = sbatch_argv(plan_of({"backend": "slurm"}), Path("/shared/runs/tiny-1/job.sbatch"))
+    log = "/shared/runs/tiny-1/logs/slurm-%j.out"
+    assert f"--output={log}" in argv and f"--error={log}" in argv
 
 
 @pytest.mark.parametrize("value", [
