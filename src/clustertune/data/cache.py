@@ -66,7 +66,8 @@ from clustertune.data.packing import write_generation
 from clustertune.data.manifest import file_entry
 from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
 from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
-from clustertune.data.sft import sft_split
+from clustertune.data.sft import checked_conversations, sft_split
+from clustertune.data.truncation import check_truncation
 from clustertune.data.templates import ChatRenderer
 from clustertune.data.templates import template_digest
 from clustertune.data.stream import texts_of_source
@@ -316,9 +317,11 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
         return PreparedDataset(fp, final, man, hit, time.perf_counter() - t0)
 
     if not force and (man := _existing(final, fp)) is not None:
+        _recheck(recipe, man)
         return found(man, True)
     with file_lock(root / f".{fp}.lock", f"another prepare of {fp}"):
         if not force and (man := _existing(final, fp)) is not None:
+            _recheck(recipe, man)
             return found(man, True)  # built by the process we waited for
         _fault("locked")
         _clean_stale(root, fp)
@@ -335,6 +338,14 @@ def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
     res = found(load_manifest(final), False)
     log.info("data: prepared %s in %.1fs (%d workers)", fp, res.seconds, n)
     return res
+
+
+def _recheck(recipe: Recipe, man: Manifest) -> None:
+    """The checks of the recipe's own keys on what an entry recorded when it was built (the
+    share cut at max_length: the entry may have been built with data.truncation=allow)."""
+    for name, split in man.record.splits.items():
+        if split.examples_read is not None:
+            check_truncation(recipe, name, split.model_dump())
 
 
 def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], files: dict[str, Any],
@@ -415,12 +426,17 @@ def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out
         tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
         renderer = ChatRenderer(tk.chat_template, tk)
     chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
+    convs = (checked_conversations(recipe, {"train": data.train, "validation": data.validation}, data.origins)
+             if renderer is not None else {})
     for name, ds in (("train", data.train), ("validation", data.validation)):
         extra: dict[str, Any] = {}
         if renderer is not None:
-            arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen)
+            arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen, data.origins.get(name),
+                                   convs[name])
         else:
             arr = prepare_split(recipe, ds, tk, name, workers, labels)
+            extra = dict(arr.cut)
+            check_truncation(recipe, name, extra)
         t2 = time.perf_counter()
         arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files, unsynced)}
         if arr.attention_mask is not None:

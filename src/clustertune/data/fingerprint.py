@@ -210,6 +210,8 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
         if d.sample_selection == "shuffled":
             proc["sample_seed"] = d.sample_seed
     proc["keep_linebreaks"] = d.keep_linebreaks  # .txt files
+    if shape_of(recipe).templated and d.sft.role_order != "alternate":
+        proc["role_order"] = d.sft.role_order  # which conversations are accepted (absent: the default)
     return proc
 
 

@@ -53,6 +53,10 @@ class SplitRecord(_Record):
     dropped_too_long: int | None = None
     dropped_no_loss: int | None = None
     truncated: int | None = None
+    examples_read: int | None = None  # after data.max_*_samples; with the counts below, what max_length cut
+    tokens_before_cut: int | None = None  # trained tokens (SFT) or tokens (classification)
+    tokens_cut: int | None = None
+    longest: int | None = None
 
 
 class TokenizerRef(_Record):

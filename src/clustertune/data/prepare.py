@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,8 @@ class Arrays:
     input_ids: np.ndarray
     attention_mask: np.ndarray | None = None
     labels: np.ndarray | None = None
+    cut: dict[str, int] = field(default_factory=dict)
+    """Classification: what ``max_length`` cut (see :func:`clustertune.data.truncation.check_truncation`)."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -85,12 +87,24 @@ def classification_arrays(
     mask = np.zeros((len(texts), max_length), dtype=np.uint8)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids[:] = pad
+    cut = {"examples_read": len(texts), "truncated": 0, "tokens_before_cut": 0, "tokens_cut": 0, "longest": 0}
+    added = tokenizer.num_special_tokens_to_add()
     for start in range(0, len(texts), _BATCH):
-        enc = tokenizer(texts[start : start + _BATCH], truncation=True, max_length=max_length, verbose=False)
+        batch = texts[start : start + _BATCH]
+        enc = tokenizer(batch, truncation=True, max_length=max_length, verbose=False)
+        # A fast tokenizer keeps what truncation cut (each piece with its own special tokens); a
+        # slow one is asked for the whole lengths.
+        over = ([sum(len(o.ids) - added for o in e.overflowing) for e in enc.encodings] if enc.encodings
+                else [max(0, len(w) - len(r)) for w, r in zip(tokenizer(batch, verbose=False)["input_ids"],
+                                                              enc["input_ids"])])
         for j, row in enumerate(enc["input_ids"]):
             ids[start + j, : len(row)] = row
             mask[start + j, : len(row)] = 1
-    return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64))
+            cut["truncated"] += over[j] > 0
+            cut["tokens_cut"] += over[j]
+            cut["tokens_before_cut"] += len(row) + over[j]
+            cut["longest"] = max(cut["longest"], len(row) + over[j])
+    return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64), cut=cut)
 
 
 def column(ds: Any, name: str) -> list[Any]:

@@ -20,17 +20,20 @@ from typing import Any
 
 import numpy as np
 
+from clustertune.data.origins import Found, Origins
 from clustertune.data.templates import ChatRenderer
 from clustertune.errors import DataError
 from clustertune.recipe.sft_schema import SFTSection
 from clustertune.data.encode import id_dtype, probe_sample, spread, text_encoder
 from clustertune.data.packing import build_rows
 from clustertune.data.prepare import column
+from clustertune.data.truncation import check_truncation
 from clustertune.data.sft_tokens import ids_and_masks
 
 log = logging.getLogger("clustertune")
 
 ROLES = ("system", "user", "assistant")
+ANY_ORDER_ROLES = ROLES + ("tool",)  # data.sft.role_order=any: function-calling data
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "system": "system", "model": "assistant", "chatgpt": "assistant", "bing": "assistant"}
 
@@ -55,8 +58,8 @@ def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
     return found[0]
 
 
-def _turns(raw: Any, fmt: str, where: str) -> list[dict[str, str]]:
-    """One row's turns as messages, every problem named with its index and the fix."""
+def _turns(raw: Any, fmt: str, where: str, roles: tuple[str, ...] = ROLES) -> list[dict[str, str]]:
+    """One row's turns as messages, every problem named with the fix."""
     col = "messages" if fmt == "messages" else "conversations"
     if not isinstance(raw, (list, tuple)):
         raise DataError(f"{where}: {col} is {type(raw).__name__} {str(raw)[:60]!r}, not a list of turns; "
@@ -67,8 +70,9 @@ def _turns(raw: Any, fmt: str, where: str) -> list[dict[str, str]]:
             raise DataError(f"{where}: turn {j} is {type(turn).__name__}, not a {{role, content}} object")
         if fmt == "messages":
             role, content = turn.get("role"), turn.get("content")
-            if role not in ROLES:
-                raise DataError(f"{where}: turn {j} has role {role!r}; roles are {', '.join(ROLES)} "
+            if role not in roles:
+                also = " (tool turns: data.sft.role_order=any)" if role == "tool" else ""
+                raise DataError(f"{where}: turn {j} has role {role!r}; roles are {', '.join(roles)}{also} "
                                 "(ShareGPT data with from/value: data.sft.format=conversations)")
         else:
             sender, content = turn.get("from"), turn.get("value")
@@ -76,7 +80,10 @@ def _turns(raw: Any, fmt: str, where: str) -> list[dict[str, str]]:
             if role is None:
                 raise DataError(f"{where}: turn {j} is from {sender!r}; ShareGPT senders are "
                                 f"{', '.join(sorted(SHAREGPT_ROLES))}")
-        if not isinstance(content, str) or not content.strip():
+        if not isinstance(content, str):
+            raise DataError(f"{where}: turn {j} ({role}) has content {_kind(content)}, not a string; every turn "
+                            "needs text (remove the turn or the example)")
+        if not content.strip():
             raise DataError(f"{where}: turn {j} ({role}) has empty content; every turn needs text "
                             "(remove the turn or the example)")
         out.append({"role": str(role), "content": content})
@@ -84,6 +91,22 @@ def _turns(raw: Any, fmt: str, where: str) -> list[dict[str, str]]:
         raise DataError(f"{where}: the conversation has no assistant turn, so nothing to train on; "
                         "every example needs at least one assistant answer")
     return out
+
+
+def _kind(v: Any) -> str:
+    return "null" if v is None else f"{type(v).__name__} {str(v)[:40]!r}"
+
+
+def order_problem(conv: list[dict[str, str]]) -> str | None:
+    """Why the turns of ``conv`` do not alternate user, assistant, user, ... after one optional
+    leading system turn (None: they do), as chat templates and the models trained on them expect."""
+    start = 1 if conv and conv[0]["role"] == "system" else 0
+    for j in range(start, len(conv)):
+        want = ("user", "assistant")[(j - start) % 2]
+        if conv[j]["role"] != want:
+            return (f"turn {j} is {conv[j]['role']} where {want} was expected (turns alternate user, assistant, "
+                    "... after one optional leading system turn)")
+    return None
 
 
 def _present(v: Any) -> bool:
@@ -126,36 +149,70 @@ def _valid_messages(col: Any) -> list[list[dict[str, str]]] | None:
     return [msgs[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def conversations(ds: Any, s: SFTSection, split: str) -> list[list[dict[str, str]]]:
-    """Every row of ``ds`` as a list of messages; DataError naming the first bad row."""
+CONVERSATION_FIX = ("correct or remove these examples; data.sft.role_order=any accepts other turn orders and "
+                    "tool turns")
+
+
+def conversations(ds: Any, s: SFTSection, split: str, origins: Origins | None = None,
+                  found: Found | None = None) -> list[list[dict[str, str]]]:
+    """Every row of ``ds`` as a list of messages. Rows that cannot be trained on (a turn that is
+    not text, no assistant turn, turns out of order) raise one DataError naming the first few
+    where they were read (``origins``: their files and lines) and how many there are; with
+    ``found``, they are added to it instead (the caller raises, for several splits at once)."""
 
     cols = list(ds.column_names)
     fmt = detect_format(cols, s, split)
     own = {"messages": [s.messages_column], "conversations": [s.conversations_column],
            "prompt_completion": [s.prompt_column, s.completion_column]}
     others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols]
+    own_found = found is None
+    found = Found(origins, split) if found is None else found.at(origins, split)
+    out: list[list[dict[str, str]]] = []
     if fmt == "messages" and not others and (fast := _valid_messages(ds.with_format("arrow")[s.messages_column])):
-        return fast
-    data = {c: column(ds, c) for c in own[fmt] + [c for _, c in others]}
-    out = []
-    for i in range(len(ds)):
-        where = f"data: {split} example {i}"
-        for f, c in others:  # a file mixing shapes has some rows in another shape
-            if _present(data[c][i]) and not all(_present(data[k][i]) for k in own[fmt]):
-                raise DataError(f"{where}: uses the {f} shape ({c!r}) while other examples use {fmt}; one "
-                                "dataset must use one shape (split the file, or convert the examples)")
-        if fmt == "prompt_completion":
-            # CSV readers turn numeric answers into numbers: they are text here
-            p, c = (str(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
-                    for v in (data[s.prompt_column][i], data[s.completion_column][i]))
-            for name, v in ((s.prompt_column, p), (s.completion_column, c)):
-                if not isinstance(v, str) or not v.strip():
-                    raise DataError(f"{where}: column {name!r} is empty or not text; every example needs both "
-                                    "a prompt and a completion")
-            out.append([{"role": "user", "content": p}, {"role": "assistant", "content": c}])
-        else:
-            out.append(_turns(data[own[fmt][0]][i], fmt, where))
+        out = fast
+    else:
+        out = _slow_conversations(ds, s, fmt, own, others, found)
+    if s.role_order == "alternate" and fmt != "prompt_completion":
+        for i, conv in enumerate(out):
+            if conv and (problem := order_problem(conv)):
+                found.add(i, problem)
+    if own_found and (text := found.error_text(len(ds), "cannot be trained on", CONVERSATION_FIX)):
+        raise DataError(text)
     return out
+
+
+def _slow_conversations(ds: Any, s: SFTSection, fmt: str, own: dict[str, list[str]],
+                        others: list[tuple[str, str]], found: Found) -> list[list[dict[str, str]]]:
+    """The rows one at a time, each problem added to ``found`` (its row then holds no turns)."""
+    roles = ANY_ORDER_ROLES if s.role_order == "any" else ROLES
+    data = {c: column(ds, c) for c in own[fmt] + [c for _, c in others]}
+    out: list[list[dict[str, str]]] = []
+    for i in range(len(ds)):
+        try:
+            out.append(_row(data, i, s, fmt, own, others, roles))
+        except DataError as exc:
+            found.add(i, str(exc).removeprefix("-: "))
+            out.append([])
+    return out
+
+
+def _row(data: dict[str, list[Any]], i: int, s: SFTSection, fmt: str, own: dict[str, list[str]],
+         others: list[tuple[str, str]], roles: tuple[str, ...]) -> list[dict[str, str]]:
+    where = "-"  # the caller names the row where it was read
+    for f, c in others:  # a file mixing shapes has some rows in another shape
+        if _present(data[c][i]) and not all(_present(data[k][i]) for k in own[fmt]):
+            raise DataError(f"{where}: uses the {f} shape ({c!r}) while other examples use {fmt}; one "
+                            "dataset must use one shape (split the file, or convert the examples)")
+    if fmt == "prompt_completion":
+        # CSV readers turn numeric answers into numbers: they are text here
+        p, c = (str(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+                for v in (data[s.prompt_column][i], data[s.completion_column][i]))
+        for name, v in ((s.prompt_column, p), (s.completion_column, c)):
+            if not isinstance(v, str) or not v.strip():
+                raise DataError(f"{where}: column {name!r} is empty or not text; every example needs both "
+                                "a prompt and a completion")
+        return [{"role": "user", "content": p}, {"role": "assistant", "content": c}]
+    return _turns(data[own[fmt][0]][i], fmt, where, roles)
 
 
 @dataclass
@@ -168,6 +225,10 @@ class Tokenized:
     dropped_too_long: int = 0
     dropped_no_loss: int = 0
     through_offsets: int = 0  # examples tokenized with character offsets, not as segments
+    trained_tokens: int = 0  # before any example was cut
+    trained_tokens_cut: int = 0  # of those, in the part cut off (or in a dropped example)
+    longest: int = 0  # tokens of the longest example, before any cut
+    no_loss: Found | None = None  # examples with no trained token even before any cut
 
 
 def sft_encoder(tokenizer: Any, texts: list[str], workers: int = 1) -> Any:
@@ -197,25 +258,37 @@ def _choose_meanwhile(convs: list[list[dict[str, str]]], renderer: ChatRenderer,
 
 def tokenize_conversations(convs: list[list[dict[str, str]]], renderer: ChatRenderer, tokenizer: Any,
                            s: SFTSection, max_length: int, split: str, workers: int = 1,
-                           chosen: list[Any] | None = None) -> Tokenized:
-    """Render, tokenize and mask every conversation; truncate or drop the long ones. ``chosen``:
-    the encoder of an earlier split (one list shared by the splits), chosen here when empty."""
+                           chosen: list[Any] | None = None, origins: Origins | None = None) -> Tokenized:
+    """Render, tokenize and mask every conversation; truncate or drop the long ones, counting the
+    trained tokens cut. ``chosen``: the encoder of an earlier split (one list shared by the
+    splits), chosen here when empty. Examples with no trained token at all are gathered in
+    ``no_loss`` (named where ``origins`` says they were read)."""
     chosen = [] if chosen is None else chosen
+    found = Found(origins, split)
     choosing = None if chosen else _choose_meanwhile(convs, renderer, tokenizer, s.loss_on, workers)
-    rendered = [renderer.with_spans(c, s.loss_on, f"data: {split} example {i}") for i, c in enumerate(convs)]
+    rendered = [renderer.with_spans(c, s.loss_on, f"data: {found.where(i)}") for i, c in enumerate(convs)]
     if not chosen:
         chosen.append(choosing.result() if choosing else sft_encoder(tokenizer, [r.text for r in rendered], workers))
     all_ids, all_masks, out_offsets = ids_and_masks(rendered, tokenizer, chosen[0], workers)
-    out = Tokenized(through_offsets=out_offsets)
-    for ids_arr, mask in zip(all_ids, all_masks):
+    out = Tokenized(through_offsets=out_offsets, no_loss=found)
+    for i, (ids_arr, mask) in enumerate(zip(all_ids, all_masks)):
+        if len(mask):
+            mask[0] = 0  # nothing before an example's first token predicts it
+        trained = int(np.count_nonzero(mask))
+        out.trained_tokens += trained
+        out.longest = max(out.longest, len(ids_arr))
+        if not trained:
+            found.add(i, f"no token is trained after the chat template is applied (data.sft.loss_on={s.loss_on}: "
+                         "is the answer empty once rendered?)")
+            continue
         if len(ids_arr) > max_length:
             if s.too_long == "drop":
                 out.dropped_too_long += 1
+                out.trained_tokens_cut += trained
                 continue
+            out.trained_tokens_cut += int(np.count_nonzero(mask[max_length:]))
             ids_arr, mask = ids_arr[:max_length], mask[:max_length]
             out.truncated += 1
-        if len(mask):
-            mask[0] = 0
         if not mask.any():
             out.dropped_no_loss += 1
             continue
@@ -241,10 +314,32 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
     return out
 
 
+def checked_conversations(recipe: Any, splits: dict[str, Any], origins: dict[str, Origins]
+                          ) -> dict[str, list[list[dict[str, str]]]]:
+    """The conversations of every split (``data.max_*_samples`` applied), the problems of all of
+    them raised as one DataError: a file carved into two splits is reported whole."""
+    d = recipe.data
+    found = Found(None, "train")
+    out, total = {}, 0
+    for split, ds in splits.items():
+        limit = d.max_train_samples if split == "train" else d.max_eval_samples
+        if limit is not None:
+            ds = ds.select(range(min(limit, len(ds))))
+        if len(ds) == 0:
+            raise DataError(f"data: the {split} split has no examples")
+        out[split] = conversations(ds, d.sft, split, origins.get(split), found)
+        total += len(ds)
+    if text := found.error_text(total, "cannot be trained on", CONVERSATION_FIX, split=" and ".join(splits)):
+        raise DataError(text)
+    return out
+
+
 def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRenderer,
-              workers: int = 1, chosen: list[Any] | None = None) -> tuple[Any, dict[str, int]]:
+              workers: int = 1, chosen: list[Any] | None = None,
+              origins: Origins | None = None, convs: list[list[dict[str, str]]] | None = None
+              ) -> tuple[Any, dict[str, int]]:
     """One split as SFT rows (:class:`~clustertune.data.packing.SFTArrays`) and its counts
-    (``chosen``: see :func:`tokenize_conversations`)."""
+    (``chosen``: see :func:`tokenize_conversations`; ``origins``: where each row was read)."""
 
     d, s = recipe.data, recipe.data.sft
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
@@ -252,10 +347,15 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
         ds = ds.select(range(min(limit, len(ds))))
     if len(ds) == 0:
         raise DataError(f"data: the {split} split has no examples")
-    convs = conversations(ds, s, split)
-    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers, chosen)
+    convs = conversations(ds, s, split, origins) if convs is None else convs
+    tok = tokenize_conversations(convs, renderer, tokenizer, s, d.max_length, split, workers, chosen, origins)
+    if tok.no_loss is not None and (text := tok.no_loss.error_text(
+            len(convs), "have nothing to train on",
+            "give every example an assistant answer that the template renders, or remove these examples")):
+        raise DataError(text)
     counts = {"truncated": tok.truncated, "dropped_too_long": tok.dropped_too_long,
-              "dropped_no_loss": tok.dropped_no_loss}
+              "dropped_no_loss": tok.dropped_no_loss, "examples_read": len(convs),
+              "tokens_before_cut": tok.trained_tokens, "tokens_cut": tok.trained_tokens_cut, "longest": tok.longest}
     if not tok.ids:
         raise DataError(
             f"data.max_length: every one of the {len(convs)} {split} examples was dropped "
@@ -263,6 +363,7 @@ def sft_split(recipe: Any, ds: Any, tokenizer: Any, split: str, renderer: ChatRe
             f"{tok.dropped_no_loss} with no trained token left after truncation); raise data.max_length "
             "or set data.sft.too_long=truncate"
         )
+    check_truncation(recipe, split, counts)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     arrays = build_rows(tok.ids, tok.masks, d.max_length, s.packing, pad, id_dtype(len(tokenizer)))
     counts["trained_tokens"] = int(np.count_nonzero(arrays.loss_mask))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.data import builtin
+from clustertune.data.origins import Origins, Part
 from clustertune.errors import DataError
 from clustertune.fsutil import sha256_file
 from clustertune.recipe.schema import DataSection
@@ -34,6 +35,8 @@ class RawData:
     validation: Any  # datasets.Dataset
     identity: dict[str, Any] = field(default_factory=dict)
     carved: bool = False
+    origins: dict[str, Origins] = field(default_factory=dict)
+    """Where each example of a split was read (its file and line), for messages about it."""
 
 
 def _looks_like_path(s: str) -> bool:
@@ -81,8 +84,26 @@ def _first_bad_utf8(path: Path) -> tuple[int, int] | None:
     return None
 
 
+# Byte-order marks of the encodings a text editor or a Windows tool writes, longest first.
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
+         (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+
+
+def bom_encoding(path: Path) -> str | None:
+    """The encoding a file's byte-order mark names (UTF-16 or UTF-32), else None."""
+    with path.open("rb") as fh:
+        head = fh.read(4)
+    return next((name for bom, name in _BOMS if head.startswith(bom)), None)
+
+
 def not_utf8(path: Path, key: str) -> DataError:
-    """The error for a data file that is not UTF-8 text, naming where the first bad bytes are."""
+    """The error for a data file that is not UTF-8 text: the encoding its byte-order mark names,
+    else where the first bad bytes are."""
+    found = bom_encoding(path)
+    if found:
+        return DataError(f"{key}: {str(path)!r} is {found} text (it starts with a {found[:6]} byte-order mark), "
+                         f"not UTF-8; convert it with `iconv -f {found} -t UTF-8 OLD > NEW` and point the recipe "
+                         "at the new file")
     where = _first_bad_utf8(path)
     at = f" (line {where[0]}, byte {where[1]} of that line)" if where else ""
     return DataError(f"{key}: {str(path)!r} is not UTF-8 text{at}; re-encode it as UTF-8 (e.g. "
@@ -96,6 +117,39 @@ _SHAPE = {
     ".csv": "a header row naming the columns, then one row per example",
     ".parquet": "is it a parquet file, and complete?",
 }
+
+
+def jsonl_problems(path: Path, key: str) -> DataError | None:
+    """The lines of a JSON lines file that are not JSON objects, named by line (up to 5, with
+    the count), or None when every line is one."""
+    import json
+
+    bad: list[str] = []
+    total = 0
+    with path.open(encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                why = f"is not JSON ({exc})"
+            else:
+                if isinstance(row, dict):
+                    continue
+                why = f"is a JSON {_json_kind(row)}, not an object"
+            total += 1
+            if len(bad) < 5:
+                bad.append(f"  line {i} {why}")
+    if not total:
+        return None
+    return DataError(f"{key}: {str(path)!r}: {total} line(s) are not JSON objects"
+                     f"{' (the first 5)' if total > 5 else ''}:\n" + "\n".join(bad) +
+                     "\nfix: one JSON object per line, e.g. {\"messages\": [...]} or {\"text\": \"...\"}")
+
+
+def _json_kind(v: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
 
 
 def _unreadable(path: Path, key: str, exc: Exception) -> DataError:
@@ -153,6 +207,8 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True, fingerprint: 
     if not path.is_file():
         raise DataError(not_a_file(path, key))
     suffix = path.suffix.lower()
+    if suffix in TEXT_SUFFIXES | JSON_SUFFIXES | {".csv"} and bom_encoding(path):
+        raise not_utf8(path, key)
     try:
         if suffix in TEXT_SUFFIXES:
             return Dataset.from_dict({"text": text_lines(path.read_text(encoding="utf-8"), keep_linebreaks)})
@@ -163,7 +219,9 @@ def _read_file(path: Path, key: str, keep_linebreaks: bool = True, fingerprint: 
             try:  # Arrow's reader: several times faster than pandas on large files
                 table = pj.read_json(path)
             except pa.ArrowInvalid:
-                table = None  # mixed types and other oddities: pandas copes
+                table = None  # mixed types and other oddities: pandas copes, once every line is an object
+                if (problem := jsonl_problems(path, key)) is not None:
+                    raise problem from None
             if table is not None:
                 try:
                     table.validate(full=True)  # Arrow reads bytes that are not UTF-8 into its strings
@@ -315,10 +373,11 @@ def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterato
         yield [as_text(t) for t in batch.column(0).to_pylist()]
 
 
-def _read_files(files: list[str], key: str, keep_linebreaks: bool = True) -> tuple[Any, list[dict[str, Any]]]:
+def _read_files(files: list[str], key: str, keep_linebreaks: bool = True
+                ) -> tuple[Any, list[dict[str, Any]], Origins]:
     from datasets import concatenate_datasets
 
-    parts, ident = [], []
+    parts, ident, where = [], [], []
     for f in files:
         p = Path(f).expanduser()
         digest = sha256_file(p) if p.is_file() else None
@@ -326,13 +385,14 @@ def _read_files(files: list[str], key: str, keep_linebreaks: bool = True) -> tup
         if len(ds) == 0:
             raise _no_examples(p, key)
         parts.append(ds)
+        where.append(Part(f, len(ds), f, keep_linebreaks))
         st = p.stat()
         ident.append({"path": str(p.resolve()), "size": st.st_size, "sha256": digest})
     cols = {tuple(sorted(d.column_names)) for d in parts}
     if len(cols) > 1:
         each = "; ".join(f"{f}: {', '.join(sorted(d.column_names))}" for f, d in zip(files, parts))
         raise DataError(f"{key}: the files have different columns ({each}); give files with the same columns")
-    return (parts[0] if len(parts) == 1 else concatenate_datasets(parts)), ident
+    return (parts[0] if len(parts) == 1 else concatenate_datasets(parts)), ident, Origins(where, key=key)
 
 
 def _load_hub(name: str, config: str | None, revision: str | None = None) -> Any:
@@ -364,15 +424,22 @@ def _split(ds_or_dict: Any, d: DataSection) -> tuple[Any, Any | None]:
     return ds_or_dict[d.train_split], val
 
 
+def carve_indices(n: int, fraction: float, seed: int, first: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The rows kept for training and those held out by :func:`carve_validation`."""
+    if n < 2:
+        raise DataError(f"data: only {n} training example(s); cannot carve a validation split from it. Give more "
+                        "examples, or a held-out file as data.validation_files=FILE (a JSON lines file is one "
+                        "example per line: is the whole file on one line?)")
+    n_val = min(n - 1, max(1, int(round(n * fraction))))
+    perm = np.arange(n) if first else np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
 def carve_validation(ds: Any, fraction: float, seed: int, first: bool = False) -> tuple[Any, Any]:
     """Hold out ``fraction`` of ``ds`` (at least one example): the ``first`` ones (run_clm.py's
     ``train[:N%]``), else a seeded permutation's."""
-    n = len(ds)
-    if n < 2:
-        raise DataError(f"data: only {n} training example(s); cannot carve a validation split from it")
-    n_val = min(n - 1, max(1, int(round(n * fraction))))
-    perm = np.arange(n) if first else np.random.default_rng(seed).permutation(n)
-    return ds.select(np.sort(perm[n_val:])), ds.select(np.sort(perm[:n_val]))
+    keep, held = carve_indices(len(ds), fraction, seed, first)
+    return ds.select(keep), ds.select(held)
 
 
 def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
@@ -382,11 +449,13 @@ def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
 
     ident: dict[str, Any]
     val = None
+    origins: dict[str, Origins] = {}
     if d.train_files:
-        train, files = _read_files(d.train_files, "data.train_files", d.keep_linebreaks)
+        train, files, origins["train"] = _read_files(d.train_files, "data.train_files", d.keep_linebreaks)
         ident = {"kind": "files", "train": files}
         if d.validation_files:
-            val, vfiles = _read_files(d.validation_files, "data.validation_files", d.keep_linebreaks)
+            val, vfiles, origins["validation"] = _read_files(d.validation_files, "data.validation_files",
+                                                             d.keep_linebreaks)
             ident["validation"] = vfiles
     else:
         name = d.dataset or ""
@@ -407,14 +476,21 @@ def load_raw(d: DataSection, seed: int, check_text: bool = True) -> RawData:
         else:
             train, val = _split(_load_hub(name, d.dataset_config, d.dataset_revision), d)
             ident = {"kind": "hub", "name": name, "config": d.dataset_config}
+    if "train" not in origins:
+        origins["train"] = Origins.of_dataset(f"data.dataset {name!r} {d.train_split!r}", len(train))
+        if val is not None:
+            origins["validation"] = Origins.of_dataset(f"data.dataset {name!r} {d.validation_split!r}", len(val))
     carved = val is None
     if carved:
         # data.split_seed, not the training seed: changing train.seed keeps the validation set.
-        train, val = carve_validation(train, d.validation_fraction, d.split_seed, d.validation_carve == "first")
+        keep, held = carve_indices(len(train), d.validation_fraction, d.split_seed, d.validation_carve == "first")
+        whole = origins["train"]
+        train, val = train.select(keep), train.select(held)
+        origins = {"train": whole.select(keep), "validation": whole.select(held)}
     for split_name, ds in (("train", train), ("validation", val)):
         if check_text:
             check_text_column(ds, d.text_column, f"{split_name} data")
-    return RawData(train=train, validation=val, identity=ident, carved=carved)
+    return RawData(train=train, validation=val, identity=ident, carved=carved, origins=origins)
 
 
 def load_validation(d: DataSection) -> Any:
@@ -423,7 +499,7 @@ def load_validation(d: DataSection) -> Any:
 
     name = d.dataset or ""
     if d.train_files:
-        val, _ = _read_files(d.validation_files, "data.validation_files", d.keep_linebreaks)
+        val, _, _ = _read_files(d.validation_files, "data.validation_files", d.keep_linebreaks)
     elif Path(name).expanduser().is_dir():
         loaded = load_from_disk(str(Path(name).expanduser()))
         _, val = _split(loaded, d)

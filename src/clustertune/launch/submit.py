@@ -14,6 +14,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.backends import job_for, launcher
@@ -90,20 +91,31 @@ def plan_json_for_people(plan: LaunchPlan) -> str:
     return json.dumps(d, indent=2, sort_keys=True) + "\n"
 
 
-def prepare_run_data(recipe: Recipe, paths: RunPaths) -> None:
-    """Prepare the recipe's data once, before any rank starts (a cache hit when it was prepared
-    before), and record it in the run directory with the tokenizer every rank will use."""
-    if paths.data.is_file() and paths.has_tokenizer:
-        return  # a resumed or requeued run keeps the data it started with
+def prepare_new_run_data(recipe: Recipe) -> Any:
+    """The data of a new run prepared (and checked: a bad example is refused here, before the
+    run directory exists), or None for a task whose trainer loads its own."""
     if not task_of(recipe.task).prepares_data:
-        return  # TRL's trainers load their own prompts and preference pairs on the ranks
+        return None  # TRL's trainers load their own prompts and preference pairs on the ranks
     # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
     # job's first step) and --dry-run never need on this machine.
     from clustertune.data.cache import prepare
+
+    return prepare(recipe)
+
+
+def prepare_run_data(recipe: Recipe, paths: RunPaths, prepared: Any = None) -> None:
+    """Prepare the recipe's data once, before any rank starts (a cache hit when it was prepared
+    before; ``prepared``: already, before the run was created), and record it in the run
+    directory with the tokenizer every rank will use."""
+    if paths.data.is_file() and paths.has_tokenizer:
+        return  # a resumed or requeued run keeps the data it started with
+    prepared = prepared if prepared is not None else prepare_new_run_data(recipe)
+    if prepared is None:
+        return
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.staging import write_run_data
 
-    write_run_data(prepare(recipe), paths)
+    write_run_data(prepared, paths)
 
 
 def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = None) -> str:
@@ -191,10 +203,13 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         check_runs_root(root)  # before any data is prepared
     where = (resuming.run.id, resuming.run.paths.root) if resuming is not None else ("", Path("."))
     backend.check(recipe, plan_for(recipe, *where, user_command), resuming)
+    here = user_command is None and prepares_data_here(recipe, backend.prepares_data_here)
+    # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
+    prepared = prepare_new_run_data(recipe) if here and resuming is None else None
     run = _record(decided, root, command)
     try:
-        if user_command is None and prepares_data_here(recipe, backend.prepares_data_here):
-            prepare_run_data(recipe, run.paths)  # else: the job's first step, or the backend's check did
+        if here:
+            prepare_run_data(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
     except UserError as exc:
         run.transition(RunState.FAILED, reason=str(exc))
         raise

@@ -127,6 +127,12 @@ class DataSection(Section):
     """Classification: examples are truncated and padded to this many tokens. SFT: the most
     tokens of one example (see ``data.sft.too_long``) and of one packed row."""
 
+    truncation: Literal["error", "allow"] = "error"
+    """Examples cut at ``max_length`` (SFT and classification): prepare always prints the share
+    of examples and of trained tokens cut; above 5% of either, ``error`` stops before training
+    with the numbers and the fixes (raise ``max_length``, ``data.sft.too_long=drop``), ``allow``
+    goes on."""
+
     sft: SFTSection = Field(default_factory=SFTSection)
     """``task: sft``: data format, chat template, which tokens carry the loss, packing."""
 

@@ -55,6 +55,11 @@ class SFTSection(Section):
     ``max_length`` tokens, ``drop`` leaves the example out. Examples left with no trained token
     are dropped either way; ``clustertune prepare`` reports both counts."""
 
+    role_order: Literal["alternate", "any"] = "alternate"
+    """Turn order every conversation must follow: ``alternate`` is user, assistant, user, ...
+    after one optional leading system turn, as chat templates expect; ``any`` accepts any order
+    and ``tool`` turns (function-calling data)."""
+
     generation_samples: int = Field(default=16, ge=0)
     """Held-out conversations whose last assistant turn is generated (greedy) at every
     evaluation and compared with the reference: exact match and contains-the-reference."""

@@ -301,7 +301,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("empty-jsonl", files(""), "train.jsonl' is empty"),
     ("blank-lines-only", files("\n\n\n"), "holds no example (blank lines only?)"),
     ("empty-txt", files("", ".txt"), "train.txt' is empty"),
-    ("jsonl-not-json", files("hello\nworld\n"), "as jsonl: "),
+    ("jsonl-not-json", files("hello\nworld\n"), "train.jsonl': 2 line(s) are not JSON objects:\n  line 1 is not JSON"),
     ("json-not-json", files("{cut", ".json"), "as json: "),
     ("csv-empty", files("", ".csv"), "as csv: "),
     ("csv-without-the-column", files("a,b\n" + "1,2\n" * 20, ".csv"), "its columns are a, b"),

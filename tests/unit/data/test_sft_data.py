@@ -124,7 +124,8 @@ def test_packed_rows_restart_positions_and_prepare_reports_counts(sft_base: Path
     rows = arithmetic_rows(30) + [{"messages": [{"role": "user", "content": "word " * 80},
                                                 {"role": "assistant", "content": "long"}]}]
     train = write_jsonl(tmp_path / "t.jsonl", rows)
-    recipe = sft_recipe(sft_base, train, validation_fraction=0.05, sft={"packing": True, "too_long": "drop"})
+    recipe = sft_recipe(sft_base, train, validation_fraction=0.05, truncation="allow",
+                        sft={"packing": True, "too_long": "drop"})
     prep, ids, mask = _prepared_rows(recipe)
     tr = prep.open_split("train")
     stats = prep.manifest.split("train")
@@ -140,7 +141,8 @@ def test_packed_rows_restart_positions_and_prepare_reports_counts(sft_base: Path
     assert kept.position_ids.tolist() == [[0, 1, 2, 3, 0, 1, 2, 0]] and kept.lengths.tolist() == [7]
     # truncate instead of drop: the long example is cut, and it still has its answer? no: it lost
     # it, so it is dropped for having no trained token
-    prep2, _, _ = _prepared_rows(sft_recipe(sft_base, train, validation_fraction=0.05, sft={"packing": True}))
+    prep2, _, _ = _prepared_rows(sft_recipe(sft_base, train, validation_fraction=0.05, truncation="allow",
+                                            sft={"packing": True}))
     s2 = [prep2.manifest.split(k) for k in ("train", "validation")]
     assert sum(s.truncated for s in s2) == 1 and sum(s.dropped_no_loss for s in s2) == 1
     res = cli("prepare", _yaml(tmp_path, recipe))
@@ -177,12 +179,12 @@ def test_fingerprint_covers_template_masking_packing_and_max_length(sft_base: Pa
 
 
 BAD: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
-    ([{"messages": "hello"}], {}, "example 0: messages is str"),
+    ([{"messages": "hello"}], {}, "line 1: messages is str"),
     ([{"messages": [{"role": "bot", "content": "x"}]}], {}, "turn 0 has role 'bot'"),
     ([{"messages": [{"role": "user", "content": "hi"}]}], {}, "no assistant turn"),
     ([{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "  "}]}], {}, "empty content"),
     ([{"prompt": "a", "completion": "b"}, {"messages": [{"role": "user", "content": "hi"}]}],
-     {"format": "prompt_completion"}, "example 1: uses the messages shape"),
+     {"format": "prompt_completion"}, "line 2: uses the messages shape"),
     ([{"conversations": [{"from": "alien", "value": "x"}]}], {}, "is from 'alien'"),
     ([{"text": "plain"}], {}, "none of the SFT shapes"),
 ]
@@ -196,7 +198,7 @@ def test_bad_examples_name_the_example_and_write_nothing(sft_base: Path, tmp_pat
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match=message.replace("(", r"\(")) as err:
         prepare(recipe, cache_dir=cache)
-    assert "train example" in str(err.value) or "none of the SFT shapes" in str(err.value)
+    assert f"{str(train)!r} line " in str(err.value) or "none of the SFT shapes" in str(err.value)
     assert [p.name for p in cache.iterdir() if not p.name.startswith(".")] == []
 
 
@@ -207,7 +209,7 @@ def test_template_problems_and_everything_dropped(sft_base: Path, tmp_path: Path
     drops = tmp_path / "drops.jinja"  # renders the assistant's turns without their content
     drops.write_text("{% for m in messages %}{{ m['role'] + ': ' + (m['content'] if m['role'] != 'assistant' "
                      "else 'ok') + '\n' }}{% endfor %}", encoding="utf-8")
-    with pytest.raises(DataError, match="example 0: the content of assistant turn 1 does not appear"):
+    with pytest.raises(DataError, match=r"t.jsonl' line \d+: the content of assistant turn 1 does not appear"):
         prepare(ct.load_recipe(sft_recipe(sft_base, train, sft={"chat_template": str(drops)})),
                 cache_dir=tmp_path / "c")
     with pytest.raises(DataError, match="every one of the 9 train examples was dropped.*raise data.max_length"):
