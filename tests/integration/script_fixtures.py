@@ -10,6 +10,7 @@ from clustertune import script
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 pause = float(os.environ.get("STEP_PAUSE", "0"))
+hold = int(os.environ.get("HOLD_AT", "0"))  # wait at this step for a stop request
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
@@ -39,6 +40,9 @@ for step in range(start, steps):
     if rank == 0:
         (script.run_dir() / "progress").write_text(str(step + 1))
     time.sleep(pause)
+    if step + 1 == hold:  # a test's cancel arrives here, however slow the machine
+        while not script.should_stop():
+            time.sleep(0.05)
     # every rank must agree to stop on the same step
     flag = torch.tensor([1.0 if script.should_stop() else 0.0])
     dist.all_reduce(flag)

@@ -60,7 +60,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
 
     exe = Path(sys.executable).with_name("clustertune")
     first = subprocess.Popen([str(exe), "launch", "launch.procs_per_node=2", "launch.stop_grace_seconds=20", "--",
-                              sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1"},
+                              sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1", "HOLD_AT": "5"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(runs_root.glob("*/run.json")) and time.monotonic() < deadline:
@@ -74,7 +74,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
     assert first.returncode == 130, stdout + stderr  # the launching process was interrupted by the cancel
     assert [(a["state"], a["exit_code"]) for a in _info(run)["attempts"]] == [("CANCELLED", 0)]
     saved_at = int((run / "progress").read_text())
-    assert 3 <= saved_at < STEPS
+    assert saved_at == 5  # where the script waited for the cancel
 
     again = cli("launch", "--resume", run.name, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr

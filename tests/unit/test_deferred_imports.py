@@ -46,3 +46,13 @@ def test_the_check_sees_an_unexplained_import(tmp_path: Path, monkeypatch: pytes
                                 "def g():\n    # Deferred: a reason.\n    from clustertune import fsutil\n    return fsutil\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
     assert _deferred_without_a_reason() == ["clustertune/mod.py:2: from clustertune.errors import UserError"]
+
+
+def test_the_cli_starts_without_the_heavy_libraries() -> None:
+    import subprocess
+
+    heavy = ("torch", "numpy", "transformers", "fastapi", "uvicorn", "asyncio", "gguf")
+    code = f"import sys, clustertune.cli.main; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

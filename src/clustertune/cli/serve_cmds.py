@@ -8,7 +8,6 @@ from typing import Any, Optional
 
 import typer
 
-from clustertune.api import serving
 from clustertune.errors import UserError
 from clustertune.cli.use_cmds import Device, Dtype, Model, RunsRoot, Template
 
@@ -36,6 +35,9 @@ def serve(
 ) -> None:
     """Serve a trained model over OpenAI's chat-completions protocol (/v1/chat/completions,
     /v1/completions, /v1/models, /health) until Ctrl-C."""
+
+    # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
+    from clustertune.api import serving
 
     limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
     if launch_keys:

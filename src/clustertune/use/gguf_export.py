@@ -30,7 +30,6 @@ from pathlib import Path
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.use.export import _missing_parents, _write_model, check_destination
-from clustertune.use.gguf_check import check_gguf
 from clustertune.use.load import find_target, load_tokenizer_for
 from clustertune.use.modelfile import modelfile
 
@@ -153,6 +152,9 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
             convert(merged, tmp / name, quant, pre)
+            # Deferred: the check reads with numpy and gguf, which the CLI's start-up does without.
+            from clustertune.use.gguf_check import check_gguf
+
             problems = check_gguf(tmp / name, merged)
             if problems:
                 raise ModelError(f"the GGUF file does not hold the model, so it was deleted ({CONVERTER_PIN}):\n  - "
