@@ -1,6 +1,6 @@
 """One command that checks clustertune's GPU paths on a node with 1-8 GPUs; prints a pass/fail table.
 
-    python benchmarks/gpu_check.py [--gpus N] [--only ddp,fsdp,...] [--out DIR] [--keep]
+    python benchmarks/gpu_check.py [--gpus N] [--only ddp,fsdp,...] [--out DIR] [--json FILE]
 
 Needs torch, transformers and accelerate (and this checkout, `pip install -e .`); without
 DeepSpeed the ZeRO cases are skipped with a note. Nothing is downloaded: the model is a GPT-2
@@ -49,8 +49,11 @@ CASES: dict[str, dict[str, Any]] = {
 SIZES = ((12, 768), (24, 1024), (24, 2048))  # about 124M, 350M, 1.3B parameters (layers x width)
 
 
+SMOKE = False  # --smoke: a 2-layer width-64 model, 6 steps and 16 evaluation blocks (CI runs the harness so)
+
+
 def base_recipe(cpu: bool) -> dict[str, Any]:
-    return {
+    r = {
         "name": "gpu-check", "task": "causal_lm",
         "model": {"config": "gpt2", "tokenizer": "train", "tokenizer_vocab_size": 4096,
                   "config_overrides": {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_positions": 128,
@@ -61,6 +64,11 @@ def base_recipe(cpu: bool) -> dict[str, Any]:
                   "log_every": 1, "lr": 1e-3, "warmup_steps": 2, "max_grad_norm": 1.0, "eval_at_start": False,
                   "eval_batch_size": 4, "precision": "fp32", "compile": False if cpu else True},
     }
+    if SMOKE:
+        r["model"]["config_overrides"].update({"n_layer": 2, "n_embd": 64, "n_head": 2})
+        r["data"]["max_eval_samples"] = 16
+        r["train"].update({"max_steps": STEPS, "save_every": SAVE_AT})
+    return r
 
 
 # -- the node side: one process per rank under torchrun ----------------------------------------
@@ -193,12 +201,16 @@ def plain_eval(run_dir: Path) -> tuple[float, set[str]]:
 
 
 class Table:
-    def __init__(self) -> None:
+    def __init__(self, json_path: Path | None = None) -> None:
         self.rows: list[tuple[str, str, str]] = []
+        self.json_path = json_path
 
     def add(self, name: str, ok: bool | None, detail: str) -> None:
         self.rows.append((name, {True: "PASS", False: "FAIL", None: "SKIP"}[ok], detail))
         print(f"{name:<38} {self.rows[-1][1]:<5} {detail}", flush=True)
+        if self.json_path is not None:  # rewritten after every row: a run cut off still reports
+            rows = [{"check": n, "status": st, "detail": d} for n, st, d in self.rows]
+            self.json_path.write_text(json.dumps(rows, indent=1) + "\n")
 
     def failed(self) -> int:
         return sum(1 for _, s, _ in self.rows if s == "FAIL")
@@ -304,6 +316,8 @@ def main() -> int:
     p.add_argument("--only", default="", help="comma-separated cases: " + ", ".join(CASES) + ", one-process, memory")
     p.add_argument("--out", type=Path, default=None, help="keep the run directories here")
     p.add_argument("--cpu", action="store_true", help="check the harness on CPU ranks (gloo, fp32)")
+    p.add_argument("--smoke", action="store_true", help="a tiny model and 6 steps: checks the harness itself")
+    p.add_argument("--json", type=Path, default=None, help="also write the rows here, each as soon as it is known")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--resume", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--sizes", default="", help=argparse.SUPPRESS)
@@ -311,6 +325,9 @@ def main() -> int:
     if a.worker:
         worker(a.worker, a.resume, a.sizes)
         return 0
+    if a.smoke:
+        global SMOKE, STEPS, SAVE_AT
+        SMOKE, STEPS, SAVE_AT = True, 6, 3
     import torch
 
     if not a.cpu and not torch.cuda.is_available():
@@ -319,7 +336,7 @@ def main() -> int:
     n = a.gpus or (2 if a.cpu else torch.cuda.device_count())
     only = [x for x in a.only.split(",") if x] or [*CASES, "one-process", "memory"]
     root = a.out or Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    table = Table()
+    table = Table(a.json)
     print(f"{n} rank(s) on {'CPU' if a.cpu else torch.cuda.get_device_name(0)}; run directories in {root}")
 
     # The reference: one device, fp32, the same global batch (accumulation makes up the ranks).
