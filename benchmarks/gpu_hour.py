@@ -233,7 +233,7 @@ def part_gpt2(h: Harness) -> None:
     rows_file = h.out / "gpt2-speed.json"
     size = ["--size", "tiny", "--steps", "6", "--skip", "2", "--variants", "clustertune-eager,trainer"] if h.a.tiny \
         else ["--size", "gpt2", "--batch", "16", "--variants", "clustertune,trainer"]
-    rc, tail = h.run("gpt2-speed", [str(HERE / "gpu_gpt2.py"), *size, "--json", str(rows_file)], 120)
+    rc, tail = h.run("gpt2-speed", [str(HERE / "gpu_gpt2.py"), *size, "--json", str(rows_file)], 100)
     if rc != 0 or not rows_file.exists():
         h.report.add("gpt2-speed", "tokens/s side by side", "FAIL",
                      "stopped at its time limit" if rc is None else f"exit {rc}: {last_line(tail)}")
