@@ -266,3 +266,43 @@ def test_fsdp_with_gradient_accumulation_keeps_gradients_sharded(baseline: Path,
     for rank, held in enumerate(row["ranks"]):
         assert abs(held["grads"] - est.grads) <= 0.10 * est.grads, (rank, held, est)
         assert held["grads"] < 0.6 * 4 * shape.n_params  # half the whole gradients, not all of them
+
+
+# DeepSpeed JSONs as users bring them, one per optimizer DeepSpeed runs on CPU: the JSON decides
+# the ZeRO stage, the optimizer and (WarmupCosineLR) the scheduler; "auto" comes from the recipe.
+AUTO_LR = {"lr": "auto"}
+DS_JSONS: dict[str, dict[str, Any]] = {
+    "sgd-no-zero": {"zero_optimization": False, "optimizer": {"type": "SGD", "params": {**AUTO_LR, "momentum": 0.9}}},
+    "adam-zero1": {"zero_optimization": {"stage": 1},
+                   "optimizer": {"type": "Adam", "params": {**AUTO_LR, "betas": "auto", "eps": "auto"}},
+                   "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": "auto",
+                                                                      "total_num_steps": "auto"}}},
+    "adamw-zero2": {"zero_optimization": {"stage": 2, "reduce_bucket_size": "auto"},
+                    "optimizer": {"type": "AdamW", "params": {**AUTO_LR, "weight_decay": 0.01}}},
+    "adagrad-zero2": {"zero_optimization": {"stage": 2}, "optimizer": {"type": "Adagrad", "params": {"lr": 0.01}}},
+}
+
+
+def test_each_cpu_optimizer_of_a_users_deepspeed_json_trains_on_two_ranks(baseline: Path, tmp_path: Path) -> None:
+    train = {"strategy": "deepspeed", "batch_size": 4, "max_steps": 4, "save_every": None, "warmup_steps": 1}
+    need_deepspeed(train)
+    dirs = []
+    for name, ds in DS_JSONS.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(ds))
+        recipe = with_(BASE, train={**train, "deepspeed_config": str(tmp_path / f"{name}.json")})
+        dirs.append(job_dir(tmp_path / name, recipe, baseline))
+    launch(dirs[0], also=[str(d) for d in dirs[1:]])  # one launch: 4 runs in the same 2 processes
+    curves = {d.name: train_losses(d) for d in dirs}
+    for name, curve in curves.items():
+        assert sorted(curve) == [1, 2, 3, 4] and curve[4] < curve[1], (name, curve)
+    # The same model and first batch; then each optimizer takes its own path.
+    assert len({round(c[1], 5) for c in curves.values()}) == 1, curves
+    assert len({round(c[4], 5) for c in curves.values()}) == len(DS_JSONS), curves
+    # The JSON's scheduler ran (DeepSpeed's WarmupCosineLR): the logged rate warms up to the recipe's lr.
+    lrs = {r["step"]: r["lr"] for r in read_jsonl(tmp_path / "adam-zero1" / "metrics.jsonl") if r["kind"] == "train"}
+    assert lrs[1] < lrs[2] and abs(max(lrs.values()) - BASE["train"]["lr"]) < 1e-9 * BASE["train"]["lr"] + 1e-12, lrs
+    # The Adagrad JSON's own rate, not the recipe's.
+    lrs = {r["step"]: r["lr"] for r in read_jsonl(tmp_path / "adagrad-zero2" / "metrics.jsonl") if r["kind"] == "train"}
+    assert max(lrs.values()) == pytest.approx(0.01), lrs
+    for d in dirs:
+        assert abs(plain_eval_loss(d / "model", d) - final_eval_loss(d)) < 1e-4, d.name

@@ -38,8 +38,10 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     # Deferred: the estimator and the model config import torch and transformers.
     from clustertune.models.build import resolve_config
     from clustertune.train import memory
+    from clustertune.train.ds_config import with_deepspeed_json
 
     recipe = with_base(recipe)  # a run:<run> base: that run's final model, as `run` takes it
+    recipe = with_deepspeed_json(recipe)  # a DeepSpeed JSON's own ZeRO stage and offload
     world = devices or devices_of(recipe)
     config = resolve_config(recipe, None)
     if recipe.model.config is not None and recipe.model.tokenizer == "train":

@@ -267,9 +267,10 @@ class TrainSection(Section):
     ``fsdp`` (PyTorch FSDP2: parameters, gradients and optimizer state sharded), ``deepspeed``
     (DeepSpeed ZeRO, stage from ``zero_stage``; ``pip install 'clustertune[deepspeed]'``)."""
 
-    zero_stage: Literal[1, 2, 3] | None = None
-    """DeepSpeed ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters.
-    Only with ``strategy: deepspeed``; unset means the preset's stage, else 2."""
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    """DeepSpeed ZeRO stage: 0 shards nothing (DeepSpeed's engine, each process holds
+    everything), 1 shards optimizer state, 2 also gradients, 3 also parameters. Only with
+    ``strategy: deepspeed``; unset means ``deepspeed_config``'s stage, else the preset's, else 2."""
 
     offload: Literal["none", "optimizer", "params"] | None = None
     """Unset means the preset's, else ``none``. Keep state in host memory to fit bigger models: ``optimizer`` (optimizer state, and the
@@ -282,8 +283,10 @@ class TrainSection(Section):
     and ``offload``; setting them too is an error when they disagree."""
 
     deepspeed_config: str | None = None
-    """Path to a DeepSpeed JSON config merged over the one built from this recipe (for keys the
-    recipe has no switch for). Keys the recipe also sets must agree; contradictions are named."""
+    """Path to your DeepSpeed JSON config. It is the source of truth for the ZeRO stage, offload,
+    optimizer and scheduler (the recipe's keys may restate them; a contradiction names both
+    places); its ``"auto"`` values are filled from the recipe as Hugging Face's integration
+    fills them; other keys the recipe also sets (batch sizes, clipping, precision) must agree."""
 
     compile: bool | None = None
     """``torch.compile`` the model: on by default on a GPU, off on CPU. When compilation fails,
@@ -369,7 +372,10 @@ def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
     if t.effective_offload != "none" and t.strategy == "ddp":
         out.append(("train.offload", "offloading needs train.strategy=deepspeed or fsdp (ddp keeps "
                     "everything on the device)"))
-    if t.effective_offload == "params" and t.strategy == "deepspeed" and t.effective_zero_stage != 3:
+    if t.effective_offload != "none" and t.strategy == "deepspeed" and t.effective_zero_stage == 0:
+        out.append(("train.offload", "offloading needs ZeRO (train.zero_stage 1, 2 or 3); stage 0 keeps "
+                    "everything on the device"))
+    elif t.effective_offload == "params" and t.strategy == "deepspeed" and t.effective_zero_stage != 3:
         out.append(("train.offload", "params offload needs train.zero_stage=3 (stages 1 and 2 keep "
                     "parameters on the device)"))
     if t.deepspeed_preset is not None:

@@ -23,6 +23,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import memory
+from clustertune.train.ds_config import with_deepspeed_json
 from clustertune.train.throughput import parameter_count
 from clustertune.train.loop import LoopResult, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
@@ -114,6 +115,8 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
 
         return execute_rl(recipe, paths, resume_from, show_progress, stop=stop)
 
+    # A user's DeepSpeed JSON decides the ZeRO stage and offload: every part of the run sees its values.
+    recipe = with_deepspeed_json(recipe)
     t = recipe.train
     if t.cpu_threads:
         torch.set_num_threads(t.cpu_threads)

@@ -31,7 +31,7 @@ from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer
 from clustertune.train.strategies import Strategy
 from clustertune.train.progress import Progress
-from clustertune.train.schedule import make_scheduler
+from clustertune.train.schedule import RecipeSchedule
 from clustertune.train.sft_eval import make_generation_check
 from clustertune.train.sft_loss import TrainedPositions, sft_forward
 from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
@@ -199,7 +199,7 @@ def train_loop(
     task = task_of(recipe.task)
     kept = TrainedPositions(model) if task.loss_on_trained_tokens else None
     model, optimizer, scheduler = strategy.prepare(
-        model, lambda m: make_optimizer(recipe, m), lambda opt: make_scheduler(recipe, opt, steps))
+        model, lambda m: make_optimizer(recipe, m), RecipeSchedule(recipe, steps))
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
     eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)

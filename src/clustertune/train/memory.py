@@ -330,6 +330,8 @@ def strategy_key(t: Any) -> str:
     if t.strategy == "fsdp":
         return "fsdp+offload" if offload != "none" else "fsdp"
     stage = t.effective_zero_stage
+    if stage == 0:
+        return "ddp"  # DeepSpeed's engine without ZeRO: every rank holds everything, as under DDP
     if offload == "none":
         return f"zero{stage}"
     return "zero3+offload" if stage == 3 else "zero2+offload"

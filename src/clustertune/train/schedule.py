@@ -7,6 +7,7 @@ and an RL run of the same ``train`` section warm up and decay the same way.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from clustertune.recipe.schema import Recipe, TrainSection
@@ -29,6 +30,19 @@ def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:
 
     t = recipe.train
     return get_scheduler(scheduler_name(t), optimizer, num_warmup_steps=warmup_steps(t, steps), num_training_steps=steps)
+
+
+@dataclass(frozen=True)
+class RecipeSchedule:
+    """The loop's scheduler factory: the recipe's schedule over ``steps`` optimizer steps. A
+    strategy whose engine builds the scheduler itself (DeepSpeed from a user's JSON) reads
+    ``steps`` to fill the JSON's step counts."""
+
+    recipe: Recipe
+    steps: int
+
+    def __call__(self, optimizer: Any) -> Any:
+        return make_scheduler(self.recipe, optimizer, self.steps)
 
 
 def trainer_schedule(t: TrainSection) -> dict[str, Any]:

@@ -210,6 +210,14 @@ def wordpiece_model(d: Path) -> list[str]:
     return ["export", str(d / "wp"), "--format", "gguf", "--to", str(d / "out")]
 
 
+def ds_json_run(content: dict[str, Any], *overrides: str) -> Setup:
+    """``clustertune run`` under DeepSpeed with ``content`` as the user's DeepSpeed JSON."""
+    def setup(d: Path) -> list[str]:
+        path = write(d / "ds.json", json.dumps(content))
+        return run("train.strategy=deepspeed", f"train.deepspeed_config={path}", *overrides)(d)
+    return setup
+
+
 def validate(*overrides: str, base: dict[str, Any] = TINY_CAUSAL) -> Setup:
     """``clustertune validate`` of a tiny recipe with these overrides."""
     return lambda d: ["validate", recipe_file(d, base), *overrides]
@@ -338,6 +346,10 @@ CASES: list[tuple[str, Setup, str]] = [
     ("preset-contradicted", run("train.strategy=deepspeed", "train.deepspeed_preset=zero2-offload", "train.zero_stage=3"),
      "contradicts deepspeed_preset"),
     ("deepspeed-json-missing", run("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"), "train.deepspeed_config"),
+    ("deepspeed-json-stage-contradicted", ds_json_run({"zero_optimization": {"stage": 3}}, "train.zero_stage=2"),
+     "zero_optimization.stage: 3 in {d}/ds.json, but 2 from train.zero_stage"),
+    ("deepspeed-json-lamb-on-cpu", ds_json_run({"optimizer": {"type": "Lamb"}}, "train.device=cpu"),
+     "optimizer.type: 'Lamb' in {d}/ds.json runs only on CUDA GPUs"),
     ("precision-unknown", run("train.precision=fp8"), "train.precision"),
     ("keep-no-checkpoint", run("train.keep_last=0"), "train.keep_last"),
     # launch

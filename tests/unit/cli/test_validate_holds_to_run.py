@@ -7,6 +7,7 @@ list of checks that need the data, a GPU or the network."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -73,6 +74,13 @@ def bad_ds_json(d: Path) -> dict[str, Any]:
     return with_(TINY_CAUSAL, train={"deepspeed_config": str(d / "ds.json")})
 
 
+def ds_json(content: dict[str, Any], **train: Any) -> Make:
+    def make(d: Path) -> dict[str, Any]:
+        (d / "ds.json").write_text(json.dumps(content))
+        return with_(TINY_CAUSAL, train={"strategy": "deepspeed", "deepspeed_config": str(d / "ds.json"), **train})
+    return make
+
+
 # (id, recipe made under the case's directory (holding runs/ with a completed run "base"), key named)
 TABLE: list[tuple[str, Make, str]] = [
     ("override-unknown-name", lambda d: with_(TINY_CAUSAL, model={"config_overrides": {"n_layers": 2}}),
@@ -110,6 +118,10 @@ TABLE: list[tuple[str, Make, str]] = [
      "rl.rewards.0: set exactly one of function"),
     ("secret-in-launch-env", lambda d: with_(TINY_CAUSAL, launch={"env": {"WANDB_API_KEY": "x"}}), "launch.env"),
     ("deepspeed-json-unreadable", bad_ds_json, "train.deepspeed_config"),
+    ("deepspeed-json-offload-contradicted", ds_json({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}},
+                                                    offload="none"), "train.deepspeed_config"),
+    ("deepspeed-json-zero-one-adam-on-cpu", ds_json({"optimizer": {"type": "ZeroOneAdam"}}, device="cpu"),
+     "train.deepspeed_config"),
     ("tracker-not-installed", lambda d: with_(TINY_CAUSAL, tracking={"trackers": ["wandb"]}), "tracking.trackers"),
     ("metric-not-importable", lambda d: with_(TINY_CLS, train={"metrics": ["no_such_module_here:f1"]}),
      "train.metrics.0"),

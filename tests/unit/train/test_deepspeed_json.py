@@ -1,5 +1,6 @@
 """A user's DeepSpeed JSON, as people copy them from HPC guides: read when the recipe is
-validated (not first on the nodes), legacy spellings mapped, blocks the loop would ignore refused."""
+validated (not first on the nodes), the source of truth for stage, offload, optimizer and
+scheduler, its "auto" values filled from the recipe, contradictions named with both places."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from clustertune.api import devices_of
 from clustertune.launch.submit import dry_run_text, launch
 from clustertune.recipe.load import load_recipe
-from clustertune.train.ds_config import DeepSpeedConfigError, check_deepspeed_json, deepspeed_config
+from clustertune.train.ds_config import DeepSpeedConfigError, check_deepspeed_json, deepspeed_config, with_deepspeed_json
 from tests.helpers import TINY_CAUSAL, cli, with_
 
 
@@ -34,12 +35,13 @@ def test_broken_json_fails_validate_dry_run_and_launch_before_anything_exists(tm
 def test_validate_exits_2_on_a_contradicting_json_and_estimate_memory_uses_the_launch_section(tmp_path: Path) -> None:
     import yaml
 
-    r = ds_recipe(tmp_path, {"zero_optimization": True})
+    r = ds_recipe(tmp_path, {"zero_optimization": {"stage": 3}}, zero_stage=2)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(r.to_plain()))
     out = cli("validate", str(recipe))
     assert out.returncode == 2, out.stderr
-    assert "zero_optimization: true means ZeRO stage 1 to DeepSpeed" in out.stderr and "Traceback" not in out.stderr
+    assert f"zero_optimization.stage: 3 in {tmp_path / 'ds.json'}, but 2 from train.zero_stage" in out.stderr
+    assert "Traceback" not in out.stderr
     # 2 nodes x 4 GPUs: ZeRO-3 shards over 8 devices, not 1.
     est = cli("estimate-memory", str(recipe), "train.deepspeed_config=null", "train.zero_stage=3")
     assert est.returncode == 0, est.stderr
@@ -47,30 +49,86 @@ def test_validate_exits_2_on_a_contradicting_json_and_estimate_memory_uses_the_l
 
 
 @pytest.mark.parametrize(("content", "train", "words"), [
-    ({"zero_optimization": True}, {}, 'write "zero_optimization": {"stage": 2} or set train.zero_stage=1'),
-    ({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 100}}}, {}, "scheduler: the recipe's schedule runs"),
-    ({"optimizer": {"type": "SGD", "params": {"lr": 0.1}}}, {}, "optimizer.type: 'SGD'.*remove the optimizer block"),
-    ({"optimizer": {"type": "Lamb"}}, {}, "'Lamb'"),
-    ({"optimizer": {"type": "Adam", "params": {"adam_w_mode": False}}}, {}, "'Adam'"),
-    ({"zero_optimization": {"stage": 2, "cpu_offload": True}}, {}, "offload_optimizer.device: 'cpu'.*train.offload is 'none'"),
+    ({"zero_optimization": {"stage": 3}}, {"zero_stage": 2}, r"zero_optimization.stage: 3 in \S+ds.json, but 2 from train.zero_stage"),
+    ({"zero_optimization": False}, {"deepspeed_preset": "zero2-offload"},
+     "zero_optimization.stage: 0 in .*, but 2 from train.deepspeed_preset=zero2-offload"),
+    ({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}, {"offload": "none"},
+     "'optimizer' offloaded in .*, but 'none' from train.offload"),
+    ({"zero_optimization": {"stage": 2, "cpu_offload": True}}, {"offload": "none"}, "'optimizer' offloaded in"),
+    ({"zero_optimization": {"stage": 7}}, {}, "7 in .* is not a ZeRO stage"),
+    ({"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}, {}, "combination DeepSpeed cannot run.*stage 0"),
+    ({"optimizer": {"type": "SGD", "params": {"lr": 0.1}}}, {"lr": 0.001}, "optimizer.params.lr: 0.1 in .*, but 0.001 from train.lr"),
+    ({"optimizer": {"type": "AdamW", "params": {"betas": [0.8, 0.9]}}}, {"adam_beta2": 0.95},
+     r"optimizer.params.betas: \[0.8, 0.9\] in .*train.adam_beta1/train.adam_beta2"),
+    ({"optimizer": {"type": "SGD", "params": {"momentum": "auto"}}}, {}, 'optimizer.params.momentum: "auto".*write one'),
+    ({"optimizer": {"type": "Sgdd"}}, {}, "'Sgdd' .* neither a DeepSpeed optimizer nor a torch.optim class"),
+    ({"optimizer": {"type": "Lamb"}}, {"device": "cpu"}, "'Lamb' .* runs only on CUDA GPUs.*SGD, Adam, AdamW or Adagrad"),
+    ({"optimizer": {"type": "OneBitAdam"}}, {"device": "cpu"}, "'OneBitAdam' .* runs only on CUDA GPUs"),
+    ({"optimizer": {"type": "ZeroOneAdam"}}, {"device": "cpu"}, "'ZeroOneAdam' .* runs only on CUDA GPUs"),
+    ({"scheduler": {"type": "WarmupDecayLR"}}, {"lr_scheduler": "cosine"},
+     "scheduler.type: 'WarmupDecayLR' in .* \\(linear\\), but 'cosine' from train.lr_scheduler"),
+    ({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 100}}}, {"max_steps": 50, "warmup_steps": 10, "lr_scheduler": "constant"},
+     "scheduler.params.warmup_num_steps: 100 in .*, but 10 from train.warmup_steps"),
+    ({"train_micro_batch_size_per_gpu": 16}, {}, "train_micro_batch_size_per_gpu: 16 in .*, but 8 from train.batch_size"),
+    ({"zero_optimization": {"stage": 2, "reduce_scatter": "auto"}}, {}, '"auto" for zero_optimization.reduce_scatter'),
 ])
-def test_legacy_and_ignored_blocks_are_refused_naming_the_recipe_key(tmp_path: Path, content: dict, train: dict,
-                                                                     words: str) -> None:
+def test_contradictions_name_both_places_and_what_cannot_run_here_is_refused(
+        tmp_path: Path, content: dict, train: dict, words: str) -> None:
     r = ds_recipe(tmp_path, content, **train)
     with pytest.raises(DeepSpeedConfigError, match=words):
         check_deepspeed_json(r)
 
 
-def test_what_has_a_clear_meaning_is_mapped_onto_the_recipe(tmp_path: Path) -> None:
-    # `true` is stage 1 to DeepSpeed: it agrees with a recipe at stage 1 and becomes that dict.
-    cfg = deepspeed_config(ds_recipe(tmp_path, {"zero_optimization": True}, zero_stage=1), 8, "bf16")
-    assert cfg["zero_optimization"]["stage"] == 1
-    # Legacy cpu_offload is optimizer offload; DeepSpeed's "Adam" is AdamW.
-    cfg = deepspeed_config(ds_recipe(tmp_path, {"zero_optimization": {"cpu_offload": True},
-                                                "optimizer": {"type": "Adam", "params": {"lr": "auto"}}},
-                                     offload="optimizer"), 8, "bf16")
-    assert "cpu_offload" not in cfg["zero_optimization"]
-    assert cfg["zero_optimization"]["offload_optimizer"]["device"] == "cpu" and cfg["optimizer"]["type"] == "AdamW"
+def test_the_json_decides_stage_offload_optimizer_and_scheduler(tmp_path: Path) -> None:
+    # "Finetuning at scale": no ZeRO, SGD. Stage 0 is the run's, for every part that asks.
+    sgd = {"zero_optimization": False, "train_micro_batch_size_per_gpu": "auto",
+           "optimizer": {"type": "SGD", "params": {"lr": "auto", "momentum": 0.9}}}
+    r = ds_recipe(tmp_path, sgd, lr=0.01)
+    assert with_deepspeed_json(r).train.effective_zero_stage == 0 and r.train.effective_zero_stage == 2
+    cfg = deepspeed_config(r, 2, "no", total_steps=10, hidden_size=64, cuda=False)
+    assert cfg["zero_optimization"] == {"stage": 0} and cfg["train_micro_batch_size_per_gpu"] == 8
+    assert cfg["optimizer"] == {"type": "SGD", "params": {"lr": 0.01, "momentum": 0.9}}
+    # A ZeRO-3 + offload JSON as HF users write it, the recipe silent (or restating it).
+    z3 = {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"},
+                                "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                                "stage3_param_persistence_threshold": "auto"},
+          "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+          "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                            "warmup_num_steps": "auto", "total_num_steps": "auto"}}}
+    for train in ({}, {"zero_stage": 3, "offload": "params"}, {"deepspeed_preset": "zero3-offload"}):
+        r = ds_recipe(tmp_path, z3, lr=1e-3, adam_beta2=0.95, weight_decay=0.01, lr_scheduler="linear",
+                      **train)
+        t = with_deepspeed_json(r).train
+        assert (t.effective_zero_stage, t.effective_offload) == (3, "params")
+        check_deepspeed_json(r)  # before the run: the step counts and sizes are still to come
+        cfg = deepspeed_config(r, 2, "no", total_steps=50, hidden_size=64, cuda=False)
+        zero = cfg["zero_optimization"]
+        assert (zero["reduce_bucket_size"], zero["stage3_prefetch_bucket_size"],
+                zero["stage3_param_persistence_threshold"]) == (64 * 64, int(0.9 * 64 * 64), 640)
+        assert zero["offload_param"]["device"] == "cpu" and zero["offload_optimizer"]["device"] == "cpu"
+        assert cfg["optimizer"]["params"] == {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.01,
+                                              "torch_adam": False}  # offloaded: DeepSpeed's CPU Adam
+        assert cfg["scheduler"]["params"] == {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 2,
+                                              "total_num_steps": 50}
+    # On the node the JSON decides: the resolved recipe there has every key written.
+    node = load_recipe(r.to_plain())
+    assert deepspeed_config(node, 2, "no", total_steps=50, hidden_size=64, cuda=False)["optimizer"] == cfg["optimizer"]
+    # On the node every "auto" is filled, or the run says which it could not fill.
+    with pytest.raises(DeepSpeedConfigError, match="reduce_bucket_size"):
+        deepspeed_config(ds_recipe(tmp_path, z3, lr_scheduler="linear"), 2, "no", total_steps=50, hidden_size=None,
+                         cuda=False)
+    # Legacy cpu_offload is the optimizer offload; `true` is stage 1; DeepSpeed's Adam runs as torch's.
+    r = ds_recipe(tmp_path, {"zero_optimization": {"cpu_offload": True}})
+    assert with_deepspeed_json(r).train.effective_offload == "optimizer"
+    assert deepspeed_config(ds_recipe(tmp_path, {"zero_optimization": True}), 8, "bf16")["zero_optimization"]["stage"] == 1
+    cfg = deepspeed_config(ds_recipe(tmp_path, {"optimizer": {"type": "Adam", "params": {"lr": "auto"}}}), 8, "no")
+    assert cfg["optimizer"]["type"] == "Adam" and cfg["optimizer"]["params"]["torch_adam"] is True
+    # CUDA-only optimizers are the GPU's: accepted where one is (or may be: a SLURM job with GPUs).
+    lamb = ds_recipe(tmp_path, {"optimizer": {"type": "Lamb", "params": {"lr": "auto"}}})
+    check_deepspeed_json(lamb)
+    assert deepspeed_config(lamb, 8, "bf16", cuda=True)["optimizer"]["type"] == "Lamb"
+    with pytest.raises(DeepSpeedConfigError, match="'Lamb' .* runs only on CUDA GPUs"):
+        deepspeed_config(lamb, 8, "bf16", cuda=False)
     # precision: auto is decided on the node: a bf16 JSON is not a contradiction before launch.
     check_deepspeed_json(ds_recipe(tmp_path, {"bf16": {"enabled": True}}))
 

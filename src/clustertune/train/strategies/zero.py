@@ -25,7 +25,7 @@ from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
-from clustertune.train.ds_config import deepspeed_config
+from clustertune.train.ds_config import deepspeed_config, with_deepspeed_json
 from clustertune.train.trainable import trainable_parameters
 
 TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
@@ -65,6 +65,12 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
     """
     params = list(module.parameters())
     quant = memory.quant_state_tensors([*params, *module.modules()])  # QLoRA: kept whole on every rank
+    if stage == 0:
+        # No ZeRO: the engine steps the optimizer itself, and every rank holds everything (as DDP).
+        return memory.distinct_bytes({
+            "params": [*params, *quant], "grads": [p.grad for p in params if p.grad is not None],
+            "optimizer": memory.optimizer_state_tensors(getattr(optimizer, "optimizer", optimizer)),
+        })
     moments = memory.optimizer_state_tensors(optimizer.optimizer)
     if stage == 3:
         held = memory.distinct_bytes({
@@ -94,6 +100,19 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
     if offload != "none":
         held = memory.offloaded(held, ("grads", "optimizer"))
     return held
+
+
+def hidden_size(model: torch.nn.Module) -> int | None:
+    """The width DeepSpeed's "auto" bucket sizes derive from (as Hugging Face's integration reads it)."""
+    config = getattr(model, "config", None)
+    for cfg in (config, getattr(config, "text_config", None)):
+        if cfg is None:
+            continue
+        if isinstance(getattr(cfg, "hidden_size", None), int):
+            return int(cfg.hidden_size)
+        if getattr(cfg, "hidden_sizes", None):
+            return max(cfg.hidden_sizes)
+    return None
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -131,6 +150,8 @@ class DeepSpeedStrategy(AcceleratorRanks):
 
     def __init__(self, recipe: Recipe, accelerator: Any, mixed_precision: str):
         self.ds = require_deepspeed()
+        # With the user's JSON, its ZeRO stage and offload are the run's.
+        recipe = with_deepspeed_json(recipe)
         self.recipe, self.accelerator, self.mixed_precision = recipe, accelerator, mixed_precision
         self.stage = recipe.train.effective_zero_stage
         self._own_env: list[str] = []
@@ -196,10 +217,22 @@ class DeepSpeedStrategy(AcceleratorRanks):
         # The optimizer comes from the config (not ``make_optimizer``) so that DeepSpeed can pick
         # its CPU Adam when the optimizer state lives in host memory.
         prepare_module(model, self.recipe, compile_here=False)
-        cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision)
+        cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision,
+                               total_steps=getattr(make_scheduler, "steps", 0), hidden_size=hidden_size(model),
+                               cuda=torch.cuda.is_available())
+        # The groups' weight decay is the optimizer's (a user JSON's own, else the recipe's):
+        # biases and norms get none either way.
+        decay = cfg["optimizer"]["params"].get("weight_decay", self.recipe.train.weight_decay)
+        groups: Any = param_groups(model, decay)
+        if cfg["optimizer"]["type"].lower() == "adagrad" and self.stage in (1, 2):
+            # ZeRO-1/2 makes torch's Adagrad again over its flat partitions as one group (DeepSpeed
+            # 0.19, stage_1_and_2.py initialize_optimizer_states): a second group would be lost and
+            # its step fail. One group, so the JSON's weight decay reaches biases and norms too.
+            groups = [p for p in model.parameters() if p.requires_grad]
         engine, optimizer, _, scheduler = self.ds.initialize(
-            model=model, model_parameters=param_groups(model, self.recipe.train.weight_decay),
-            lr_scheduler=make_scheduler, config=cfg, dist_init_required=False,
+            model=model, model_parameters=groups,
+            # A scheduler in the user's JSON is DeepSpeed's to build; otherwise the recipe's.
+            lr_scheduler=None if "scheduler" in cfg else make_scheduler, config=cfg, dist_init_required=False,
         )
         self.engine = engine
         if use_compile(self.recipe):
