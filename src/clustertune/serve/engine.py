@@ -348,9 +348,10 @@ def _start_batching(gen: Generator, limits: Limits) -> Any:
     sized: dict[str, Any] = {}
     if not str(gen.device).startswith("cuda"):
         # On the CPU the cache is sized from what is served, not from free memory (which would be
-        # most of the machine's RAM, allocated before the first request).
+        # most of the machine's RAM, allocated before the first request): one full context per
+        # place (8x the blocks made every step about twice as slow here: benchmarks/RESULTS.md, serving).
         per_request = math.ceil((gen.context or limits.max_tokens * 2) / _PAGE)
-        sized = {"num_blocks": max(16, per_request * limits.running * 2), "max_batch_tokens": _CPU_BATCH_TOKENS,
+        sized = {"num_blocks": max(16, per_request * limits.running), "max_batch_tokens": _CPU_BATCH_TOKENS,
                  "page_size": _PAGE}
     cb = ContinuousBatchingConfig(per_request_processors=True, auto_switch_to_flash=False, **sized)
     mgr = gen.model.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
