@@ -183,18 +183,37 @@ def _ppo_problems(rl: RLSection) -> list[tuple[str, str]]:
         return [("rl.rewards", "ppo needs one reward model: [{model: DIR, label: NAME}] (a sequence classifier "
                  "sharing the policy's tokenizer)")]
     problems: list[tuple[str, str]] = []
+    functions = [i for i, r in enumerate(rl.rewards) if r.function is not None]
+    if functions:
+        # TRLX's reward_fn(samples) -> scores is a reward function: show the same rewards where they run.
+        problems.append((f"rl.rewards.{functions[0]}.function",
+                         "TRL's PPO takes a reward model, not a reward function (a TRLX reward_fn is one); the "
+                         f"same rewards run under GRPO or RLOO, several processes too: {same_rewards_elsewhere(rl.rewards)} "
+                         "(or algorithm: rloo), or keep algorithm: ppo with one reward model: rewards: "
+                         "[{model: DIR, label: NAME}]"))
+        return problems + _ppo_sampling_problems(rl)
     if len(rl.rewards) > 1:
         problems.append(("rl.rewards", f"ppo takes exactly one reward model, got {len(rl.rewards)}, "
                          "so use grpo or rloo to combine several rewards"))
     r = rl.rewards[0]
-    if r.function is not None:
-        problems.append(("rl.rewards.0.function", "TRL's PPO takes a reward model, not a reward function: "
-                         "use algorithm: grpo (or rloo) with this function, or give {model: DIR, label: NAME}"))
-    elif r.label is None:
+    if r.label is None:
         problems.append(("rl.rewards.0.label", "required with model: the label whose probability is the reward"))
     if r.weight != 1.0:
         problems.append(("rl.rewards.0.weight", "ppo has a single reward: leave weight unset"))
+    return problems + _ppo_sampling_problems(rl)
+
+
+def _ppo_sampling_problems(rl: RLSection) -> list[tuple[str, str]]:
     if rl.top_p != 1.0:
-        problems.append(("rl.top_p", "TRL's PPO samples from the full distribution (top_p 1.0), "
-                         "so leave rl.top_p unset or use grpo"))
-    return problems
+        return [("rl.top_p", "TRL's PPO samples from the full distribution (top_p 1.0), "
+                 "so leave rl.top_p unset or use grpo")]
+    return []
+
+
+def same_rewards_elsewhere(rewards: list[RewardSpec]) -> str:
+    """The recipe's ``rl`` lines that run ``rewards`` under GRPO, in YAML's one-line form."""
+    import yaml
+
+    written = [r.model_dump(exclude_defaults=True) for r in rewards]
+    section = {"rl": {"algorithm": "grpo", "rewards": written}}
+    return yaml.safe_dump(section, default_flow_style=True, sort_keys=False, width=1 << 16).strip()

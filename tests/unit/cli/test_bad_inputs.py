@@ -381,6 +381,10 @@ CASES: list[tuple[str, Setup, str]] = [
     ("rl-batch-not-a-multiple", grpo("train.batch_size=6"), "train.batch_size: 6 completions per step"),
     ("rl-dpo-with-rewards", grpo("rl.algorithm=dpo"), "rl.rewards: DPO learns from preference pairs"),
     ("rl-value-model-outside-ppo", grpo("rl.value_model=x"), "rl.value_model: only used by algorithm: ppo"),
+    ("rl-ppo-with-a-trlx-reward-function", grpo("rl.algorithm=ppo"),
+     "rl.rewards.0.function: TRL's PPO takes a reward model, not a reward function (a TRLX reward_fn is one); the same "
+     "rewards run under GRPO or RLOO, several processes too: {rl: {algorithm: grpo, rewards: [{function: "
+     "'clustertune.rewards:char_fraction'}]}}"),
     ("rl-one-generation", grpo("rl.num_generations=1"), "rl.num_generations"),
     # what validate, --dry-run, prepare and estimate-memory refuse as run does (no GPU, no network)
     ("heads-do-not-divide-width", run("model.config_overrides.n_head=3"),

@@ -79,6 +79,25 @@ def test_ppo_takes_exactly_one_reward_model_and_no_reward_function(tmp_path: Pat
         ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), value_model="v"))
 
 
+def test_ppo_given_trlx_style_reward_functions_shows_the_same_rewards_under_grpo_and_rloo(tmp_path: Path) -> None:
+    import yaml
+
+    rewards = [{"function": "my_rewards:score"},
+               {"function": "clustertune.rewards:char_fraction", "kwargs": {"chars": "e"}, "weight": 0.5},
+               {"model": "rm", "label": 1}]
+    with pytest.raises(RecipeError) as ei:
+        ct.load_recipe(recipe_with(grpo_recipe("p", tmp_path), algorithm="ppo", rewards=rewards))
+    (problem,) = ei.value.problems
+    assert problem.key == "rl.rewards.0.function" and "TRL's PPO takes a reward model" in problem.message
+    # The shown lines are a recipe's rl section: pasted over the PPO recipe, it loads with the same rewards.
+    shown = yaml.safe_load(problem.message.split("several processes too: ", 1)[1].split(" (or algorithm: rloo)")[0])
+    for algorithm in ("grpo", "rloo"):
+        fixed = recipe_with(grpo_recipe("p", tmp_path), **{**shown["rl"], "algorithm": algorithm})
+        r = ct.load_recipe(fixed)
+        assert r.rl is not None and r.rl.algorithm == algorithm
+        assert [x.model_dump(exclude_defaults=True) for x in r.rl.rewards] == rewards
+
+
 def test_dpo_takes_no_rewards_and_distinct_columns(tmp_path: Path) -> None:
     bad = recipe_with(dpo_recipe("p", tmp_path), rewards=[{"function": "a:b"}], rejected_column="chosen")
     with pytest.raises(RecipeError) as ei:
