@@ -200,6 +200,29 @@ def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholder
     assert not list(run.paths.logs_dir.glob("rank-*.log"))  # the command's own processes: one log per node
 
 
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_runner_srun_makes_each_slurm_task_a_rank_on_two_nodes_of_two(tmp_path: Path, runs_root: Path) -> None:
+    # The HPC guides' shape: srun starts every rank; the script reads torchrun's variables.
+    script = tmp_path / "ranks.py"
+    script.write_text("import os, torch, torch.distributed as dist\n"
+                      "dist.init_process_group('gloo')  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE\n"
+                      "t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)\n"
+                      "e = os.environ\n"
+                      "print('rank', e['RANK'], 'local', e['LOCAL_RANK'], 'of', e['WORLD_SIZE'], 'per node',\n"
+                      "      e['LOCAL_WORLD_SIZE'], 'node', e['GROUP_RANK'], e['SLURMD_NODENAME'], 'sum', t.item(), flush=True)\n"
+                      "dist.barrier(); dist.destroy_process_group()\n")
+    run = launch(None, user_command=[sys.executable, str(script)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=srun", "launch.procs_per_node=2",
+                            "launch.cpus_per_task=1"])
+    job = job_for(run)
+    assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    for rank in range(4):
+        node = rank // 2  # SLURM's block distribution: tasks 0-1 on the first node, 2-3 on the second
+        log = run.paths.rank_log(rank).read_text()
+        assert f"rank {rank} local {rank % 2} of 4 per node 2 node {node} n{node + 1} sum 10.0" in log, log
+    assert "torch.distributed.run" not in (run.paths.root / "job.sbatch").read_text()
+
+
 def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:
     (tmp_path / "train_acc.py").write_text(ACCELERATE_SCRIPT)
     out = cli("launch", "launch.procs_per_node=2", "--", sys.executable, "train_acc.py", cwd=tmp_path)

@@ -216,7 +216,7 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
 
     if recipe.launch.runner != "torchrun":
         g.run("launch.runner", _raise, LaunchError(
-            "launch.runner: none applies to your own command (`clustertune launch ... -- COMMAND`); "
+            f"launch.runner: {recipe.launch.runner} applies to your own command (`clustertune launch ... -- COMMAND`); "
             "a recipe always runs under torchrun"))
     g.run("tracking.trackers", check_trackers, list(recipe.tracking.trackers))
     g.run("train.deepspeed_config", check_deepspeed_json, recipe)

@@ -75,6 +75,9 @@ def check_launch(recipe: Recipe) -> None:
     if ln.runner == "none" and ln.procs_per_node is not None:
         problems.append("launch.procs_per_node: with launch.runner=none the command starts its own "
                         "processes (e.g. `accelerate launch --num_processes N`); leave it unset")
+    if ln.runner == "srun" and ln.backend != "slurm":
+        problems.append(f"launch.runner: srun starts the ranks as SLURM tasks; with launch.backend={ln.backend} "
+                        "use launch.runner=torchrun (it sets the same RANK, LOCAL_RANK, WORLD_SIZE...)")
     if ln.backend not in COMMAND_BACKENDS:
         problems.append(f"launch.backend={ln.backend}: your own script runs on {', '.join(COMMAND_BACKENDS)}")
     if problems:

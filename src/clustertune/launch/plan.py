@@ -101,7 +101,8 @@ class LaunchPlan:
     command: tuple[str, ...] = ()
     """A user's own command (``clustertune launch``) instead of the recipe's node entry."""
     runner: str = "torchrun"
-    """``torchrun``: the command is every rank; ``none``: it runs once per node."""
+    """``torchrun``: the command is every rank; ``none``: it runs once per node; ``srun``: every
+    rank is a SLURM task."""
 
     @property
     def multi_process(self) -> bool:
@@ -222,6 +223,11 @@ def entry_args(plan: LaunchPlan) -> list[str]:
 def per_node_args(plan: LaunchPlan) -> list[str]:
     """``launch.runner: none``: the argv each node runs once (placeholders filled there)."""
     return [plan.python, "-m", SCRIPT_MODULE, "--per-node", *plan.command]
+
+
+def srun_rank_args(plan: LaunchPlan) -> list[str]:
+    """``launch.runner: srun``: the argv each SLURM task (one rank) runs."""
+    return [plan.python, "-m", SCRIPT_MODULE, "--slurm-ranks", *plan.command]
 
 
 def rdzv_port(job_id: int) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError
 from clustertune.launch.plan import (LaunchPlan, entry_args, per_node_args, shell_expanding_quote,
-                                     torchrun_args)
+                                     srun_rank_args, torchrun_args)
 from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
 
 SCRIPT_NAME = "job.sbatch"
@@ -21,6 +21,14 @@ NODE_LOG = node_log_name("%n")  # SLURM fills in the node id
 
 def batch_log_name(job_id: str = "%j") -> str:
     return f"slurm-{job_id}.out"
+
+
+def srun_ranks_per_node(plan: LaunchPlan) -> int | None:
+    """``launch.runner: srun``: the SLURM tasks (ranks) per node, fixed when the job is
+    submitted: ``procs_per_node``, else one per GPU asked for, else 1. None for other runners."""
+    if not (plan.command and plan.runner == "srun"):
+        return None
+    return plan.procs_per_node or plan.slurm.gpus or 1
 
 
 def job_name(plan: LaunchPlan) -> str:
@@ -37,7 +45,8 @@ def sbatch_flags(plan: LaunchPlan) -> list[str]:
         "--export": "ALL",
         "--job-name": job_name(plan),
         "--nodes": str(plan.nodes),
-        "--ntasks-per-node": "1",  # one torchrun agent per node; it starts the ranks
+        # One torchrun agent per node, which starts the ranks; under runner srun, one task per rank.
+        "--ntasks-per-node": str(srun_ranks_per_node(plan) or 1),
         "--open-mode": "append",  # a requeued job appends to its logs
         "--requeue": None,
         "--signal": s.signal,
@@ -173,11 +182,19 @@ def _train_lines(plan: LaunchPlan) -> list[str]:
     cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
     if plan.command and plan.runner == "none":
         torchrun = " ".join(map(q, per_node_args(plan)))
+    ranks = srun_ranks_per_node(plan)
+    tasks = f"--ntasks-per-node=1 --ntasks={plan.nodes}"
+    if ranks:
+        # Every rank a SLURM task: the wrapper maps SLURM's task variables onto torchrun's.
+        torchrun = " ".join(map(q, srun_rank_args(plan)))
+        tasks = f"--ntasks-per-node={ranks} --ntasks={plan.nodes * ranks}"
+        per_rank = plan.slurm.cpus_per_task or plan.slurm.cpus_per_gpu  # a rank per GPU: a GPU's CPUs
+        cpus = f" --cpus-per-task={per_rank}" if per_rank else ""
     # A recipe is done when its summary is written; a command when it exits 0 unasked.
     done = '[ -z "$CT_STOP_SIGNAL" ]' if plan.command else '[ -f "$CT_RUN_DIR/summary.json" ]'
     return [
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
-        f'srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks={plan.nodes}{cpus} --open-mode=append '
+        f'srun --kill-on-bad-exit=1 {tasks}{cpus} --open-mode=append '
         f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',
         "CT_PID=$!",
         "# bash runs a trap only between commands: wait again after each signal until srun is gone.",

@@ -152,9 +152,13 @@ class LaunchSection(Section):
     max_requeues: int = Field(default=3, ge=0)
     """Requeues after the time limit's stop request; a preemption (SIGTERM) always requeues."""
 
-    runner: Literal["torchrun", "none"] = "torchrun"
+    runner: Literal["torchrun", "none", "srun"] = "torchrun"
     """``clustertune launch`` (your own script): ``torchrun`` runs the command as every rank
-    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``... set as torchrun sets them); ``none`` runs it
+    (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``... set as torchrun sets them); ``srun`` (SLURM
+    only) starts every rank as a SLURM task, ``procs_per_node`` per node (else one per GPU asked
+    for), with no torchrun: the same variables come from SLURM's (``RANK`` from
+    ``SLURM_PROCID``, ``LOCAL_RANK`` from ``SLURM_LOCALID``...), as HPC guides' ``srun``/``mpirun``
+    scripts expect; ``none`` runs it
     once per node, for commands that start their own processes (``accelerate launch``,
     ``deepspeed``), with ``{node_rank}``, ``{nnodes}``, ``{master_addr}``, ``{master_port}`` and
     ``{run_dir}`` in its arguments filled in per node. Recipes always run under torchrun."""

@@ -8,6 +8,10 @@ SIGTERM/SIGINT from the node's launcher, into SIGTERM for the command's process 
 SIGKILL ``$CLUSTERTUNE_STOP_GRACE`` seconds later. A command that cannot be started exits 127
 (126: not executable) with a line naming it and the host.
 
+With ``--slurm-ranks`` (``launch.runner: srun``) each SLURM task is one rank: the variables
+torchrun would set (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) are set from SLURM's and the job's.
+
 With ``--per-node`` (``launch.runner: none``) the placeholders ``{node_rank}``, ``{nnodes}``,
 ``{master_addr}``, ``{master_port}`` and ``{run_dir}`` in the command's arguments are filled in
 for this node (other braces are left alone).
@@ -52,6 +56,20 @@ def fill_placeholders(argv: list[str], env: dict[str, str]) -> list[str]:
         "run_dir": env.get(RUN_DIR_ENV, "."),
     }
     return [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
+
+
+def slurm_rank_env(env: dict[str, str]) -> dict[str, str]:
+    """torchrun's rank variables for this SLURM task (srun sets its own; the batch script the
+    rendezvous host and port)."""
+    nodes = int(env.get("SLURM_NNODES") or env.get("SLURM_JOB_NUM_NODES") or 1)
+    world = int(env["SLURM_NTASKS"])
+    # SLURM_NTASKS_PER_NODE is set when the step asked for a count per node, as ours does.
+    local_world = env.get("SLURM_NTASKS_PER_NODE") or str(world // max(nodes, 1))
+    return {
+        "RANK": env["SLURM_PROCID"], "LOCAL_RANK": env["SLURM_LOCALID"], "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": local_world, "GROUP_RANK": env.get("SLURM_NODEID", "0"),
+        "MASTER_ADDR": env.get(MASTER_ADDR_ENV, "127.0.0.1"), "MASTER_PORT": env.get(MASTER_PORT_ENV, "29500"),
+    }
 
 
 def _die_with_parent() -> None:
@@ -104,8 +122,11 @@ class Stopper:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     per_node = bool(args) and args[0] == "--per-node"
-    cmd = args[1:] if per_node else args
+    slurm_ranks = bool(args) and args[0] == "--slurm-ranks"
+    cmd = args[1:] if per_node or slurm_ranks else args
     env = dict(os.environ)
+    if slurm_ranks:
+        env.update(slurm_rank_env(env))
     if not cmd:
         print("clustertune: no command to run", file=sys.stderr)
         return 2

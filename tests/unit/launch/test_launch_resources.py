@@ -198,3 +198,29 @@ def test_env_build_takes_torch_from_the_cpu_index_only_on_hosts_without_gpus() -
     # No torch asked for, or no CPU index: the usual single install.
     assert len(pip_commands({**spec, "requirements": ["transformers"]}, "py", 0)) == 1
     assert len(pip_commands({**spec, "torch_cpu_index": None}, "py", 0)) == 1
+
+
+def test_srun_runner_starts_every_rank_as_a_slurm_task_without_torchrun() -> None:
+    launch_ = {"backend": "slurm", "nodes": 2, "runner": "srun", "gres": "gpu:4", "cpus_per_gpu": 2}
+    plan = build_plan(recipe_of(launch_), "r", "/shared/runs/r", "/opt/venv/bin/python", command=["python", "train.py"])
+    text = render_sbatch(plan)
+    assert "#SBATCH --ntasks-per-node=4" in text  # one task per GPU asked for
+    assert "srun --kill-on-bad-exit=1 --ntasks-per-node=4 --ntasks=8 --cpus-per-task=2 --open-mode=append" in text
+    assert "-m clustertune.script.rank --slurm-ranks python train.py &" in text and "torch.distributed.run" not in text
+    # procs_per_node wins; the other runners keep one task (one torchrun agent) per node.
+    counted = build_plan(recipe_of({**launch_, "procs_per_node": 2}), "r", "/r", "py", command=["x"])
+    assert "#SBATCH --ntasks-per-node=2" in render_sbatch(counted) and "--ntasks=4 " in render_sbatch(counted)
+    agent = build_plan(recipe_of({**launch_, "runner": "torchrun"}), "r", "/r", "py", command=["x"])
+    assert "#SBATCH --ntasks-per-node=1" in render_sbatch(agent) and "torch.distributed.run" in render_sbatch(agent)
+
+
+def test_slurm_task_variables_become_torchruns() -> None:
+    from clustertune.script.rank import slurm_rank_env
+
+    env = {"SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NTASKS": "4", "SLURM_NNODES": "2",
+           "SLURM_NTASKS_PER_NODE": "2", "SLURM_NODEID": "1", "CLUSTERTUNE_MASTER_ADDR": "10.0.0.7",
+           "CLUSTERTUNE_MASTER_PORT": "21234"}
+    assert slurm_rank_env(env) == {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+                                   "GROUP_RANK": "1", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "21234"}
+    del env["SLURM_NTASKS_PER_NODE"]
+    assert slurm_rank_env(env)["LOCAL_WORLD_SIZE"] == "2"
