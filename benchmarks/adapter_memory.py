@@ -88,7 +88,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     a = ap.parse_args()
+    if a.smoke:
+        a.width, a.layers = 64, 2
     mib = 2**20
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"

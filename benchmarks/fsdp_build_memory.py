@@ -71,8 +71,11 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--width", type=int, default=768)
     p.add_argument("--strategy", choices=["fsdp", "zero3"], default="fsdp")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     p.add_argument("--rank-side", nargs=2, metavar=("RUN_DIR", "REPORT"))
     a = p.parse_args()
+    if a.smoke:
+        a.layers, a.width = 2, 64
     for k, v in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(k, v)
     if a.rank_side:

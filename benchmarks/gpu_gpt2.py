@@ -32,7 +32,10 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--repeats", type=int, default=1, help="runs of each in alternating order; medians reported")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     a = p.parse_args()
+    if a.smoke:
+        a.size, a.batch, a.steps, a.skip, a.variants = "tiny", "4", 4, 1, "clustertune-eager,trainer"
 
     spec = BenchSpec.preset(a.size)
     default_batches = "16,32" if spec.seq == 1024 else str(spec.batch)

@@ -231,8 +231,7 @@ def part_more_checks(h: Harness) -> None:
 
 def part_gpt2(h: Harness) -> None:
     rows_file = h.out / "gpt2-speed.json"
-    size = ["--size", "tiny", "--steps", "6", "--skip", "2", "--variants", "clustertune-eager,trainer"] if h.a.tiny \
-        else ["--size", "gpt2", "--batch", "16", "--variants", "clustertune,trainer"]
+    size = ["--smoke"] if h.a.tiny else ["--size", "gpt2", "--batch", "16", "--variants", "clustertune,trainer"]
     rc, tail = h.run("gpt2-speed", [str(HERE / "gpu_gpt2.py"), *size, "--json", str(rows_file)], 100)
     if rc != 0 or not rows_file.exists():
         h.report.add("gpt2-speed", "tokens/s side by side", "FAIL",
@@ -256,8 +255,7 @@ def part_sft(h: Harness) -> None:
         h.report.add("sft-speed", "LoRA SFT side by side", "SKIP", "trl or datasets does not import here (see env)")
         return
     rows_file = h.out / "sft-speed.json"
-    args = ([str(HERE / "sft_cpu.py"), "--shape", "gpu-rehearsal", "--steps", "4", "--skip", "2"] if h.a.tiny
-            else [str(HERE / "sft_gpu.py"), "--steps", "20", "--skip", "5"])
+    args = ([str(HERE / "sft_gpu.py"), "--smoke"] if h.a.tiny else [str(HERE / "sft_gpu.py"), "--steps", "20", "--skip", "5"])
     rc, tail = h.run("sft-speed", [*args, "--sides", "ours,trl", "--json", str(rows_file)], 150)
     rounds = json.loads(rows_file.read_text())["rounds"] if rows_file.exists() else []
     for side, res in (rounds[-1] if rounds else {}).items():
@@ -278,7 +276,7 @@ def part_qlora(h: Harness) -> None:
     if "bitsandbytes" in h.missing:
         h.report.add("qlora", "QLoRA run", "SKIP", "bitsandbytes does not import here (left out of the wheels?)")
         return
-    size = ["--width", "64", "--layers", "2"] if h.a.tiny else ["--width", "1024", "--layers", "8"]
+    size = ["--smoke"] if h.a.tiny else ["--width", "1024", "--layers", "8"]
     rc, tail = h.run("qlora", [str(HERE / "adapter_memory.py"), *size], 120)
     ratio = [x for x in tail.splitlines() if x.startswith("ratio=")]
     ok = rc == 0 and bool(ratio)

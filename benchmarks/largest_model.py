@@ -199,8 +199,11 @@ def main() -> None:
                    help="ZeRO-3 stage3_param_persistence_threshold (default DeepSpeed's; --toy: 0)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per size")
     p.add_argument("--json", default=None, help="also write the rows here")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     p.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.smoke and not a.one:
+        a.toy, a.steps, a.setups = True, 2, "plain"
     toy = a.toy
     a.vocab = a.vocab or (512 if toy else 50304)
     a.seq = a.seq or (64 if toy else 1024)

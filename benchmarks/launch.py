@@ -85,7 +85,10 @@ def plain_once(work: Path, script: Path) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeats = 1
     with tempfile.TemporaryDirectory(prefix="ct-bench-launch-") as tmp:
         work = Path(tmp)
         make_tokenizer(work / "tokenizer")

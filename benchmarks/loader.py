@@ -24,6 +24,11 @@ def main() -> None:
     from clustertune.models.build import build_model, resolve_config
     from clustertune.recipe import load_recipe
 
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
+    a = ap.parse_args()
     recipe = load_recipe("quickstart")
     p = prepare(recipe)
     train = p.open_split("train")
@@ -48,7 +53,7 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
 
     step(load_one())  # warm-up
-    n_load, n_step = 2000, 15
+    n_load, n_step = (60, 3) if a.smoke else (2000, 15)
     load_s = step_s = 0.0
     for _ in range(3):
         t0 = time.perf_counter()

@@ -128,7 +128,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     a = ap.parse_args()
+    if a.smoke:
+        a.seeds, a.steps = 1, 4
     torch.set_num_threads(1)
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -152,10 +152,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=22, help="copies of the builtin corpus (22: about 10 MB)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     ap.add_argument("--corpus", choices=["docs", "stdlib"], default="docs",
                     help="docs: the builtin corpus repeated --repeat times; stdlib: the standard library's "
                          "Python sources, not repeated, about as large")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeat, args.rounds = 1, 1
 
     from clustertune.data.builtin import pydoc_paragraphs
     from clustertune.data.cache import prepare, resolve_workers

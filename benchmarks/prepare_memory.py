@@ -78,7 +78,7 @@ r = load_recipe(json.loads(sys.argv[1]))
 t0 = time.perf_counter()
 p = prepare(r, workers=2)
 print(json.dumps({"seconds": time.perf_counter() - t0, "tokens": p.counts("train")["tokens"],
-                  "split": p.manifest.data["seconds"]}))
+                  "split": p.manifest.record.seconds}))
 """
 
 
@@ -99,9 +99,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=float, nargs="+", default=[0.5, 2.0], help="corpus sizes in GB")
     ap.add_argument("--reset-off", action="store_true", help="also run the smallest size with no cache bound")
     ap.add_argument("--tmp", default="/tmp")
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     ap.add_argument("--corpus-dir", help="keep the corpora here (reusing ones already there), not deleted")
     ap.add_argument("--reset-chars", type=int, help="the encoder's rebuild interval in characters (default: its own)")
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes = [0.002]
 
     from clustertune.data.builtin import pydoc_paragraphs
     from clustertune.models.tokenizer import train_bpe

@@ -49,7 +49,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cluster")
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeat = 2
     with tempfile.TemporaryDirectory(prefix="ctb") as tmp:
         name = args.cluster or _loopback_cluster(Path(tmp))
         import clustertune as ct
@@ -70,7 +73,7 @@ def main() -> None:
             subprocess.run(ssh_true, check=True)
             sshs.append(time.perf_counter() - t)
         reuse = []
-        for _ in range(5):
+        for _ in range(1 if args.smoke else 5):
             fresh = ct.cluster(name)
             t = time.perf_counter()
             fresh.ensure_env(0, Env(), stream=False)

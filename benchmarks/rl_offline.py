@@ -33,6 +33,25 @@ EARLIER = {
     "dpo": ["train.max_steps=100", "train.lr=2e-4", "train.save_every=50"],
 }
 
+# --smoke: a few steps each, to check the benchmark still runs.
+SMOKE = {"grpo": ["train.max_steps=2", "rl.num_generations=2", "rl.max_new_tokens=4"],
+         "dpo": ["train.max_steps=2"]}
+
+
+def tiny_policy(path: Path) -> Path:
+    """A 2-layer GPT-2 (width 64) and a byte-level BPE trained on the builtin corpus, saved as a model directory."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.data.builtin import pydoc_paragraphs
+    from clustertune.models.tokenizer import train_bpe
+
+    tok = train_bpe(pydoc_paragraphs()[:400], 512, classification=False, model_max_length=128)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=128, vocab_size=len(tok),
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    GPT2LMHeadModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
 
 def run_once(recipe: str, overrides: list[str], runs_root: str) -> tuple[float, dict]:
     exe = Path(sys.executable).with_name("clustertune")
@@ -63,17 +82,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recipe", choices=["grpo", "dpo", "both"], default="both")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     ap.add_argument("--runs-root", default=os.environ.get("CLUSTERTUNE_RUNS", "runs"))
     args = ap.parse_args()
+    if args.smoke:  # a tiny policy of its own: no quickstart run needed
+        args.repeats = 1
+        policy = tiny_policy(Path(args.runs_root) / "tiny-policy")
+        for kind in SMOKE:
+            SMOKE[kind].append(f"rl.policy={policy}")
     kinds = ["grpo", "dpo"] if args.recipe == "both" else [args.recipe]
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     for kind in kinds:
         walls: dict[str, list[float]] = {"shipped": [], "earlier": []}
         for _ in range(args.repeats):
-            for name, overrides in (("shipped", []), ("earlier", EARLIER[kind])):
+            sides = (("shipped", []),) if args.smoke else (("shipped", []), ("earlier", EARLIER[kind]))
+            for name, overrides in sides:
+                overrides = overrides + (SMOKE[kind] if args.smoke else [])
                 wall, res = run_once(RECIPES[kind], overrides, args.runs_root)
                 walls[name].append(wall)
                 print(f"{kind} {name:8s} {wall:7.1f} s  load {os.getloadavg()[0]:.2f}  {proof(kind, res)}", flush=True)
+        if args.smoke:
+            continue
         ratio = statistics.median(walls["earlier"]) / statistics.median(walls["shipped"])
         print(f"{kind}: shipped {statistics.median(walls['shipped']):.1f} s, earlier settings "
               f"{statistics.median(walls['earlier']):.1f} s: shipped is {ratio:.2f}x faster")

@@ -245,10 +245,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--shape", choices=sorted(SHAPES), default="cpu",
                    help="cpu: the quickstart's shape; gpu-1b: ~1B Llama at 2048 on one GPU; gpu-rehearsal: its path, tiny, on CPU")
     p.add_argument("--sides", default="trl,trl-packed,ours,ours-packed", help="comma-separated: which sides run")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     p.add_argument("--json", type=Path, default=None, help="also write each round's results here, as they come")
     p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed"], help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.smoke:
+        a.shape = "gpu-rehearsal" if a.shape == "gpu-1b" else a.shape
+        a.steps, a.skip, a.sides = 3, 1, "ours,trl"
     if a.side:
         res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed") if a.side.startswith("trl")
                else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision))

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/sft_gpu.py                          # one GPU, bf16, 30 steps a side (10 untimed)
     .venv/bin/python benchmarks/sft_gpu.py --rounds 2
     .venv/bin/python benchmarks/sft_gpu.py --shape gpu-rehearsal    # the same path, tiny, on a CPU
+    .venv/bin/python benchmarks/sft_gpu.py --smoke                  # that, 3 steps, ours and TRL only (CI)
 
 The base is built from a config (TinyLlama's widths: 22 layers of 2048, grouped-query attention,
 a 16k BPE trained on the builtin corpus), sequence 2048, batch 4, LoRA rank 16 on every linear

@@ -124,7 +124,10 @@ def main() -> None:
     p.add_argument("--n", type=int, default=20_000, help="conversations")
     p.add_argument("--repeats", type=int, default=3, help="rounds; the medians of each side are compared")
     p.add_argument("--procs", type=int, default=len(os.sched_getaffinity(0)), help="TRL's dataset_num_proc")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     a = p.parse_args()
+    if a.smoke:
+        a.n, a.repeats, a.procs = 200, 1, 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rows = conversations(a.n)

@@ -60,7 +60,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     args = ap.parse_args()
+    if args.smoke:
+        args.mb, args.rounds = 8, 1
 
     from clustertune.data.staging import stage
 

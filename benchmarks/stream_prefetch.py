@@ -40,13 +40,14 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--step", choices=("device", "model"), default="device")
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     a = ap.parse_args()
     paras = builtin.pydoc_paragraphs()
     tok = train_bpe(paras, 4096, classification=False, model_max_length=128)
     texts = paras * 12  # enough text that no round reaches its end
     stream = BlockStream(lambda: iter(texts), tok, 128, chunk_texts=50)
     cpu = torch.device("cpu")
-    n_steps = STEPS if a.step == "model" else 60
+    n_steps = 3 if a.smoke else STEPS if a.step == "model" else 60
 
     def feed(prefetch: int, start: int):
         it = StreamBatches(stream, 16, 1, 0, 1).iterate(Position(0, start, start, None), cpu, prefetch=prefetch)
@@ -87,11 +88,12 @@ def main() -> None:
 
     print(f"tokenizing one step's blocks (16 x 128) in the loop: {tok_s * 1e3:.1f} ms; step: {a.step}")
     inline, ahead = [], []
-    for r in range(ROUNDS):
+    rounds = 1 if a.smoke else ROUNDS
+    for r in range(rounds):
         inline.append(steps_per_s(0, 16 * (n_steps + 1) * (2 * r + 1)))
         ahead.append(steps_per_s(2, 16 * (n_steps + 1) * (2 * r + 2)))
         print(f"round {r}: in-loop {inline[-1]:.2f} steps/s, prefetched {ahead[-1]:.2f} steps/s", flush=True)
-    x, y = sum(inline) / ROUNDS, sum(ahead) / ROUNDS
+    x, y = sum(inline) / rounds, sum(ahead) / rounds
     print(f"threads {torch.get_num_threads()}; in-loop {x:.2f} steps/s, prefetched {y:.2f} steps/s")
     print(f"ratio={y / x:.2f}")
 

@@ -102,9 +102,12 @@ def main() -> None:
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--width", type=int, default=256)
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     p.add_argument("--one", choices=["clustertune", "trainer"], help=argparse.SUPPRESS)
     p.add_argument("--init", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.smoke:
+        a.repeats, a.steps, a.skip, a.batch, a.block, a.layers, a.width = 1, 6, 2, 4, 64, 2, 64
 
     if a.one:  # a single measurement, in this fresh process
         with tempfile.TemporaryDirectory() as d:

@@ -18,8 +18,8 @@ def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1",
            "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_hour.sh"), "--out", str(out), "--cpu", "--tiny",
-                           "--budget", "240", "--wheels", str(tmp_path / "no-wheels")],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+                           "--budget", "600", "--wheels", str(tmp_path / "no-wheels")],
+                          capture_output=True, text=True, timeout=720, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())
     rows = {(r["part"], r["check"]): r for r in data["rows"]}
