@@ -236,6 +236,13 @@ class TrainSection(Section):
     eval_at_start: bool = False
     """Evaluate once before the first step (step 0)."""
 
+    preflight: bool = True
+    """Check the first batches once per run before the first step: trained tokens in every batch
+    (SFT), packed rows giving their examples' loss alone and never attending across them, a model
+    built from a config starting near ln(vocab), the adapter training what it targets, a chat
+    template's markers being single tokens. It costs a few forward passes; the result is kept in
+    run.json (the attempt's ``preflight``). A failed check stops the run with its fix."""
+
     log_every: int = Field(default=10, ge=1)
     """Read the loss back from the device and log every N steps (the only sync in the loop)."""
 

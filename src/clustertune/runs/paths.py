@@ -186,6 +186,12 @@ class RunPaths:
         return self.root / "curves.png"
 
     @property
+    def preflight(self) -> Path:
+        """What the checks on the first batches found (passed, warnings), written by rank 0
+        before the first step and copied into the attempt's record in run.json."""
+        return self.root / "preflight.json"
+
+    @property
     def serve_address(self) -> Path:
         """Where a serving run's server listens (JSON: model, host, port, base_url), written once
         its port is bound; the submitting side waits for it."""

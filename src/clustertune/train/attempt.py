@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import logging
+import json
 import os
 import signal
 import sys
@@ -275,6 +276,7 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
 def _record_end(recipe: Recipe, run: Run, paths: RunPaths, where: Placement, stopped_by: str | None,
                 steps: int) -> RunState:
     run.reload()
+    _record_preflight(run, paths)
     if stopped_by is None:
         run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
@@ -283,6 +285,16 @@ def _record_end(recipe: Recipe, run: Run, paths: RunPaths, where: Placement, sto
     why = CANCELLED_BY_USER if state is RunState.CANCELLED else f"stop request ({stopped_by})"
     run.transition(state, reason=f"{why} at step {steps}; checkpoint written")
     return state
+
+
+def _record_preflight(run: Run, paths: RunPaths) -> None:
+    """The first batches' checks, as rank 0 wrote them, onto the attempt that ran them."""
+    try:
+        found = json.loads(paths.preflight.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if run.last_attempt is not None and run.last_attempt.preflight is None and not run.last_attempt.resumed_from:
+        run.record_attempt(preflight=found)
 
 
 def exit_rank(code: int) -> NoReturn:

@@ -17,6 +17,7 @@ import torch
 
 from clustertune.data.staging import open_run_data, read_run_data
 from clustertune.errors import DataError
+from clustertune.fsutil import atomic_write_json
 from clustertune.models.adapters import merge_adapter
 from clustertune.models.build import build_model, resolve_config
 from clustertune.recipe.load import dump_recipe
@@ -25,7 +26,8 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train import memory
 from clustertune.train.ds_config import with_deepspeed_json
 from clustertune.train.throughput import parameter_count
-from clustertune.train.loop import LoopResult, train_loop
+from clustertune.train import first_batches
+from clustertune.train.loop import LoopResult, forward, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
 from clustertune.train.precision import mixed_precision, reset_accelerate_state
@@ -138,6 +140,12 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
         n_params = parameter_count(model)
         log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)
+        if t.preflight and resume_from is None:  # once per run: a resumed run passed them already
+            report = first_batches.run_checks(recipe, strategy.unwrap(model), train_arrays, tok,
+                                              processes=strategy.num_processes, device=strategy.device,
+                                              forward=forward, fresh_model=first_batches.fresh(recipe))
+            if strategy.is_main_process:
+                atomic_write_json(paths.preflight, report.record())
         seq_len = recipe.sequence_length
         with explain_out_of_memory(recipe, config, strategy.num_processes, mixed_precision(recipe) != "no", seq_len):
             result = train_loop(recipe, model, train_arrays, eval_arrays, paths, strategy, dump_recipe(recipe),
