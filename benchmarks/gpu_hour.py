@@ -149,10 +149,10 @@ def part_env(h: Harness) -> None:
               else last_line(proc.stdout + proc.stderr))
         if ok:
             h.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), h.env.get("PYTHONPATH")]))
-    # clustertune from this checkout where no installed one is found.
-    probe = subprocess.run([sys.executable, "-c", "import clustertune"], env=h.env, capture_output=True)
-    if probe.returncode != 0:
-        h.env["PYTHONPATH"] = os.pathsep.join(filter(None, [h.env.get("PYTHONPATH"), str(REPO / "src")]))
+    # The checkout's own code first: the scripts run from it, and a wheel built before a late edit
+    # would test older code than the scripts beside it.
+    if (REPO / "src" / "clustertune").is_dir():
+        h.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), h.env.get("PYTHONPATH")]))
     code = f"""
 import importlib, json, sys
 from importlib.metadata import version
@@ -168,6 +168,8 @@ out["cuda"] = torch.cuda.is_available()
 out["gpu"] = torch.cuda.get_device_name(0) if out["cuda"] else "none (CPU)"
 out["capability"] = list(torch.cuda.get_device_capability(0)) if out["cuda"] else None
 out["cuda_runtime"] = torch.version.cuda
+import clustertune
+out["clustertune_from"] = str(clustertune.__file__)
 print("FACTS " + json.dumps(out))
 """
     proc = subprocess.run([sys.executable, "-c", code], env=h.env, capture_output=True, text=True, timeout=300)
@@ -182,7 +184,8 @@ print("FACTS " + json.dumps(out))
                            capture_output=True, text=True)
         driver = q.stdout.strip().splitlines()[0] if q.returncode == 0 and q.stdout.strip() else "unknown"
     r.machine.update(gpu=facts["gpu"], driver=driver, torch=facts["versions"].get("torch", "?"),
-                     capability=facts["capability"], cuda_runtime=facts["cuda_runtime"], versions=facts["versions"])
+                     capability=facts["capability"], cuda_runtime=facts["cuda_runtime"], versions=facts["versions"],
+                     clustertune_from=facts["clustertune_from"])
     tested_file = a.wheels / "tested-versions.json"
     tested = json.loads(tested_file.read_text()) if tested_file.exists() else {}
     here = facts["versions"]
