@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,6 +222,42 @@ def test_on_slurm_runner_srun_makes_each_slurm_task_a_rank_on_two_nodes_of_two(t
         log = run.paths.rank_log(rank).read_text()
         assert f"rank {rank} local {rank % 2} of 4 per node 2 node {node} n{node + 1} sum 10.0" in log, log
     assert "torch.distributed.run" not in (run.paths.root / "job.sbatch").read_text()
+
+
+def test_on_slurm_launch_stage_copies_each_path_once_per_node_for_the_script(tmp_path: Path, runs_root: Path,
+                                                                             slurm_cluster: Any) -> None:
+    # The Mila shape: the user's own prepared data, read by their script from node-local disk.
+    data = tmp_path / "my data"
+    (data / "sub").mkdir(parents=True)
+    (data / "a.txt").write_text("alpha")
+    (data / "sub" / "b.bin").write_bytes(os.urandom(100_000))
+    script = tmp_path / "reads.py"
+    script.write_text("import os\n"
+                      "p = os.environ['CLUSTERTUNE_STAGED_MY_DATA']\n"
+                      "assert p.startswith(os.environ['SLURM_TMPDIR']), p\n"
+                      "print('rank', os.environ['RANK'], 'on', os.environ['SLURMD_NODENAME'], 'read',\n"
+                      "      open(os.path.join(p, 'a.txt')).read(), 'from', p, flush=True)\n")
+    # The loopback cluster sets SLURM_TMPDIR per node and job, as sites do (tests/services/slurm.py).
+    run = launch(None, user_command=[sys.executable, str(script)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=2", "launch.cpus_per_task=1",
+                            f'launch.stage=["{data}"]'])
+    job = job_for(run)
+    assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    job_id = run.reload().attempts[-1].job_id
+    tmp = slurm_cluster.root / "node-tmp"
+    for node, name in ((0, "n1"), (1, "n2")):
+        copy = tmp / name / job_id / "clustertune-stage" / run.id / "my data"
+        assert (copy / "sub" / "b.bin").read_bytes() == (data / "sub" / "b.bin").read_bytes()
+        log = run.paths.node_log(node).read_text()
+        assert log.count("clustertune: staged ") == 1, log  # once per node, by its first rank
+    # The rendezvous places the ranks; each reads its own node's copy, two ranks on each node.
+    seen = []
+    for rank in range(4):
+        line = run.paths.rank_log(rank).read_text()
+        name = line.split(" on ", 1)[1].split()[0]
+        assert f"rank {rank} on {name} read alpha from {tmp / name / job_id / 'clustertune-stage'}" in line, line
+        seen.append(name)
+    assert sorted(seen) == ["n1", "n1", "n2", "n2"]
 
 
 def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:

@@ -98,6 +98,9 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={root}/log/jobcomp.txt",
+        # Each node's own job directory in SLURM_TMPDIR, set for every task as sites set it
+        # (see _write_task_prolog): both loopback nodes share one disk, so the name tells them apart.
+        f"TaskProlog={_write_task_prolog(root)}",
         # Fake GPUs (see _write_gres_conf): SLURM itself accepts or refuses GPU requests.
         "GresTypes=gpu",
         f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 TmpDisk=2000 "
@@ -106,6 +109,17 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
     ]) + "\n")
     _write_gres_conf(root)
     return conf
+
+
+def _write_task_prolog(root: Path) -> Path:
+    """A TaskProlog: slurmstepd runs it before each task and sets the ``export`` lines it prints."""
+    script = root / "task_prolog.sh"
+    script.write_text("#!/bin/sh\n"
+                      f'dir="{root}/node-tmp/$SLURMD_NODENAME/$SLURM_JOB_ID"\n'
+                      'mkdir -p "$dir"\n'
+                      'echo "export SLURM_TMPDIR=$dir"\n')
+    script.chmod(0o755)
+    return script
 
 
 def _write_gres_conf(root: Path) -> None:

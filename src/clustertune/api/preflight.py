@@ -218,6 +218,10 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
         g.run("launch.runner", _raise, LaunchError(
             f"launch.runner: {recipe.launch.runner} applies to your own command (`clustertune launch ... -- COMMAND`); "
             "a recipe always runs under torchrun"))
+    if recipe.launch.stage:
+        g.run("launch.stage", _raise, LaunchError(
+            "launch.stage: copies paths for your own command (`clustertune launch ... -- COMMAND`); "
+            "a recipe's data is staged with data.stage_to"))
     g.run("tracking.trackers", check_trackers, list(recipe.tracking.trackers))
     g.run("train.deepspeed_config", check_deepspeed_json, recipe)
     if recipe.train.metrics:

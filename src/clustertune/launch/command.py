@@ -23,6 +23,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
 import clustertune.script as helper
+from clustertune.script.stage import env_name
 
 # What a YAML given to `clustertune launch` may hold besides its launch section.
 LAUNCH_FILE_KEYS = frozenset({"launch", "name", "description"})
@@ -75,6 +76,13 @@ def check_launch(recipe: Recipe) -> None:
     if ln.runner == "none" and ln.procs_per_node is not None:
         problems.append("launch.procs_per_node: with launch.runner=none the command starts its own "
                         "processes (e.g. `accelerate launch --num_processes N`); leave it unset")
+    names: dict[str, str] = {}
+    for p in ln.stage:
+        if not Path(p).exists():
+            problems.append(f"launch.stage: {p!r} does not exist here (relative paths start in {Path.cwd()})")
+        elif names.setdefault(env_name(p), p) != p:
+            problems.append(f"launch.stage: {names[env_name(p)]!r} and {p!r} would both be {env_name(p)}; "
+                            "give them different last parts")
     if ln.runner == "srun" and ln.backend != "slurm":
         problems.append(f"launch.runner: srun starts the ranks as SLURM tasks; with launch.backend={ln.backend} "
                         "use launch.runner=torchrun (it sets the same RANK, LOCAL_RANK, WORLD_SIZE...)")

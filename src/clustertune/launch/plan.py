@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from clustertune.recipe.launch_checks import gres_gpus, secret_looking
+from clustertune.script.stage import STAGE_ENV
 from clustertune.recipe.schema import LaunchSection, Recipe
 
 # The node-side entry point; it reads everything else from the run directory.
@@ -127,6 +128,8 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str,
     env = dict(BASE_ENV)
     if command:
         env.update(script_env(run_id, run_dir, ln.nodes, ln.stop_grace_seconds))
+        if ln.stage:
+            env[STAGE_ENV] = json.dumps(ln.stage)  # the rank wrapper copies them (clustertune.script.stage)
     if recipe.train.cpu_threads:
         # Each rank sets torch's threads itself; OMP's default (all cores per rank) oversubscribes.
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)

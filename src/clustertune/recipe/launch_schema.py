@@ -163,6 +163,14 @@ class LaunchSection(Section):
     ``deepspeed``), with ``{node_rank}``, ``{nnodes}``, ``{master_addr}``, ``{master_port}`` and
     ``{run_dir}`` in its arguments filled in per node. Recipes always run under torchrun."""
 
+    stage: list[str] = Field(default_factory=list)
+    """``clustertune launch``: paths (a dataset directory, a Hugging Face cache folder, a file)
+    copied once per node to node-local disk before the command starts: under ``$SLURM_TMPDIR``
+    where set, else ``$TMPDIR`` or the system's temporary directory. Each copy is checked (sizes
+    and SHA-256) and named to the command in ``CLUSTERTUNE_STAGED_<NAME>``: the path's last part
+    in upper case, other characters than letters and digits as ``_`` (``/data/my-set``:
+    ``CLUSTERTUNE_STAGED_MY_SET``). Relative paths start where the command does."""
+
     stop_grace_seconds: int = Field(default=30, ge=0)
     """``clustertune launch``: seconds a script's ranks have, after a stop request reaches them as
     SIGTERM (time limit, preemption, cancel), to save and exit before they get SIGKILL. Under the

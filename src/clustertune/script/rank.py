@@ -19,6 +19,7 @@ for this node (other braces are left alone).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -29,6 +30,7 @@ import threading
 from pathlib import Path
 
 from clustertune.script import CHECKPOINT_DIR_ENV, CHECKPOINTS_DIR, LIB_DIR, RUN_DIR_ENV, STOP_FILE
+from clustertune.script.stage import STAGE_ENV, StageError, stage
 
 GRACE_ENV = "CLUSTERTUNE_STOP_GRACE"
 NODE_RANK_ENV = "CLUSTERTUNE_NODE_RANK"
@@ -137,6 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(env[CHECKPOINT_DIR_ENV]).mkdir(parents=True, exist_ok=True)
         # Last on the path: an installed clustertune (same helper) wins where there is one.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(run_dir / LIB_DIR)) if p)
+    if env.get(STAGE_ENV):
+        # launch.stage: the node's first process copies, the others wait for its copies.
+        try:
+            env.update(stage(json.loads(env[STAGE_ENV]), env, first=per_node or env.get("LOCAL_RANK", "0") == "0",
+                             say=lambda line: print(line, flush=True)))
+        except (OSError, ValueError, StageError) as exc:
+            print(f"clustertune: launch.stage: {exc}", file=sys.stderr, flush=True)
+            return 1
     if per_node:
         cmd = fill_placeholders(cmd, env)
     rank = env.get("RANK")

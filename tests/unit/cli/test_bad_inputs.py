@@ -514,6 +514,8 @@ CASES: list[tuple[str, Setup, str]] = [
     # launch (a user's own command)
     ("launch-no-command", command("launch", "launch.procs_per_node=1"), "give the command to run after `--`"),
     ("launch-empty-command", command("launch", "--"), "give the command to run after `--`"),
+    ("launch-stage-missing-path", command("launch", "launch.stage=[no-such-dir]", "--", "true"),
+     "launch.stage: 'no-such-dir' does not exist here"),
     ("launch-srun-runner-locally", command("launch", "launch.runner=srun", "--", "true"),
      "launch.runner: srun starts the ranks as SLURM tasks; with launch.backend=local use launch.runner=torchrun"),
     ("launch-recipe-key", command("launch", "train.lr=1", "--", "true"), "only launch.* keys apply"),

@@ -126,6 +126,7 @@ TABLE: list[tuple[str, Make, str]] = [
     ("metric-not-importable", lambda d: with_(TINY_CLS, train={"metrics": ["no_such_module_here:f1"]}),
      "train.metrics.0"),
     ("recipe-runner-none", lambda d: with_(TINY_CAUSAL, launch={"runner": "none"}), "launch.runner"),
+    ("recipe-launch-stage", lambda d: with_(TINY_CAUSAL, launch={"stage": [str(d)]}), "launch.stage: copies paths"),
     ("recipe-runner-srun", lambda d: with_(TINY_CAUSAL, launch={"backend": "slurm", "runner": "srun"}),
      "launch.runner: srun applies to your own command"),
     ("sbatch-extra-output", lambda d: with_(TINY_CAUSAL, launch={"backend": "slurm", "sbatch_extra": ["-o%j.out"]}),
