@@ -64,8 +64,8 @@ def test_every_name_a_benchmark_imports_from_clustertune_exists() -> None:
 
 
 def test_the_check_sees_a_name_that_moved(tmp_path: Path) -> None:
-    (tmp_path / "old.py").write_text("def f():\n    from clustertune.api import preflight\n")
-    assert _missing(tmp_path) == ["old.py:2: clustertune.api.preflight"]
+    (tmp_path / "old.py").write_text("def f():\n    from clustertune.api import gone_away\n")
+    assert _missing(tmp_path) == ["old.py:2: clustertune.api.gone_away"]
 
 
 def test_the_check_sees_an_attribute_of_a_module_that_moved(tmp_path: Path) -> None:
