@@ -169,14 +169,6 @@ def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = Fa
             "eval_loss": trainer.evaluate()["eval_loss"], "isolated": isolated, "peak_mem_gb": _peak_gb()}
 
 
-def _cutting_is_intended() -> dict:
-    """The "long" shapes' answers are made to overrun the sequence, so cutting them is by design;
-    where the data preflight stops on cut examples, say so."""
-    from clustertune.recipe.schema import DataSection
-
-    return {"truncation": "allow"} if "truncation" in DataSection.model_fields else {}
-
-
 def _peak_gb() -> float | None:
     """Peak device memory of this process (this side alone: each side runs in its own), or None on CPU."""
     import torch
@@ -213,7 +205,8 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str) ->
               "data": {"train_files": [str(root / "train.jsonl")], "validation_files": [str(root / "val.jsonl")],
                        "max_length": shape.max_length, "cache_dir": str(root / "cache"),
                        "sft": {"chat_template": "chatml", "packing": packed, "generation_samples": 0},
-                       **_cutting_is_intended()},
+                       # the "long" shapes' answers are made to overrun the sequence: cutting them is by design
+                       "truncation": "allow"},
               "train": {"batch_size": shape.batch, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
                         "log_every": skip, "seed": 42, "max_grad_norm": 1.0, "precision": precision,
                         **({} if shape.gpu else {"cpu_threads": 2, "device": "cpu"})},
