@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from tests.helpers import TINY_CAUSAL, with_
 from tests.sft_fixtures import arithmetic_rows, sft_recipe, write_jsonl
 
 PACKED = ["trained tokens in every batch", "packed loss equals unpacked", "no attention across packed examples",
-          "chat template markers are single tokens"]
+          "adapter trains its targets", "chat template markers are single tokens"]
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +34,18 @@ def packed_run(chat_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Run
     recipe = sft_recipe(chat_base, train, where / "runs", sft={"packing": True})
     recipe["train"].update(max_steps=2, log_every=1)
     recipe["data"]["sft"].update(generation_samples=0)
+    # LoRA on the embeddings too, as the SFT demo trains: PEFT wraps the embedding layer
+    recipe["model"]["adapter"] = {"type": "lora", "rank": 4, "target_modules": ["c_attn", "wte"]}
     return api.run(recipe, show_progress=False)
 
 
 def test_a_packed_sft_run_records_its_checks(packed_run: Run) -> None:
     assert packed_run.state.value == "COMPLETED", packed_run.info.reason
     record = packed_run.attempts[0].preflight
-    assert record is not None and record["passed"] == PACKED and record["failed"] == [], record
-    assert "preflight: 4 checks passed" in packed_run.paths.log.read_text()
+    assert record is not None and record["failed"] == [], record
+    assert [re.sub(r" \(.*\)$", "", p) for p in record["passed"]] == PACKED, record
+    assert re.search(r"adapter trains its targets \([1-9][\d,]* parameters\)", " ".join(record["passed"]))
+    assert "preflight: 5 checks passed" in packed_run.paths.log.read_text()
 
 
 def test_a_model_built_from_a_config_starts_near_ln_vocab_and_the_switch_turns_checks_off(runs_root: Path) -> None:
@@ -76,4 +81,8 @@ def test_a_forward_that_lets_packed_examples_meet_fails_the_checks_and_leaves_no
     assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == before
     assert model.training
     # and the run's own record file is what run.json copied
-    assert json.loads(packed_run.paths.preflight.read_text())["passed"] == PACKED
+    assert json.loads(packed_run.paths.preflight.read_text())["passed"] == record_of(packed_run)
+
+
+def record_of(run: Run) -> list[str]:
+    return run.attempts[0].preflight["passed"]

@@ -90,7 +90,10 @@ def no_attention_across_examples(model: torch.nn.Module, row: dict[str, torch.Te
         return None
     (a, b), (c, d) = segs[0], segs[1]
     changed = ids.clone()
-    changed[a:b] = (changed[a:b] + 1) % int(model.get_input_embeddings().num_embeddings)
+    # The vocabulary from the config: an adapter on the embeddings (LoRA on ``wte``) wraps the
+    # embedding layer in one that has no ``num_embeddings``.
+    vocab = int(getattr(model.config, "vocab_size", 0) or int(ids.max()) + 1)
+    changed[a:b] = (changed[a:b] + 1) % vocab
     with torch.no_grad():
         before = forward(model, {"input_ids": ids[None], "position_ids": pos[None]}).logits[0, c:d]
         after = forward(model, {"input_ids": changed[None], "position_ids": pos[None]}).logits[0, c:d]
