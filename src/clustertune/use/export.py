@@ -113,18 +113,24 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
         (tmp / "README.md").write_text(card, encoding="utf-8")
         replace_dir(tmp, out)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for d in made:  # deepest first; only the empty ones this call created
-            try:
-                d.rmdir()
-            except OSError:
-                break
+        undo_partial(tmp, made)
         if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
             raise ModelError(f"--to {to}: cannot write the export there ({exc.strerror or exc}); is "
                              f"{out.parent} a writable directory with room to spare?") from exc
         raise
     return Exported(path=out, kind=kind, dtype=written, source=target.label,
                     files=sorted(p.name for p in out.iterdir()))
+
+
+def undo_partial(tmp: Path, made: list[Path]) -> None:
+    """What a failed export wrote: its temporary directory, and the parents it created (deepest
+    first, only while they are empty)."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def _missing_parents(out: Path) -> list[Path]:

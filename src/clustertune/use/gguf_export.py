@@ -29,7 +29,7 @@ from pathlib import Path
 
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
-from clustertune.use.export import _missing_parents, _write_model, check_destination
+from clustertune.use.export import _missing_parents, _write_model, check_destination, undo_partial
 from clustertune.use.load import find_target, load_tokenizer_for
 from clustertune.use.modelfile import modelfile
 
@@ -164,12 +164,7 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
             (tmp / MODELFILE).write_text(modelfile(name, template), encoding="utf-8")
         replace_dir(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for d in made:  # deepest first; only the empty ones this call created
-            try:
-                d.rmdir()
-            except OSError:
-                break
+        undo_partial(tmp, made)
         raise
     return GgufExported(path=out, gguf=out / name, quant=quant, source=target.label,
                         pre_tokenizer=pre or "the converter's own", files=sorted(p.name for p in out.iterdir()))

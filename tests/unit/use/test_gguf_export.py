@@ -16,7 +16,7 @@ import torch
 from clustertune.cli.main import main
 from clustertune.data.templates import CHATML, LLAMA3
 from clustertune.errors import ModelError
-from clustertune.use import gguf_export
+from clustertune.use import gguf_check
 from clustertune.use.gguf_check import check_gguf
 from clustertune.use.gguf_export import export_gguf
 from clustertune.use.modelfile import GO_TEMPLATES, modelfile
@@ -111,7 +111,8 @@ def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base:
 
 def test_a_failed_check_leaves_nothing_and_says_what_differed(base: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gguf_export, "check_gguf", lambda path, model: ["tensor wte: 3 of 33088 values differ"])
+    # the export imports the check when it runs it, so the check is replaced where it lives
+    monkeypatch.setattr(gguf_check, "check_gguf", lambda path, model: ["tensor wte: 3 of 33088 values differ"])
     with pytest.raises(ModelError, match="does not hold the model, so it was deleted") as err:
         export_gguf(str(base), tmp_path / "exports" / "bad")
     assert "tensor wte: 3 of 33088 values differ" in str(err.value)
