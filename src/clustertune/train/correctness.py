@@ -114,6 +114,12 @@ def starts_near_uniform(loss: float, vocab: int) -> str | None:
     return None
 
 
+# What PEFT adds that trains besides the targeted layers' LoRA (DoRA's magnitudes included):
+# rows of the embeddings (model.adapter.trainable_token_indices) and whole modules it copies
+# (model.adapter.modules_to_save, a classifier's head).
+_ADAPTER_OWNED = ("lora_", "trainable_tokens", "modules_to_save")
+
+
 def adapter_trains_its_targets(model: torch.nn.Module, targets: list[str] | str | None) -> tuple[str | None, int]:
     """Every trainable parameter belongs to an adapter layer on a targeted module, and every
     targeted name has one; returns the problem (or None) and how many parameters train."""
@@ -123,7 +129,8 @@ def adapter_trains_its_targets(model: torch.nn.Module, targets: list[str] | str 
         return "no parameter is trainable: the adapter found nothing to wrap (model.adapter.target_modules)", 0
     if targets is None or isinstance(targets, str):  # "all-linear": PEFT's own choice
         return None, count
-    stray = [n for n, _ in trainable if "lora_" not in n and not any(f".{t}." in f".{n}." for t in targets)]
+    stray = [n for n, _ in trainable if not any(mark in n for mark in _ADAPTER_OWNED)
+             and not any(f".{t}." in f".{n}." for t in targets)]
     missing = [t for t in targets if not any(f".{t}." in f".{n}." for n, _ in trainable)]
     if stray or missing:
         what = []
