@@ -73,7 +73,9 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
         batches = _first_batches(recipe, train_arrays, device)
         if batches and recipe.task == "sft":
             note("trained tokens in every batch", check.trained_tokens_in_every_batch(batches))
-        alone = processes == 1
+        # The model runs here only when this process holds all of it: one process, and no weight
+        # partitioned away at build time (ZeRO-3 builds empty placeholders) or left on meta.
+        alone = processes == 1 and all(p.numel() > 0 and p.device.type != "meta" for p in model.parameters())
         packed = recipe.task == "sft" and recipe.data.sft.packing
         if packed and alone and batches:
             row = _packed_row(batches)
