@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import clustertune as ct
-from clustertune.errors import DataError, MetricError
+from clustertune.errors import DataError, RecipeError
 from clustertune.use.evaluate import evaluate_metrics
 from tests.helpers import TINY_CLS, read_jsonl, with_
 
@@ -68,7 +68,8 @@ def test_string_labels_epoch_evals_and_a_users_metric(tmp_path: Path, runs_root:
 
 
 def test_bad_classification_inputs_stop_before_a_run_exists(tmp_path: Path, runs_root: Path) -> None:
-    with pytest.raises(MetricError, match=r"train.metrics.0: cannot import module 'ct_absent_metrics'"):
+    # Checked by the preflight, with every other problem of the recipe, before anything is read.
+    with pytest.raises(RecipeError, match=r"train.metrics.0: cannot import module 'ct_absent_metrics'"):
         ct.run(ct.load_recipe(string_label_recipe(tmp_path, metrics=["ct_absent_metrics:f"])), show_progress=False)
     with pytest.raises(DataError, match=r"data.label_column: column 'label' not in the train data"):
         ct.run(ct.load_recipe(with_(string_label_recipe(tmp_path), data={"label_column": "label"})), show_progress=False)
