@@ -30,6 +30,7 @@ def check_truncation(recipe: Any, split: str, counts: dict[str, int]) -> None:
     ``truncated``, ``dropped_too_long``, ``tokens_before_cut``, ``tokens_cut``, ``longest``), and
     raise DataError above :data:`LIMIT` unless ``data.truncation`` is ``allow``."""
     d = recipe.data
+    counts = {k: v or 0 for k, v in counts.items()}  # a cache entry's record leaves unknown counts as None
     n = counts.get("examples_read", 0)
     cut = counts.get("truncated", 0) + counts.get("dropped_too_long", 0)
     tokens, tokens_cut = counts.get("tokens_before_cut", 0), counts.get("tokens_cut", 0)

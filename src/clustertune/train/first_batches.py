@@ -66,30 +66,31 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
         else:
             report.failed.append(f"{name}: {problem}")
 
+    chats = recipe.traits.data == "chats"  # conversations: loss masks, packing, a chat template
     state = _random_state()
     was_training = model.training
     try:
         model.eval()
         batches = _first_batches(recipe, train_arrays, device)
-        if batches and recipe.task == "sft":
+        if batches and chats:
             note("trained tokens in every batch", check.trained_tokens_in_every_batch(batches))
         # The model runs here only when this process holds all of it: one process, and no weight
         # partitioned away at build time (ZeRO-3 builds empty placeholders) or left on meta.
         alone = processes == 1 and all(p.numel() > 0 and p.device.type != "meta" for p in model.parameters())
-        packed = recipe.task == "sft" and recipe.data.sft.packing
+        packed = chats and recipe.data.sft.packing
         if packed and alone and batches:
             row = _packed_row(batches)
             if row is not None:
                 note("packed loss equals unpacked", check.packed_equals_unpacked(model, row, forward))
                 note("no attention across packed examples", check.no_attention_across_examples(model, row, forward))
-        if fresh_model and alone and batches and recipe.task == "causal_lm":
+        if fresh_model and alone and batches and recipe.traits.data == "packed_text":
             with torch.no_grad():
                 loss = float(forward(model, batches[0]).loss)
             note("first loss near ln(vocab)", check.starts_near_uniform(loss, int(model.config.vocab_size)))
         if recipe.model.adapter is not None:
             problem, count = check.adapter_trains_its_targets(model, recipe.model.adapter.target_modules)
             note(f"adapter trains its targets ({count:,} parameters)", problem)
-        if recipe.task == "sft":
+        if chats:
             markers = sorted(set(_MARKER.findall(_template_text(tokenizer))))
             if markers:
                 note("chat template markers are single tokens", check.template_tokens_are_single(tokenizer, markers),
