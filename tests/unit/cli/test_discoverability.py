@@ -131,9 +131,12 @@ def test_validate_explain_lists_the_keys_a_recipe_sets(capsys: pytest.CaptureFix
 def test_shell_completion_shows_installs_and_completes(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("clustertune"))
     env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
-    shown = subprocess.run(["bash", "-c", f"{exe} --show-completion"], env=env, capture_output=True, text=True)
+    # The shell named, as a user copying the line from --help does: typer finds the shell from the
+    # process's ancestors otherwise, and a test's ancestors need not include one.
+    shown = subprocess.run(["bash", "-c", f"{exe} --show-completion bash"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0 and "_CLUSTERTUNE_COMPLETE=complete_bash" in shown.stdout, shown.stderr
-    installed = subprocess.run(["bash", "-c", f"{exe} --install-completion"], env=env, capture_output=True, text=True)
+    installed = subprocess.run(["bash", "-c", f"{exe} --install-completion bash"], env=env, capture_output=True,
+                               text=True)
     assert installed.returncode == 0, installed.stderr
     assert "clustertune" in (tmp_path / ".bashrc").read_text()
 
