@@ -56,6 +56,16 @@ def with_(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a process a test treats as started from a terminal: Ctrl-C (SIGINT)
+    acts on it. A test suite started in the background by a shell without job control inherits
+    SIGINT ignored, and an ignored signal stays ignored across exec: Python then installs no
+    KeyboardInterrupt handler, and a test's Ctrl-C or `clustertune cancel` would do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     """Run the real `clustertune` console entry point in a fresh process."""
     full_env = dict(os.environ)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.helpers import TINY_CAUSAL, cli, wait_for_step, with_
+from tests.helpers import TINY_CAUSAL, as_from_a_terminal, cli, wait_for_step, with_
 
 RECIPE = with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 1, "save_every": 2, "eval_at_start": False})
 
@@ -21,6 +21,7 @@ RECIPE = with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 1, "save_ev
 def start(root: Path, *args: str) -> subprocess.Popen[str]:
     exe = Path(sys.executable).with_name("clustertune")
     return subprocess.Popen([str(exe), "run", *args, "--no-progress", "--runs-root", str(root)], env=dict(os.environ),
+                            preexec_fn=as_from_a_terminal,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -18,7 +18,7 @@ import pytest
 from clustertune.launch import job_for
 from clustertune.launch.submit import launch
 from clustertune.runs.state import RunState
-from tests.helpers import cli
+from tests.helpers import as_from_a_terminal, cli
 from tests.integration.script_fixtures import ACCELERATE_SCRIPT, DDP_SCRIPT
 
 STEPS = 30
@@ -62,7 +62,7 @@ def test_a_ddp_script_cancelled_part_way_resumes_to_the_uninterrupted_loss(
     exe = Path(sys.executable).with_name("clustertune")
     first = subprocess.Popen([str(exe), "launch", "launch.procs_per_node=2", "launch.stop_grace_seconds=20", "--",
                               sys.executable, "train.py", str(STEPS)], cwd=tmp_path, env={**os.environ, "STEP_PAUSE": "0.1", "HOLD_AT": "5"},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 60
     while not list(runs_root.glob("*/run.json")) and time.monotonic() < deadline:
         time.sleep(0.1)
