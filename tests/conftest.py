@@ -8,6 +8,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import signal  # noqa: E402
+
+# Ctrl-C as at a terminal, for this process and every process the tests start: a suite started
+# in the background by a shell without job control inherits SIGINT ignored (and an ignored
+# signal stays ignored across exec), so the tests of Ctrl-C and `cancel` would test nothing.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
