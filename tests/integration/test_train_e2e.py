@@ -118,13 +118,17 @@ def test_tensorboard_event_files_are_written(runs_root: Path) -> None:
     assert [e.step for e in acc.Scalars("train/loss")] == [4, 8]
 
 
-def test_failure_after_the_run_started_is_recorded(runs_root: Path) -> None:
+def test_failure_after_the_run_started_is_recorded(runs_root: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure once the run exists leaves it FAILED with the reason, and re-raises."""
-    # 3 heads do not divide a width of 64: only building the model finds that out.
-    bad = with_(TINY_CAUSAL, model={"config_overrides": {**TINY_CAUSAL["model"]["config_overrides"], "n_head": 3}})
-    with pytest.raises(ct.UserError, match="divisible"):
+    # A metric function that imports (so the preflight passes it) and breaks when the first
+    # evaluation calls it: only the running loop finds that out.
+    (tmp_path / "ct_breaking_metric.py").write_text("def f(preds, labels):\n    raise ValueError('metric broke')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bad = with_(TINY_CLS, train={"metrics": ["ct_breaking_metric:f"], "max_steps": 2})
+    with pytest.raises(Exception, match="metric broke"):
         ct.run(ct.load_recipe(bad), show_progress=False)
     (run,) = ct.list_runs()
     assert run.state is RunState.FAILED
     att = run.attempts[-1]
-    assert att.state == "FAILED" and "divisible" in att.reason and att.ended_at
+    assert att.state == "FAILED" and "metric broke" in att.reason and att.ended_at
