@@ -9,6 +9,7 @@ from pathlib import Path
 from clustertune.errors import ModelError, RunError
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.runs.dependents import removed_run_of
+from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
 
 
@@ -29,20 +30,26 @@ def require_local(name: str, key: str) -> None:
     raise ModelError(f"{key}: directory {name!r} does not exist")
 
 
+def run_with_model(ref: str, key: str, runs_root_dir: str | None = None) -> Run:
+    """The run ``run:<run>`` names (an id, a unique prefix, ``last`` or a name: its newest run
+    with a final model); a RunError naming ``key`` when there is none or it has no final model."""
+    try:
+        run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
+    except RunError as exc:
+        raise RunError(f"{key}: {exc}") from None
+    if not run.paths.has_final_model:
+        raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it "
+                       "or name another run")
+    return run
+
+
 def locate_model(ref: str, key: str, runs_root_dir: str | None = None) -> Path | str:
     """Where the model ``ref`` names is, as it is written in a recipe, without loading or
     writing anything: a run's final model directory for ``run:<run>`` (an adapter run's
     adapter directory), a local directory (holding a config.json), or the hub name itself.
     Raises RunError or ModelError naming ``key`` and the fix."""
     if ref.startswith(RUN_PREFIX):
-        try:
-            run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
-        except RunError as exc:
-            raise RunError(f"{key}: {exc}") from None
-        if not run.paths.has_final_model:
-            raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it "
-                           "or name another run")
-        return run.paths.model
+        return run_with_model(ref, key, runs_root_dir).paths.model
     p = Path(ref).expanduser()
     if p.exists():
         if not p.is_dir() or not ((p / "config.json").is_file() or (p / "adapter_config.json").is_file()):

@@ -17,12 +17,12 @@ from typing import Any
 
 from clustertune.data import builtin
 from clustertune.data.sources import RawData, carve_validation, load_raw
-from clustertune.errors import DataError, ModelError, RunError
+from clustertune.errors import DataError, ModelError
 from clustertune.models.adapters import is_adapter_dir, merge_adapter
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.rewards import char_fraction
-from clustertune.runs.store import get_run
+from clustertune.models.local import run_with_model
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
@@ -34,14 +34,7 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it."""
 
     if ref.startswith(RUN_PREFIX):
-        try:
-            run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
-        except RunError as exc:
-            raise RunError(f"{key}: {exc}") from None
-        if not run.paths.has_final_model:
-            raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it or "
-                           "name another run")
-        return _plain_model(run.paths)
+        return _plain_model(run_with_model(ref, key, runs_root_dir).paths)
     p = Path(ref).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
