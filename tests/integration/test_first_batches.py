@@ -86,3 +86,17 @@ def test_a_forward_that_lets_packed_examples_meet_fails_the_checks_and_leaves_no
 
 def record_of(run: Run) -> list[str]:
     return run.attempts[0].preflight["passed"]
+
+
+def test_the_checks_run_where_the_weights_are_before_the_strategy_places_the_model(packed_run: Run) -> None:
+    # On a GPU the strategy's device is cuda while the model is still on the host: the checks run
+    # before the loop moves it. Here the strategy names a device no weight is on (meta).
+    from clustertune.train.loop import forward
+
+    recipe = load_recipe(packed_run.paths.recipe)
+    loaded = load_for_use(str(packed_run.paths.root), device="cpu", dtype="fp32")  # the adapter merged
+    recipe = recipe.model_copy(update={"model": recipe.model.model_copy(update={"adapter": None})})
+    train_arrays, _ = open_run_data(recipe, packed_run.paths, 0, None)
+    report = first_batches.run_checks(recipe, loaded.model, train_arrays, loaded.tokenizer, processes=1,
+                                      device=torch.device("meta"), forward=forward, fresh_model=False)
+    assert "packed loss equals unpacked" in report.passed and report.failed == []

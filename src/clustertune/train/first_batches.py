@@ -71,7 +71,9 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
     was_training = model.training
     try:
         model.eval()
-        batches = _first_batches(recipe, train_arrays, device)
+        # The strategy places the model on its device only when the loop prepares it, after these
+        # checks: the batches go where the model's weights are now (the host, before that).
+        batches = _first_batches(recipe, train_arrays, _weights_device(model, device))
         if batches and chats:
             note("trained tokens in every batch", check.trained_tokens_in_every_batch(batches))
         # The model runs here only when this process holds all of it: one process, and no weight
@@ -104,6 +106,14 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
                              + "\n(train.preflight=false skips these checks)")
     log.info("%s", report.line())
     return report
+
+
+def _weights_device(model: torch.nn.Module, fallback: torch.device) -> torch.device:
+    """Where ``model``'s first real (not meta) parameter lives; ``fallback`` when none does."""
+    for p in model.parameters():
+        if p.device.type != "meta":
+            return p.device
+    return fallback
 
 
 def _first_batches(recipe: Recipe, train_arrays: Any, device: torch.device) -> list[dict[str, torch.Tensor]]:
