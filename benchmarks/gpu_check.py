@@ -26,6 +26,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,16 @@ SIZES = ((12, 768), (24, 1024), (24, 2048))  # about 124M, 350M, 1.3B parameters
 
 SMOKE = False  # --smoke: a 2-layer width-64 model, 6 steps and 16 evaluation blocks (CI runs the harness so)
 
+
+
+def cause(tail: str) -> str:
+    """The line of a failed launch's output that says why: the last exception line (torchrun
+    ends its report with a rule of '=' signs, which says nothing), else the last line."""
+    lines = [x.strip() for x in tail.strip().splitlines() if x.strip()]
+    for line in reversed(lines):
+        if re.search(r"\b\w*(Error|Exception)\b: ", line):
+            return re.sub(r"^\[rank\d+\]:\s*", "", line)[:200]
+    return lines[-1][:200] if lines else "(no output)"
 
 def base_recipe(cpu: bool) -> dict[str, Any]:
     r = {
@@ -226,7 +237,7 @@ def check_strategy(table: Table, root: Path, name: str, n: int, cpu: bool, basel
     full = job_dir(root, name, recipe, baseline)
     ok, tail = launch(full, n)
     if not ok:
-        table.add(name, False, "training failed: " + tail.strip().splitlines()[-1][:200])
+        table.add(name, False, "training failed: " + cause(tail))
         return
     want, got = losses(baseline), losses(full)
     tol = LOSS_TOL_FP32 if cpu else LOSS_TOL_BF16
@@ -242,7 +253,7 @@ def check_strategy(table: Table, root: Path, name: str, n: int, cpu: bool, basel
         table.add(f"{name}: resume", diff < (1e-4 if cpu else 1e-2),
                   f"eval loss after resume {final_eval(resumed):.4f} vs {final_eval(full):.4f}")
     else:
-        table.add(f"{name}: resume", False, "resume failed: " + tail.strip().splitlines()[-1][:200])
+        table.add(f"{name}: resume", False, "resume failed: " + cause(tail))
     plain, dtypes = plain_eval(full)
     table.add(f"{name}: gathered model", abs(plain - final_eval(full)) < (1e-4 if cpu else 2e-2)
               and dtypes == {"torch.float32"},
@@ -264,7 +275,7 @@ def check_one_process(table: Table, root: Path, n: int, cpu: bool, baseline: Pat
     ok, tail = launch(d, 0)
     name = "fsdp+offload, 1 device, no launcher"
     if not ok:
-        table.add(name, False, "failed: " + tail.strip().splitlines()[-1][:200])
+        table.add(name, False, "failed: " + cause(tail))
         return
     want, got = losses(baseline), losses(d)
     tol = LOSS_TOL_FP32 if cpu else LOSS_TOL_BF16
@@ -293,7 +304,7 @@ def check_memory(table: Table, root: Path, n: int, cpu: bool, baseline: Path) ->
         specs.append(spec)
     ok, tail = launch(d, n, sizes=",".join(specs))
     if not ok:
-        table.add("estimate-memory", False, "failed: " + tail.strip().splitlines()[-1][:200])
+        table.add("estimate-memory", False, "failed: " + cause(tail))
         return
     if cpu:
         table.add("estimate-memory", None, "peak device memory is measured on GPUs only")
@@ -345,7 +356,7 @@ def main() -> int:
     baseline = job_dir(root, "baseline-fp32", ref, None)
     ok, tail = launch(baseline, 1)
     if not ok:
-        table.add("one-device fp32 reference", False, tail.strip().splitlines()[-1][:200])
+        table.add("one-device fp32 reference", False, cause(tail))
         return 1
     f = facts(baseline)[0]
     if not a.cpu:

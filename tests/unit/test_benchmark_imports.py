@@ -71,3 +71,19 @@ def test_the_check_sees_a_name_that_moved(tmp_path: Path) -> None:
 def test_the_check_sees_an_attribute_of_a_module_that_moved(tmp_path: Path) -> None:
     (tmp_path / "old.py").write_text("def f():\n    import clustertune.train.execute as node\n    node.gone()\n")
     assert _missing(tmp_path) == ["old.py:3: clustertune.train.execute.gone"]
+
+
+def test_a_failed_launch_is_reported_by_its_exception_line_not_torchruns_closing_rule() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", BENCHMARKS / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    tail = ("[rank0]:   File \"x.py\", line 3, in f\n"
+            "[rank0]: RuntimeError: Expected all tensors to be on the same device\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+            "============================================================\n"
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+            "============================================================\n")
+    assert gpu_check.cause(tail) == "RuntimeError: Expected all tensors to be on the same device"
+    assert gpu_check.cause("just a message\n") == "just a message"
