@@ -262,7 +262,11 @@ def check_strategy(table: Table, root: Path, name: str, n: int, cpu: bool, basel
         f = facts(full)
         breaks, graphs = max(x["graph_breaks"] for x in f), max(x["unique_graphs"] for x in f)
         # One graph for training and one for evaluation (the mode switch); no shape recompiles.
-        table.add(f"{name}: compile", breaks == 0 and graphs <= 2, f"graph breaks {breaks}, graphs {graphs}")
+        # FSDP compiles region by region (train/fastpath.py): GPT-2's block, its two embeddings,
+        # dropout, final norm and output layer, each once per mode.
+        most = 2 * (6 if train["strategy"] == "fsdp" else 1)
+        table.add(f"{name}: compile", breaks == 0 and graphs <= most,
+                  f"graph breaks {breaks}, graphs {graphs} (at most {most})")
 
 
 def check_one_process(table: Table, root: Path, n: int, cpu: bool, baseline: Path) -> None:

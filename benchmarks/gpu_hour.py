@@ -218,7 +218,8 @@ def gpu_check(h: Harness, part: str, only: str, cap: float) -> None:
 
 
 def part_correctness(h: Harness) -> None:
-    gpu_check(h, "correctness", "fsdp" if h.a.tiny else "fsdp,one-process", 150)
+    # On an H100 (2026-11-27) the four launches of fsdp and one-process needed more than 150 s.
+    gpu_check(h, "correctness", "fsdp" if h.a.tiny else "fsdp,one-process", 210)
 
 
 def part_more_checks(h: Harness) -> None:

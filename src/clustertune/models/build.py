@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.models.local import is_pathish as _is_pathish, require_local
-from clustertune.models.heads import auto_class
+from clustertune.models.heads import auto_class, name_the_loss
 from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
 from clustertune.models.tokenizer import hub_unreachable_message
@@ -189,6 +189,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
         raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
     except OSError as exc:
         raise ModelError(f"model.name_or_path: cannot load weights from {m.name_or_path!r}: {exc}") from exc
+    name_the_loss(model, recipe.traits.head)
     emb = model.get_input_embeddings()
     if emb is not None and len(tokenizer) > emb.num_embeddings:
         # Grown to a multiple that tensor cores like (train.pad_vocab_multiple; 64 on a GPU).

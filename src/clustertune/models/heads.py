@@ -21,3 +21,14 @@ def auto_class(head: ModelHead) -> Any:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     return AutoModelForSequenceClassification if head == "classifier" else AutoModelForCausalLM
+
+
+def name_the_loss(model: Any, head: ModelHead) -> None:
+    """Name a language model's loss where its class name does not (GPT-2's ``GPT2LMHeadModel``).
+
+    transformers derives the loss from the class name and, finding none, warns at every first
+    forward that ``loss_type=None`` is unrecognized before using the causal-LM loss anyway. The
+    warning is noise in every run's log, and under ``torch.compile`` a graph break in the loss.
+    Naming the loss it falls back to changes nothing else."""
+    if head == "causal_lm" and getattr(model, "loss_type", "") is None:
+        model.loss_type = "ForCausalLM"

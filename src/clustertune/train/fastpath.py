@@ -48,25 +48,41 @@ def pad_vocab(config: Any, multiple: int) -> None:
         config.vocab_size = int(math.ceil(config.vocab_size / multiple) * multiple)
 
 
-def prepare_module(model: torch.nn.Module, recipe: Recipe, compile_here: bool = True) -> None:
+def prepare_module(model: torch.nn.Module, recipe: Recipe, compile_here: bool = True, regional: bool = False) -> None:
     """Switches applied to the bare model before a strategy wraps it (in place). A strategy
-    that compiles its own wrapper (DeepSpeed's ``engine.compile()``) passes ``compile_here=False``."""
+    that compiles its own wrapper (DeepSpeed's ``engine.compile()``) passes ``compile_here=False``;
+    one that hooks every block (FSDP) passes ``regional=True``."""
     if recipe.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if compile_here and use_compile(recipe):
-        compile_with_fallback(model)
+        compile_with_fallback(model, regional=regional)
 
 
-def compile_with_fallback(model: torch.nn.Module) -> None:
-    """Compile ``model.forward`` in place; on a compile error, go eager and say why.
+def compile_with_fallback(model: torch.nn.Module, regional: bool = False, backend: str = "inductor") -> None:
+    """Compile ``model`` in place; on a compile error, go eager and say why.
 
-    Only the instance's ``forward`` is replaced, so parameter names, state dicts and
-    ``save_pretrained`` are those of the plain model. Compilation happens at the first call,
-    so that is where failures surface; errors after a successful first call are not compile
-    failures and propagate.
+    Whole (the default): ``model.forward`` is compiled into one graph. Regional: each repeated
+    block and each other leaf module is compiled in place (accelerate's ``compile_regions_fsdp2``),
+    the top-level forward stays eager. FSDP needs the regional way: its hooks run around every
+    sharded block and a whole-model graph breaks at each of them (13 breaks and 16 graphs for
+    GPT-2 124M on an H100), while compiled blocks keep the hooks outside their graphs.
+
+    Only the instance's ``forward`` is replaced (and, regionally, each module's compiled call),
+    so parameter names, state dicts and ``save_pretrained`` are those of the plain model.
+    Compilation happens at the first call, so that is where failures surface; errors after a
+    successful first call are not compile failures and propagate.
     """
+    from accelerate.utils.other import compile_regions_fsdp2, has_repeated_blocks
+
     eager = model.forward
-    compiled = torch.compile(eager)
+    regions: list[torch.nn.Module] = []
+    if regional and has_repeated_blocks(model):  # the top level is then never a compiled leaf
+        compile_regions_fsdp2(model, backend=backend)
+        regions = [m for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None]
+        compiled = eager  # the compiled regions are inside it
+        log.info("compile: %d regions (each repeated block and each other leaf module)", len(regions))
+    else:
+        compiled = torch.compile(eager, backend=backend)
     state = {"calls": 0, "failed": False}
 
     def forward(*args: Any, **kwargs: Any) -> Any:
@@ -80,6 +96,8 @@ def compile_with_fallback(model: torch.nn.Module) -> None:
             if state["calls"] > 0 or not _is_compile_error(exc):
                 raise
             state["failed"] = True
+            for region in regions:  # back to each module's own call
+                region._compiled_call_impl = None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             log.warning("torch.compile failed (%s: %s); training continues in eager mode "
                         "(set train.compile=false to skip the attempt)", type(exc).__name__, first[:300])

@@ -300,6 +300,63 @@ def test_fsdp_policy_keeps_the_loss_in_fp32_where_accelerates_default_rounds_it(
     assert losses["default"].dtype == torch.bfloat16  # the quantised loss the default policy returns
 
 
+def _graph_breaks_under_fsdp(regional: bool) -> int:
+    """Graph breaks of two training steps and one evaluation of a tiny GPT-2 sharded by FSDP2,
+    compiled as clustertune compiles it (dynamo's own graph capture, no code generation)."""
+    import torch._dynamo
+    import torch._dynamo.utils
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.models.heads import name_the_loss
+    from clustertune.train.fastpath import compile_with_fallback
+    from clustertune.train.strategies.accel import shard_model
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=3, n_embd=32, n_head=2, n_positions=32, vocab_size=128,
+                                       bos_token_id=0, eos_token_id=0))
+    name_the_loss(model, "causal_lm")
+    compile_with_fallback(model, regional=regional, backend="eager")
+    shard_model(model, offload=False)
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    for _ in range(2):
+        model(input_ids=ids, labels=ids).loss.backward()
+    model.eval()
+    with torch.no_grad():
+        model(input_ids=ids, labels=ids)
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    torch._dynamo.reset()
+    return breaks
+
+
+def test_fsdp_compiles_each_block_so_its_hooks_break_no_graph() -> None:
+    # On an H100, GPT-2 124M compiled whole and then sharded broke its graph 13 times: once at
+    # each FSDP-hooked module. Compiled block by block, the hooks stay between the graphs.
+    own = group.start_process_group(sharded=True, offload=False, timeout_minutes=1, env={})
+    try:
+        assert _graph_breaks_under_fsdp(regional=False) > 0  # what the check below guards against
+        assert _graph_breaks_under_fsdp(regional=True) == 0
+    finally:
+        own.close()
+
+
+def test_a_gpt2_model_names_its_loss_so_transformers_does_not_warn_at_the_first_forward() -> None:
+    from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel
+
+    from clustertune.models.heads import name_the_loss
+
+    cfg = GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=16, vocab_size=64, pad_token_id=0)
+    lm = GPT2LMHeadModel(cfg)
+    assert lm.loss_type is None  # transformers finds no loss in the class name
+    name_the_loss(lm, "causal_lm")
+    assert lm.loss_type == "ForCausalLM"
+    classifier = GPT2ForSequenceClassification(cfg)
+    before = classifier.loss_type
+    name_the_loss(classifier, "classifier")
+    assert classifier.loss_type == before  # a classifier's loss is left to transformers
+
+
 def test_peak_flops_tell_h100_variants_and_newer_gpus_apart() -> None:
     from clustertune.train.throughput import peak_flops_of
 

@@ -156,16 +156,23 @@ def test_vocab_is_padded_for_fresh_models_only() -> None:
     assert vocab_multiple(pretrained) == 1
 
 
-def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
-    # A real inductor failure: the C++ compiler it needs for CPU kernels is not there. A fresh
-    # kernel cache, so no kernel compiled earlier on this machine is reused instead.
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    import torch._dynamo
+@pytest.fixture
+def inductor_without_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A real inductor failure: the C++ compiler it needs for CPU kernels is not there. A fresh
+    kernel cache, so no kernel compiled earlier on this machine is reused instead. (The config's
+    own patch: monkeypatch's undo of a setattr on its ``cpp`` section deletes the key.)"""
     import torch._inductor.config
 
-    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, "/nonexistent/bin/g++"))
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    with torch._inductor.config.patch({"cpp.cxx": (None, "/nonexistent/bin/g++"), "fx_graph_cache": False}):
+        yield
+
+
+@pytest.mark.usefixtures("inductor_without_compiler")
+def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    import torch._dynamo
+
     # A run in this process (api.run) stops the clustertune logger propagating; caplog listens at the root.
     monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
 
@@ -184,6 +191,32 @@ def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.
     (msg,) = failed.values()
     assert "eager mode" in msg and "train.compile=false" in msg
     assert set(model.state_dict()) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # names unchanged
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("inductor_without_compiler")
+def test_a_regional_compile_that_fails_puts_every_block_back_to_eager(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    # As above, the model compiled block by block (FSDP's way).
+    import torch._dynamo
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, n_positions=16, vocab_size=64,
+                                       bos_token_id=0, eos_token_id=0)).eval()
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    want = model(input_ids=ids).logits
+    compile_with_fallback(model, regional=True)
+    assert model.transformer.h[0]._compiled_call_impl is not None  # the blocks, not the whole model
+    with caplog.at_level("WARNING", logger="clustertune"):
+        got = model(input_ids=ids).logits
+        again = model(input_ids=ids).logits
+    assert torch.allclose(got, want) and torch.allclose(again, want)
+    assert len([r for r in caplog.records if "torch.compile failed" in r.getMessage()]) == 1
+    assert [n for n, m in model.named_modules() if m._compiled_call_impl is not None] == []
     torch._dynamo.reset()
 
 
