@@ -16,7 +16,7 @@ def grpo_recipe(policy: str, runs_root: Path, **rl: Any) -> dict[str, Any]:
     return {
         "name": "tinygrpo", "task": "rlhf",
         "data": {"dataset": "builtin:pydoc-prompts", "max_eval_samples": 64, "max_train_samples": 512},
-        "train": {"batch_size": 8, "lr": 3e-3, "max_steps": 40, "log_every": 10, "cpu_threads": 1},
+        "train": {"precision": "fp32", "batch_size": 8, "lr": 3e-3, "max_steps": 40, "log_every": 10, "cpu_threads": 1},
         "tracking": {"runs_root": str(runs_root)},
         "rl": {"algorithm": "grpo", "policy": policy, "rewards": [REWARD_E], "max_new_tokens": 16,
                "num_generations": 4, **rl},
@@ -27,7 +27,7 @@ def dpo_recipe(policy: str, runs_root: Path, **rl: Any) -> dict[str, Any]:
     return {
         "name": "tinydpo", "task": "rlhf",
         "data": {"dataset": "builtin:pydoc-preferences", "max_eval_samples": 128},
-        "train": {"batch_size": 8, "lr": 2e-3, "max_steps": 40, "log_every": 10, "cpu_threads": 1},
+        "train": {"precision": "fp32", "batch_size": 8, "lr": 2e-3, "max_steps": 40, "log_every": 10, "cpu_threads": 1},
         "tracking": {"runs_root": str(runs_root)},
         "rl": {"algorithm": "dpo", "policy": policy, "beta": 0.1, **rl},
     }

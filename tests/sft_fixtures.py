@@ -65,7 +65,7 @@ def sft_recipe(base: Path, train: Path, runs_root: Path | None = None, **data: A
         "model": {"name_or_path": str(base)},
         "data": {"train_files": [str(train)], "max_length": 64, "validation_fraction": 0.1,
                  "sft": {"chat_template": "chatml", "generation_samples": 4, "max_new_tokens": 4}},
-        "train": {"batch_size": 4, "lr": 3e-3, "max_steps": 6, "log_every": 3, "cpu_threads": 1},
+        "train": {"precision": "fp32", "batch_size": 4, "lr": 3e-3, "max_steps": 6, "log_every": 3, "cpu_threads": 1},
     }
     sft = data.pop("sft", {})
     r["data"].update(data)

@@ -217,7 +217,11 @@ class TrainSection(Section):
     """Passes over the training data when ``max_steps`` is not set."""
 
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    """Mixed precision: ``auto`` is bf16 on GPUs that have it, fp16 on older GPUs, fp32 on CPU."""
+    """Mixed precision: ``auto`` is bf16 on GPUs that have it, fp16 on older GPUs; on CPU bf16
+    where the processor has bf16 instructions (``avx512_bf16`` or ``amx_bf16`` among its flags:
+    AMD Zen 4, Intel Sapphire Rapids and later), else fp32. What ``auto`` became is recorded in
+    run.json (each attempt's ``precision``) and summary.json. Pin ``fp32`` for results that must
+    be the same on every machine."""
 
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""

@@ -51,6 +51,9 @@ class Attempt(_Record):
     """A user's own command: how it exited (under torchrun: the first failed rank's code)."""
     job_name: str | None = None
     """SLURM: the job's name as ``squeue`` shows it (``launch.job_name``)."""
+    precision: str | None = None
+    """What the attempt computed in (fp32, bf16 or fp16): ``train.precision`` with ``auto``
+    resolved on the attempt's devices. Set when the attempt ends from its training."""
     preflight: dict[str, Any] | None = None
     """The checks on the first batches (``train.preflight``): the names of those that passed,
     and warnings. Set on the attempt that started the run from step 0."""

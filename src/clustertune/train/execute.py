@@ -30,7 +30,7 @@ from clustertune.train import first_batches
 from clustertune.train.loop import LoopResult, forward, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.metrics import flat_config, tracker_env
-from clustertune.train.precision import mixed_precision, reset_accelerate_state
+from clustertune.train.precision import mixed_precision, precision_name, reset_accelerate_state
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin, loads_from_rank0
 from clustertune.train.strategies.base import explain_out_of_memory
@@ -194,5 +194,6 @@ def _save_final(recipe: Recipe, paths: RunPaths, strategy: Any, result: LoopResu
         "samples_seen": result.samples_seen, "train_seconds": result.train_seconds, "parameters": n_params,
         "train_samples": len(train_arrays) if hasattr(train_arrays, "__len__") else None,
         "eval_samples": len(eval_arrays), "resumed_from_step": result.resumed_from_step, "evals": result.evals,
+        "precision": precision_name(recipe),
     }
     paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

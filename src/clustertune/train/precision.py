@@ -7,14 +7,17 @@ import torch
 
 from clustertune.errors import UserError
 from clustertune.recipe.schema import Recipe
-from clustertune.train.strategies.group import auto_precision, native_bf16
+from clustertune.train.strategies.group import auto_precision, cpu_bf16, native_bf16
 
 
 def mixed_precision(recipe: Recipe) -> str:
     """Accelerate's mixed_precision for this recipe on this machine."""
     p = recipe.train.precision
     if p == "auto":
-        return auto_precision(torch.cuda.is_available(), native_bf16())
+        cuda = torch.cuda.is_available()
+        # DeepSpeed runs on CPU ranks for tests only; its bf16 there is not a path worth choosing.
+        on_cpu_bf16 = not cuda and recipe.train.strategy != "deepspeed" and cpu_bf16()
+        return auto_precision(cuda, native_bf16(), on_cpu_bf16)
     if p == "fp16" and not torch.cuda.is_available():
         raise UserError("train.precision: fp16 needs a CUDA GPU; use bf16 or fp32 on CPU")
     return {"fp32": "no"}.get(p, p)
@@ -26,3 +29,8 @@ def reset_accelerate_state() -> None:
 
     AcceleratorState._reset_state(True)
     GradientState._reset_state()
+
+
+def precision_name(recipe: Recipe) -> str:
+    """The precision a run of ``recipe`` computes in on this machine, as recorded: fp32, bf16 or fp16."""
+    return {"no": "fp32"}.get(mixed_precision(recipe), mixed_precision(recipe))

@@ -43,6 +43,35 @@ def test_each_rank_uses_its_local_gpu_and_native_bf16_only() -> None:
     assert group.native_bf16() is torch.cuda.is_available()  # never True on a CPU host
 
 
+ZEN4 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu vme sse2 avx2 avx512f avx512bw avx512_bf16 "
+        "avx512_vnni\nbugs\t\t: sysret_ss_attrs\n")
+SKYLAKE_X = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512vl avx512dq\n"
+SAPPHIRE = "flags\t\t: fpu avx512f amx_tile amx_int8 amx_bf16\n"
+
+
+def test_auto_is_bf16_on_a_cpu_with_bf16_instructions_and_fp32_on_one_that_emulates_it() -> None:
+    assert group.cpu_bf16(ZEN4) and group.cpu_bf16(SAPPHIRE)
+    assert not group.cpu_bf16(SKYLAKE_X)  # AVX-512 without bf16: emulated, slower than fp32
+    assert not group.cpu_bf16("")  # no flags line (not Linux, or an unreadable file)
+    assert group.auto_precision(cuda=False, native_bf16=False, cpu_bf16=True) == "bf16"
+    assert group.auto_precision(cuda=False, native_bf16=False, cpu_bf16=False) == "no"
+    # A GPU host decides by its GPU, whatever the CPU has.
+    assert group.auto_precision(cuda=True, native_bf16=False, cpu_bf16=True) == "fp16"
+
+
+def test_auto_resolves_by_this_cpus_flags_and_a_pinned_precision_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustertune.train import precision
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU decides auto there (gpu_check.py checks it)")
+    for flags, want in ((ZEN4, "bf16"), (SKYLAKE_X, "fp32")):
+        monkeypatch.setattr(precision, "cpu_bf16", lambda f=flags: group.cpu_bf16(f))
+        assert precision.precision_name(recipe(precision="auto")) == want
+        assert precision.precision_name(recipe(precision="fp32")) == "fp32"
+        # DeepSpeed's CPU ranks are for tests; auto keeps them in fp32
+        assert precision.precision_name(recipe(precision="auto", strategy="deepspeed")) == "fp32"
+
+
 def test_tf32_on_gpus_by_default_and_switchable() -> None:
     assert group.fp32_matmul_precision(None, cuda=True) == "high"
     assert group.fp32_matmul_precision(False, cuda=True) == "highest"

@@ -34,7 +34,7 @@ from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_mod
 from clustertune.train.schedule import trainer_schedule
 from clustertune.models.tokenizer import load_tokenizer
 from clustertune.train.precision import reset_accelerate_state
-from clustertune.train.precision import mixed_precision
+from clustertune.train.precision import mixed_precision, precision_name
 from clustertune.train.rl.ppo import make_ppo_trainer
 from clustertune.train.rl.ppo import refuse_resume
 from clustertune.train.rl.ppo import ppo_config
@@ -156,7 +156,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
             "resumed_from_step": _step_of(resume_from),
             "initial_eval": next((e for e in callback.evals if e["step"] == 0), None),
             "final_eval": callback.evals[-1] if callback.evals else None, "evals": callback.evals,
-            "policy": policy_path, "train_prompts": len(train_ds),
+            "policy": policy_path, "train_prompts": len(train_ds), "precision": precision_name(recipe),
         }
         _save_results(trainer, tok, paths, summary, main)
         return RLResult(steps=trainer.state.global_step, summary=summary)

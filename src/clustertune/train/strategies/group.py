@@ -48,17 +48,41 @@ def group_backend(cuda: bool, offload: bool) -> str:
     return "cuda:nccl,cpu:gloo" if offload else "nccl"
 
 
-def auto_precision(cuda: bool, native_bf16: bool) -> str:
+def auto_precision(cuda: bool, native_bf16: bool, cpu_bf16: bool = False) -> str:
     """What ``train.precision: auto`` means: bf16 where the GPU computes it natively, fp16 on
-    older GPUs (V100, T4: bf16 there is emulated and slow), fp32 on CPU."""
+    older GPUs (V100, T4: bf16 there is emulated and slow); on CPU, bf16 where the processor has
+    bf16 matrix instructions (``cpu_bf16``), else fp32."""
     if not cuda:
-        return "no"
+        return "bf16" if cpu_bf16 else "no"
     return "bf16" if native_bf16 else "fp16"
 
 
 def native_bf16() -> bool:
     """bf16 in hardware on this rank's GPU (emulation does not count); call after set_device."""
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False))
+
+
+# x86 flags (Linux /proc/cpuinfo) of bf16 dot-product and matrix instructions: AVX512-BF16
+# (Cooper Lake, Sapphire Rapids, AMD Zen 4 and later) and AMX-BF16 (Sapphire Rapids and later).
+# torch's own capability string says only "AVX512" on such machines, which plain AVX-512 CPUs
+# (Skylake-X, emulating bf16 and slower than fp32 there) report too.
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def cpu_bf16(cpuinfo: str | None = None) -> bool:
+    """This CPU has bf16 matrix instructions (``cpuinfo``: the text of /proc/cpuinfo; read here
+    when not given; False where there is none, as on macOS)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return False
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return bool(CPU_BF16_FLAGS & set(value.split()))
+    return False
 
 
 def fp32_matmul_precision(tf32: bool | None, cuda: bool) -> str:

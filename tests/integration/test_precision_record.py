@@ -1,0 +1,20 @@
+"""What ``train.precision: auto`` became on this machine is written down: each attempt's
+``precision`` in run.json and ``precision`` in summary.json; a pinned precision is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clustertune import api
+from clustertune.train.strategies.group import cpu_bf16
+from tests.helpers import TINY_CAUSAL, with_
+
+
+def test_a_run_records_the_precision_auto_resolved_to(runs_root: Path) -> None:
+    want = "bf16" if cpu_bf16() else "fp32"  # this CPU's flags decide (no GPU in the suite)
+    auto = api.run(with_(TINY_CAUSAL, train={"precision": "auto", "max_steps": 2, "eval_at_start": False}),
+                   show_progress=False)
+    assert auto.state.value == "COMPLETED", auto.info.reason
+    assert auto.attempts[0].precision == want and auto.summary["precision"] == want
+    pinned = api.run(with_(TINY_CAUSAL, train={"max_steps": 2, "eval_at_start": False}), show_progress=False)
+    assert pinned.attempts[0].precision == "fp32" and pinned.summary["precision"] == "fp32"
