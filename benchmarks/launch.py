@@ -97,7 +97,7 @@ def main() -> None:
             "name": "bench", "task": "causal_lm",
             "model": {"config": "gpt2", "config_overrides": TINY, "tokenizer": str(work / "tokenizer")},
             "data": {"dataset": "builtin:pydoc", "block_size": 64, "max_eval_samples": 8},
-            "train": {"batch_size": 4, "max_steps": 1, "log_every": 1, "cpu_threads": 1},
+            "train": {"batch_size": 4, "max_steps": 1, "log_every": 1, "cpu_threads": 1, "precision": "fp32"},
             "launch": {"procs_per_node": 2},
         }))
         script = work / "plain.py"

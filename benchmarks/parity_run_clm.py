@@ -115,7 +115,7 @@ def clustertune_way(init: Path, train: Path, val: Path, runs: Path, seed: int, s
         "data": {"train_files": [str(train)], "validation_files": [str(val)], "block_size": BLOCK},
         "train": {"batch_size": BATCH, "lr": lr, "warmup_steps": WARMUP, "lr_scheduler": "linear", "max_steps": steps,
                   "weight_decay": 0.0, "max_grad_norm": 1.0, "shuffle": False, "seed": seed, "log_every": 50,
-                  "device": "cpu"},
+                  "device": "cpu", "precision": "fp32"},  # the peer's precision on CPU
         "tracking": {"runs_root": str(runs)},
     })
     run = ct.run(recipe, show_progress=False)

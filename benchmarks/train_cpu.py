@@ -47,7 +47,7 @@ def recipe_dict(init: Path, a: argparse.Namespace) -> dict:
         "data": {"dataset": "builtin:pydoc", "block_size": a.block},
         "train": {"batch_size": a.batch, "lr": 1e-3, "warmup_steps": 5, "lr_scheduler": "linear",
                   "max_steps": a.steps, "weight_decay": 0.0, "max_grad_norm": 1.0, "shuffle": False,
-                  "log_every": a.skip, "seed": 0},
+                  "log_every": a.skip, "seed": 0, "precision": "fp32"},  # Trainer's on CPU
     }
 
 

@@ -139,7 +139,10 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
         "data": {"dataset": "builtin:pydoc", "block_size": spec.seq},
         "train": {"batch_size": spec.batch, "max_steps": spec.steps, "log_every": spec.skip, "lr": spec.lr,
                   "warmup_steps": spec.skip, "lr_scheduler": "linear", "max_grad_norm": 1.0, "seed": 0,
-                  "compile": compiled, "shuffle": False},
+                  "compile": compiled, "shuffle": False,
+                  # Trainer's precision: bf16 on a GPU that has it, fp32 on CPU (where clustertune's
+                  # auto may pick bf16, which would measure the precision, not the loop).
+                  "precision": "auto" if torch.cuda.is_available() else "fp32"},
     })
     config = _config(spec)
     pad_vocab(config, vocab_multiple(recipe))
