@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clustertune import api
+from clustertune.runs.report import show_text
 from clustertune.train.strategies.group import cpu_bf16
 from tests.helpers import TINY_CAUSAL, with_
 
@@ -16,5 +17,6 @@ def test_a_run_records_the_precision_auto_resolved_to(runs_root: Path) -> None:
                    show_progress=False)
     assert auto.state.value == "COMPLETED", auto.info.reason
     assert auto.attempts[0].precision == want and auto.summary["precision"] == want
+    assert f"pid {auto.attempts[0].pid}  {want}" in show_text(auto)  # `clustertune runs show` says it
     pinned = api.run(with_(TINY_CAUSAL, train={"max_steps": 2, "eval_at_start": False}), show_progress=False)
     assert pinned.attempts[0].precision == "fp32" and pinned.summary["precision"] == "fp32"

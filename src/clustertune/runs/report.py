@@ -139,6 +139,7 @@ def show_text(run: Run) -> str:
             f"attempt {att.n}  {att.state.value}  {att.started_at} -> {att.ended_at or '...'}"
             f"  pid {att.pid}" + (f"  resumed from {att.resumed_from}" if att.resumed_from else "")
             + (f"  exit code {att.exit_code}" if att.exit_code is not None else "")
+            + (f"  {att.precision}" if att.precision else "")
         )
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
