@@ -20,3 +20,13 @@ def test_a_run_records_the_precision_auto_resolved_to(runs_root: Path) -> None:
     assert f"pid {auto.attempts[0].pid}  {want}" in show_text(auto)  # `clustertune runs show` says it
     pinned = api.run(with_(TINY_CAUSAL, train={"max_steps": 2, "eval_at_start": False}), show_progress=False)
     assert pinned.attempts[0].precision == "fp32" and pinned.summary["precision"] == "fp32"
+
+
+def test_a_run_takes_its_own_precision_after_another_accelerator_in_the_process(runs_root: Path) -> None:
+    from accelerate import Accelerator
+
+    Accelerator(cpu=True, mixed_precision="no")  # what a user's Trainer leaves behind in a notebook
+    run = api.run(with_(TINY_CAUSAL, train={"precision": "bf16", "max_steps": 2, "eval_at_start": False}),
+                  show_progress=False)
+    assert run.state.value == "COMPLETED", run.info.reason
+    assert run.attempts[0].precision == "bf16"

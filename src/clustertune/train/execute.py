@@ -61,6 +61,10 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
     if trackers:
         paths.trackers.mkdir(exist_ok=True)
         tracker_env(trackers, paths.trackers)
+    # Accelerate keeps one state per process, and refuses an Accelerator whose precision differs
+    # from what an earlier one in this process set (a Trainer the user ran in the same notebook,
+    # a run in fp32 before this one in bf16). This run's settings are the ones that count.
+    reset_accelerate_state()
     acc = Accelerator(
         cpu=not torch.cuda.is_available(),
         mixed_precision=mixed_precision(recipe) if mixed is None else mixed,

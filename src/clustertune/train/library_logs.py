@@ -1,7 +1,7 @@
 """Warnings of the libraries a run uses go to the run's log, not the terminal.
 
 transformers, DeepSpeed, bitsandbytes, torch (through Python's ``warnings``) and the rest
-print on every run things a user cannot act on (GPT-2's "``loss_type=None`` ... unrecognized",
+print on every run things a user cannot act on (bitsandbytes' "Failed to load CPU gemm_4bit_forward",
 "Setting accelerator to CPU"), in the middle of the progress bar. While a run trains in this
 process they are written to its ``logs/run.log`` instead; what comes before the run directory
 exists is held and written there once it does (or printed, if the run never starts).

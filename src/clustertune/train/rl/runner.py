@@ -129,6 +129,9 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     _before_training(recipe, resume_from, show_progress)
     policy_path, tok, train_ds, rewards, eval_set = _inputs(recipe, paths)
     set_seed(t.seed)
+    # Accelerate's process-wide state from whatever ran before in this process (another
+    # precision, a user's Trainer) would make TRL's Accelerator refuse this run's settings.
+    reset_accelerate_state()
     policy, ref = _policy_and_reference(recipe, policy_path, tok)
     callback = RunCallback(recipe, paths, tok, rewards, eval_set, dump_recipe(recipe), show_progress, resume_from is not None,
                            stop=stop)
