@@ -19,7 +19,9 @@ from tests.helpers import TINY_CAUSAL, cli, with_
 def ds_recipe(tmp_path: Path, content: object, **train):
     path = tmp_path / "ds.json"
     path.write_text(content if isinstance(content, str) else json.dumps(content))
-    return load_recipe(with_(TINY_CAUSAL, train={"strategy": "deepspeed", "deepspeed_config": str(path), **train},
+    # precision auto, as a recipe that leaves it to the JSON says (the test recipes pin fp32)
+    return load_recipe(with_(TINY_CAUSAL, train={"strategy": "deepspeed", "deepspeed_config": str(path),
+                                                 "precision": "auto", **train},
                              launch={"backend": "slurm", "nodes": 2, "gpus_per_node": 4}))
 
 
