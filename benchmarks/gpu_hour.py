@@ -262,7 +262,9 @@ def part_sft(h: Harness) -> None:
         return
     rows_file = h.out / "sft-speed.json"
     args = ([str(HERE / "sft_gpu.py"), "--smoke"] if h.a.tiny else [str(HERE / "sft_gpu.py"), "--steps", "20", "--skip", "5"])
-    rc, tail = h.run("sft-speed", [*args, "--sides", "ours,trl", "--json", str(rows_file)], 150)
+    # On an H100 (2026-11-27) 150 s did not reach the end of the first side: the 1.1B base is
+    # built and saved, then each side loads and compiles it.
+    rc, tail = h.run("sft-speed", [*args, "--sides", "ours,trl", "--json", str(rows_file)], 240)
     rounds = json.loads(rows_file.read_text())["rounds"] if rows_file.exists() else []
     for side, res in (rounds[-1] if rounds else {}).items():
         mfu = "" if res.get("mfu") is None else f", MFU {100 * res['mfu']:.1f}%"
