@@ -62,8 +62,7 @@ def test_auto_is_bf16_on_a_cpu_with_bf16_instructions_and_fp32_on_one_that_emula
 def test_auto_resolves_by_this_cpus_flags_and_a_pinned_precision_stays(monkeypatch: pytest.MonkeyPatch) -> None:
     from clustertune.train import precision
 
-    if torch.cuda.is_available():
-        pytest.skip("a GPU decides auto there (gpu_check.py checks it)")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU's case, on any host
     for flags, want in ((ZEN4, "bf16"), (SKYLAKE_X, "fp32")):
         monkeypatch.setattr(precision, "cpu_bf16", lambda f=flags: group.cpu_bf16(f))
         assert precision.precision_name(recipe(precision="auto")) == want
