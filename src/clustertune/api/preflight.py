@@ -23,6 +23,7 @@ from typing import Any
 from clustertune.errors import RecipeError, UserError
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import located, path_problems, sequence_problems
+from clustertune.recipe.local_paths import absolute_paths
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.store import runs_root
@@ -97,8 +98,12 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     estimate-memory need it; ``run`` trains a missing shipped recipe's run first)."""
     where = where or Where()
     root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
+    # Relative paths are looked for beside the recipe file, then here; the checks below, and the
+    # run, see them absolute.
+    base = Path(where.file).parent if where.file else None
+    given, recipe = recipe, absolute_paths(recipe, base)
     g = _Gather()
-    g.add(path_problems(recipe) + sequence_problems(recipe))
+    g.add(path_problems(given, base) + sequence_problems(recipe))  # the paths as the user wrote them
     task = task_of(recipe.task)
     g.add(g.run(f"task {recipe.task}", task.preflight, recipe, root) or [])
     if recipe.rl is None:

@@ -12,12 +12,14 @@ the same command and ranks are assigned by the rendezvous, never computed on the
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from clustertune.recipe.launch_checks import gres_gpus, secret_looking
+from clustertune.runs.paths import FILES_DIR, FILES_ENV
 from clustertune.script.stage import STAGE_ENV
 from clustertune.recipe.schema import LaunchSection, Recipe
 
@@ -135,6 +137,9 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str,
         env["OMP_NUM_THREADS"] = str(recipe.train.cpu_threads)
     if recipe.train.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # torch then finds no GPU, on every node and rank
+    if ln.files:
+        # Setup lines and the user's own command find launch.files here (the ranks are told again).
+        env[FILES_ENV] = posixpath.join(run_dir, FILES_DIR)
     if ln.nccl_socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = ln.nccl_socket_ifname
     if ln.max_restarts:

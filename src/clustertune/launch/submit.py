@@ -19,6 +19,7 @@ from typing import Any
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.backends import job_for, launcher
 from clustertune.launch.base import Announce, Resuming
+from clustertune.launch.files import check_exist, data_on_nodes, decide, describe, place
 from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
@@ -130,7 +131,12 @@ def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = No
     out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
            "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
     out += ["# launch plan", plan_json_for_people(plan)]
-    out += launcher(backend_for(recipe, user_command)).describe(plan, recipe)
+    backend = backend_for(recipe, user_command)
+    from clustertune.data.cache import cache_root  # deferred: the data layer's imports (numpy)
+
+    here = user_command is None and prepares_data_here(recipe, launcher(backend).prepares_data_here)
+    out += describe(decide(recipe, backend, root / run_id, cache_root(recipe), data_on_nodes(recipe, here)), backend)
+    out += launcher(backend).describe(plan, recipe)
     return "\n".join(out)
 
 
@@ -208,6 +214,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     prepared = prepare_new_run_data(recipe) if here and resuming is None else None
     run = _record(decided, root, command)
     try:
+        recipe = _place_files(recipe, run, decided.backend, here)
         if here:
             prepare_run_data(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
     except UserError as exc:
@@ -216,6 +223,17 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce,
                           show_progress).run
+
+
+def _place_files(recipe: Recipe, run: Run, backend: str, here: bool) -> Recipe:
+    """The local paths the recipe names, where the nodes read them (:mod:`clustertune.launch.files`);
+    the run directory's recipe then names what the nodes read."""
+    from clustertune.data.cache import cache_root  # deferred: the data layer's imports (numpy)
+
+    placed = place(recipe, run, backend, cache_root(recipe), data_on_nodes(recipe, here))
+    if placed is not recipe and not run.paths.is_command:
+        run.paths.recipe.write_text(dump_recipe(placed), encoding="utf-8")
+    return placed
 
 
 def backend_for(recipe: Recipe, user_command: list[str] | None = None) -> str:
@@ -268,6 +286,7 @@ def _decide_new(recipe: Recipe | None, overrides: list[str], user_command: list[
             recipe = load_launch(None, overrides, user_command)
         check_command(user_command)
         check_launch(recipe)
+        check_exist(recipe)
         return _Decided(recipe, recipe.launch.backend, user_command)
     if recipe is None:
         raise UserError("give a recipe to launch, or --resume RUN_ID")
@@ -276,6 +295,7 @@ def _decide_new(recipe: Recipe | None, overrides: list[str], user_command: list[
                           "a recipe always runs under torchrun")
     recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
     check_trackers(list(recipe.tracking.trackers))
+    check_exist(recipe)
     check_deepspeed_json(recipe)
     return _Decided(recipe, backend_for(recipe))
 

@@ -109,6 +109,20 @@ class LaunchSection(Section):
     """Shell lines run before the data step and training (``module load ...``, ``source
     venv/bin/activate``); on SLURM they run with ``set -e``: a failing line stops the job."""
 
+    files: list[str] = Field(default_factory=list)
+    """Local files or folders your setup lines or code read on the nodes (a script to source, a
+    reward module, a vocabulary). Each lands in the run's ``files/`` folder on every node, by its
+    last name (``$CLUSTERTUNE_FILES/<name>``; that folder is also on the ranks' ``sys.path``).
+    Relative paths start beside the recipe, then in the working directory. On SSH hosts they
+    arrive as content-addressed snapshots (sent once per host and content), on SLURM as a
+    snapshot in the run directory; a later edit here does not reach a resumed run."""
+
+    node_visible: list[str] = Field(default_factory=list)
+    """SLURM: path prefixes the compute nodes see as this machine does (``/shared``,
+    ``/project/me``). A local model, JSON or folder the recipe names under one of them is read
+    there in place; any other is snapshotted into the run directory first (the dry run lists
+    which). The run directory and the data cache are always read in place."""
+
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for the training processes (not secrets: they are written
     into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs
@@ -175,3 +189,12 @@ class LaunchSection(Section):
     """``clustertune launch``: seconds a script's ranks have, after a stop request reaches them as
     SIGTERM (time limit, preemption, cancel), to save and exit before they get SIGKILL. Under the
     torchrun runner at most 30 take effect on a preemption's SIGTERM (torchrun's own limit)."""
+
+    @field_validator("node_visible")
+    @classmethod
+    def _absolute_prefixes(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if not v.startswith("/")]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))}: give absolute path prefixes (as the nodes see them), "
+                             "e.g. /shared")
+        return [v.rstrip("/") or "/" for v in value]

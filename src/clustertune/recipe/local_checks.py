@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import Problem
+from clustertune.recipe.local_paths import BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, locate, pathish
 from clustertune.recipe.schema import Recipe
 
 # Where a model's config says how many positions it has, in the order transformers' configs
@@ -22,18 +23,15 @@ from clustertune.recipe.schema import Recipe
 POSITION_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
 # The files `datasets.save_to_disk` writes: a Dataset's state, or a DatasetDict's index.
 SAVED_DATASET_MARKERS = ("state.json", "dataset_dict.json")
-# Chat templates shipped with clustertune (data.sft.chat_template names them instead of a file).
-BUILTIN_CHAT_TEMPLATES = ("chatml", "llama3")
-RUN_PREFIX = "run:"
 
 
-def pathish(value: str) -> bool:
-    """Written as a local path, not a hub name: absolute, relative with ./ or ../, or from ~."""
-    return value.startswith(("/", "./", "../", "~"))
-
-
-def _where(value: str) -> str:
-    rel = "" if Path(value).expanduser().is_absolute() else f" (relative paths start at {os.getcwd()})"
+def _where(value: str, base: Path | None = None) -> str:
+    if Path(value).expanduser().is_absolute():
+        rel = ""
+    elif base is not None and base.resolve() != Path.cwd().resolve():
+        rel = f" (relative paths start beside the recipe, {base}, then at {os.getcwd()})"
+    else:
+        rel = f" (relative paths start at {os.getcwd()})"
     return f"{value!r} does not exist{rel}"
 
 
@@ -43,58 +41,71 @@ def _files(recipe: Recipe) -> list[tuple[str, str]]:
             + [(f"data.validation_files.{i}", f) for i, f in enumerate(d.validation_files)])
 
 
-def path_problems(recipe: Recipe) -> list[tuple[str, str]]:
-    """(key, message) for every local path the recipe names that is missing or of the wrong kind."""
+def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, str]]:
+    """(key, message) for every local path the recipe names that is missing or of the wrong kind
+    (``base``: the recipe file's folder, where relative paths are looked for first)."""
     out: list[tuple[str, str]] = []
     for key, f in _files(recipe):
-        p = Path(f).expanduser()
+        p = locate(f, base)
         if p.is_symlink() and not p.exists():
             out.append((key, f"{f!r} is a symbolic link that cannot be opened (it points nowhere, or at itself); "
                         "point it at the file or give the file's own path"))
         elif not p.exists():
-            out.append((key, f"file {_where(f)}; fix the path or remove the entry"))
+            out.append((key, f"file {_where(f, base)}; fix the path or remove the entry"))
         elif not p.is_file():
             out.append((key, f"{f!r} is not a regular file; give a .txt, .json/.jsonl, .csv or .parquet file"))
     ds = recipe.data.dataset or ""
     if ds and not ds.startswith("builtin:"):
-        p = Path(ds).expanduser()
+        p = locate(ds, base)
         if p.is_dir() and not any((p / m).is_file() for m in SAVED_DATASET_MARKERS):
             out.append(("data.dataset", f"directory {ds!r} was not written by datasets' save_to_disk (no "
                         f"{' or '.join(SAVED_DATASET_MARKERS)}); for raw files use data.train_files"))
         elif p.is_file():
             out.append(("data.dataset", f"{ds!r} is a file; local files go in data.train_files"))
         elif not p.exists() and pathish(ds):
-            out.append(("data.dataset", f"directory {_where(ds)}; give a save_to_disk directory, a hub dataset "
+            out.append(("data.dataset", f"directory {_where(ds, base)}; give a save_to_disk directory, a hub dataset "
                         "name, or local files in data.train_files"))
     m = recipe.model
     if m.name_or_path and not m.name_or_path.startswith(RUN_PREFIX):
-        p = Path(m.name_or_path).expanduser()
+        p = locate(m.name_or_path, base)
         if p.is_dir() and not (p / "config.json").is_file():
             out.append(("model.name_or_path", f"directory {m.name_or_path!r} has no config.json; give a directory "
                         "written by save_pretrained"))
         elif not p.exists() and pathish(m.name_or_path):
-            out.append(("model.name_or_path", f"directory {_where(m.name_or_path)}; give a save_pretrained "
+            out.append(("model.name_or_path", f"directory {_where(m.name_or_path, base)}; give a save_pretrained "
                         "directory or a hub name"))
     if m.config:
-        p = Path(m.config).expanduser()
+        p = locate(m.config, base)
         if p.is_dir() and not (p / "config.json").is_file():
             out.append(("model.config", f"directory {m.config!r} has no config.json"))
         elif not p.exists() and (pathish(m.config) or m.config.endswith(".json")):
-            out.append(("model.config", f"{_where(m.config)}; give a config.json, a directory holding one, or a "
+            out.append(("model.config", f"{_where(m.config, base)}; give a config.json, a directory holding one, or a "
                         "model type such as gpt2"))
-    if m.tokenizer and pathish(m.tokenizer) and not Path(m.tokenizer).expanduser().is_dir():
-        out.append(("model.tokenizer", f"directory {_where(m.tokenizer)}; give a saved tokenizer directory, a hub "
+    if m.tokenizer and pathish(m.tokenizer) and not locate(m.tokenizer, base).is_dir():
+        out.append(("model.tokenizer", f"directory {_where(m.tokenizer, base)}; give a saved tokenizer directory, a hub "
                     "name, or 'train'"))
     template = recipe.data.sft.chat_template
     if recipe.task == "sft" and template and template not in BUILTIN_CHAT_TEMPLATES:
-        if not Path(template).expanduser().is_file():
+        if not locate(template, base).is_file():
             out.append(("data.sft.chat_template", f"{template!r} is neither a built-in template "
-                        f"({', '.join(BUILTIN_CHAT_TEMPLATES)}) nor a Jinja file here: {_where(template)}"))
+                        f"({', '.join(BUILTIN_CHAT_TEMPLATES)}) nor a Jinja file here: {_where(template, base)}"))
     if recipe.rl is not None:
         policy = recipe.rl.policy or ""
-        if pathish(policy) and not Path(policy).expanduser().is_dir():
-            out.append(("rl.policy", f"directory {_where(policy)}; give a save_pretrained directory, a hub name or "
+        if pathish(policy) and not locate(policy, base).is_dir():
+            out.append(("rl.policy", f"directory {_where(policy, base)}; give a save_pretrained directory, a hub name or "
                         "run:<run-id>"))
+    ds = recipe.train.deepspeed_config
+    if ds and not locate(ds, base).is_file():
+        out.append(("train.deepspeed_config", f"file {_where(ds, base)}; give the path of your DeepSpeed JSON, or drop "
+                    "the key to use the one clustertune writes from the recipe"))
+    for i, f in enumerate(recipe.launch.files):
+        if not locate(f, base).exists():
+            out.append((f"launch.files.{i}", f"{_where(f, base)}; fix the path or remove the entry"))
+    names = [locate(f, base).name for f in recipe.launch.files]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            out.append((f"launch.files.{i}", f"{recipe.launch.files[i]!r} has the same name ({name!r}) as "
+                        f"launch.files.{names.index(name)}; both would land at files/{name} on the nodes: rename one"))
     return out
 
 

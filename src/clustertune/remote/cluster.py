@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import secrets
 import subprocess
 import sys
@@ -64,6 +65,12 @@ def _stderr_printer(prefix: str = "", to_stdout: bool = False) -> Callable[[byte
         out.flush()
 
     return show
+
+
+def bytes_sent(stats: str) -> int:
+    """``Total bytes sent`` from rsync's ``--stats`` (digits grouped with commas or dots)."""
+    m = re.search(r"^Total bytes sent: ([\d,.]+)", stats, re.MULTILINE)
+    return int(re.sub(r"[,.]", "", m.group(1))) if m else 0
 
 
 class Cluster:
@@ -268,23 +275,26 @@ class Cluster:
         with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
             return list(pool.map(one, targets))
 
-    def snapshot_to(self, i: int, local: Path, dest: str, files: list[str] | None = None) -> None:
-        """Copy the files of ``local`` to ``dest`` on host i, all or nothing (renamed into place)."""
+    def snapshot_to(self, i: int, local: Path, dest: str, files: list[str] | None = None) -> int:
+        """Copy the files of ``local`` to ``dest`` on host i, all or nothing (renamed into place),
+        unless it is there already; the bytes rsync sent (0 when nothing was)."""
         if (i, f"dir:{dest}") in self._present:
-            return
+            return 0
         conn = self.conn(i)
         if conn.run(["test", "-d", dest]).rc == 0:
             self._present.add((i, f"dir:{dest}"))
-            return
+            return 0
         files = files if files is not None else folder_files(local)
         partial = dest.rstrip("/") + ".partial"
         conn.check_call(["mkdir", "-p", partial], what=f"creating {partial}")
         with tempfile.NamedTemporaryFile("wb", suffix=".files") as fh:
             fh.write(b"\0".join(f.encode("utf-8", "surrogateescape") for f in files))
             fh.flush()
-            conn.rsync(["-a", "--from0", f"--files-from={fh.name}", f"{local}/", conn.remote(partial + "/")])
+            r = conn.rsync(["-a", "--stats", "--from0", f"--files-from={fh.name}", f"{local}/",
+                            conn.remote(partial + "/")])
         conn.check_call(shell_join(["rm", "-rf", dest], "&&", ["mv", partial, dest]), what="placing the snapshot")
         self._present.add((i, f"dir:{dest}"))
+        return bytes_sent(r.text)
 
     def snapshot(self, i: int, local: Path) -> str:
         """A content-addressed snapshot of ``local`` on host i: later local edits do not reach

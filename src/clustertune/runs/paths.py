@@ -19,6 +19,9 @@ from clustertune.script import CANCEL_FILE, LIB_DIR, STOP_FILE
 RUN_JSON = "run.json"
 LOGS_DIR = "logs"
 RUN_LOG = "run.log"
+# The folder of a run's own files on the nodes (launch.files), named to the ranks in FILES_ENV.
+FILES_DIR = "files"
+FILES_ENV = "CLUSTERTUNE_FILES"
 # A checkpoint's index of its files and their checksums, written last: its presence marks it complete.
 CHECKPOINT_INDEX = "state.json"
 # What marks a tokenizer directory as complete (save_pretrained writes it last of the configs).
@@ -78,6 +81,18 @@ class RunPaths:
     def data(self) -> Path:
         """The prepared data this run trains on: fingerprint, prepared directory, manifest."""
         return self.root / "data.json"
+
+    @property
+    def files(self) -> Path:
+        """``launch.files`` (and reward modules beside the recipe) as the ranks find them, by
+        name: ``$CLUSTERTUNE_FILES``, on the ranks' ``sys.path``."""
+        return self.root / FILES_DIR
+
+    @property
+    def snapshots(self) -> Path:
+        """SLURM: copies of the local paths the recipe names, by content digest, where the
+        nodes read them (the recipe names these, not the originals)."""
+        return self.root / "snapshots"
 
     @property
     def metrics(self) -> Path:

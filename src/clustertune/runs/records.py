@@ -87,6 +87,9 @@ class RunInfo(_Record):
     """Why it ended as it did (failed, stopped, cancelled); unset while it runs or once done."""
     remote: dict[str, Any] | None = None
     """SSH runs and remote calls: the cluster, its hosts as they were, which of them run it."""
+    files: list[dict[str, Any]] = Field(default_factory=list)
+    """The local paths the recipe named, as first launched: key, path on the submitting machine,
+    content digest and size, and how the nodes get it (``clustertune.launch.files``)."""
 
     def _kept_nones(self) -> dict[str, Any]:
         return {"git_commit": None} if self.git_commit is None else {}
@@ -94,6 +97,8 @@ class RunInfo(_Record):
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out["attempts"] = [a.to_json() for a in self.attempts]
+        if not self.files:
+            out.pop("files", None)  # most runs name no local file: run.json stays as it was
         return out
 
 

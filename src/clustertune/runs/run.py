@@ -246,6 +246,11 @@ class Run:
             setattr(att, key, value)
         self.save()
 
+    def set_files(self, files: list[dict[str, Any]]) -> None:
+        """What the nodes got of the local paths the recipe names (the first launch's record)."""
+        self.info.files = files
+        self.save()
+
     def set_backend(self, backend: str) -> None:
         self.info.backend = backend
         self.save()

@@ -41,6 +41,7 @@ from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
 from clustertune.runs.state import RunState
 from clustertune.runs.topology import Topology
+from clustertune.train.user_code import use_run_files
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.execute import execute
 from clustertune.train.library_logs import LibraryLogs
@@ -226,6 +227,7 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
     has checked its signature). ``prologue``: lines for the log once it is open. Errors are recorded, then raised (a full disk as one
     :class:`DiskFullError`). A launched rank's process then ends through :func:`exit_rank`."""
     topo = where.topology
+    use_run_files(paths.files)  # before any of the user's code (rewards, metrics) is imported
     run = Run.load(paths.root) if topo.is_main else None
     with attempt_logging(paths, where, libraries), contextlib.ExitStack() as stack:
         stack_log = None

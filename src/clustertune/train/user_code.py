@@ -13,9 +13,21 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.runs.paths import FILES_ENV
+
+
+def use_run_files(folder: Path) -> None:
+    """A run's files/ folder (``launch.files``, reward modules beside the recipe), where the
+    user's code finds it: named in ``CLUSTERTUNE_FILES`` and first on ``sys.path``."""
+    if not folder.is_dir():
+        return
+    os.environ[FILES_ENV] = str(folder)
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 
 def import_function(spec: str, key: str, what: str, error: type[UserError]) -> Callable[..., Any]:

@@ -25,12 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from clustertune.data.manifest import MANIFEST, load_manifest
 from clustertune.data.staging import read_run_data
 from clustertune.errors import ClusterError, LaunchError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
+from clustertune.launch.files import host_path, shipped, tree_files
 from clustertune.launch.plan import LaunchPlan, node_command
+from clustertune.recipe.local_paths import with_values
 from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.remote.cluster import EXIT_MISSING, Cluster
 from clustertune.remote.cloud import hold_autostop
@@ -40,7 +44,7 @@ from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
 from clustertune.launch.ssh.results import SCRATCH, SshJob, attempt_key, spread_checkpoints, vouch_for_kept_checkpoint
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths
+from clustertune.runs.paths import CANCEL_FILE, FILES_DIR, STOP_FILE, HostRunPaths
 from clustertune.runs.records import DataRef
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -164,8 +168,9 @@ def _code_files() -> tuple[Path, list[str], str]:
 
 
 def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef | None,
-                  code: tuple[Path, list[str], str]) -> str:
-    """Env, code, data and run directory on host ``i``; returns the run directory there (absolute)."""
+                  code: tuple[Path, list[str], str]) -> tuple[str, int]:
+    """Env, code, data, the recipe's local files and run directory on host ``i``; returns the
+    run directory there (absolute) and the bytes of local files sent."""
     conn = cluster.conn(i)
     rdir = HostRunPaths(cluster.root(i), run.id).run_dir
     # One round trip: the run directory exists, last attempt's stop requests are gone, and the
@@ -180,7 +185,7 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef | 
     cluster.snapshot_to(i, pkg, posixpath.join(root, "code", f"clustertune-{code_hash}", "clustertune"), files)
     if data_ref is None:  # a user's own command: no prepared data, just the run directory
         conn.rsync(["-a", *[f"--exclude={p}" for p in SCRATCH], f"{run.paths.root}/", conn.remote(abs_rdir + "/")])
-        return abs_rdir
+        return abs_rdir, _files_to_host(cluster, i, run, root, abs_rdir)
     src = Path(data_ref.dir)
     man = load_manifest(src)
     data_dir = posixpath.join(root, "data", man.fingerprint)
@@ -190,7 +195,60 @@ def _prepare_host(cluster: Any, i: int, run: Run, env: Any, data_ref: DataRef | 
     host_ref = data_ref.model_copy(update={"dir": data_dir, "manifest": posixpath.join(data_dir, MANIFEST)})
     conn.check_call(shell_join(["cat"], ">", [posixpath.join(abs_rdir, run.paths.data.name)]),
                     input=(json.dumps(host_ref.to_json(), indent=2) + "\n").encode(), what="writing the host's data.json")
-    return abs_rdir
+    return abs_rdir, _files_to_host(cluster, i, run, root, abs_rdir)
+
+
+def _files_to_host(cluster: Any, i: int, run: Run, root: str, abs_rdir: str) -> int:
+    """The run's local files on host ``i`` (``clustertune.launch.files``): each snapshot sent
+    once per host and content and checked there (every file, by size), the host's recipe
+    naming its own copies, and launch.files linked into the run's files/ folder. Returns the
+    bytes sent."""
+    placed = shipped(run)
+    if not placed:
+        return 0
+    conn = cluster.conn(i)
+    sent = 0
+    for p in placed:
+        local = Path(p.node)
+        if not local.exists():
+            raise LaunchError(f"{p.key}: the run's snapshot of {p.path} is gone from {local.parent} (the data cache "
+                              "was cleaned?); start a new run")
+        dest = posixpath.dirname(host_path(root, p))
+        listing = [posixpath.join(p.name, f) if f else p.name for f in tree_files(local)]
+        n = cluster.snapshot_to(i, local.parent, dest, listing)
+        if n:
+            try:
+                _check_on_host(conn, local, host_path(root, p), p.key)
+            except ClusterError:
+                conn.run(["rm", "-rf", dest])  # sent anew next time, not taken as present
+                raise
+        sent += n
+    values = {p.key: host_path(root, p) for p in placed if not p.extra}
+    if values and not run.paths.is_command:
+        plain = with_values(yaml.safe_load(run.paths.recipe.read_text(encoding="utf-8")), values)
+        conn.check_call(shell_join(["cat"], ">", [posixpath.join(abs_rdir, run.paths.recipe.name)]),
+                        input=yaml.safe_dump(plain, sort_keys=False).encode(), what="writing the host's recipe.yaml")
+    extras = [p for p in placed if p.extra]
+    if extras:
+        folder = posixpath.join(abs_rdir, FILES_DIR)
+        links = [["ln", "-sfn", host_path(root, p), posixpath.join(folder, p.name)] for p in extras]
+        conn.check_call(shell_join(["mkdir", "-p", folder], *[x for ln in links for x in ("&&", ln)]),
+                        what="linking launch.files into the run's files/ folder")
+    return sent
+
+
+def _check_on_host(conn: Any, local: Path, remote: str, key: str) -> None:
+    """The host's copy has every file of the snapshot, each of the same size."""
+    want = sorted(f"{f or '.'} {(local / f if f else local).stat().st_size}" for f in tree_files(local))
+    if local.is_file():
+        r = conn.check_call(["stat", "-c", "%s", remote], what=f"checking the copy of {key}")
+        got = [f". {r.text.strip()}"]
+    else:
+        r = conn.check_call(["find", remote, "-type", "f", "-printf", "%P %s\\n"], what=f"checking the copy of {key}")
+        got = sorted(line for line in r.text.splitlines() if line)
+    if got != want:
+        raise ClusterError(f"{key}: the copy on {conn.host.label} at {remote} differs from the snapshot sent "
+                           f"({len(got)} file(s) against {len(want)}); run again (it is sent anew)")
 
 
 @dataclass
@@ -211,7 +269,7 @@ class _NodeStart:
     def __call__(self, i: int) -> dict[str, Any]:
         nproc = procs_on_host(self.plan, [] if self.plan.procs_per_node else host_gpus(self.cluster, i))
         argv = node_command(self.plan, i, self.addresses, rendezvous_port(self.key), self.key, nproc)
-        abs_rdir = _prepare_host(self.cluster, i, self.run, self.env, self.data_ref, self.code)
+        abs_rdir, sent = _prepare_host(self.cluster, i, self.run, self.env, self.data_ref, self.code)
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = self.env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         cwd = abs_rdir
@@ -237,7 +295,7 @@ class _NodeStart:
         r = self.cluster.run_or_repair(i, cmd, input=payload)
         if r.rc != 0:
             raise ClusterError(f"{self.cluster.hosts[i].label}: could not start attempt {self.key} (exit {r.rc}): {r.err.strip()[-1500:]}")
-        return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc}
+        return {**json.loads(r.text.strip().splitlines()[-1]), "procs": nproc, "files_sent": sent}
 
 
 def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
@@ -278,7 +336,8 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
         raise
     run.reload()
     run.record_attempt(job_id=key + "@" + ",".join(f"{h.label}:{a.get('pid', '')}" for h, a in zip(hosts, answers)))
-    run.update_remote(started=True, procs_per_node=[a["procs"] for a in answers])
+    run.update_remote(started=True, procs_per_node=[a["procs"] for a in answers],
+                      files_sent_bytes=[a["files_sent"] for a in answers])
     run.transition(RunState.RUNNING)
     hold = hold_autostop(cluster, key, run.id)  # cloud clusters with autostop only
     if hold is not None:

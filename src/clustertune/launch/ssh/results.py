@@ -30,7 +30,8 @@ from clustertune.runs.state import RunState
 from clustertune.train.sealed import SIGNATURE, STATE, vouch_for_copy
 
 # Files the submitting side owns (never copied back) and node-side scratch (never copied at all).
-LOCAL_ONLY = ("/run.json", "/data.json")
+# The host's own copies name its paths (data.json, the recipe naming its snapshots, files/).
+LOCAL_ONLY = ("/run.json", "/data.json", "/recipe.yaml", "/files/")
 SCRATCH = (".tmp-*", f"/{STOP_FILE}", f"/{CANCEL_FILE}")
 # How long a cancel waits for the ranks to agree on a step and checkpoint before killing them.
 GRACEFUL_CANCEL_S = 90.0
