@@ -147,6 +147,20 @@ def test_runner_none_runs_the_command_once_with_the_placeholders_filled(tmp_path
     assert f"args ['0/1', '127.0.0.1', '{{unknown}}'] rank None helper {run / 'lib' / 'clustertune' / 'script' / '__init__.py'}" in log
 
 
+def test_launch_files_reach_a_users_command_by_name(tmp_path: Path, runs_root: Path) -> None:
+    (tmp_path / "vocab.txt").write_text("alpha beta\n")
+    code = ("import os, pathlib; d = pathlib.Path(os.environ['CLUSTERTUNE_FILES']); "
+            "print('read', (d / 'vocab.txt').read_text().strip())")
+    out = cli("launch", "launch.files=[./vocab.txt]", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = _only_run(runs_root)
+    assert "read alpha beta" in (run / "logs" / "rank-0.log").read_text()
+    assert os.readlink(run / "files" / "vocab.txt") == str(tmp_path / "vocab.txt")  # a local run: in place
+    missing = cli("launch", "launch.files=[./nope.txt]", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert missing.returncode == 2 and "launch.files.0: './nope.txt' does not exist" in missing.stderr
+    assert len(list(runs_root.glob("*/run.json"))) == 1  # nothing was created for it
+
+
 # -- the same script on the 2-node SLURM test cluster -------------------------------------------
 
 

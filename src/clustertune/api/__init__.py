@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from clustertune.errors import RecipeError, RunError, UserError
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
+from clustertune.recipe.local_paths import absolute_paths
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 from clustertune.runs.dependents import uses_of
@@ -116,6 +117,8 @@ def launch_command(
         raise UserError("give the command to run after `--`, e.g. "
                         "`clustertune launch launch.procs_per_node=2 -- python train.py`")
     section = load_launch(source, list(overrides or []), user_command)
+    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
+        section = absolute_paths(section, Path(source).expanduser().parent)
     return launch(section, user_command=user_command, runs_root_dir=runs_root_dir, command=command,
                   announce=announce)
 
