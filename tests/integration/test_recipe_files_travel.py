@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from clustertune import api
@@ -28,10 +29,9 @@ def _project(root: Path) -> Path:
     """A user's folder beside the recipe: their base model, DeepSpeed JSON, template, data, setup."""
     root.mkdir(parents=True)
     make_base(root / "distgpt2")
-    # ZeRO stage 0: every rank's optimizer state is in rank 0's files. Stages 1-3 shard it, and
-    # hosts that share no filesystem keep each rank's shard on its own host, where rank 0's seal
-    # does not see it (a known gap of sharded checkpoints on SSH hosts; see the README).
-    (root / "ds_config.json").write_text(json.dumps({"zero_optimization": {"stage": 0}}))
+    # ZeRO stage 1: each rank's optimizer shard is written on its own host; the resume below
+    # needs the parts of the sealed checkpoint brought together.
+    (root / "ds_config.json").write_text(json.dumps({"zero_optimization": {"stage": 1}}))
     (root / "chat.jinja").write_text(CHATML)
     write_jsonl(root / "chats.jsonl", arithmetic_rows(48))
     (root / "setup.sh").write_text('export CT_SETUP_SAYS="set up from launch.files"\n')
@@ -83,7 +83,15 @@ def test_ssh_hosts_get_each_file_once_and_a_resume_keeps_what_was_submitted(ssh_
     assert resumed.info.remote["files_sent_bytes"] == [0, 0]
     summary = json.loads(resumed.paths.summary.read_text())
     assert summary["steps"] == STEPS and summary["resumed_from_step"] == 2
-    assert [r["step"] for r in read_jsonl(resumed.paths.metrics) if r["kind"] == "train"] == [1, 2, 3, 4]
+    losses = {r["step"]: r["loss"] for r in read_jsonl(resumed.paths.metrics) if r["kind"] == "train"}
+    assert sorted(losses) == [1, 2, 3, 4]
+    # Each rank's optimizer shard came back from its host: the resumed steps are the steps of the
+    # run that was never interrupted.
+    straight = {r["step"]: r["loss"] for r in read_jsonl(second.paths.metrics) if r["kind"] == "train"}
+    assert losses == pytest.approx(straight, rel=1e-5), (losses, straight)
+    kept = sorted((resumed.paths.root / "checkpoints").glob("step-*"))
+    assert kept and all(sorted(p.name for p in (k / "deepspeed").glob("zero_pp_rank_*")) ==
+                        [f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in (0, 1)] for k in kept), kept
 
     # run.json: where each came from, its digest and how it travelled.
     files = {d["key"]: d for d in json.loads(resumed.paths.run_json.read_text())["files"]}
@@ -100,7 +108,7 @@ def test_ssh_hosts_get_each_file_once_and_a_resume_keeps_what_was_submitted(ssh_
         assert host_recipe["model"]["name_or_path"] == str(root / "files" / files["model.name_or_path"]["digest"]
                                                            / "distgpt2")
         ds = Path(host_recipe["train"]["deepspeed_config"])
-        assert ds.is_relative_to(root / "files") and json.loads(ds.read_text())["zero_optimization"]["stage"] == 0
+        assert ds.is_relative_to(root / "files") and json.loads(ds.read_text())["zero_optimization"]["stage"] == 1
         link = root / "train" / first.id / "files" / "setup.sh"
         assert "set up from launch.files" in link.read_text()
     # The local recipe names the local store's copies, never a host's paths.

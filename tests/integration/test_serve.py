@@ -348,3 +348,69 @@ def test_served_as_a_slurm_job_reached_by_the_openai_client_and_cancelled(chat_b
     assert json.loads((run_dir / "run.json").read_text())["state"] == "CANCELLED"
     with pytest.raises(openai.APIConnectionError):  # the port is closed with the job
         c.models.list()
+
+
+def test_served_on_an_ssh_host_through_a_forward_and_cancelled(chat_base: Path, ssh_cluster: Any, sshd_service: Any,
+                                                               chat_gen: Generator, tmp_path: Path) -> None:
+    import queue
+    import socket
+
+    from tests.helpers import cli
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "serve", str(chat_base), "launch.backend=ssh", "launch.cluster=loop",
+                             f"launch.site_packages_from={sys.executable}", "--device", "cpu", "--dtype", "fp32",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any(" serving " in x for x in seen):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+        head = "".join(seen)
+        found = re.search(r"^run (\S+): serving (\S+) at (http://127\.0\.0\.1:(\d+)/v1) \(forwarded to (\S+):(\d+)\)",
+                          head, re.M)
+        assert found and int(found.group(4)) == port and found.group(2) == chat_base.name, head
+        run_id, host_port = found.group(1), int(found.group(6))
+        c = openai.OpenAI(base_url=found.group(3), api_key="x", max_retries=0, timeout=60)
+        deadline = time.monotonic() + 120
+        while True:  # the host's server loads the model after it listens
+            try:
+                r = c.chat.completions.create(model=chat_base.name, messages=ask(QUESTIONS[1]), temperature=0,
+                                              max_tokens=8)
+                break
+            except openai.APIStatusError as exc:
+                assert exc.status_code == 503 and time.monotonic() < deadline, exc
+                time.sleep(0.3)
+        assert r.choices[0].message.content == greedy(chat_gen, QUESTIONS[1], 8)
+        # The model went as a content-addressed snapshot into the host's root, not its run directory.
+        roots = [h.root / tmp_path.name for h in sshd_service.hosts]
+        assert list((roots[0] / "files").glob(f"*/{chat_base.name}/config.json")), list(roots[0].iterdir())
+        assert "RUNNING" in cli("status", run_id).stdout
+
+        assert cli("cancel", run_id).returncode == 0  # from another terminal
+        assert proc.wait(120) == 0
+        deadline = time.monotonic() + 10
+        while not any("CANCELLED" in x for x in seen) and time.monotonic() < deadline:
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+        tail = "".join(seen)
+        assert f"run {run_id} CANCELLED" in tail, tail
+        with pytest.raises(openai.APIConnectionError):  # the forward is closed
+            c.models.list()
+        with pytest.raises(OSError):  # and the server's port on the host is free
+            socket.create_connection(("127.0.0.1", host_port), timeout=5).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

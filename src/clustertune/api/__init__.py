@@ -101,6 +101,7 @@ def launch_command(
     runs_root_dir: str | os.PathLike[str] | None = None,
     command: list[str] | None = None,
     announce: Announce | None = None,
+    wait: bool = True,
 ) -> Run:
     """Run a user's own command on every rank (``clustertune launch ... -- COMMAND``), with the
     launch section of ``source`` (a YAML file) and ``launch.*`` ``overrides``; or, with
@@ -120,7 +121,7 @@ def launch_command(
     if source is not None:  # launch.files: relative paths start beside the YAML file, then here
         section = absolute_paths(section, Path(source).expanduser().parent)
     return launch(section, user_command=user_command, runs_root_dir=runs_root_dir, command=command,
-                  announce=announce)
+                  announce=announce, wait=wait)
 
 
 def dry_run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import sys
 import time
 from collections.abc import Callable
@@ -20,10 +21,10 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.runs.run import Run
 from clustertune.serve.engine import Limits
-from clustertune.serve.server import API_KEY_ENV, Served, Server, prepare, resolve_api_key
+from clustertune.serve.server import API_KEY_ENV, Served, Server, model_id_of, prepare, resolve_api_key
 from clustertune.use.load import find_target
 
-__all__ = ["Limits", "Served", "Submitted", "serve", "start", "submit"]
+__all__ = ["Forward", "Limits", "Served", "Submitted", "forward", "serve", "start", "submit"]
 
 
 def _require_extra() -> None:
@@ -37,10 +38,12 @@ def _require_extra() -> None:
 
 def start(model: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           runs_root: str | os.PathLike[str] | None = None, device: str | None = None, dtype: str = "auto",
-          template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False) -> Server:
+          template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
+          name: str | None = None) -> Server:
     """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``."""
     _require_extra()
-    engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits)
+    engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits,
+                     name=name)
     return Server(engine, host, port, api_key=resolve_api_key(api_key), log_prompts=log_prompts)
 
 
@@ -74,9 +77,7 @@ def _served_path(model: str, runs_root: str | os.PathLike[str] | None) -> str:
     """What the node opens for ``model``: an absolute path (a run's directory or a model's), so
     the name means the same run there as here."""
     target = find_target(model, runs_root)
-    if target.classifier:
-        raise UserError(f"{target.label} is a sequence classifier: it labels text and has nothing to write; "
-                        "serve a causal LM run")
+    _servable(target)
     return str(target.run.paths.root if target.run is not None else target.path)
 
 
@@ -86,7 +87,12 @@ def submit(model: str, launch_keys: list[str], *, runs_root: str | os.PathLike[s
            wait_seconds: float = 600.0, announce: Callable[[str], Any] | None = None,
            cli_command: list[str] | None = None) -> Submitted:
     """Serve ``model`` as a run under ``launch_keys``; returns once its server listens (or the run
-    ended, or ``wait_seconds`` passed: a SLURM job may wait in the queue)."""
+    ended, or ``wait_seconds`` passed: a SLURM job may wait in the queue).
+
+    On SLURM the job's node opens the model where it is (the cluster's filesystem). On SSH hosts
+    (``launch.backend=ssh launch.cluster=NAME``) the model directory travels as a content-addressed
+    snapshot (``launch.files``: sent once per host and content), and the server starts in the
+    run's directory there; :func:`forward` brings its port here."""
     # Deferred: launching loads the backends, which the CLI's start-up does without.
     from clustertune.api import launch_command, refreshed
 
@@ -94,29 +100,129 @@ def submit(model: str, launch_keys: list[str], *, runs_root: str | os.PathLike[s
         raise UserError(f"--api-key with launch keys would be written into the run's files (its command); "
                         f"set {API_KEY_ENV} in the environment instead, which the job inherits")
     keys = {k.split("=", 1)[0].strip(): k.split("=", 1)[1].strip() if "=" in k else "" for k in launch_keys}
-    bad = [k for k in keys if k in ("launch.runner", "launch.procs_per_node")]
+    bad = [k for k in keys if k in ("launch.runner", "launch.procs_per_node", "launch.files", "launch.sync_workdir")]
     if bad:
-        raise UserError(f"{', '.join(bad)}: a server is one process per run (launch.runner=none); leave these out")
-    if keys.get("launch.backend") != "slurm":
+        raise UserError(f"{', '.join(bad)}: a server is one process per run (launch.runner=none) and takes the "
+                        "model it is given; leave these out")
+    backend = keys.get("launch.backend")
+    if backend not in ("slurm", "ssh"):
         raise UserError("serving as a run takes launch.backend=slurm (and the job's launch.* keys: partition, "
-                        "gpus_per_node, time...); without launch keys `clustertune serve` serves from this process")
-    exe = Path(sys.executable).with_name("clustertune")
-    command = [str(exe) if exe.is_file() else "clustertune", "serve", _served_path(model, runs_root),
-               "--host", host, "--port", str(port), "--dtype", dtype,
+                        "gpus_per_node, time...) or launch.backend=ssh launch.cluster=NAME; without launch keys "
+                        "`clustertune serve` serves from this process")
+    options = ["--host", host, "--port", str(port), "--dtype", dtype,
                "--max-running", str(limits.running), "--max-waiting", str(limits.waiting),
                "--max-tokens", str(limits.max_tokens)]
-    command += (["--device", device] if device else []) + (["--template", template] if template else [])
-    command += ["--log-prompts"] if log_prompts else []
+    options += (["--device", device] if device else []) + (["--template", template] if template else [])
+    options += ["--log-prompts"] if log_prompts else []
+    if backend == "ssh":
+        target = find_target(model, runs_root)
+        _servable(target)
+        if target.adapter:
+            raise UserError(f"{target.label} is an adapter: on SSH hosts serve a merged copy "
+                            f"(`clustertune export {model} --merge --to OUT`, then `clustertune serve OUT ...`)")
+        # The env's Python runs clustertune's code snapshot there; {run_dir} is the host's run directory.
+        command = ["python", "-m", "clustertune.cli.main", "serve", f"{{run_dir}}/files/{target.path.name}",
+                   "--name", model_id_of(target), *options]
+        launch_keys = [*launch_keys, "launch.sync_workdir=false", f"launch.files={json.dumps([str(target.path)])}"]
+    else:
+        exe = Path(sys.executable).with_name("clustertune")
+        command = [str(exe) if exe.is_file() else "clustertune", "serve", _served_path(model, runs_root), *options]
     run = launch_command(command, None, ["launch.runner=none", *launch_keys], runs_root_dir=runs_root,
-                         command=cli_command, announce=announce)
+                         command=cli_command, announce=announce, wait=False)
     deadline = time.monotonic() + wait_seconds
     while True:
-        if run.paths.serve_address.is_file():
-            try:
-                return Submitted(run, json.loads(run.paths.serve_address.read_text(encoding="utf-8")))
-            except ValueError:
-                pass  # written atomically; a partial read is not possible, but stay safe
+        address = _address(run)
+        if address is not None:
+            return Submitted(run, address)
         run = refreshed(run)
         if run.state.terminal or time.monotonic() > deadline:
             return Submitted(run, None)
         time.sleep(0.5)
+
+
+def _servable(target: Any) -> None:
+    if target.classifier:
+        raise UserError(f"{target.label} is a sequence classifier: it labels text and has nothing to write; "
+                        "serve a causal LM run")
+
+
+def _address(run: Run) -> dict[str, Any] | None:
+    """Where a serving run's server listens, once it wrote it: in the run directory here (SLURM),
+    or in the host's copy of it (SSH)."""
+    text = None
+    if run.info.backend == "ssh":
+        from clustertune.calls.host_job import cluster_of  # deferred: the SSH transport
+        from clustertune.runs.paths import HostRunPaths
+
+        node = int((run.info.remote or {}).get("nodes", [0])[0])
+        cluster = cluster_of(run)
+        where = posixpath.join(HostRunPaths(cluster.root(node), run.id).run_dir, run.paths.serve_address.name)
+        r = cluster.conn(node).run(["cat", where])
+        if r.rc == 0:
+            text = r.text
+    elif run.paths.serve_address.is_file():
+        text = run.paths.serve_address.read_text(encoding="utf-8")
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None  # written atomically; stay safe all the same
+
+
+@dataclass
+class Forward:
+    """An ``ssh -N -L`` process bringing a server on an SSH host to ``127.0.0.1:local_port`` here."""
+
+    process: Any
+    local_port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}/v1"
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - a stuck ssh is killed
+                self.process.kill()
+
+
+def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forward:
+    """The server of an SSH serving run, forwarded to ``local_port`` here (0: any free one) over
+    the host's ssh settings (key, known hosts, jump hosts); returns once the port answers."""
+    import socket
+    import subprocess
+
+    from clustertune.calls.host_job import cluster_of  # deferred: the SSH transport
+    from clustertune.remote.transport import ssh_env
+
+    if sub.address is None or sub.run.info.backend != "ssh":
+        raise UserError(f"run {sub.run.id} is not serving on an SSH host")
+    if local_port == 0:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            local_port = probe.getsockname()[1]
+    node = int((sub.run.info.remote or {}).get("nodes", [0])[0])
+    conn = cluster_of(sub.run).conn(node)
+    a = sub.address
+    to = "127.0.0.1" if a["bound"] in ("127.0.0.1", "localhost", "::1", "0.0.0.0") else a["host"]
+    # Its own connection, not the shared master: the forward ends with this process.
+    argv = [*conn.plain_ssh(), "-o", "ExitOnForwardFailure=yes", "-N",
+            "-L", f"127.0.0.1:{local_port}:{to}:{a['port']}", "--", conn.host.address]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=ssh_env())
+    fwd = Forward(proc, local_port)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode("utf-8", "replace").strip() if proc.stderr else ""
+            raise UserError(f"could not forward 127.0.0.1:{local_port} to the server of run {sub.run.id}: "
+                            f"{err[-500:] or f'ssh exited {proc.returncode}'} (another --port?)")
+        try:
+            with socket.create_connection(("127.0.0.1", local_port), timeout=1):
+                return fwd
+        except OSError:
+            time.sleep(0.2)
+    fwd.close()
+    raise UserError(f"the forward of 127.0.0.1:{local_port} to run {sub.run.id}'s server did not open in {timeout:.0f} s")

@@ -28,6 +28,8 @@ def serve(
     max_tokens: int = typer.Option(512, "--max-tokens", help="Longest answer when a request does not say "
                                    "(less if the context is full)."),
     log_prompts: bool = typer.Option(False, "--log-prompts", help="Log every prompt and answer (off by default)."),
+    name: Optional[str] = typer.Option(None, "--name", help="The model's id in /v1/models (default: the run id, "
+                                       "or the model directory's name)."),
     template: Optional[str] = Template,
     device: Optional[str] = Device,
     dtype: str = Dtype,
@@ -45,7 +47,10 @@ def serve(
         if not_keys:
             raise UserError(f"{', '.join(not_keys)}: after the model only launch.* keys (launch.backend=slurm ...) "
                             "are taken; options such as --port go before or after them with their dashes")
-        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=port or 0, api_key=api_key,
+        on_ssh = any(k.replace(" ", "") == "launch.backend=ssh" for k in launch_keys)
+        # On SSH hosts --port is this machine's end of the forward; the server takes any free port there.
+        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=0 if on_ssh else port or 0,
+                             api_key=api_key,
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
                              cli_command=["clustertune", *sys.argv[1:]])
@@ -56,6 +61,9 @@ def serve(
             if run.state.terminal:
                 raise typer.Exit(1)
             print(f"  `clustertune status {run.id}` follows it; the address will be in {run.paths.serve_address}")
+            return
+        if on_ssh:
+            _hold_forward(sub, 8000 if port is None else port)
             return
         print(f"run {run.id}: serving {sub.address['model']} at {sub.base_url} (node {sub.address['node']})")
         print(f"  from another machine: {sub.tunnel()}  then http://127.0.0.1:8000/v1")
@@ -68,4 +76,30 @@ def serve(
 
     serving.serve(model, on_listening=listening, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
-                  limits=limits)
+                  limits=limits, name=name)
+
+
+def _hold_forward(sub: Any, local_port: int) -> None:
+    """A server on an SSH host, forwarded here until Ctrl-C (which stops it) or until the run ends
+    (`clustertune cancel` from anywhere)."""
+    import time
+
+    from clustertune import api
+    from clustertune.api import serving
+
+    run = sub.run
+    fwd = serving.forward(sub, local_port)
+    a = sub.address
+    print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})", flush=True)
+    print(f"  Ctrl-C stops it; `clustertune logs {run.id}`, `clustertune cancel {run.id}` from another terminal",
+          flush=True)
+    try:
+        while not run.state.terminal:
+            time.sleep(2)
+            run = api.refreshed(run)
+    except KeyboardInterrupt:
+        api.job(run).cancel()
+        run = api.refreshed(run)
+    finally:
+        fwd.close()
+    print(f"run {run.id} {run.state.value}; the forward of 127.0.0.1:{fwd.local_port} is closed", flush=True)

@@ -70,8 +70,10 @@ class Launcher(Reattach, Protocol):
         ...
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
-               show_progress: bool = True) -> Job:
+               show_progress: bool = True, wait: bool = True) -> Job:
         """Start ``run``; returns its job (finished or not, as the backend goes). ``announce``
         tells the user where it runs and how to follow it; ``show_progress``: a progress bar
-        where the training shows in this terminal (in this process)."""
+        where the training shows in this terminal (in this process). ``wait=False``: return
+        once it started where the backend can (SSH hosts); backends that run it here always wait,
+        a scheduler never does."""
         ...

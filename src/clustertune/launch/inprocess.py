@@ -76,7 +76,7 @@ class InProcessLauncher:
         return [IN_PROCESS_LINE]
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
-               show_progress: bool = True) -> LocalJob:
+               show_progress: bool = True, wait: bool = True) -> LocalJob:
         """Trains and returns once the run ended (the run is then terminal)."""
         if self._ready is None:
             raise RuntimeError("InProcessLauncher.submit() before check(): check the recipe first")

@@ -105,7 +105,7 @@ class LocalLauncher:
         return ["# command", " ".join(argv)]
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
-               show_progress: bool = True) -> LocalJob:
+               show_progress: bool = True, wait: bool = True) -> LocalJob:
         """Runs the ranks and returns once they end (the run is then terminal)."""
         if plan.command:
             if announce is not None:

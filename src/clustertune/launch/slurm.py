@@ -311,7 +311,7 @@ class SlurmLauncher:
         return describe_lines(plan, recipe)
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
-               show_progress: bool = True) -> SlurmJob:
+               show_progress: bool = True, wait: bool = True) -> SlurmJob:
         """Returns once SLURM accepted the job (the run is PENDING)."""
         submit(plan, run)
         return SlurmJob(run)

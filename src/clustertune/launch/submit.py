@@ -178,7 +178,7 @@ class _Decided:
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
            announce: Announce | None = None, user_command: list[str] | None = None,
-           show_progress: bool = True, trust_checkpoint: bool = False) -> Run:
+           show_progress: bool = True, trust_checkpoint: bool = False, wait: bool = True) -> Run:
     """Create (or resume) a run and start it through its backend; every path goes through here.
 
     ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
@@ -194,6 +194,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
     resume, ``overrides`` may change only ``launch.*`` keys (e.g. another world size); the data
     position carries over. A checkpoint not signed with this user's key is refused before
     anything changes; ``trust_checkpoint`` signs it instead (the user vouches for its files).
+    ``wait=False``: an SSH run returns once its hosts started it.
     """
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
@@ -222,7 +223,7 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce,
-                          show_progress).run
+                          show_progress, wait=wait).run
 
 
 def _place_files(recipe: Recipe, run: Run, backend: str, here: bool) -> Recipe:

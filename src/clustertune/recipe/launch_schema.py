@@ -117,6 +117,11 @@ class LaunchSection(Section):
     arrive as content-addressed snapshots (sent once per host and content), on SLURM as a
     snapshot in the run directory; a later edit here does not reach a resumed run."""
 
+    sync_workdir: bool = True
+    """``clustertune launch`` on SSH hosts: mirror this directory to each host (``.gitignore``
+    respected) and run the command there. ``false``: nothing is mirrored and the command starts in
+    the run's directory on the host (a command installed there, ``launch.files`` for what it reads)."""
+
     node_visible: list[str] = Field(default_factory=list)
     """SLURM: path prefixes the compute nodes see as this machine does (``/shared``,
     ``/project/me``). A local model, JSON or folder the recipe names under one of them is read

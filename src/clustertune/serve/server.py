@@ -51,8 +51,9 @@ def model_id_of(target: Target) -> str:
 
 def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
             dtype: str = "auto", template: str | None = None, merge: bool = False,
-            limits: Limits = Limits()) -> Engine:
-    """The engine for ``ref`` (checked now; the model loads when :meth:`Engine.load` runs)."""
+            limits: Limits = Limits(), name: str | None = None) -> Engine:
+    """The engine for ``ref`` (checked now; the model loads when :meth:`Engine.load` runs);
+    ``name``: its id in ``/v1/models`` (default: the run id, or the directory's name)."""
     if limits.running < 1 or limits.waiting < 0 or limits.max_tokens < 1:
         raise ServeError(f"--max-running {limits.running}, --max-waiting {limits.waiting}, --max-tokens "
                          f"{limits.max_tokens}: running and max-tokens must be at least 1, waiting at least 0")
@@ -67,7 +68,7 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
         model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
         return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
 
-    return Engine(load, model_id_of(target), limits)
+    return Engine(load, name or model_id_of(target), limits)
 
 
 def bind(host: str, port: int) -> socket.socket:

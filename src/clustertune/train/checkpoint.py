@@ -183,32 +183,96 @@ def save_distributed(
     """Every rank calls this: each writes its part (its shards) through the strategy into one
     temp directory; the main process then lists every file with its checksum in state.json and
     renames the directory into place. Nobody returns before the rename, so a checkpoint a rank
-    can see is complete."""
+    can see is complete.
+
+    Hosts that share no filesystem (SSH hosts) each write into a temp directory of their own:
+    rank 0's host seals the checkpoint, listing every host's files with their checksums, and each
+    other host keeps, under the same step name, only the files rank 0's host lacks (its ranks'
+    shards and generators). The launcher brings the parts together before the run resumes."""
     final = paths.checkpoint(step)
     tmp = _temp_name(paths, final)
+    nonce = _save_nonce(strategy)
     if strategy.is_main_process:
         _fresh_temp(paths, step)
     strategy.wait_for_everyone()  # the temp dir exists before anyone writes into it
-    # Hosts that share no filesystem (SSH hosts) see no temp dir of rank 0's: each writes its own
-    # files into a local one, and only rank 0's host seals a checkpoint (other ranks then resume
-    # with rank 0's generators; a local leftover is cleaned at the next start).
     with out_of_space_is_typed(paths, step, tmp):  # this rank fails with the message; its launcher stops the rest
         tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / VIEW.format(nonce=nonce, rank=strategy.process_index)).touch()  # who sees this directory
         strategy.save_state(model, optimizer, scheduler, tmp)
         torch.save(rng_state(), tmp / rank_rng_name(strategy.process_index))  # dropout differs per rank
     faults.point("checkpoint", step, strategy.process_index)  # files written, nothing sealed
     strategy.wait_for_everyone()  # every rank's files are on disk
+    # The ranks that see this directory: all of them on one filesystem; on hosts that share
+    # none, the ranks of this host.
+    peers = sorted(int(m.name.rsplit("-", 1)[1]) for m in tmp.glob(VIEW.format(nonce=nonce, rank="*")))
     # Each rank hashes and fsyncs its share of the files (hundreds of GB of shards would keep
     # one rank busy past the collective timeout while the others wait in the barrier).
-    hash_share(tmp, strategy.process_index, strategy.num_processes)
+    hash_share(tmp, peers.index(strategy.process_index), len(peers), strategy.process_index)
     strategy.wait_for_everyone()
-    if strategy.is_main_process:
+    if len(peers) < strategy.num_processes:
+        _seal_across_hosts(paths, tmp, final, step, strategy, peers[0] == strategy.process_index,
+                           meta, recipe_yaml, keep_last, model)
+    elif strategy.is_main_process:
+        _drop_markers(tmp)
         topo = {"strategy": strategy.name, "world_size": strategy.num_processes}
         _seal(tmp, final, step, {**topo, **adapter_record(strategy.unwrap(model)), **meta}, recipe_yaml,
               hashed=collect_shares(tmp))
         prune(paths, keep_last)
     strategy.wait_for_everyone()
     return final
+
+
+# A rank's mark in the temp directory of a save (the nonce tells this save's marks from a dead
+# attempt's): the ranks whose marks a rank sees share its filesystem.
+VIEW = ".view-{nonce}-{rank}"
+
+
+def _save_nonce(strategy: Any) -> str:
+    """One random word for this save, the same on every rank (rank 0 draws it)."""
+    if strategy.num_processes == 1:
+        return "one"
+    import secrets
+
+    import torch.distributed as dist
+
+    box = [secrets.token_hex(6) if strategy.is_main_process else ""]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def _drop_markers(tmp: Path) -> None:
+    for m in tmp.glob(".view-*"):
+        m.unlink(missing_ok=True)
+
+
+def _seal_across_hosts(paths: RunPaths, tmp: Path, final: Path, step: int, strategy: Any, leader: bool,
+                       meta: dict[str, Any], recipe_yaml: str, keep_last: int, model: Any) -> None:
+    """The seal when hosts share no filesystem: each host's first rank hands in its host's
+    checksums; rank 0 seals all of them into state.json; the other hosts keep their part."""
+    import torch.distributed as dist
+
+    here = collect_shares(tmp) if leader else {}
+    views: list[dict[str, Any] | None] = [None] * strategy.num_processes
+    dist.all_gather_object(views, here)
+    main_files = views[0] or {}  # rank 0 leads its host's ranks
+    if strategy.is_main_process:
+        merged = dict(main_files)
+        for v in views[1:]:
+            for name, digest in (v or {}).items():
+                merged.setdefault(name, digest)
+        _drop_markers(tmp)
+        topo = {"strategy": strategy.name, "world_size": strategy.num_processes}
+        _seal(tmp, final, step, {**topo, **adapter_record(strategy.unwrap(model)), **meta}, recipe_yaml, hashed=merged)
+        prune(paths, keep_last)
+    elif leader:
+        for name in main_files:  # rank 0's host has these: only this host's own part stays
+            (tmp / name).unlink(missing_ok=True)
+        _drop_markers(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        for old in paths.checkpoint_dirs()[:-keep_last]:  # parts without state.json: pruned by name
+            _remove(old)
 
 
 def _temp_name(paths: RunPaths, final: Path) -> Path:
@@ -231,7 +295,7 @@ SHARE = ".digests-{rank}.json"  # one rank's hashed share, merged into state.jso
 
 
 def _files(tmp: Path) -> list[Path]:
-    return sorted(p for p in tmp.rglob("*") if p.is_file() and not p.name.startswith(".digests-"))
+    return sorted(p for p in tmp.rglob("*") if p.is_file() and not p.name.startswith((".digests-", ".view-")))
 
 
 def split_shares(sizes: dict[str, int], world: int) -> list[list[str]]:
@@ -246,15 +310,16 @@ def split_shares(sizes: dict[str, int], world: int) -> list[list[str]]:
     return shares
 
 
-def hash_share(tmp: Path, rank: int, world: int) -> None:
-    """Size, sha256 and fsync of this rank's share of the files in ``tmp``, written beside them."""
+def hash_share(tmp: Path, index: int, peers: int, rank: int | None = None) -> None:
+    """Size, sha256 and fsync of share ``index`` of ``peers`` of the files in ``tmp`` (the ranks
+    that see it), written beside them as ``rank``'s share (default: ``index``)."""
     sizes = {str(p.relative_to(tmp)): p.stat().st_size for p in _files(tmp)}
     digests = {}
-    for name in split_shares(sizes, world)[rank]:
+    for name in split_shares(sizes, peers)[index]:
         f = tmp / name
         digests[name] = {"bytes": sizes[name], "sha256": sha256_file(f)}
         fsync_file(f)
-    (tmp / SHARE.format(rank=rank)).write_text(json.dumps(digests), encoding="utf-8")
+    (tmp / SHARE.format(rank=index if rank is None else rank)).write_text(json.dumps(digests), encoding="utf-8")
 
 
 def collect_shares(tmp: Path) -> dict[str, dict[str, Any]]:

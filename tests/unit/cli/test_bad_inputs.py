@@ -528,6 +528,16 @@ CASES: list[tuple[str, Setup, str]] = [
     ("launch-resume-running", with_script_runs(lambda r: ["launch", "--resume", r["RUNNING"]]), "is still RUNNING"),
     ("launch-resume-recipe-key", with_script_runs(lambda r: ["launch", "--resume", r["COMPLETED"], "train.lr=1"]),
      "only launch.* keys may change"),
+    ("launch-files-missing", command("launch", "launch.files=[./nope.sh]", "--", "true"),
+     "launch.files.0: './nope.sh' does not exist"),
+    ("run-launch-files-missing", run("launch.files=[./nope.sh]"), "launch.files.0: './nope.sh' does not exist"),
+    ("run-node-visible-relative", run("launch.node_visible=[shared]"), "give absolute path prefixes"),
+    ("run-deepspeed-json-missing", run("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"),
+     "train.deepspeed_config: file './ds.json' does not exist"),
+    ("serve-as-a-local-run", command("serve", "{d}", "launch.backend=local"),
+     "serving as a run takes launch.backend=slurm"),
+    ("serve-with-launch-files", command("serve", "{d}", "launch.backend=ssh", "launch.files=[x]"),
+     "launch.files: a server is one process per run"),
 ]
 
 

@@ -21,7 +21,7 @@ import json
 import posixpath
 import shlex
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from clustertune.remote.runner_gpus import GPU_QUERY, parse_gpus
 from clustertune.launch.ssh.results import SCRATCH, SshJob, attempt_key, spread_checkpoints, vouch_for_kept_checkpoint
 from clustertune.remote.transport import shell_join
 from clustertune.runs.job import Announce
-from clustertune.runs.paths import CANCEL_FILE, FILES_DIR, STOP_FILE, HostRunPaths
+from clustertune.runs.paths import CANCEL_FILE, FILES_DIR, FILES_ENV, STOP_FILE, HostRunPaths
 from clustertune.runs.records import DataRef
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -268,8 +268,11 @@ class _NodeStart:
 
     def __call__(self, i: int) -> dict[str, Any]:
         nproc = procs_on_host(self.plan, [] if self.plan.procs_per_node else host_gpus(self.cluster, i))
-        argv = node_command(self.plan, i, self.addresses, rendezvous_port(self.key), self.key, nproc)
         abs_rdir, sent = _prepare_host(self.cluster, i, self.run, self.env, self.data_ref, self.code)
+        # A user's command runs elsewhere than the run directory: {run_dir} in its arguments is
+        # the host's own, absolute (a recipe's ranks start in it and name it ".").
+        plan = replace(self.plan, run_dir=abs_rdir) if self.plan.command else self.plan
+        argv = node_command(plan, i, self.addresses, rendezvous_port(self.key), self.key, nproc)
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = self.env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         cwd = abs_rdir
@@ -278,10 +281,12 @@ class _NodeStart:
             # user's checkpoint key (on stdin like the secrets above; never stored on the host).
             runtime[CHECKPOINT_KEY_ENV] = self.ckpt_key
         if self.plan.command:
-            cwd = self.workdirs[i]
+            cwd = self.workdirs[i] if self.workdirs else abs_rdir
             runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(self.run.attempts)),
                            CLUSTERTUNE_NODE_RANK=str(i), CLUSTERTUNE_MASTER_ADDR=self.addresses[0],
                            CLUSTERTUNE_MASTER_PORT=str(rendezvous_port(self.key)))
+        if FILES_ENV in runtime:  # launch.files, wherever the command starts
+            runtime[FILES_ENV] = posixpath.join(abs_rdir, FILES_DIR)
         # The code snapshot first on the path: the run uses the code as it was when submitted.
         runtime["PYTHONPATH"] = ":".join(p for p in (posixpath.join(root, "code", f"clustertune-{self.code[2]}"),
                                                      runtime.get("PYTHONPATH")) if p)
@@ -309,7 +314,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     data_ref = None if plan.command else read_run_data(run.paths)
     code = _code_files()
     # A user's own command runs in this directory mirrored to each host, as `clustertune sync` does.
-    workdirs = _sync_workdir(cluster, nodes) if plan.command else []
+    workdirs = _sync_workdir(cluster, nodes) if plan.command and launch.sync_workdir else []
     run.set_remote({
         "cluster": cluster.name, "kind": "train", "nodes": nodes, "client": client_id(),
         "hosts": [h.to_dict() for h in cluster.hosts], "key": key, "keep_on_cluster": launch.keep_on_cluster,
@@ -367,10 +372,13 @@ class SshLauncher:
         return dry_run_lines(plan, recipe.launch)
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Announce | None = None,
-               show_progress: bool = True) -> SshJob:
+               show_progress: bool = True, wait: bool = True) -> SshJob:
         """Starts the ranks on the hosts and, with ``announce``, prints their lines until the run
-        ends (Ctrl-C leaves it running there); returns once it ended."""
+        ends (Ctrl-C leaves it running there); returns once it ended, or (``wait=False``) once
+        every host started its part."""
         job = submit(plan, run, recipe.launch)
+        if not wait:
+            return job
         try:
             if announce is not None:
                 procs = describe_procs(job.remote.get("procs_per_node") or [plan.procs_per_node or 1])

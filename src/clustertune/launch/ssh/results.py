@@ -271,12 +271,15 @@ def spread_checkpoints(run: Run) -> None:
     cluster, rdir, have, newest = _kept_checkpoints(run)
     if newest is None:
         return
-    holder = next(i for i in rdir if newest in have[i])
+    holders = [i for i in rdir if newest in have[i]]
     with tempfile.TemporaryDirectory(prefix="clustertune-ckpt-") as tmp:
-        conn = cluster.conn(holder)
-        conn.rsync(["-a", conn.remote(posixpath.join(rdir[holder], "checkpoints", newest) + "/"), f"{tmp}/{newest}/"])
+        # A sharded checkpoint is in parts: rank 0's host sealed it, each other host holds its
+        # ranks' shards under the same name. The union goes to every host.
+        for i in holders:
+            conn = cluster.conn(i)
+            conn.rsync(["-a", conn.remote(posixpath.join(rdir[i], "checkpoints", newest) + "/"), f"{tmp}/{newest}/"])
         for i in rdir:
-            if newest not in have[i]:
+            if newest not in have[i] or len(holders) > 1:
                 c = cluster.conn(i)
                 c.check_call(["mkdir", "-p", posixpath.join(rdir[i], "checkpoints")], what="creating checkpoints/")
                 c.rsync(["-a", f"{tmp}/{newest}/", c.remote(posixpath.join(rdir[i], "checkpoints", newest) + "/")])
@@ -291,7 +294,9 @@ def vouch_for_kept_checkpoint(run: Run, trust: bool) -> None:
     if newest is None:
         return
     holders = [i for i in rdir if newest in have[i]]
-    first = holders[0]
+    # The sealed part (state.json) is on rank 0's host; the others may hold shards only.
+    first = next((i for i in holders if cluster.conn(i).run(
+        ["test", "-f", posixpath.join(rdir[i], "checkpoints", newest, STATE)]).rc == 0), holders[0])
     where = posixpath.join(rdir[first], "checkpoints", newest)
     shown = f"{newest} on {cluster.hosts[first].label} ({where})"
     with tempfile.TemporaryDirectory(prefix="clustertune-ckpt-") as tmp:
