@@ -97,6 +97,10 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
     ``dtype`` converts the weights; ``repo_id`` is the name the model card's examples load from
     (default: the directory)."""
     target = find_target(ref, runs_root)
+    if target.step is not None and target.adapter:
+        raise ModelError(f"{target.label}: a checkpoint of an adapter run holds the adapter's weights only; "
+                         f"export the run's final model, or resume it to write one (`clustertune run --resume "
+                         f"{target.run.id if target.run else ref}`)")
     want = torch_dtype(dtype)
     out = check_destination(Path(to), target, force)
     made = _missing_parents(out)
@@ -153,7 +157,11 @@ def _write_model(target: Target, out: Path, want: Any) -> str:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    if target.adapter:
+    if target.step is not None:  # RUN@step-N: built as the run built it, the checkpoint's weights in it
+        from clustertune.use.load import load_model_for
+
+        model = load_model_for(target, device="cpu", dtype="fp32").to(want or torch.float32)
+    elif target.adapter:
         from transformers import AutoConfig
 
         base = adapter_base(target.path)

@@ -134,6 +134,9 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
     directory) names; see the module doc."""
     check_quant(quant)
     target = find_target(ref, runs_root)
+    if target.step is not None:
+        raise ModelError(f"{target.label}: export the checkpoint with --format hf first (`clustertune export "
+                         f"{ref} --to DIR`), then that directory to GGUF")
     if target.classifier:
         raise ModelError(f"{target.label}: a sequence classifier; GGUF export is for generative models "
                          "(export it with --format hf)")

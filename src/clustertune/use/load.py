@@ -5,25 +5,30 @@ directory, or for an adapter run the PEFT adapter directory, loaded onto its bas
 merging (``merge=True`` merges it, as ``export --merge`` does). A path means a model directory
 written by ``save_pretrained`` (or an adapter directory). The tokenizer comes from the model
 directory (SFT runs save theirs, chat template included, beside the weights), else from the run.
+``RUN@step-N`` means that run's checkpoint of step N: the model is built as the run built it
+(its recipe, tokenizer and config) and the checkpoint's weights loaded into it, once its
+signature and every file's digest are checked.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clustertune.models.local import require_local
-from clustertune.errors import ModelError, RunError
+from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
-from clustertune.runs.paths import RunPaths, has_tokenizer
+from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")
+WEIGHTS = "model.safetensors"  # a checkpoint's weights (train/checkpoint.py), when one file holds them
 _CLASSIFIER_SUFFIX = "ForSequenceClassification"
 
 
@@ -35,10 +40,13 @@ class Target:
     run: Run | None
     adapter: bool
     classifier: bool
+    step: int | None = None  # RUN@step-N: ``path`` is that checkpoint's directory
 
     @property
     def label(self) -> str:
-        return f"run {self.run.id}" if self.run is not None else str(self.path)
+        if self.run is None:
+            return str(self.path)
+        return f"run {self.run.id}" + (f"@step-{self.step}" if self.step is not None else "")
 
 
 @dataclass
@@ -88,6 +96,18 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
     ref = (ref or "").strip()
     if not ref:
         raise RunError("name a run id (`clustertune runs` lists them) or a model directory")
+    run_ref, at, step = ref.rpartition("@")
+    if at and run_ref:
+        m = STEP_RE.fullmatch(step)
+        if m is None:
+            raise RunError(f"{ref!r}: after '@' name a checkpoint as step-N (`clustertune runs show {run_ref}` "
+                           f"lists them), e.g. {run_ref}@step-200")
+        if _looks_like_path(run_ref):
+            path = Path(run_ref).expanduser()
+            if not RunPaths(path).run_json.is_file():
+                raise RunError(f"{run_ref}: not a run directory (no run.json); RUN@step-N names a run's checkpoint")
+            return _checkpoint_target(Run.load(path), int(m.group(1)))
+        return _checkpoint_target(get_run(run_ref, runs_root), int(m.group(1)))
     if _looks_like_path(ref):
         path = Path(ref).expanduser()
         if not path.is_dir():
@@ -96,6 +116,35 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
             return _run_target(Run.load(path))
         return _target_from_dir(path, None)
     return _run_target(get_run(ref, runs_root, by_name="newest_model"))
+
+
+STEP_RE = re.compile(r"step-?0*(\d+)")
+
+
+def _checkpoint_target(run: Run, step: int) -> Target:
+    """``RUN@step-N``: the run's complete checkpoint of that step, its signature checked now."""
+    from clustertune.recipe.load import load_recipe
+    from clustertune.train.sealed import verified_state  # no torch: signatures and digests
+
+    ckpt = run.paths.checkpoint(step)
+    have = run.paths.complete_checkpoints()
+    if ckpt not in have:
+        names = ", ".join(f"step-{checkpoint_step(p.name)}" for p in have) or "none"
+        raise RunError(f"run {run.id} has no checkpoint of step {step} (its checkpoints: {names}); "
+                       f"`clustertune runs show {run.id}` lists them")
+    state = verified_state(ckpt)
+    strategy, world = state.get("strategy", "ddp"), state.get("world_size", 1)
+    if state.get("kind") == "trl":
+        raise ModelError(f"run {run.id}@step-{step} is a checkpoint of TRL's trainer (an RL run); use the run's "
+                         "final model, or resume the run to finish it")
+    if not (ckpt / WEIGHTS).is_file():
+        how = ("DeepSpeed's zero_to_fp32.py in it gathers them into one file" if strategy == "deepspeed"
+               else "resume the run to write its final model")
+        raise ModelError(f"run {run.id}@step-{step} holds {strategy} shards of {world} process(es), not one "
+                         f"weights file; {how}, or name a checkpoint of a ddp run")
+    recipe = load_recipe(run.paths.recipe)
+    return Target(path=ckpt, run=run, adapter=recipe.model.adapter is not None,
+                  classifier=recipe.task == "sequence_classification", step=step)
 
 
 def _run_target(run: Run) -> Target:
@@ -166,6 +215,11 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
 
     auto = AutoModelForSequenceClassification if target.classifier else AutoModelForCausalLM
     kwargs = {"dtype": torch_dtype(dtype, device)}
+    if target.step is not None:
+        model = _from_checkpoint(target)
+        if target.adapter and merge:
+            model = merge_into_base(model)
+        return model.to(device=device, dtype=kwargs["dtype"]).eval()
     if target.adapter:
         base = adapter_base(target.path)
         require_local(base, f"{target.label}: its base model")
@@ -182,6 +236,50 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
         except (OSError, ValueError) as exc:
             raise ModelError(f"{target.label}: cannot load the model in {target.path}: {exc}") from exc
     return model.to(device).eval()
+
+
+def _from_checkpoint(target: Target) -> Any:
+    """The model of a ``RUN@step-N`` target: built as its run built it, the checkpoint's weights
+    loaded into it (checked first against state.json)."""
+    from clustertune.data.staging import read_run_data
+    from clustertune.models.build import build_model, resolve_config
+    from clustertune.recipe.load import load_recipe
+    from clustertune.train.checkpoint import verify_checkpoint
+    from clustertune.train.trainable import load_weights
+
+    assert target.run is not None and target.step is not None
+    paths = target.run.paths
+    verify_checkpoint(target.path)
+    recipe = load_recipe(paths.recipe)
+    tok = load_tokenizer_for(target)
+    labels = read_run_data(paths).labels if paths.data.is_file() else None
+    config = resolve_config(recipe, tok, labels)
+    model = build_model(recipe, config, tok)
+    # The run may have padded its vocabulary for a GPU (train.pad_vocab_multiple): take the
+    # checkpoint's row count, whatever this machine would pad to.
+    rows = _embedding_rows(target.path / WEIGHTS)
+    emb = model.get_input_embeddings()
+    if rows is not None and emb is not None and emb.num_embeddings != rows:
+        model.resize_token_embeddings(rows)
+    try:
+        load_weights(model, target.path / WEIGHTS)  # an adapter run's checkpoint holds its trainable weights
+    except (RuntimeError, ValueError, OSError, UserError) as exc:
+        raise ModelError(f"{target.label}: its weights do not fit the model its recipe builds: {exc}") from exc
+    return model
+
+
+_EMBEDDINGS = ("wte.weight", "embed_tokens.weight", "word_embeddings.weight", "embed_in.weight")
+
+
+def _embedding_rows(weights: Path) -> int | None:
+    """Rows of the input embedding in a safetensors file (its header only), if it names one."""
+    from safetensors import safe_open
+
+    with safe_open(str(weights), "pt") as f:
+        for key in f.keys():
+            if key.endswith(_EMBEDDINGS):
+                return int(f.get_slice(key).get_shape()[0])
+    return None
 
 
 def load_for_use(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
