@@ -61,3 +61,18 @@ def test_a_checkpoint_is_named_run_at_step_n_by_generate_and_export(
     assert main(["export", f"{run.id}@step-{steps[-1]}", "--to", str(out), "--runs-root", root]) == 0
     exported = load_file(str(out / "model.safetensors"))
     assert exported and all(torch.equal(exported[k], saved[k]) for k in exported if k in saved)
+
+
+@pytest.mark.slow
+def test_prepare_and_estimate_memory_of_the_sft_demo_find_its_base_run(quickstart_cli_run: QuickstartRun) -> None:
+    """sft-demo's base is `run:quickstart`: once that run exists, the commands that read a recipe
+    before any training resolve it as `run` does."""
+    from tests.helpers import cli
+
+    env = {"CLUSTERTUNE_RUNS": str(quickstart_cli_run.runs_root)}
+    prepared = cli("prepare", "sft-demo", env=env)
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    assert "trained tokens, packed" in prepared.stdout + prepared.stderr
+    memory = cli("estimate-memory", "sft-demo", env=env)
+    assert memory.returncode == 0, memory.stdout + memory.stderr
+    assert "zero3+offload" in memory.stdout and "lora" in (memory.stdout + memory.stderr).lower()
