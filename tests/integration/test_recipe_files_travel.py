@@ -141,3 +141,13 @@ def test_slurm_two_node_job_reads_snapshots_in_the_run_directory(slurm_cluster, 
     ranks = "".join(p.read_text() for p in run.paths.logs_dir.glob("rank-*.log"))
     assert "rank 1/2 on node" in ranks
 
+    # A site whose nodes see the project directory: its files are read there, nothing is copied.
+    shared = api.run(str(recipe), [f"launch.node_visible=[{tmp_path}]", "train.max_steps=2"], show_progress=False)
+    state = job_for(shared).wait(timeout=300)
+    assert state is RunState.COMPLETED, f"{shared.reload().info.reason}\n{job_for(shared).logs()}"
+    node_recipe = yaml.safe_load(shared.paths.recipe.read_text())
+    assert node_recipe["model"]["name_or_path"] == str(proj / "distgpt2")
+    assert node_recipe["train"]["deepspeed_config"] == str(proj / "ds_config.json")
+    assert not shared.paths.snapshots.exists()
+    assert {d["how"] for d in shared.info.files} == {"in place"}
+

@@ -95,6 +95,19 @@ def ask(q: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": q}]
 
 
+def answer_once_loaded(c: openai.OpenAI, model: str, question: str, max_tokens: int = 8) -> str | None:
+    """A greedy answer from a server started elsewhere, which loads its model after it listens
+    (503 until then)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            r = c.chat.completions.create(model=model, messages=ask(question), temperature=0, max_tokens=max_tokens)
+            return r.choices[0].message.content
+        except openai.APIStatusError as exc:
+            assert exc.status_code == 503 and time.monotonic() < deadline, exc
+            time.sleep(0.3)
+
+
 def test_a_chat_answer_equals_generate_streamed_or_not(chat_server: Running, chat_gen: Generator) -> None:
     c = chat_server.client()
     assert [m.id for m in c.models.list().data] == [chat_server.model]
@@ -329,16 +342,7 @@ def test_served_as_a_slurm_job_reached_by_the_openai_client_and_cancelled(chat_b
     status = cli("status", run_id.group(1))
     assert "RUNNING" in status.stdout, status.stdout + status.stderr
     c = openai.OpenAI(base_url=url.group(1), api_key="x", max_retries=0, timeout=60)
-    deadline = time.monotonic() + 120
-    while True:  # the job's server loads the model after it listens
-        try:
-            r = c.chat.completions.create(model=chat_base.name, messages=ask(QUESTIONS[1]), temperature=0,
-                                          max_tokens=8)
-            break
-        except openai.APIStatusError as exc:
-            assert exc.status_code == 503 and time.monotonic() < deadline, exc
-            time.sleep(0.3)
-    assert r.choices[0].message.content == greedy(chat_gen, QUESTIONS[1], 8)
+    assert answer_once_loaded(c, chat_base.name, QUESTIONS[1]) == greedy(chat_gen, QUESTIONS[1], 8)
 
     assert cli("cancel", run_id.group(1)).returncode == 0
     deadline = time.monotonic() + 120
@@ -382,16 +386,7 @@ def test_served_on_an_ssh_host_through_a_forward_and_cancelled(chat_base: Path, 
         assert found and int(found.group(4)) == port and found.group(2) == chat_base.name, head
         run_id, host_port = found.group(1), int(found.group(6))
         c = openai.OpenAI(base_url=found.group(3), api_key="x", max_retries=0, timeout=60)
-        deadline = time.monotonic() + 120
-        while True:  # the host's server loads the model after it listens
-            try:
-                r = c.chat.completions.create(model=chat_base.name, messages=ask(QUESTIONS[1]), temperature=0,
-                                              max_tokens=8)
-                break
-            except openai.APIStatusError as exc:
-                assert exc.status_code == 503 and time.monotonic() < deadline, exc
-                time.sleep(0.3)
-        assert r.choices[0].message.content == greedy(chat_gen, QUESTIONS[1], 8)
+        assert answer_once_loaded(c, chat_base.name, QUESTIONS[1]) == greedy(chat_gen, QUESTIONS[1], 8)
         # The model went as a content-addressed snapshot into the host's root, not its run directory.
         roots = [h.root / tmp_path.name for h in sshd_service.hosts]
         assert list((roots[0] / "files").glob(f"*/{chat_base.name}/config.json")), list(roots[0].iterdir())
