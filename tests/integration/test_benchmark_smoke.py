@@ -17,7 +17,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # script -> extra arguments beside --smoke
 SMOKE: dict[str, list[str]] = {
-    "fsdp_build_memory.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
+    "frameworks.py": [], "fsdp_build_memory.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
     "parity_run_clm.py": [], "prepare.py": [], "prepare_memory.py": [], "remote_call.py": [],
     "rl_offline.py": [], "serve.py": [], "sft_prepare.py": [], "stage.py": [],
     "stream_prefetch.py": [], "train_cpu.py": [],
@@ -53,7 +53,7 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess
             return subprocess.CompletedProcess(exc.cmd, -9, out, f"timed out after {exc.timeout} s")
 
     # The slowest first, so the pair finishes together.
-    order = sorted(SMOKE, key=lambda s: s not in ("rl_offline.py", "loader.py", "launch.py"))
+    order = sorted(SMOKE, key=lambda s: s not in ("frameworks.py", "rl_offline.py", "loader.py", "launch.py"))
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(order, pool.map(one, order)))
 
@@ -64,3 +64,17 @@ def test_the_benchmark_runs_at_its_smoke_size(script: str,
     out = smoke_runs[script]
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert out.stdout.strip(), "a benchmark prints its figures"
+
+
+def test_every_framework_side_trains_the_same_loss_curve(smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """Plain DDP, Accelerate, DeepSpeed, Trainer and clustertune on 2 CPU ranks: the same job gives
+    the same losses step by step (the timings on CPU ranks are noise; the GPU script has the figures)."""
+    out = smoke_runs["frameworks.py"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()
+            if line.split() and line.split()[0] in ("ddp", "accelerate", "deepspeed", "trainer", "clustertune")
+            and "tokens/s" not in line}
+    assert set(rows) == {"ddp", "accelerate", "deepspeed", "trainer", "clustertune"}, out.stdout
+    assert len({r[-1] for r in rows.values()}) == 1, rows  # one final loss, to 5 decimals
+    assert "loss curves: the same on every side" in out.stdout
+    assert "ratio clustertune / trainer:" in out.stdout
