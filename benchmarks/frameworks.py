@@ -288,14 +288,25 @@ def side_clustertune(spec: dict[str, Any]) -> tuple[list[float], Clock]:
 
 def run_side(name: str, spec: dict[str, Any]) -> None:
     """Under torchrun: one side; rank 0 prints its JSON line."""
+    import torch.distributed as dist
+
     curve, clock = globals()[f"side_{name}"](spec)
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    if dist.is_initialized():  # Trainer and DeepSpeed leave their process group up
+        dist.barrier()
+        dist.destroy_process_group()
     if int(os.environ.get("RANK", "0")) == 0:
         measured = spec["steps"] - spec["skip"]
         secs = clock.seconds()
         print("SIDE " + json.dumps({"side": name, "curve": curve, "tokens_per_s": measured * spec["batch"] * world
                                     * spec["seq"] / secs, "step_ms": 1e3 * secs / measured,
                                     "peak_mb": _peak_mb(), "world": world}), flush=True)
+    # The job is done and reported. Left to the interpreter's teardown, a rank on CPU aborts now
+    # and then (std::terminate from a native thread DeepSpeed or gloo still runs: exit 134 after
+    # training finished, the crash its users meet too); leave without running it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # -- side by side -------------------------------------------------------------------------------------
