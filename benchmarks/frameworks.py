@@ -301,9 +301,10 @@ def run_side(name: str, spec: dict[str, Any]) -> None:
         print("SIDE " + json.dumps({"side": name, "curve": curve, "tokens_per_s": measured * spec["batch"] * world
                                     * spec["seq"] / secs, "step_ms": 1e3 * secs / measured,
                                     "peak_mb": _peak_mb(), "world": world}), flush=True)
-    # The job is done and reported. Left to the interpreter's teardown, a rank on CPU aborts now
-    # and then (std::terminate from a native thread DeepSpeed or gloo still runs: exit 134 after
-    # training finished, the crash its users meet too); leave without running it.
+    # The job is done and reported. Left to the interpreter's finalizer, a rank aborts now and
+    # then (a native gloo/DeepSpeed thread still alive needs the GIL while Python finalizes:
+    # std::terminate, exit 134 after training finished: 2 smoke runs in 5 before
+    # this line). clustertune's own ranks leave the same way (train/attempt.py, exit_rank).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
