@@ -115,6 +115,7 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
             kind, written = ("merged model" if target.adapter else "model"), _write_model(target, tmp, want)
         card = model_card(target, tmp, kind=kind, dtype=written, load_from=repo_id or str(out))
         (tmp / "README.md").write_text(card, encoding="utf-8")
+        readable_as_written(tmp)
         replace_dir(tmp, out)
     except BaseException as exc:
         undo_partial(tmp, made)
@@ -124,6 +125,17 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
         raise
     return Exported(path=out, kind=kind, dtype=written, source=target.label,
                     files=sorted(p.name for p in out.iterdir()))
+
+
+def readable_as_written(folder: Path) -> None:
+    """Every file of an export with the mode this user's other new files get (0644 under the
+    usual umask): safetensors writes its files 0600, which a serving container running as
+    another user could not read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in folder.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            f.chmod(0o666 & ~umask)
 
 
 def undo_partial(tmp: Path, made: list[Path]) -> None:

@@ -24,6 +24,7 @@ from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer
 from clustertune.runs.run import Run
+from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
@@ -114,6 +115,10 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
             raise ModelError(f"{ref}: no such directory; give a run id or a directory written by save_pretrained")
         if RunPaths(path).run_json.is_file():  # a run's directory: its final model, as for its id
             return _run_target(Run.load(path))
+        step = checkpoint_step(path.name)
+        run_dir = path.resolve().parent.parent
+        if step is not None and RunPaths(run_dir).run_json.is_file():  # <run>/checkpoints/step-N
+            return _checkpoint_target(Run.load(run_dir), step)
         return _target_from_dir(path, None)
     return _run_target(get_run(ref, runs_root, by_name="newest_model"))
 
@@ -150,8 +155,12 @@ def _checkpoint_target(run: Run, step: int) -> Target:
 def _run_target(run: Run) -> Target:
     model_dir = run.paths.model
     if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
-        ckpts = run.paths.checkpoint_dirs()
-        hint = f"; its newest checkpoint is {ckpts[-1]}" if ckpts else ""
+        ckpts = run.paths.complete_checkpoints()
+        newest = f"{run.id}@step-{checkpoint_step(ckpts[-1].name)}" if ckpts else None
+        if run.state in (RunState.PENDING, RunState.RUNNING):
+            raise RunError(f"run {run.id} is {run.state.value}: its final model comes when it ends"
+                           + (f"; its newest checkpoint is `{newest}`" if newest else ", and it has no checkpoint yet"))
+        hint = f"; its newest checkpoint is `{newest}`" if newest else ""
         raise RunError(f"run {run.id} is {run.state.value} and has no final model yet ({model_dir} is missing){hint}; "
                        f"finish it with `clustertune run --resume {run.id}` or name another run")
     return _target_from_dir(model_dir, run)

@@ -5,6 +5,7 @@ errors for destinations that cannot be used."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,11 @@ def test_a_run_exports_as_a_pipeline_directory_with_the_same_greedy_tokens(base:
     assert set(done.files) >= {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
                                "chat_template.jinja", "generation_config.json", "README.md"}
     assert sorted(p.name for p in out.parent.iterdir()) == ["chat"]  # no temporary left beside it
+    # Readable as this user's other new files are (safetensors itself writes 0600).
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in out.iterdir()} == {
+        f.name: oct(0o666 & ~umask) for f in out.iterdir()}
 
     tok = AutoTokenizer.from_pretrained(str(out))
     assert tok.chat_template == CHATML

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from clustertune.errors import ModelError, RunError
 from clustertune.runs.run import Run
@@ -73,6 +74,32 @@ def test_a_run_id_names_its_final_model_and_a_run_without_one_says_what_to_do(ba
     assert target.label == f"run {run.id}"
     by_path = find_target(str(run.paths.root))  # the run's directory, as a user pastes it from the output
     assert by_path.run is not None and by_path.run.id == run.id and by_path.path == target.path
+
+
+def test_a_running_run_offers_its_newest_checkpoint_and_a_checkpoint_directory_names_it(tmp_path: Path) -> None:
+    """What a user does while a run trains: `generate RUN` says where the model is not yet and
+    which checkpoint is; the checkpoint's directory, pasted as a path, names RUN@step-N."""
+    from clustertune.runs.state import RunState
+    from clustertune.train.checkpoint import _seal
+
+    run = Run.create(tmp_path, "demo", "causal_lm", None, ["clustertune", "run"])
+    run.start_attempt(job_id="local", state=RunState.RUNNING)
+    with pytest.raises(RunError, match=f"run {run.id} is RUNNING: its final model comes when it ends, and it has no "
+                                       "checkpoint yet"):
+        find_target(run.id, tmp_path)
+    for step in (10, 20):
+        tmp = run.paths.checkpoints / f".tmp-{step}"
+        tmp.mkdir(parents=True)
+        (tmp / "model.safetensors").write_bytes(b"")
+        _seal(tmp, run.paths.checkpoint(step), step, {"strategy": "ddp", "world_size": 1}, "name: demo\n")
+    with pytest.raises(RunError, match=rf"is RUNNING: .*its newest checkpoint is `{run.id}@step-20`"):
+        find_target(run.id, tmp_path)
+    from tests.helpers import TINY_CAUSAL
+
+    (run.paths.root / "recipe.yaml").write_text(yaml.safe_dump(TINY_CAUSAL))
+    by_dir = find_target(str(run.paths.checkpoint(10)))
+    assert by_dir.step == 10 and by_dir.run is not None and by_dir.run.id == run.id
+    assert by_dir.label == f"run {run.id}@step-10"
 
 
 def test_what_cannot_be_used_gets_a_typed_error(tmp_path: Path) -> None:
