@@ -100,7 +100,8 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
     # Relative paths are looked for beside the recipe file, then here; the checks below, and the
     # run, see them absolute.
-    base = Path(where.file).parent if where.file else None
+    # (A shipped recipe's folder is clustertune's own: paths given to one start here.)
+    base = Path(where.file).parent if where.file and where.file not in map(str, shipped_recipes().values()) else None
     given, recipe = recipe, absolute_paths(recipe, base)
     g = _Gather()
     g.add(path_problems(given, base) + sequence_problems(recipe))  # the paths as the user wrote them

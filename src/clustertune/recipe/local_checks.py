@@ -9,6 +9,7 @@ torch or transformers: a hub name is left to `clustertune run`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -87,8 +88,10 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
     template = recipe.data.sft.chat_template
     if recipe.task == "sft" and template and template not in BUILTIN_CHAT_TEMPLATES:
         if not locate(template, base).is_file():
-            out.append(("data.sft.chat_template", f"{template!r} is neither a built-in template "
-                        f"({', '.join(BUILTIN_CHAT_TEMPLATES)}) nor a Jinja file here: {_where(template, base)}"))
+            close = difflib.get_close_matches(template, BUILTIN_CHAT_TEMPLATES, n=1, cutoff=0.6)
+            out.append(("data.sft.chat_template", (f"{template!r}: did you mean {close[0]!r}? " if close else "")
+                        + f"{template!r} is neither a built-in template ({', '.join(BUILTIN_CHAT_TEMPLATES)}) "
+                        f"nor a Jinja file here: {_where(template, base)}"))
     if recipe.rl is not None:
         policy = recipe.rl.policy or ""
         if pathish(policy) and not locate(policy, base).is_dir():

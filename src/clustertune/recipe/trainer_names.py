@@ -1,5 +1,6 @@
 """The names people type from Hugging Face ``TrainingArguments`` and the example scripts'
-arguments (``run_clm.py``, ``run_glue.py``), and the recipe key that does the same here.
+arguments (``run_clm.py``, ``run_glue.py``), and from Axolotl, PEFT, LLaMA-Factory and TRL, and
+the recipe key that does the same here.
 
 A misspelt key gets a did-you-mean from the schema's own names; a Trainer name gets the
 recipe key it maps to, wherever in the recipe (or on the command line) it was written.
@@ -72,12 +73,40 @@ TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
 }
 
 
+# The names of the fine-tuning tools people come from (Axolotl's YAML, PEFT's LoraConfig,
+# LLaMA-Factory's arguments, TRL's SFTConfig) -> (recipe key, how the value is written, whose).
+PEER_NAMES: dict[str, tuple[str, str | None, str]] = {
+    "sequence_len": ("data.max_length", "data.block_size for causal_lm", "Axolotl"),
+    "micro_batch_size": ("train.batch_size", "per device", "Axolotl"),
+    "num_epochs": ("train.epochs", None, "Axolotl"),
+    "base_model": ("model.name_or_path", None, "Axolotl"),
+    "val_set_size": ("data.validation_fraction", "a fraction", "Axolotl"),
+    "sample_packing": ("data.sft.packing", None, "Axolotl"),
+    "load_in_4bit": ("model.adapter.type", "model.adapter.type: qlora", "Axolotl"),
+    "lora_r": ("model.adapter.rank", None, "Axolotl"),
+    "lora_alpha": ("model.adapter.alpha", None, "Axolotl and PEFT"),
+    "lora_dropout": ("model.adapter.dropout", None, "Axolotl and PEFT"),
+    "lora_target_modules": ("model.adapter.target_modules", None, "Axolotl"),
+    "r": ("model.adapter.rank", None, "PEFT"),
+    "use_dora": ("model.adapter.type", "model.adapter.type: dora", "PEFT"),
+    "lora_rank": ("model.adapter.rank", None, "LLaMA-Factory"),
+    "lora_target": ("model.adapter.target_modules", "a list of module names", "LLaMA-Factory"),
+    "cutoff_len": ("data.max_length", None, "LLaMA-Factory"),
+    "finetuning_type": ("model.adapter.type", "lora, dora or qlora; full fine-tuning: no model.adapter",
+                        "LLaMA-Factory"),
+    "template": ("data.sft.chat_template", "chatml, llama3 or a Jinja file", "LLaMA-Factory"),
+    "dataset_text_field": ("data.text_column", None, "TRL"),
+}
+
+
 def trainer_hint(name: str, fuzzy: bool = False) -> str | None:
     """``did you mean 'train.lr'?`` for a Trainer name (``fuzzy``: or a near miss of one), or None."""
     if fuzzy and name not in TRAINER_NAMES:
         name = next(iter(difflib.get_close_matches(name, list(TRAINER_NAMES), n=1, cutoff=0.85)), name)
-    hit = TRAINER_NAMES.get(name)
-    if hit is None:
+    if name in TRAINER_NAMES:
+        (key, how), whose = TRAINER_NAMES[name], "Trainer"
+    elif name in PEER_NAMES:
+        key, how, whose = PEER_NAMES[name]
+    else:
         return None
-    key, how = hit
-    return f"did you mean '{key}'? ({name} in Trainer terms" + (f"; {how})" if how else ")")
+    return f"did you mean '{key}'? ({name} in {whose} terms" + (f"; {how})" if how else ")")
