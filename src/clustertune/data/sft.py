@@ -1,8 +1,8 @@
 """Supervised fine-tuning examples: raw rows -> conversations -> token ids and a loss mask.
 
-Rows come in three shapes (``data.sft.format``): ``messages`` (``{role, content}`` turns),
-ShareGPT ``conversations`` (``{from, value}`` turns, converted) and prompt/completion columns
-(one user turn and one assistant turn). Every conversation is rendered with the chat template
+Rows come in four shapes (``data.sft.format``): ``messages`` (``{role, content}`` turns),
+ShareGPT ``conversations`` (``{from, value}`` turns, converted), prompt/completion columns and
+Alpaca's instruction/input/output columns (each one user turn and one assistant turn). Every conversation is rendered with the chat template
 (:mod:`clustertune.data.templates`), tokenized whole (so the ids are those of tokenizing the
 rendered text), and a token is trained when it holds a character of a trained span: from the
 token holding the span's first character to the token holding its last (how that is found
@@ -40,8 +40,7 @@ SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistan
 
 def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
     """The example shape: the one set, else the one whose columns the data has."""
-    need = {"messages": [s.messages_column], "conversations": [s.conversations_column],
-            "prompt_completion": [s.prompt_column, s.completion_column]}
+    need = own_columns(s)
     if s.format != "auto":
         missing = [c for c in need[s.format] if c not in columns]
         if missing:
@@ -52,10 +51,18 @@ def detect_format(columns: list[str], s: SFTSection, split: str) -> str:
     if not found:
         raise DataError(
             f"data.sft.format: the {split} data has none of the SFT shapes: a {s.messages_column!r} column "
-            f"(messages), a {s.conversations_column!r} column (ShareGPT), or {s.prompt_column!r} and "
-            f"{s.completion_column!r} columns; its columns are {', '.join(columns)} (set data.sft.*_column)"
+            f"(messages), a {s.conversations_column!r} column (ShareGPT), {s.prompt_column!r} and "
+            f"{s.completion_column!r} columns, or {s.instruction_column!r} and {s.output_column!r} (Alpaca); its "
+            f"columns are {', '.join(columns)} (set data.sft.*_column)"
         )
     return found[0]
+
+
+def own_columns(s: SFTSection) -> dict[str, list[str]]:
+    """The columns each shape needs (Alpaca's input column is optional)."""
+    return {"messages": [s.messages_column], "conversations": [s.conversations_column],
+            "prompt_completion": [s.prompt_column, s.completion_column],
+            "alpaca": [s.instruction_column, s.output_column]}
 
 
 def _turns(raw: Any, fmt: str, where: str, roles: tuple[str, ...] = ROLES) -> list[dict[str, str]]:
@@ -162,9 +169,11 @@ def conversations(ds: Any, s: SFTSection, split: str, origins: Origins | None = 
 
     cols = list(ds.column_names)
     fmt = detect_format(cols, s, split)
-    own = {"messages": [s.messages_column], "conversations": [s.conversations_column],
-           "prompt_completion": [s.prompt_column, s.completion_column]}
-    others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols]
+    own = own_columns(s)
+    if fmt == "alpaca" and s.input_column in cols:
+        own["alpaca"] = [*own["alpaca"], s.input_column]
+    # A column of another shape is a mixed file, unless this shape reads it too (Alpaca's input).
+    others = [(f, c) for f, cs in own.items() if f != fmt for c in cs if c in cols and c not in own[fmt]]
     own_found = found is None
     found = Found(origins, split) if found is None else found.at(origins, split)
     out: list[list[dict[str, str]]] = []
@@ -172,7 +181,7 @@ def conversations(ds: Any, s: SFTSection, split: str, origins: Origins | None = 
         out = fast
     else:
         out = _slow_conversations(ds, s, fmt, own, others, found)
-    if s.role_order == "alternate" and fmt != "prompt_completion":
+    if s.role_order == "alternate" and fmt not in ("prompt_completion", "alpaca"):
         for i, conv in enumerate(out):
             if conv and (problem := order_problem(conv)):
                 found.add(i, problem)
@@ -200,7 +209,7 @@ def _row(data: dict[str, list[Any]], i: int, s: SFTSection, fmt: str, own: dict[
          others: list[tuple[str, str]], roles: tuple[str, ...]) -> list[dict[str, str]]:
     where = "-"  # the caller names the row where it was read
     for f, c in others:  # a file mixing shapes has some rows in another shape
-        if _present(data[c][i]) and not all(_present(data[k][i]) for k in own[fmt]):
+        if _present(data[c][i]) and not all(_present(data[k][i]) for k in own_columns(s)[fmt]):
             raise DataError(f"{where}: uses the {f} shape ({c!r}) while other examples use {fmt}; one "
                             "dataset must use one shape (split the file, or convert the examples)")
     if fmt == "prompt_completion":
@@ -212,7 +221,23 @@ def _row(data: dict[str, list[Any]], i: int, s: SFTSection, fmt: str, own: dict[
                 raise DataError(f"{where}: column {name!r} is empty or not text; every example needs both "
                                 "a prompt and a completion")
         return [{"role": "user", "content": p}, {"role": "assistant", "content": c}]
+    if fmt == "alpaca":
+        inst, out = (_as_text(data[k][i]) for k in (s.instruction_column, s.output_column))
+        extra = _as_text(data[s.input_column][i]) if s.input_column in data else None
+        for name, v in ((s.instruction_column, inst), (s.output_column, out)):
+            if not isinstance(v, str) or not v.strip():
+                raise DataError(f"{where}: column {name!r} is empty or not text; every Alpaca example needs an "
+                                "instruction and an output")
+        if extra is not None and not isinstance(extra, str):
+            raise DataError(f"{where}: column {s.input_column!r} is {type(extra).__name__}, not text")
+        prompt = f"{inst}\n\n{extra}" if extra and extra.strip() else inst
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": out}]
     return _turns(data[own[fmt][0]][i], fmt, where, roles)
+
+
+def _as_text(v: Any) -> Any:
+    """A cell as text where a reader made a number of it (CSV); None stays None."""
+    return str(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
 
 
 @dataclass

@@ -6,21 +6,30 @@ packed row); the rest lives here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from clustertune.recipe.section import Section
 
-SFT_FORMATS = ("auto", "messages", "conversations", "prompt_completion")
+SFT_FORMATS = ("auto", "messages", "conversations", "prompt_completion", "alpaca")
+# The names other tools give these shapes, taken as the same.
+FORMAT_NAMES = {"sharegpt": "conversations", "openai": "messages", "chat": "messages"}
 
 
 class SFTSection(Section):
-    format: Literal["auto", "messages", "conversations", "prompt_completion"] = "auto"
-    """Shape of an example. ``messages``: a list of ``{role, content}`` turns (roles ``system``,
-    ``user``, ``assistant``); ``conversations``: ShareGPT's list of ``{from, value}`` turns
-    (``human``/``gpt``/``system``), converted to messages; ``prompt_completion``: one prompt and
-    one completion column, a single turn. ``auto`` picks the one whose columns the data has."""
+    format: Literal["auto", "messages", "conversations", "prompt_completion", "alpaca"] = "auto"
+    """Shape of an example. ``messages`` (also ``openai``): a list of ``{role, content}`` turns
+    (roles ``system``, ``user``, ``assistant``); ``conversations`` (also ``sharegpt``): ShareGPT's
+    list of ``{from, value}`` turns (``human``/``gpt``/``system``), converted to messages;
+    ``prompt_completion``: one prompt and one completion column, a single turn; ``alpaca``:
+    ``instruction``, an optional ``input`` (added to the instruction after a blank line) and
+    ``output``, a single turn. ``auto`` picks the one whose columns the data has."""
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _peer_names(cls, value: Any) -> Any:
+        return FORMAT_NAMES.get(value, value) if isinstance(value, str) else value
 
     messages_column: str = "messages"
     """Column holding the turns for ``format: messages``."""
@@ -33,6 +42,15 @@ class SFTSection(Section):
 
     completion_column: str = "completion"
     """Column holding the answer for ``format: prompt_completion``."""
+
+    instruction_column: str = "instruction"
+    """Column holding the instruction for ``format: alpaca``."""
+
+    input_column: str = "input"
+    """Column holding the optional input for ``format: alpaca`` (empty or missing: none)."""
+
+    output_column: str = "output"
+    """Column holding the answer for ``format: alpaca``."""
 
     chat_template: str | None = None
     """Chat template: unset uses the tokenizer's own; ``chatml`` or ``llama3`` name a built-in

@@ -74,7 +74,7 @@ def _prepared_rows(recipe: dict[str, Any]) -> tuple[Any, Any]:
     return prep, np.asarray(tr.input_ids), np.asarray(tr.loss_mask)
 
 
-def test_messages_sharegpt_disk_and_prompt_completion_give_the_same_rows(sft_base: Path, tmp_path: Path) -> None:
+def test_messages_sharegpt_alpaca_disk_and_prompt_completion_give_the_same_rows(sft_base: Path, tmp_path: Path) -> None:
     rows = arithmetic_rows(40)
     msgs = write_jsonl(tmp_path / "m.jsonl", rows)
     share = tmp_path / "s.json"
@@ -88,10 +88,16 @@ def test_messages_sharegpt_disk_and_prompt_completion_give_the_same_rows(sft_bas
     pc.to_csv(tmp_path / "pc.csv", index=False)
     pc.to_parquet(tmp_path / "pc.parquet")
     Dataset.from_list(rows).save_to_disk(str(tmp_path / "disk"))
+    alpaca = write_jsonl(tmp_path / "a.jsonl", [{"instruction": r["messages"][0]["content"], "input": "",
+                                                  "output": r["messages"][1]["content"]} for r in rows])
     cols = {"prompt_column": "question", "completion_column": "answer"}
     variants = [
         sft_recipe(sft_base, msgs),
         sft_recipe(sft_base, share, sft={"format": "conversations"}),
+        sft_recipe(sft_base, share, sft={"format": "sharegpt"}),  # the name other tools give it
+        sft_recipe(sft_base, msgs, sft={"format": "openai"}),
+        sft_recipe(sft_base, alpaca),  # found by its columns
+        sft_recipe(sft_base, alpaca, sft={"format": "alpaca"}),
         sft_recipe(sft_base, tmp_path / "pc.csv", sft=cols),
         sft_recipe(sft_base, tmp_path / "pc.parquet", sft={"format": "prompt_completion", **cols}),
         {**sft_recipe(sft_base, msgs), "data": {**sft_recipe(sft_base, msgs)["data"], "train_files": [],
@@ -178,6 +184,20 @@ def test_fingerprint_covers_template_masking_packing_and_max_length(sft_base: Pa
     assert fp(train__lr=1e-5) == ref and fp(train__batch_size=2) == ref
 
 
+def test_an_alpaca_input_follows_its_instruction_after_a_blank_line() -> None:
+    from datasets import Dataset
+
+    from clustertune.data.sft import conversations
+    from clustertune.recipe.sft_schema import SFTSection
+
+    ds = Dataset.from_list([{"instruction": "Translate to French.", "input": "cheese", "output": "fromage"},
+                            {"instruction": "Say hi.", "input": None, "output": "hi"}])
+    assert conversations(ds, SFTSection(), "train") == [
+        [{"role": "user", "content": "Translate to French.\n\ncheese"}, {"role": "assistant", "content": "fromage"}],
+        [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "hi"}]]
+    assert SFTSection(format="sharegpt").format == "conversations"
+
+
 BAD: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
     ([{"messages": "hello"}], {}, "line 1: messages is str"),
     ([{"messages": [{"role": "bot", "content": "x"}]}], {}, "turn 0 has role 'bot'"),
@@ -187,6 +207,7 @@ BAD: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
      {"format": "prompt_completion"}, "line 2: uses the messages shape"),
     ([{"conversations": [{"from": "alien", "value": "x"}]}], {}, "is from 'alien'"),
     ([{"text": "plain"}], {}, "none of the SFT shapes"),
+    ([{"instruction": "Say hi.", "input": "", "output": " "}], {}, "column 'output' is empty or not text"),
 ]
 
 
