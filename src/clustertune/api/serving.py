@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.runs.paths import HostRunPaths
 from clustertune.runs.run import Run
 from clustertune.serve.engine import Limits
 from clustertune.serve.server import API_KEY_ENV, Served, Server, model_id_of, prepare, resolve_api_key
@@ -151,8 +152,8 @@ def _address(run: Run) -> dict[str, Any] | None:
     or in the host's copy of it (SSH)."""
     text = None
     if run.info.backend == "ssh":
-        from clustertune.calls.host_job import cluster_of  # deferred: the SSH transport
-        from clustertune.runs.paths import HostRunPaths
+        # Deferred: the SSH transport, which serving from this process never needs.
+        from clustertune.calls.host_job import cluster_of
 
         node = int((run.info.remote or {}).get("nodes", [0])[0])
         cluster = cluster_of(run)
@@ -194,7 +195,8 @@ def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forwa
     import socket
     import subprocess
 
-    from clustertune.calls.host_job import cluster_of  # deferred: the SSH transport
+    # Deferred: the SSH transport, which serving from this process never needs.
+    from clustertune.calls.host_job import cluster_of
     from clustertune.remote.transport import ssh_env
 
     if sub.address is None or sub.run.info.backend != "ssh":

@@ -84,6 +84,7 @@ def _hold_forward(sub: Any, local_port: int) -> None:
     (`clustertune cancel` from anywhere)."""
     import time
 
+    # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
     from clustertune import api
     from clustertune.api import serving
 

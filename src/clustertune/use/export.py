@@ -26,7 +26,7 @@ from typing import Any
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.models.adapters import load_merged
-from clustertune.use.load import Target, adapter_base, find_target, load_tokenizer_for
+from clustertune.use.load import Target, adapter_base, find_target, load_model_for, load_tokenizer_for
 from clustertune.use.model_card import model_card
 from clustertune.data.templates import ChatRenderer
 
@@ -170,8 +170,6 @@ def _write_model(target: Target, out: Path, want: Any) -> str:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     if target.step is not None:  # RUN@step-N: built as the run built it, the checkpoint's weights in it
-        from clustertune.use.load import load_model_for
-
         model = load_model_for(target, device="cpu", dtype="fp32").to(want or torch.float32)
     elif target.adapter:
         from transformers import AutoConfig

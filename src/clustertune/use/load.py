@@ -22,10 +22,12 @@ from typing import Any
 from clustertune.models.local import require_local
 from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
+from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
+from clustertune.train.sealed import verified_state
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")
@@ -128,8 +130,6 @@ STEP_RE = re.compile(r"step-?0*(\d+)")
 
 def _checkpoint_target(run: Run, step: int) -> Target:
     """``RUN@step-N``: the run's complete checkpoint of that step, its signature checked now."""
-    from clustertune.recipe.load import load_recipe
-    from clustertune.train.sealed import verified_state  # no torch: signatures and digests
 
     ckpt = run.paths.checkpoint(step)
     have = run.paths.complete_checkpoints()
@@ -149,7 +149,7 @@ def _checkpoint_target(run: Run, step: int) -> Target:
                          f"weights file; {how}, or name a checkpoint of a ddp run")
     recipe = load_recipe(run.paths.recipe)
     return Target(path=ckpt, run=run, adapter=recipe.model.adapter is not None,
-                  classifier=recipe.task == "sequence_classification", step=step)
+                  classifier=recipe.traits.head == "classifier", step=step)
 
 
 def _run_target(run: Run) -> Target:
@@ -250,9 +250,10 @@ def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: b
 def _from_checkpoint(target: Target) -> Any:
     """The model of a ``RUN@step-N`` target: built as its run built it, the checkpoint's weights
     loaded into it (checked first against state.json)."""
+    # Deferred: the data, model-building and checkpoint modules import numpy, transformers and
+    # torch, which finding a target (the CLI's checks before it loads anything) does without.
     from clustertune.data.staging import read_run_data
     from clustertune.models.build import build_model, resolve_config
-    from clustertune.recipe.load import load_recipe
     from clustertune.train.checkpoint import verify_checkpoint
     from clustertune.train.trainable import load_weights
 

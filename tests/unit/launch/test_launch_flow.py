@@ -56,7 +56,7 @@ class Probe:
         return ["# probe"]
 
     def submit(self, plan: LaunchPlan, run: Run, recipe: Recipe, announce: Any = None,
-               show_progress: bool = True) -> LocalJob:
+               show_progress: bool = True, wait: bool = True) -> LocalJob:
         self.calls.append(("submit", {"run_id": run.id, "plan_run_id": plan.run_id, "data": run.paths.data.is_file(),
                                       "tokenizer": run.paths.has_tokenizer, "show_progress": show_progress}))
         run.start_attempt()
