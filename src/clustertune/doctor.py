@@ -25,9 +25,12 @@ class Check:
     fix: str = ""
 
 
-PACKAGES = ("torch", "transformers", "accelerate", "datasets", "tokenizers", "safetensors", "deepspeed", "trl")
+PACKAGES = ("torch", "transformers", "accelerate", "datasets", "tokenizers", "safetensors", "peft", "deepspeed",
+            "trl", "bitsandbytes", "lm-eval", "fastapi")
 OPTIONAL = {"deepspeed": "pip install 'clustertune[deepspeed]' (DS_BUILD_OPS=0 builds ops on first use)",
-            "trl": "pip install trl"}
+            "trl": "pip install trl", "bitsandbytes": "pip install 'clustertune[qlora]' (model.adapter.type: qlora)",
+            "lm-eval": "pip install 'clustertune[lm-eval]' (clustertune eval --tasks)",
+            "fastapi": "pip install 'clustertune[serve]' (clustertune serve)"}
 
 
 def _version(pkg: str) -> str | None:

@@ -76,6 +76,11 @@ def test_doctor_reports_versions_tools_and_fixes(tmp_path: Path) -> None:
     out = res.stdout
     assert f"torch                  {torch.__version__}" in out
     assert f"transformers           {transformers.__version__}" in out
+    from importlib.metadata import version
+
+    # What adapters, QLoRA, the evaluation harness and serving run on, by version.
+    for pkg in ("peft", "bitsandbytes", "lm-eval", "fastapi"):
+        assert f"  ok  {pkg:<22} {version(pkg)}\n" in out, out
     assert "!!  sbatch                 not found" in out and "fix: SLURM client tools" in out
     assert "offline mode (HF_HUB_OFFLINE=1)" in out
     if not torch.cuda.is_available():
