@@ -150,3 +150,14 @@ def test_data_json_of_the_previous_version_loads_and_round_trips() -> None:
     ref = DataRef.model_validate_json(json.dumps(old))
     assert ref.fingerprint == old["fingerprint"] and ref.splits["train"]["tokens"] == 6400
     assert ref.to_json() == old
+
+
+@pytest.mark.parametrize(("task", "use"), [("sft", "chat {id}"), ("causal_lm", 'generate {id} "The prompt"'),
+                                           ("sequence_classification", None)])
+def test_the_end_of_a_run_says_how_to_use_what_it_trained(tmp_path: Path, task: str, use: str | None) -> None:
+    from clustertune.runs.report import final_lines
+
+    run = Run.create(tmp_path, "r", task, None, ["clustertune", "run"])
+    lines = final_lines(run)
+    assert lines[0] == f"  next:    clustertune runs show {run.id} --plot"
+    assert lines[1:] == ([f"           clustertune {use.format(id=run.id)}"] if use else [])
