@@ -73,6 +73,13 @@ def _is_file_source(data: str) -> bool:
     return p.is_file() or (Path(data).suffix.lower() in FILE_SUFFIXES and not p.is_dir())
 
 
+def check_data_arg(data: str | None) -> None:
+    """``--data`` written as a file that is not there."""
+    if data is not None and _is_file_source(data) and not Path(data).expanduser().is_file():
+        raise EvalError(f"--data {data}: no such file; give a local .txt/.jsonl/.csv/.parquet file, "
+                        "a save_to_disk directory, builtin:NAME or a hub dataset name")
+
+
 def _label_names(model_config: Any) -> list[str] | None:
     """The classifier's class names, unless they are transformers' placeholders (LABEL_0...)."""
     id2label = {int(k): str(v) for k, v in (getattr(model_config, "id2label", None) or {}).items()}
@@ -108,9 +115,7 @@ def eval_recipe(target: Target, data: str | None, overrides: list[str], model_co
             d[key] = None
         d["train_files"], d["validation_files"], d["streaming"] = [], [], False
         if _is_file_source(data):
-            if not Path(data).expanduser().is_file():
-                raise EvalError(f"--data {data}: no such file; give a local .txt/.jsonl/.csv/.parquet file, "
-                                "a save_to_disk directory, builtin:NAME or a hub dataset name")
+            check_data_arg(data)
             # The whole file is the evaluation set (the training side gets the same file: it
             # is prepared but never read).
             d["train_files"] = d["validation_files"] = [str(Path(data).expanduser())]
@@ -146,6 +151,7 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
 
     target = find_target(ref, runs_root)
     tokenizer_dir = _tokenizer_dir(target)
+    check_data_arg(data)  # before the model is read: a wrong path costs no load
     loaded = load_for_use(ref, runs_root=runs_root, device=device, dtype=dtype)
     cfg = loaded.model.config
     recipe = eval_recipe(target, data, list(overrides or []), cfg, tokenizer_dir)

@@ -57,8 +57,13 @@ def test_other_data_a_file_or_a_builtin_with_overrides(tiny_policy_run: ct.Run, 
     assert plain.path is None and plain.payload["samples"] == 4 and plain.payload["task"] == "causal_lm"
     with pytest.raises(EvalError, match="a model directory has no recipe to take data from; name the data with --data"):
         evaluate_metrics(str(tiny_policy_run.paths.model), device="cpu")
-    with pytest.raises(EvalError, match=r"--data .*missing.jsonl: no such file"):
-        evaluate_metrics(tiny_policy_run.id, data=str(tmp_path / "missing.jsonl"), runs_root=tiny_policy_run.paths.root.parent)
+    import clustertune.use.evaluate as evaluate_module
+
+    with pytest.MonkeyPatch.context() as mp:  # a wrong --data is named before any weight is read
+        mp.setattr(evaluate_module, "load_for_use", lambda *a, **k: pytest.fail("the model loaded before --data"))
+        with pytest.raises(EvalError, match=r"--data .*missing.jsonl: no such file"):
+            evaluate_metrics(tiny_policy_run.id, data=str(tmp_path / "missing.jsonl"),
+                             runs_root=tiny_policy_run.paths.root.parent)
     with pytest.raises(RecipeError, match="data.max_eval_samplez"):
         evaluate_metrics(tiny_policy_run.id, runs_root=tiny_policy_run.paths.root.parent, overrides=["data.max_eval_samplez=3"])
 
