@@ -14,6 +14,8 @@ from clustertune import __version__
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
                              run_cmds, runs_cmds, serve_cmds, start_cmds, use_cmds)
 from clustertune.errors import UserError
+from clustertune.recipe.keys import all_keys
+from clustertune.recipe.trainer_names import PEER_NAMES, TRAINER_NAMES
 
 # typer ships its own copy of click: catch that copy's exceptions, whichever it is.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -79,6 +81,21 @@ for _name, _target, _options in COMMANDS:
         app.command(_name, **_options)(_target)
 
 
+def _option_hint(option: str, args: list[str]) -> str | None:
+    """``--max-steps 10`` typed as a script's flag: the recipe key it means, as key=value."""
+    name = option.lstrip("-").replace("-", "_")
+    keys = [d.key for d in all_keys() if d.key.rsplit(".", 1)[-1] == name]
+    mapped = TRAINER_NAMES.get(name) or PEER_NAMES.get(name)
+    key = keys[0] if keys else (mapped[0] if mapped else None)
+    if key is None:
+        return None
+    given = next((a for a in args if a == option or a.startswith(option + "=")), option)
+    i = args.index(given) if given in args else -1
+    value = given.split("=", 1)[1] if "=" in given else (
+        args[i + 1] if 0 <= i < len(args) - 1 and not args[i + 1].startswith("-") else "VALUE")
+    return f"recipe keys go after the recipe as key=value: {key}={value}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args, command = launch_cmds.split_command(list(sys.argv[1:] if argv is None else argv))
     # --debug is read wherever it stands (`clustertune run x.yaml --debug`), before or after the
@@ -98,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except _ClickException as exc:  # usage errors: unknown option, missing argument (exit 2)
         exc.show()
+        option = getattr(exc, "option_name", None)
+        hint = _option_hint(option, args) if option else None
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)

@@ -534,6 +534,9 @@ CASES: list[tuple[str, Setup, str]] = [
     ("run-node-visible-relative", run("launch.node_visible=[shared]"), "give absolute path prefixes"),
     ("run-deepspeed-json-missing", run("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"),
      "train.deepspeed_config: file './ds.json' does not exist"),
+    ("flag-for-a-recipe-key", run("--max-steps", "10"), "hint: recipe keys go after the recipe as key=value: "
+                                                          "train.max_steps=10"),
+    ("trainer-flag", run("--learning_rate=3e-4"), "recipe keys go after the recipe as key=value: train.lr=3e-4"),
     ("axolotl-sequence-len", run("sequence_len=128"), "did you mean 'data.max_length'? (sequence_len in Axolotl terms"),
     ("axolotl-num-epochs", run("num_epochs=3"), "did you mean 'train.epochs'? (num_epochs in Axolotl terms)"),
     ("axolotl-lora-r", run("lora_r=8"), "did you mean 'model.adapter.rank'? (lora_r in Axolotl terms)"),
