@@ -18,7 +18,7 @@ from clustertune.recipe.starters import write_starter
 def init(
     path: Path = typer.Argument(Path("recipe.yaml"), help="File to write (a directory gets recipe.yaml)."),
     task: str = typer.Option("causal_lm", "--task", "-t",
-                             help="causal_lm, classification (sequence_classification), sft or rlhf."),
+                             help="causal_lm, classification (sequence_classification), sft, rlhf (GRPO) or dpo."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a commented starter recipe for a task; it validates as written."""

@@ -68,6 +68,17 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
                  ("num_generations", 4), ("max_new_tokens", 32)]),
          ("train", [("batch_size", 16), ("lr", 1.0e-5), ("max_steps", 40), ("save_every", 20)]),
          ("launch", _RUN_LOCAL)]),
+    "dpo": (
+        "DPO: a small pretrained chat model tuned on preference pairs (a prompt, the answer to prefer,\n"
+        "the one to avoid), here pairs made from Python's documentation. Put your own pairs in a JSONL\n"
+        "file with prompt/chosen/rejected fields (data.train_files).",
+        [("", [("description", "DPO of a small chat model on builtin preference pairs"), ("task", "rlhf")]),
+         ("data", [("dataset", "builtin:pydoc-preferences"), ("validation_fraction", 0.1),
+                   ("#train_files", ["pairs.jsonl"])]),
+         ("rl", [("algorithm", "dpo"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"), ("beta", 0.1),
+                 ("max_prompt_tokens", 64)]),
+         ("train", [("batch_size", 8), ("lr", 5.0e-6), ("max_steps", 100), ("save_every", 50)]),
+         ("launch", _RUN_LOCAL)]),
 }
 
 TASK_ALIASES = {"classification": "sequence_classification", "lm": "causal_lm", "grpo": "rlhf"}
