@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from clustertune.tasks import find_task
+from clustertune.runs.paths import RunPaths
 from clustertune.use.load import Target, adapter_base
 from clustertune.recipe import load_recipe
 from clustertune.errors import UserError
@@ -29,8 +30,15 @@ def _is_hub_name(ref: str) -> bool:
 
 
 def _shown(ref: str) -> str:
-    """A hub name as it is; a local path by its last component."""
-    return ref if _is_hub_name(ref) else f"a local model ({Path(ref).name or ref})"
+    """A hub name as it is; another run's final model by that run's id; a local path by its
+    last component."""
+    if _is_hub_name(ref):
+        return ref
+    p = Path(ref)
+    run = RunPaths(p.parent)
+    if p.name == run.model.name and run.run_json.is_file():  # `model.name_or_path: run:<run>`, resolved
+        return f"the model of run `{run.run_id}`"
+    return f"a local model ({p.name or ref})"
 
 
 def _read_json(path: Path) -> dict[str, Any]:

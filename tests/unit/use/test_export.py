@@ -246,3 +246,15 @@ def test_the_cli_exports_and_bad_destinations_exit_2_without_a_traceback(
     assert main(["export", "nosuchrun", "--to", str(tmp_path / "o2"), "--runs-root", str(tmp_path / "runs")]) == 2
     assert "no run 'nosuchrun'" in capsys.readouterr().err
     assert MARKERS[1] in (tmp_path / "out" / "tokenizer.json").read_text()
+
+
+def test_the_card_names_the_run_a_model_was_tuned_from(tmp_path: Path) -> None:
+    """An SFT run from `run:quickstart` records the base run's model directory; its card says
+    which run that is, not "a local model (model)"."""
+    from clustertune.runs.run import Run
+    from clustertune.use.model_card import _shown
+
+    base = Run.create(tmp_path, "quickstart", "causal_lm", None, ["clustertune", "run"])
+    assert _shown(str(base.paths.model)) == f"the model of run `{base.id}`"
+    assert _shown(str(tmp_path / "mine" / "model")) == "a local model (model)"
+    assert _shown("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"
