@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clustertune.errors import RecipeError, RunError, UserError
+from clustertune.models.local import checkpoint_refs
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.local_paths import absolute_paths
@@ -177,18 +178,24 @@ def validate(source: Source | None, overrides: list[str] | None = None, *,
 
 
 def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None) -> Recipe:
-    """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory, as
-    ``run`` resolves it (what prepare and estimate-memory read: the base's tokenizer and config)."""
+    """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory (and any
+    ``run:<run>@step-N`` model by that checkpoint written out as a model), as ``run`` resolves it (what prepare and estimate-memory read: the base's tokenizer and config)."""
     # Deferred: the tasks import the data and model layers, which the CLI's start-up does without.
     from clustertune.tasks import task_of
 
+    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
+    if checkpoint_refs(recipe):
+        # Deferred: writing a checkpoint out as a model builds it (torch, transformers).
+        from clustertune.use.bases import with_checkpoint_models
+
+        recipe = with_checkpoint_models(recipe, root)
     ref = recipe.model.name_or_path or ""
     if not task_of(recipe.task).base_model_from_run or not ref.startswith("run:"):
         return recipe
     # Deferred: it imports torch, transformers' trainer and PEFT (for an adapter run's merged copy).
     from clustertune.train.rl.sources import resolve_model
 
-    path = resolve_model(ref, "model.name_or_path", str(runs_root(runs_root_dir or recipe.tracking.runs_root)))
+    path = resolve_model(ref, "model.name_or_path", root)
     return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import RecipeError, UserError
+from clustertune.models.local import checkpoint_refs, config_dir
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import located, path_problems, sequence_problems
 from clustertune.recipe.local_paths import absolute_paths
@@ -75,6 +76,7 @@ class _Gather:
     def __init__(self) -> None:
         self.found: list[tuple[str, str]] = []
         self.not_checked: list[str] = []
+        self.checkpoints: dict[str, Any] = {}  # key -> the checkpoint ``run:<run>@step-N`` names there
 
     def add(self, pairs: list[tuple[str, str]]) -> None:
         self.found.extend(p for p in pairs if p not in self.found)
@@ -107,11 +109,12 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     g.add(path_problems(given, base) + sequence_problems(recipe))  # the paths as the user wrote them
     task = task_of(recipe.task)
     g.add(g.run(f"task {recipe.task}", task.preflight, recipe, root) or [])
+    _checkpoint_checks(recipe, root, g)
     if recipe.rl is None:
         _model_checks(recipe, root, need_base, g)
     else:  # the task's checks found the run: and local models; hub names are read when the run loads them
         # Deferred: beside the tasks' registry this module imports lazily as well.
-        from clustertune.tasks.rlhf import model_refs
+        from clustertune.recipe.rl_schema import model_refs
 
         g.not_checked += [f"{key}: {ref!r} is a hub model with nothing cached here; it is read when the run "
                           "loads it" for key, ref in model_refs(recipe.rl)
@@ -127,13 +130,19 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
     built on the meta device, against the recipe's sequence length and adapter."""
     # Deferred: they import transformers (and torch for the build), which a recipe with a hub model
     # that is not cached here never needs.
-    from clustertune.models.local import config_dir, locate_model
+    from clustertune.models.local import locate_model
 
     m = recipe.model
     ref = m.name_or_path
     if m.config is None and ref:
         key = "model.name_or_path"
-        if ref.startswith(RUN_PREFIX):
+        if key in g.checkpoints:
+            src = _checkpoint_config(g.checkpoints[key], key, g)
+            if src is None:
+                return
+        elif ref.startswith(RUN_PREFIX) and "@" in ref:
+            return  # its checkpoint is not there, or not one a model can be built from: said above
+        elif ref.startswith(RUN_PREFIX):
             name = ref[len(RUN_PREFIX):]
             try:
                 model_dir = locate_model(ref, key, root)
@@ -163,6 +172,37 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             src = cached
         recipe = recipe.model_copy(update={"model": m.model_copy(update={"name_or_path": str(src)})})
     _build_checks(recipe, g)
+
+
+def _checkpoint_checks(recipe: Recipe, root: str, g: _Gather) -> None:
+    """Every ``run:<run>@step-N`` named as a model: the run and its checkpoint of step N are
+    there, signed, every file's digest right, and it is one a model can be built from (not
+    TRL's, not shards). Found ones are kept for the model checks."""
+    # Deferred: the checkpoint checks read safetensors and the training side's signatures.
+    from clustertune.use.bases import checkpoint_target
+
+    for key, ref in checkpoint_refs(recipe):
+        if key in g.keys():
+            continue  # the task's checks already found it missing
+        target = g.run(key, checkpoint_target, ref, key, root)
+        if target is not None:
+            g.checkpoints[key] = target
+
+
+def _checkpoint_config(target: Any, key: str, g: _Gather) -> Path | None:
+    """Where the config of a checkpoint's model is read from without writing anything: the
+    checkpoint written out as a model (once a run named it), else its run's final model (the same
+    architecture), else nothing (a note: checked when a run writes it out)."""
+    paths = target.run.paths
+    made = paths.checkpoint_model(target.step)
+    if (made / "config.json").is_file():
+        return made
+    if paths.has_final_model:
+        src = config_dir(paths.model)
+        return src if isinstance(src, Path) else None
+    g.not_checked.append(f"{key}: {target.label} is checked (signed, complete); its model's config is checked "
+                         "when `clustertune run` writes the checkpoint out as a model")
+    return None
 
 
 def _cached(name: str) -> Path | None:

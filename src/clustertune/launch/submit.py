@@ -23,6 +23,7 @@ from clustertune.launch.files import check_exist, data_on_nodes, decide, describ
 from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
+from clustertune.models.local import checkpoint_refs
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
@@ -144,7 +145,14 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
                        show_progress: bool = True) -> Recipe:
     """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
     directory in its place (so the resolved recipe names what was trained). A missing run named
-    like a shipped recipe (``run:quickstart``) is trained first, once."""
+    like a shipped recipe (``run:quickstart``) is trained first, once. A checkpoint
+    ``run:<run>@step-N`` named as any model (base, RL policy...) is written out as a model once
+    and named by its directory (:mod:`clustertune.use.bases`)."""
+    if checkpoint_refs(recipe):
+        # Deferred: writing a checkpoint out builds its model (torch, transformers).
+        from clustertune.use.bases import with_checkpoint_models
+
+        recipe = with_checkpoint_models(recipe, str(runs_root(runs_root_dir or recipe.tracking.runs_root)))
     ref = recipe.model.name_or_path or ""
     if not task_of(recipe.task).base_model_from_run or not ref.startswith(RUN_PREFIX):
         return recipe

@@ -1,14 +1,17 @@
 """Models named by a local path or a run: such a name is never taken for a hub name, one that
-pointed into a run that was removed says so, and ``run:<run>`` finds that run's final model."""
+pointed into a run that was removed says so, ``run:<run>`` finds that run's final model and
+``run:<run>@step-N`` its checkpoint of step N."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from clustertune.errors import ModelError, RunError
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
 from clustertune.runs.dependents import removed_run_of
+from clustertune.runs.paths import checkpoint_step, split_step
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
 
@@ -30,6 +33,35 @@ def require_local(name: str, key: str) -> None:
     raise ModelError(f"{key}: directory {name!r} does not exist")
 
 
+def checkpoint_refs(recipe: Any) -> list[tuple[str, str]]:
+    """(key, reference) for every ``run:<run>@step-N`` a recipe names as a model: its base, its
+    RL section's policy, reference, value and reward models."""
+    refs = [("model.name_or_path", recipe.model.name_or_path or "")]
+    refs += model_refs(recipe.rl) if recipe.rl is not None else []
+    return [(k, v) for k, v in refs if v.startswith(RUN_PREFIX) and "@" in v]
+
+
+def run_checkpoint(ref: str, key: str, runs_root_dir: str | None = None) -> tuple[Run, int] | None:
+    """For ``run:<run>@step-N``: that run and N, once the run is found and its checkpoint of step
+    N is complete (a RunError naming ``key`` and the checkpoints it has otherwise); None for any
+    other reference."""
+    if not ref.startswith(RUN_PREFIX):
+        return None
+    try:
+        run_ref, step = split_step(ref[len(RUN_PREFIX):])
+        if step is None:
+            return None
+        run = get_run(run_ref, runs_root_dir)
+    except RunError as exc:
+        raise RunError(f"{key}: {exc}") from None
+    have = run.paths.complete_checkpoints()
+    if run.paths.checkpoint(step) not in have:
+        names = ", ".join(f"step-{checkpoint_step(p.name)}" for p in have) or "none"
+        raise RunError(f"{key}: run {run.id} has no complete checkpoint of step {step} (its checkpoints: {names}); "
+                       f"`clustertune runs show {run.id}` lists them")
+    return run, step
+
+
 def run_with_model(ref: str, key: str, runs_root_dir: str | None = None) -> Run:
     """The run ``run:<run>`` names (an id, a unique prefix, ``last`` or a name: its newest run
     with a final model); a RunError naming ``key`` when there is none or it has no final model."""
@@ -46,8 +78,14 @@ def run_with_model(ref: str, key: str, runs_root_dir: str | None = None) -> Run:
 def locate_model(ref: str, key: str, runs_root_dir: str | None = None) -> Path | str:
     """Where the model ``ref`` names is, as it is written in a recipe, without loading or
     writing anything: a run's final model directory for ``run:<run>`` (an adapter run's
-    adapter directory), a local directory (holding a config.json), or the hub name itself.
+    adapter directory), for ``run:<run>@step-N`` that checkpoint (or, once written out for a run
+    that named it, its model directory), a local directory (holding a config.json), or the hub name itself.
     Raises RunError or ModelError naming ``key`` and the fix."""
+    at_step = run_checkpoint(ref, key, runs_root_dir)
+    if at_step is not None:
+        run, step = at_step
+        made = run.paths.checkpoint_model(step)
+        return made if (made / "config.json").is_file() else run.paths.checkpoint(step)
     if ref.startswith(RUN_PREFIX):
         return run_with_model(ref, key, runs_root_dir).paths.model
     p = Path(ref).expanduser()

@@ -217,3 +217,10 @@ def same_rewards_elsewhere(rewards: list[RewardSpec]) -> str:
     written = [r.model_dump(exclude_defaults=True) for r in rewards]
     section = {"rl": {"algorithm": "grpo", "rewards": written}}
     return yaml.safe_dump(section, default_flow_style=True, sort_keys=False, width=1 << 16).strip()
+
+
+def model_refs(rl: Any) -> list[tuple[str, str]]:
+    """(key, reference) for every model the ``rl`` section names."""
+    refs = [("rl.policy", rl.policy), ("rl.reference", rl.reference), ("rl.value_model", rl.value_model)]
+    refs += [(f"rl.rewards.{i}.model", r.model) for i, r in enumerate(rl.rewards)]
+    return [(k, v) for k, v in refs if v]

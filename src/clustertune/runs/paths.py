@@ -8,6 +8,7 @@ it (:mod:`clustertune.train.stop`) and checkpoints before it stops.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from pathlib import Path
 # shell's signal trap writes it); removed when a job (re)starts. CANCEL_FILE, written by
 # `clustertune cancel` before it asks the scheduler, makes the stop a cancel. A user's own
 # script reads them through the stdlib-only helper that names them.
+from clustertune.errors import RunError
 from clustertune.script import CANCEL_FILE, LIB_DIR, STOP_FILE
 RUN_JSON = "run.json"
 LOGS_DIR = "logs"
@@ -40,6 +42,24 @@ def checkpoint_step(name: str) -> int | None:
     """The step a checkpoint directory's name stands for; None for any other name."""
     digits = name[len(CHECKPOINT_PREFIX):] if name.startswith(CHECKPOINT_PREFIX) else ""
     return int(digits) if digits.isdigit() else None
+
+
+# ``RUN@step-N`` names a run's checkpoint wherever a run is named (``step-200``, ``step200``
+# and ``step-00000200`` alike).
+STEP_RE = re.compile(r"step-?0*(\d+)")
+
+
+def split_step(ref: str) -> tuple[str, int | None]:
+    """``RUN@step-N`` as (RUN, N); anything without an ``@`` as (ref, None). A ``@`` followed
+    by anything but a step is an error naming the spelling."""
+    run_ref, at, step = ref.rpartition("@")
+    if not at or not run_ref:
+        return ref, None
+    m = STEP_RE.fullmatch(step)
+    if m is None:
+        raise RunError(f"{ref!r}: after '@' name a checkpoint as step-N (`clustertune runs show {run_ref}` "
+                       f"lists them), e.g. {run_ref}@step-200")
+    return run_ref, int(m.group(1))
 
 
 def rank_log_name(rank: int) -> str:
@@ -214,6 +234,11 @@ class RunPaths:
 
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / checkpoint_name(step)
+
+    def checkpoint_model(self, step: int) -> Path:
+        """The checkpoint of ``step`` written out as a model directory (save_pretrained and
+        tokenizer), made once when another run names ``run:<this run>@step-N`` as a model."""
+        return self.root / "checkpoint-models" / checkpoint_name(step)
 
     def checkpoint_dirs(self) -> list[Path]:
         """Every step directory, complete or not, oldest first."""

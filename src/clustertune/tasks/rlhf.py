@@ -7,15 +7,8 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.models.local import locate_model
 from clustertune.recipe.load import shipped_recipes
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
 from clustertune.tasks.base import Task
-
-
-def model_refs(rl: Any) -> list[tuple[str, str]]:
-    """(key, reference) for every model the ``rl`` section names."""
-    refs = [("rl.policy", rl.policy), ("rl.reference", rl.reference), ("rl.value_model", rl.value_model)]
-    refs += [(f"rl.rewards.{i}.model", r.model) for i, r in enumerate(rl.rewards)]
-    return [(k, v) for k, v in refs if v]
 
 
 def _checks(recipe: Any, runs_root: str) -> list[tuple[str, str]]:

@@ -97,12 +97,23 @@ def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pa
     ``dtype`` converts the weights; ``repo_id`` is the name the model card's examples load from
     (default: the directory)."""
     target = find_target(ref, runs_root)
-    if target.step is not None and target.adapter:
-        raise ModelError(f"{target.label}: a checkpoint of an adapter run holds the adapter's weights only; "
-                         f"export the run's final model, or resume it to write one (`clustertune run --resume "
-                         f"{target.run.id if target.run else ref}`)")
+    refuse_adapter_checkpoint(target, merge)
     want = torch_dtype(dtype)
-    out = check_destination(Path(to), target, force)
+    return write_export(target, check_destination(Path(to), target, force), want, merge=merge, repo_id=repo_id,
+                        to=to)
+
+
+def refuse_adapter_checkpoint(target: Target, merge: bool) -> None:
+    if target.step is not None and target.adapter and not merge:
+        raise ModelError(f"{target.label}: a checkpoint of an adapter run holds the adapter's weights only; "
+                         "export it with --merge (onto its base), or export the run's final model")
+
+
+def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = False, repo_id: str | None = None,
+                 to: str | os.PathLike[str] | None = None) -> Exported:
+    """Write ``target`` to the directory ``out`` (checked already, or one clustertune owns, such
+    as a run's ``checkpoint-models``), replacing it in one step; ``want`` a torch dtype or None."""
+    to = to if to is not None else out
     made = _missing_parents(out)
     tmp = temp_sibling(out, "export")
     try:
@@ -170,7 +181,7 @@ def _write_model(target: Target, out: Path, want: Any) -> str:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     if target.step is not None:  # RUN@step-N: built as the run built it, the checkpoint's weights in it
-        model = load_model_for(target, device="cpu", dtype="fp32").to(want or torch.float32)
+        model = load_model_for(target, device="cpu", dtype="fp32", merge=target.adapter).to(want or torch.float32)
     elif target.adapter:
         from transformers import AutoConfig
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from clustertune.models.local import require_local
 from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.recipe.load import load_recipe
-from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer
+from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer, split_step
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
@@ -99,18 +98,14 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
     ref = (ref or "").strip()
     if not ref:
         raise RunError("name a run id (`clustertune runs` lists them) or a model directory")
-    run_ref, at, step = ref.rpartition("@")
-    if at and run_ref:
-        m = STEP_RE.fullmatch(step)
-        if m is None:
-            raise RunError(f"{ref!r}: after '@' name a checkpoint as step-N (`clustertune runs show {run_ref}` "
-                           f"lists them), e.g. {run_ref}@step-200")
+    run_ref, step = split_step(ref)
+    if step is not None:
         if _looks_like_path(run_ref):
             path = Path(run_ref).expanduser()
             if not RunPaths(path).run_json.is_file():
                 raise RunError(f"{run_ref}: not a run directory (no run.json); RUN@step-N names a run's checkpoint")
-            return _checkpoint_target(Run.load(path), int(m.group(1)))
-        return _checkpoint_target(get_run(run_ref, runs_root), int(m.group(1)))
+            return _checkpoint_target(Run.load(path), step)
+        return _checkpoint_target(get_run(run_ref, runs_root), step)
     if _looks_like_path(ref):
         path = Path(ref).expanduser()
         if not path.is_dir():
@@ -123,9 +118,6 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
             return _checkpoint_target(Run.load(run_dir), step)
         return _target_from_dir(path, None)
     return _run_target(get_run(ref, runs_root, by_name="newest_model"))
-
-
-STEP_RE = re.compile(r"step-?0*(\d+)")
 
 
 def _checkpoint_target(run: Run, step: int) -> Target:
