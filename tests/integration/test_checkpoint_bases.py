@@ -118,3 +118,24 @@ def test_rl_models_named_by_checkpoint_become_its_model_directory(pretrained: ct
     with pytest.raises(RunError, match=r"rl.policy: .*no complete checkpoint of step 4"):
         with_checkpoint_models(recipe.model_copy(update={"rl": recipe.rl.model_copy(
             update={"policy": f"run:{pretrained.id}@step-4"})}), runs_root)
+
+
+def test_an_adapter_runs_checkpoint_is_merged_onto_its_base(sft_base: Path, runs_root: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from clustertune.use.bases import checkpoint_as_model
+    from tests.sft_fixtures import sft_recipe
+
+    recipe = sft_recipe(sft_base, write_jsonl(tmp_path / "c.jsonl", arithmetic_rows(40)))
+    recipe["model"]["adapter"] = {"type": "lora", "rank": 4, "alpha": 8, "target_modules": ["c_attn"]}
+    recipe["train"].update({"max_steps": 5, "save_every": 2})
+    adapter_run = ct.run(ct.load_recipe(recipe), show_progress=False)
+    assert adapter_run.state is RunState.COMPLETED, adapter_run.info.reason
+    out = checkpoint_as_model(f"run:{adapter_run.id}@step-4", "model.name_or_path", runs_root)
+    assert out is not None and not (out / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(sft_base)
+    name = "transformer.h.0.attn.c_attn.weight"
+    # The adapter's update is in the merged weights; the untouched layers are the base's.
+    assert not (merged.state_dict()[name] == base.state_dict()[name]).all()
+    assert (merged.state_dict()["transformer.h.0.mlp.c_fc.weight"] == base.state_dict()["transformer.h.0.mlp.c_fc.weight"]).all()

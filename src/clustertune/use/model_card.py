@@ -63,7 +63,7 @@ def _recipe(target: Target) -> Any:
 
 def _base(target: Target, recipe: Any) -> str | None:
     """The pretrained model it started from (hub name or local path), None if built from a config."""
-    if target.adapter:
+    if target.adapter and target.step is None:  # a checkpoint holds no adapter_config.json: its recipe names the base
         return adapter_base(target.path)
     if recipe is not None:
         return recipe.model.name_or_path
