@@ -84,6 +84,10 @@ class DivergedError(UserError):
     """Training produced a non-finite loss or gradient norm; names the step and the likely cause."""
 
 
+class OptimizerError(UserError):
+    """``train.optimizer`` cannot be built here (bitsandbytes missing, a GPU-only optimizer on the CPU)."""
+
+
 class TrackingError(UserError):
     """A tracker that was asked for but is not installed."""
 

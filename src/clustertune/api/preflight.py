@@ -15,6 +15,7 @@ torch and transformers are imported only when there is a config to build.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,6 +270,9 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
             "launch.stage: copies paths for your own command (`clustertune launch ... -- COMMAND`); "
             "a recipe's data is staged with data.stage_to"))
     g.run("tracking.trackers", check_trackers, list(recipe.tracking.trackers))
+    if recipe.train.optimizer.endswith("_8bit") and importlib.util.find_spec("bitsandbytes") is None:
+        g.add([("train.optimizer", f"{recipe.train.optimizer} needs bitsandbytes, which is not installed here: "
+                                   "pip install 'clustertune[qlora]' (or pip install bitsandbytes), or use adamw")])
     g.run("train.deepspeed_config", check_deepspeed_json, recipe)
     if recipe.train.metrics:
         # Deferred: it imports the metric libraries, which only recipes naming metrics need.

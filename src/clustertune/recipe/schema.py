@@ -183,14 +183,32 @@ class TrainSection(Section):
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     """Micro-batches accumulated per optimizer step."""
 
+    optimizer: Literal["adamw", "adafactor", "sgd", "adamw_8bit", "paged_adamw_8bit"] = "adamw"
+    """``adamw`` (torch's, fused on a GPU), ``adafactor`` (factored second moments: a row and a
+    column per matrix instead of a full copy; transformers' implementation, driven by
+    ``train.lr`` and the schedule, no relative step), ``sgd`` (with ``train.momentum``),
+    ``adamw_8bit`` (bitsandbytes: both moments in 8 bits, a quarter of AdamW's state; runs on CPU
+    too), ``paged_adamw_8bit`` (the same, its state paged to host memory when the GPU runs short;
+    GPU only). The spellings of ``TrainingArguments.optim`` (``adamw_torch``,
+    ``adamw_bnb_8bit``...) are read as these. DeepSpeed builds the optimizer its config names."""
+
+    momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
+    """SGD's momentum (``train.optimizer: sgd`` only)."""
+
     lr: float = Field(default=5e-5, gt=0.0)
-    """Peak learning rate of AdamW."""
+    """Peak learning rate."""
 
     weight_decay: float = Field(default=0.0, ge=0.0)
-    """AdamW weight decay; never applied to biases and normalisation weights."""
+    """Decoupled weight decay (SGD: L2 in the gradient); never applied to biases and
+    normalisation weights."""
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _optimizer_spelling(cls, v: Any) -> Any:
+        return OPTIMIZER_SPELLINGS.get(v, v) if isinstance(v, str) else v
 
     adam_beta1: float = Field(default=0.9, ge=0.0, lt=1.0)
-    """AdamW beta1."""
+    """AdamW beta1 (also the 8-bit AdamWs')."""
 
     adam_beta2: float = Field(default=0.999, ge=0.0, lt=1.0)
     """AdamW beta2."""
@@ -389,6 +407,12 @@ def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
     elif t.effective_offload == "params" and t.strategy == "deepspeed" and t.effective_zero_stage != 3:
         out.append(("train.offload", "params offload needs train.zero_stage=3 (stages 1 and 2 keep "
                     "parameters on the device)"))
+    if t.optimizer != "adamw" and t.strategy == "deepspeed":
+        out.append(("train.optimizer", f"{t.optimizer}: DeepSpeed builds the optimizer its config names; leave "
+                    "train.optimizer at adamw, or name the optimizer in train.deepspeed_config (optimizer.type)"))
+    if t.optimizer in ("adamw_8bit", "paged_adamw_8bit") and t.strategy == "fsdp":
+        out.append(("train.optimizer", f"{t.optimizer}: bitsandbytes' 8-bit state does not shard with FSDP; "
+                    "use adamw (or adafactor) with fsdp, or ddp with the 8-bit optimizer"))
     if t.deepspeed_preset is not None:
         stage, offload = PRESETS[t.deepspeed_preset]
         if t.zero_stage is not None and t.zero_stage != stage:
@@ -399,6 +423,11 @@ def strategy_problems(t: TrainSection) -> list[tuple[str, str]]:
                         f"{t.deepspeed_preset!r} (offload {offload!r}), drop one of them"))
     return out
 
+
+# ``TrainingArguments.optim`` spellings (and a few other common ones) -> ``train.optimizer``.
+OPTIMIZER_SPELLINGS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adam": "adamw",
+                       "adamw_bnb_8bit": "adamw_8bit", "adamw8bit": "adamw_8bit", "adam8bit": "adamw_8bit",
+                       "bnb_adamw_8bit": "adamw_8bit", "paged_adamw8bit": "paged_adamw_8bit"}
 
 # DeepSpeed presets: (ZeRO stage, offload).
 PRESETS: dict[str, tuple[int, str]] = {"zero2-offload": (2, "optimizer"), "zero3-offload": (3, "params")}

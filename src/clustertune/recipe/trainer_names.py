@@ -28,6 +28,7 @@ TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
     "adam_epsilon": ("train.adam_eps", None),
     "max_grad_norm": ("train.max_grad_norm", None),
     "lr_scheduler_type": ("train.lr_scheduler", "linear, cosine or constant"),
+    "optim": ("train.optimizer", "adamw, adafactor, sgd, adamw_8bit or paged_adamw_8bit"),
     "logging_steps": ("train.log_every", None),
     "eval_steps": ("train.eval_every", None),
     "save_steps": ("train.save_every", None),
@@ -78,6 +79,7 @@ TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
 PEER_NAMES: dict[str, tuple[str, str | None, str]] = {
     "sequence_len": ("data.max_length", "data.block_size for causal_lm", "Axolotl"),
     "micro_batch_size": ("train.batch_size", "per device", "Axolotl"),
+    "optimizer": ("train.optimizer", "adamw_bnb_8bit and paged_adamw_8bit are read as they are", "Axolotl"),
     "num_epochs": ("train.epochs", None, "Axolotl"),
     "base_model": ("model.name_or_path", None, "Axolotl"),
     "val_set_size": ("data.validation_fraction", "a fraction", "Axolotl"),

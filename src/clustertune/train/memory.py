@@ -7,7 +7,8 @@ bytes). How each strategy holds them, per device, over ``W`` devices (``S`` is t
 tensor's shard, ``ceil(n / W)``: every tensor is split on its own, so the first ranks hold the
 remainders):
 
-- DDP: everything whole: 4 bytes of weights, 4 of gradients, 8 of optimizer state.
+- DDP: everything whole: 4 bytes of weights, 4 of gradients, 8 of optimizer state (another
+  ``train.optimizer`` holds its own: :func:`optimizer_state_bytes`).
 - FSDP (full shard): weights, gradients and optimizer state of ``S`` elements; mixed precision
   autocasts the compute, the sharded weights stay fp32. Gradients stay sharded between
   micro-batches too (the loop reduce-scatters after each one under FSDP). With ``offload`` all
@@ -56,6 +57,8 @@ precision their 16-bit versions too (``12·V`` in all).
 """
 
 from __future__ import annotations
+
+import math
 
 from collections import Counter
 from collections.abc import Iterable
@@ -113,6 +116,15 @@ class ModelShape:
     # Elements of the trainable weights and biases that matrix products use (Linear and Conv1D
     # layers, the output head): those autocast keeps a 16-bit copy of. None: every trainable one.
     autocast_numels: int | None = None
+    # The shape of each distinct trainable tensor (optimizer state that is not per element needs it);
+    # empty: taken as vectors of ``trainable_numels`` / ``numels``.
+    trained_dims: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+
+    def trained_shapes(self) -> tuple[tuple[int, ...], ...]:
+        if self.trained_dims:
+            return self.trained_dims
+        counts = self.trainable_numels if self.trainable_numels is not None else (self.numels or (self.n_params,))
+        return tuple((k,) for k in counts)
 
     @property
     def autocast_copied(self) -> int:
@@ -157,6 +169,32 @@ class ModelShape:
         return sum(n for n in self.numels if n < threshold)
 
 
+# bitsandbytes keeps 8-bit state only for tensors of at least this many elements (min_8bit_size);
+# smaller ones get AdamW's two fp32 moments.
+BNB_MIN_8BIT = 4096
+BNB_BLOCK = 256  # elements per fp32 absmax of its blockwise quantization
+
+
+def optimizer_state_bytes(shapes: Iterable[tuple[int, ...]], optimizer: str = "adamw", momentum: float = 0.9) -> int:
+    """Bytes of ``train.optimizer``'s state for tensors of these shapes: AdamW two fp32 moments
+    (8 bytes an element); SGD one momentum buffer (4, none without momentum); the 8-bit AdamWs
+    two uint8 moments with an fp32 absmax per block and their two 256-entry code tables (tensors
+    under 4,096 elements as AdamW); Adafactor an fp32 row and column factor per matrix and a
+    whole second moment for vectors."""
+    total = 0
+    for shape in shapes:
+        n = math.prod(shape)
+        if optimizer == "sgd":
+            total += 4 * n if momentum > 0 else 0
+        elif optimizer == "adafactor":
+            total += 4 * (math.prod(shape[:-1]) + math.prod(shape[:-2]) * shape[-1]) if len(shape) >= 2 else 4 * n
+        elif optimizer in ("adamw_8bit", "paged_adamw_8bit") and n >= BNB_MIN_8BIT:
+            total += 2 * n + 2 * 4 * _ceil(n, BNB_BLOCK) + 2 * 256 * 4
+        else:
+            total += 8 * n
+    return total
+
+
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -199,7 +237,8 @@ def shape_of(model: torch.nn.Module, config: Any, quantized: tuple[int, ...] = (
     layers = _first_int(config, "n_layer", "num_hidden_layers", "num_layers") or 0
     hidden = _first_int(config, "n_embd", "hidden_size", "d_model") or 0
     vocab = _first_int(config, "vocab_size") or 0
-    return ModelShape(sum(numels), layers, hidden, vocab, numels, trainable, quantized, matmul_elements(model))
+    dims = tuple(tuple(p.shape) for p in params if p.requires_grad)
+    return ModelShape(sum(numels), layers, hidden, vocab, numels, trainable, quantized, matmul_elements(model), dims)
 
 
 def matmul_elements(model: torch.nn.Module) -> int:
@@ -245,8 +284,10 @@ def activation_bytes(shape: ModelShape, micro_batch: int, seq: int, mixed: bool,
 
 
 def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mixed: bool = False,
-             persistence_threshold: int = ZERO3_PERSISTENCE_THRESHOLD) -> MemoryEstimate:
-    """Per-device bytes for ``strategy`` over ``world`` devices (AdamW; see the module's notes).
+             persistence_threshold: int = ZERO3_PERSISTENCE_THRESHOLD, optimizer: str = "adamw",
+             momentum: float = 0.9) -> MemoryEstimate:
+    """Per-device bytes for ``strategy`` over ``world`` devices (see the module's notes; the
+    optimizer's state by :func:`optimizer_state_bytes`, DeepSpeed's always AdamW's).
     ``mixed``: DeepSpeed holds the model's weights in 2 bytes (bf16/fp16) beside its fp32 master."""
     n, w = shape.n_params, max(1, world)
     s = shape.shard(w)
@@ -254,12 +295,15 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     t, st = shape.trainable, shape.trainable_shard(w)
     ds_weight = 2 if mixed else 4  # bytes of a model weight under DeepSpeed
     host = 0
+    trained = shape.trained_shapes()
     if strategy == "ddp":
-        p, g, o = shape.whole_weight_bytes(), 4 * t, 8 * t
-    elif strategy == "fsdp":
-        p, g, o = shape.sharded_weight_bytes(w), 4 * st, 8 * st
+        p, g, o = shape.whole_weight_bytes(), 4 * t, optimizer_state_bytes(trained, optimizer, momentum)
+    elif strategy == "fsdp":  # FSDP2 shards each tensor on its first dimension
+        o = optimizer_state_bytes(((_ceil(d[0], w), *d[1:]) for d in trained), optimizer, momentum)
+        p, g = shape.sharded_weight_bytes(w), 4 * st
     elif strategy == "fsdp+offload":
-        p, g, o, host = 0, 0, 0, 4 * s + 12 * st
+        o = optimizer_state_bytes(((_ceil(d[0], w), *d[1:]) for d in trained), optimizer, momentum)
+        p, g, host, o = 0, 0, 4 * s + 4 * st + o, 0
     elif strategy in ("zero1", "zero2"):
         part = -(-t // w)  # ZeRO-1/2 split one flat buffer of all trainable weights
         p, g = shape.whole_weight_bytes(ds_weight), (ds_weight * t if strategy == "zero1" else 4 * part)
@@ -354,7 +398,8 @@ def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
     act = activation_bytes(shape, recipe.train.batch_size, seq, mixed, recipe.train.gradient_checkpointing,
                            recipe.traits.head == "causal_lm")
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
-    return [estimate(shape, s, world, act, mixed, thr) for s in strategies]
+    t = recipe.train
+    return [estimate(shape, s, world, act, mixed, thr, t.optimizer, t.momentum) for s in strategies]
 
 
 def device_memory_bytes(name: str | None = None) -> tuple[str, int] | None:

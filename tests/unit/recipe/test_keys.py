@@ -33,7 +33,7 @@ def test_every_key_has_a_doc_and_its_default_is_what_a_recipe_gets() -> None:
         checked += 1
     assert checked > 60
     lr = next(d for d in docs if d.key == "train.lr")
-    assert (lr.type, lr.default, lr.doc) == ("float (> 0.0)", 5e-05, "Peak learning rate of AdamW.")
+    assert (lr.type, lr.default, lr.doc) == ("float (> 0.0)", 5e-05, "Peak learning rate.")
 
 
 def test_a_section_narrows_to_its_keys_and_an_unknown_key_names_the_closest() -> None:

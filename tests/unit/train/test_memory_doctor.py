@@ -155,3 +155,26 @@ def test_estimate_memory_counts_auto_as_mixed_and_says_which_terms_are_gpu_only(
         assert any("only its fp32 partitions" in n for n in memory.gpu_notes("fp32", key, 2))
         assert any("every rank" in n for n in memory.gpu_notes("fp32", key, 2, adapter=True))
     assert any("whole fp32 model on every rank" in n for n in memory.gpu_notes("fp32", "zero2", 2))
+
+
+@pytest.mark.parametrize("name", ["sgd", "adamw_8bit", "adafactor"])
+def test_the_estimate_follows_the_recipes_optimizer(name: str) -> None:
+    """Each optimizer's state as measured after a step, within 10% (AdamW: the test above)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.recipe.load import load_recipe
+    from clustertune.train.optim import make_optimizer
+    from tests.helpers import TINY_CAUSAL, with_
+
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2048, n_positions=64, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    opt = make_optimizer(load_recipe(with_(TINY_CAUSAL, train={"optimizer": name})), model)
+    ids = torch.randint(0, 2048, (2, 64))
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    measured = memory.measured_state_bytes(model, opt)["optimizer"]
+    est = memory.estimate(memory.model_shape(config, "causal_lm"), "ddp", 1, activations=0, optimizer=name).optimizer
+    adamw = memory.estimate(memory.model_shape(config, "causal_lm"), "ddp", 1, activations=0).optimizer
+    assert abs(est - measured) <= 0.10 * measured, (est, measured)
+    assert est < 0.6 * adamw  # each holds much less than AdamW's two fp32 moments

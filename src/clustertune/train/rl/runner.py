@@ -51,6 +51,10 @@ class RLResult:
     stopped_by: str | None = None  # a stop request (signal, stop file) ended it; checkpoint written
 
 
+# train.optimizer -> the name TrainingArguments.optim gives the same optimizer.
+TRAINER_OPTIM = {"adamw": "adamw_torch", "adafactor": "adafactor", "sgd": "sgd", "adamw_8bit": "adamw_bnb_8bit",
+                 "paged_adamw_8bit": "paged_adamw_8bit"}
+
 def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any:
     """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
     from trl import DPOConfig, GRPOConfig, RLOOConfig
@@ -65,6 +69,7 @@ def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any
         gradient_accumulation_steps=t.gradient_accumulation_steps,
         learning_rate=t.lr, weight_decay=t.weight_decay,
         adam_beta1=t.adam_beta1, adam_beta2=t.adam_beta2, adam_epsilon=t.adam_eps,
+        optim=TRAINER_OPTIM[t.optimizer], optim_args=f"momentum={t.momentum}" if t.optimizer == "sgd" else None,
         max_grad_norm=t.max_grad_norm if t.max_grad_norm is not None else 0.0,
         **trainer_schedule(t),
         max_steps=steps, num_train_epochs=t.epochs,
