@@ -16,6 +16,7 @@ torch and transformers are imported only when there is a config to build.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,14 +166,35 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             if src is None:
                 return
         if isinstance(src, str):  # a hub name: read from the cache, never from the network
-            cached = _cached(src)
+            cached = _cached(src, m.revision)
             if cached is None:
                 g.not_checked.append(f"{key}: {src!r} is a hub model with nothing cached here, so its config, "
                                      "config_overrides and positions are checked once `clustertune run` downloads it")
                 return
             src = cached
-        recipe = recipe.model_copy(update={"model": m.model_copy(update={"name_or_path": str(src)})})
+        if _remote_code_refused(Path(src), m.trust_remote_code, g):
+            return
+        recipe = recipe.model_copy(update={"model": m.model_copy(update={"name_or_path": str(src), "revision": None})})
     _build_checks(recipe, g)
+
+
+def _remote_code_refused(config_dir: Path, trusted: bool, g: _Gather) -> bool:
+    """A model whose config.json names its own classes (``auto_map``) for a model type this
+    transformers does not have runs code that came with it: refused unless the recipe trusts it."""
+    # Deferred: transformers' registry of model types, for recipes with a config to read.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        data = json.loads((config_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # the config checks below name what is wrong with it
+    if trusted or not isinstance(data, dict) or not data.get("auto_map") or data.get("model_type") in CONFIG_MAPPING:
+        return False
+    classes = ", ".join(sorted({str(v) for v in data["auto_map"].values() if isinstance(v, str)})[:3])
+    g.add([("model.trust_remote_code", f"{config_dir} is a {data.get('model_type')!r} model whose code ships with "
+            f"it ({classes}); set model.trust_remote_code: true if you trust that code (it runs with your rights), "
+            "or choose a model transformers supports itself")])
+    return True
 
 
 def _checkpoint_checks(recipe: Recipe, root: str, g: _Gather) -> None:
@@ -206,12 +228,13 @@ def _checkpoint_config(target: Any, key: str, g: _Gather) -> Path | None:
     return None
 
 
-def _cached(name: str) -> Path | None:
-    """The directory of the hub model ``name``'s config.json in the local cache, if it is there."""
+def _cached(name: str, revision: str | None = None) -> Path | None:
+    """The directory of the hub model ``name``'s config.json (at ``revision``) in the local cache,
+    if it is there."""
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        hit = try_to_load_from_cache(name, "config.json")
+        hit = try_to_load_from_cache(name, "config.json", revision=revision)
     except Exception:  # a name the hub would refuse (HFValidationError): the loaders say so
         return None
     return Path(hit).parent if isinstance(hit, str) else None
@@ -241,7 +264,7 @@ def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
     auto = auto_class(recipe.traits.head)
     try:
         with torch.device("meta"):
-            auto.from_config(config)
+            auto.from_config(config, **({"trust_remote_code": True} if recipe.model.trust_remote_code else {}))
     except Exception as exc:  # the model class's own checks: ValueError, AssertionError, ZeroDivisionError...
         key = "model.config_overrides" if recipe.model.config_overrides else (
             "model.config" if recipe.model.config else "model.name_or_path")

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
 from clustertune.data.packing import write_generation
 from clustertune.data.manifest import file_entry
 from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
+from clustertune.models.local import hub_options
 from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
 from clustertune.data.sft import checked_conversations, sft_split
 from clustertune.data.truncation import check_truncation
@@ -197,10 +198,11 @@ class _Tokenizer:
     dir: Path | None = None
     obj: Any = None
     key: str = "model.tokenizer"
+    options: dict[str, Any] = field(default_factory=dict)  # from_pretrained's (trust_remote_code)
 
     def load(self) -> Any:
         if self.obj is None:
-            self.obj = fix_pad_token(load_tokenizer(str(self.dir), key=self.key))
+            self.obj = fix_pad_token(load_tokenizer(str(self.dir), key=self.key, **self.options))
         return self.obj
 
 
@@ -228,10 +230,11 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
         key = digest([[f.name, memo.sha256(f)] for f in files], 32)
         entry = root / ".memo" / f"tokenizer-{key}.json"
         try:
-            return _Tokenizer(str(json.loads(entry.read_text(encoding="utf-8"))["sha256"]), local)
+            return _Tokenizer(str(json.loads(entry.read_text(encoding="utf-8"))["sha256"]), local, options=hub_options(m, source))
         except (OSError, ValueError, KeyError):
             pass
-        tok = _Tokenizer("", local, key="model.tokenizer" if m.tokenizer else "model.name_or_path")
+        tok = _Tokenizer("", local, key="model.tokenizer" if m.tokenizer else "model.name_or_path",
+                         options=hub_options(m, source))
         tok.sha256 = tokenizer_content_hash(tok.load())
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +243,8 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
             pass
         return tok
     # Without model.tokenizer the tokenizer comes from name_or_path: name the key the user set.
-    tok = fix_pad_token(load_tokenizer(source, key="model.tokenizer" if m.tokenizer else "model.name_or_path"))
+    tok = fix_pad_token(load_tokenizer(source, key="model.tokenizer" if m.tokenizer else "model.name_or_path",
+                                       **hub_options(m, source)))
     return _Tokenizer(tokenizer_content_hash(tok), None, tok)
 
 

@@ -215,15 +215,27 @@ def base_identity(recipe: Recipe) -> dict[str, Any]:
                 with f.open("rb") as fh:
                     h.update(f.name.encode() + b"\0" + hashlib.file_digest(fh, xxhash.xxh3_128).digest())
         return {"content_xxh3": h.hexdigest()}
-    return {"name": ref, "revision": _hub_revision(ref)}
+    return {"name": ref, "revision": _hub_revision(ref, recipe.model.revision)}
 
 
-def _hub_revision(name: str) -> str | None:
+def model_source(recipe: Recipe) -> dict[str, Any] | None:
+    """What run.json records of a pretrained model (None for one built from a config): the name,
+    the revision asked for, the commit of the hub snapshot read, whether its own code ran."""
+    m = recipe.model
+    if not m.name_or_path:
+        return None
+    local = Path(m.name_or_path).expanduser().exists()
+    return {"name_or_path": m.name_or_path, "revision": m.revision,
+            "commit": None if local else _hub_revision(m.name_or_path, m.revision),
+            "trust_remote_code": m.trust_remote_code}
+
+
+def _hub_revision(name: str, revision: str | None = None) -> str | None:
     """The commit of a hub model's config in the local snapshot (what from_pretrained used)."""
     try:
         from transformers.utils import cached_file
 
-        path = cached_file(name, "config.json", _raise_exceptions_for_missing_entries=False)
+        path = cached_file(name, "config.json", revision=revision, _raise_exceptions_for_missing_entries=False)
     except (OSError, ValueError):
         return None
     parts = Path(path).parts if path else ()

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clustertune.models.local import is_pathish as _is_pathish, require_local
+from clustertune.models.local import hub_options, is_pathish as _is_pathish, require_local
 from clustertune.models.heads import auto_class, name_the_loss
 from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
@@ -48,30 +48,30 @@ def _config_from_source(src: str) -> Any:
     raise ModelError(f"model.config: {src!r} is neither a model type known to transformers nor an existing path{hint}")
 
 
-def local_config(directory: Path, key: str) -> Any:
+def local_config(directory: Path, key: str, options: dict[str, Any] | None = None) -> Any:
     """The config of a local model directory; a config.json transformers cannot read (not JSON,
     not UTF-8, an unknown model_type) is named with the key that points at it."""
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(str(directory))
+        return AutoConfig.from_pretrained(str(directory), **(options or {}))
     except (OSError, ValueError, KeyError) as exc:  # transformers raises OSError for bad JSON, ValueError for a type
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{key}: {directory / 'config.json'} cannot be read as a model config ({first}); "
                          "fix the file or save the model again with save_pretrained") from exc
 
 
-def _pretrained_config(name: str) -> Any:
+def _pretrained_config(name: str, options: dict[str, Any]) -> Any:
     from transformers import AutoConfig
 
     p = Path(name).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
             raise ModelError(f"model.name_or_path: {name!r} has no config.json; is it a save_pretrained directory?")
-        return local_config(p, "model.name_or_path")
+        return local_config(p, "model.name_or_path", options)
     require_local(name, "model.name_or_path")
     try:
-        return AutoConfig.from_pretrained(name)
+        return AutoConfig.from_pretrained(name, **options)
     except (OSError, ValueError) as exc:
         raise ModelError(hub_unreachable_message("model.name_or_path", name, exc)) from exc
 
@@ -123,7 +123,8 @@ def resolve_config(recipe: Recipe, tokenizer: Any | None = None, labels: dict[st
     set the head's size and the config's ``id2label``/``label2id``."""
     m = recipe.model
     fresh = m.config is not None
-    config = _config_from_source(m.config) if fresh else _pretrained_config(m.name_or_path or "")
+    config = _config_from_source(m.config) if fresh else _pretrained_config(m.name_or_path or "",
+                                                                             hub_options(m, m.name_or_path))
     if fresh and tokenizer is not None:
         # A fresh model gets the tokenizer's vocabulary and special ids unless overridden.
         config.vocab_size = len(tokenizer)
@@ -176,6 +177,8 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
     if m.attn_implementation:
         kwargs["attn_implementation"] = m.attn_implementation
     kwargs.update(load_kwargs(recipe))  # QLoRA: the base in 4-bit
+    if m.trust_remote_code:  # the model's own classes, named by its config's auto_map
+        kwargs["trust_remote_code"] = True
     try:
         if on_meta:
             with torch.device("meta"):
@@ -184,7 +187,7 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
             model = auto.from_config(config, **kwargs)
         else:
             path = str(Path(m.name_or_path or "").expanduser()) if Path(m.name_or_path or "").expanduser().exists() else m.name_or_path
-            model = _load_pretrained(auto, path, config, recipe, kwargs)
+            model = _load_pretrained(auto, path, config, recipe, kwargs | hub_options(m, m.name_or_path))
     except ValueError as exc:
         raise ModelError(f"model: cannot build a {recipe.task} model for {config.model_type!r}: {exc}") from exc
     except OSError as exc:

@@ -108,3 +108,12 @@ def config_dir(model_dir: Path) -> Path | str:
     except (OSError, ValueError):
         return model_dir
     return Path(base) if isinstance(base, str) and Path(base).is_dir() else (base or model_dir)
+
+
+def hub_options(m: Any, name: str | None) -> dict[str, Any]:
+    """``from_pretrained`` arguments the model section asks for when ``name`` is loaded:
+    ``trust_remote_code`` for any of its files, ``revision`` for the hub name in ``name_or_path``."""
+    out: dict[str, Any] = {"trust_remote_code": True} if m.trust_remote_code else {}
+    if m.revision is not None and name == m.name_or_path:
+        out["revision"] = m.revision
+    return out

@@ -67,8 +67,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, classification: bool, mo
     )
 
 
-def load_tokenizer(name_or_path: str, key: str = "model.tokenizer") -> Any:
-    """A pretrained tokenizer from a local directory or the hub, with clear offline errors."""
+def load_tokenizer(name_or_path: str, key: str = "model.tokenizer", **options: Any) -> Any:
+    """A pretrained tokenizer from a local directory or the hub, with clear offline errors;
+    ``options`` (revision, trust_remote_code) go to ``from_pretrained``."""
     from transformers import AutoTokenizer
 
     p = Path(name_or_path).expanduser()
@@ -76,13 +77,13 @@ def load_tokenizer(name_or_path: str, key: str = "model.tokenizer") -> Any:
         if not p.is_dir():
             raise ModelError(f"{key}: {name_or_path!r} is a file; give the directory that holds tokenizer files")
         try:
-            return AutoTokenizer.from_pretrained(str(p))
+            return AutoTokenizer.from_pretrained(str(p), **options)
         except (OSError, ValueError) as exc:
             raise ModelError(f"{key}: cannot load a tokenizer from {str(p)!r}: {exc}") from exc
     if name_or_path.startswith(("/", "./", "../", "~")):
         raise ModelError(f"{key}: directory {name_or_path!r} does not exist")
     try:
-        return AutoTokenizer.from_pretrained(name_or_path)
+        return AutoTokenizer.from_pretrained(name_or_path, **options)
     except (OSError, ValueError) as exc:
         raise ModelError(hub_unreachable_message(key, name_or_path, exc)) from exc
 

@@ -29,6 +29,16 @@ class ModelSection(Section):
     """Pretrained weights: a Hugging Face Hub name (``gpt2``, ``bert-base-cased``) or a local
     directory written by ``save_pretrained``. Exactly one of ``name_or_path`` and ``config``."""
 
+    revision: str | None = None
+    """Hub revision of ``name_or_path`` (a branch, tag or commit), as ``from_pretrained(...,
+    revision=)`` takes it; default ``main``. Applies to its weights, config and tokenizer (when
+    ``tokenizer`` is unset); the commit used is recorded in run.json (``model.commit``)."""
+
+    trust_remote_code: bool = False
+    """Run the modelling code a model ships beside its weights (a config.json whose
+    ``auto_map`` names its own classes). Off: such a model is refused before anything runs,
+    naming this key. Only turn it on for a model whose code you trust: it runs with your rights."""
+
     config: str | None = None
     """Build a fresh, randomly initialised model: a model type (``gpt2``, ``bert``, ``llama``),
     or a path to a ``config.json`` or a directory holding one."""
@@ -490,6 +500,9 @@ class Recipe(Section):
             problems.append(
                 ("model", "set exactly one of model.name_or_path (pretrained) and model.config (build fresh)")
             )
+        if m.revision is not None and (m.name_or_path is None or m.name_or_path.startswith(("/", "./", "../", "~", "run:"))):
+            problems.append(("model.revision", "a hub revision applies to a hub name in model.name_or_path, not to "
+                             "a local directory, a run or a model built from model.config: drop it"))
         if m.config is not None and m.tokenizer is None:
             problems.append(
                 ("model.tokenizer", "required with model.config: a hub name, a local directory, or 'train'")

@@ -143,6 +143,12 @@ def show_text(run: Run) -> str:
             + (f"  exit code {att.exit_code}" if att.exit_code is not None else "")
             + (f"  {att.precision}" if att.precision else "")
         )
+    source = run.attempts[-1].model if run.attempts else None
+    if source:
+        lines.append(f"base      {source.get('name_or_path')}"
+                     + (f"  revision {source['revision']}" if source.get("revision") else "")
+                     + (f"  commit {source['commit'][:12]}" if source.get("commit") else "")
+                     + ("  trust_remote_code" if source.get("trust_remote_code") else ""))
     train = [r for r in rows if r.get("kind") == "train"]
     if train:
         last = train[-1]

@@ -46,6 +46,7 @@ from clustertune.train import checkpoint as ckpt
 from clustertune.train.execute import execute
 from clustertune.train.library_logs import LibraryLogs
 from clustertune.train.precision import precision_name
+from clustertune.models.adapters import model_source
 from clustertune.train.stop import STOP_SIGNALS, StopFlag
 from clustertune.train.strategies.base import OutOfMemory
 
@@ -280,7 +281,7 @@ def _record_end(recipe: Recipe, run: Run, paths: RunPaths, where: Placement, sto
                 steps: int) -> RunState:
     run.reload()
     _record_preflight(run, paths)
-    run.record_attempt(precision=precision_name(recipe))
+    run.record_attempt(precision=precision_name(recipe), model=model_source(recipe))
     if stopped_by is None:
         run.transition(RunState.COMPLETED)
         log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
