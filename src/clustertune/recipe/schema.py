@@ -281,6 +281,11 @@ class TrainSection(Section):
     save_every: int | None = Field(default=None, ge=1)
     """Write a checkpoint every N optimizer steps."""
 
+    save_every_minutes: float | None = Field(default=30.0, gt=0)
+    """Also write a checkpoint once this many minutes of training have passed since the last one
+    (looked at on log steps), so a long run keeps something without ``save_every``; null: steps
+    only. Supervised runs (RL runs save on ``save_every``)."""
+
     keep_last: int = Field(default=2, ge=1)
     """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
 

@@ -256,8 +256,22 @@ def train_loop(
             ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
         paused[0] += time.perf_counter() - t0
         progress.note(f"checkpoint {paths.checkpoint(at).name} written ({time.perf_counter() - t0:.1f}s)")
+        last_save[0] = time.perf_counter()
+
+    def save_due(at: int) -> bool:
+        """``train.save_every_minutes`` of training since the last checkpoint (or the start),
+        looked at on log steps; every rank takes part and they agree (any rank's clock)."""
+        if not t.save_every_minutes or at % t.log_every != 0:
+            return False
+        due = time.perf_counter() - last_save[0] >= 60 * t.save_every_minutes
+        if strategy.num_processes == 1:
+            return due
+        flag = torch.tensor([1.0 if due else 0.0], device=strategy.device)
+        return bool(strategy.reduce(flag, reduction="sum").item() > 0)
 
     progress = Progress(steps, step, enabled=main, show=show_progress)
+    last_save = [time.perf_counter()]
+    saved_at = -1  # the step of the newest checkpoint this attempt wrote
     stopped_by = None
     last_eval: dict[str, float] = {}
     it = None
@@ -341,14 +355,16 @@ def train_loop(
 
             if eval_every and step % eval_every == 0 and step != steps:
                 last_eval = run_eval(step)
-            if t.save_every and step % t.save_every == 0 and step != steps:
+            if step != steps and ((t.save_every and step % t.save_every == 0) or save_due(step)):
                 save(step)
+                saved_at = step
+
             # Stop requests are agreed at log steps only: the all-reduce is a sync point too.
             # One process needs no agreement and stops at the next step boundary.
             alone = strategy.num_processes == 1
             if stop is not None and step != steps and (stop.local() if alone else
                                                        step % t.log_every == 0 and stop.agreed(strategy)):
-                if not (t.save_every and step % t.save_every == 0):
+                if saved_at != step:
                     save(step)
                 stopped_by = stop.requested_by or "another rank"
                 log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
