@@ -453,11 +453,17 @@ class TrackingSection(Section):
     """Directory holding run directories; defaults to ``$CLUSTERTUNE_RUNS`` or ``./runs``."""
 
     trackers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(default_factory=list)
-    """Extra trackers through Accelerate; ``metrics.jsonl`` is always written. W&B runs in
-    offline mode unless ``WANDB_MODE`` says otherwise (sync later with ``wandb sync``)."""
+    """Extra trackers through Accelerate; ``metrics.jsonl`` is always written. Each gets the
+    run id as the run's name, the resolved recipe as its configuration, every metrics row and
+    the final figures (``final/...``). W&B runs offline unless ``WANDB_MODE`` says otherwise
+    (``wandb sync`` later), into the run's ``trackers/``; MLflow writes its file store there
+    unless ``MLFLOW_TRACKING_URI`` names a server or database; TensorBoard's events go there too."""
 
     project: str = "clustertune"
-    """Project name passed to the trackers."""
+    """Project name passed to the trackers (W&B's project, MLflow's experiment)."""
+
+    tags: list[str] = Field(default_factory=list)
+    """Tags for the run in the trackers (W&B tags, MLflow run tags)."""
 
 
 from clustertune.recipe.rl_schema import RLSection, rl_cross_field  # noqa: E402  (after Section)

@@ -29,7 +29,7 @@ from clustertune.train.throughput import parameter_count
 from clustertune.train import first_batches
 from clustertune.train.loop import LoopResult, forward, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
-from clustertune.train.metrics import flat_config, tracker_env
+from clustertune.train.metrics import log_final, start_trackers, tracker_env
 from clustertune.train.precision import mixed_precision, precision_name, reset_accelerate_state
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin, loads_from_rank0
@@ -73,8 +73,7 @@ def make_accelerator(recipe: Recipe, paths: RunPaths, mixed: str | None = None, 
         project_dir=str(paths.trackers),
     )
     if trackers:
-        acc.init_trackers(f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project,
-                          config=flat_config(recipe.to_plain()))
+        start_trackers(acc, recipe, paths.run_id)
     return acc
 
 
@@ -201,3 +200,4 @@ def _save_final(recipe: Recipe, paths: RunPaths, strategy: Any, result: LoopResu
         "precision": precision_name(recipe),
     }
     paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    log_final(getattr(strategy, "accelerator", None), summary, result.steps)

@@ -25,7 +25,7 @@ from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.metrics import flat_config, tracker_env, truncate_after
+from clustertune.train.metrics import log_final, start_trackers, tracker_env, truncate_after
 from clustertune.train.strategies.group import local_device
 from clustertune.train.rl.callbacks import EvalSet, RunCallback, StopRequested
 from clustertune.train.rl.checkpoints import scratch_dir
@@ -167,6 +167,8 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
             "policy": policy_path, "train_prompts": len(train_ds), "precision": precision_name(recipe),
         }
         _save_results(trainer, tok, paths, summary, main)
+        if main:
+            log_final(trainer.accelerator, summary, trainer.state.global_step)
         return RLResult(steps=trainer.state.global_step, summary=summary)
     finally:
         for tracker in trainer.accelerator.trackers:  # flush and close them; the process group stays as TRL left it
@@ -261,8 +263,7 @@ def _open_trackers(acc: Any, recipe: Recipe, paths: RunPaths) -> None:
     tracker_env(trackers, paths.trackers)
     acc.project_configuration.project_dir = acc.project_configuration.logging_dir = str(paths.trackers)
     acc.log_with = filter_trackers(trackers, str(paths.trackers))
-    name = f"{recipe.tracking.project}-{paths.run_id}" if "tensorboard" in trackers else recipe.tracking.project
-    acc.init_trackers(name, config=flat_config(recipe.to_plain()))
+    start_trackers(acc, recipe, paths.run_id)
 
 
 def _step_of(ckpt_dir: Path | None) -> int | None:
