@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from clustertune.cli.completion import complete_recipe
+from clustertune.cli.completion import complete_override, complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
 from clustertune import api
@@ -54,7 +54,7 @@ def _cache_root(cache_dir: Path | None) -> Path:
 
 def prepare(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Tokenizing processes (default: data.workers, $SLURM_CPUS_PER_TASK, the CPU affinity mask)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the cache has it (replaces it atomically)."),
     cache_dir: Optional[Path] = CacheDir,
@@ -161,7 +161,7 @@ def cache_verify(
 def stage(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
     dest: str = typer.Argument(..., help="Destination root (node-local disk); the data goes to DEST/<fingerprint>/."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     cache_dir: Optional[Path] = CacheDir,
 ) -> None:
     """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
@@ -173,7 +173,7 @@ def stage(
 
 def fetch(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     store: Path = typer.Option(..., "--store", help="Directory for the local copies (models/, datasets/)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the local recipe (default STORE/<name>.yaml)."),
     no_prepare: bool = typer.Option(False, "--no-prepare", help="Do not prepare the data afterwards."),

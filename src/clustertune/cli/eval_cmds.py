@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from clustertune.cli.completion import complete_model, complete_override
+
 from clustertune.errors import EvalError
 from clustertune.use.evaluate import evaluate_lm_eval, evaluate_metrics
 from clustertune.runs.evals import format_metrics
@@ -15,9 +17,11 @@ from clustertune.fsutil import atomic_write_json
 
 
 def eval_(
-    ref: str = typer.Argument(..., help="A run id (or unique prefix) or a model directory (save_pretrained)."),
+    ref: str = typer.Argument(..., help="A run id (or unique prefix) or a model directory (save_pretrained).",
+                              autocompletion=complete_model),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides of the data settings, "
-                                                     "e.g. data.text_column=body data.max_eval_samples=200"),
+                                                     "e.g. data.text_column=body data.max_eval_samples=200",
+                                                     autocompletion=complete_override),
     data: Optional[str] = typer.Option(None, "--data", help="What data.dataset takes (builtin:pydoc, a save_to_disk "
                                        "dir, a hub name) or a local file; default: the run's validation split."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="lm-eval tasks, comma-separated (needs the "

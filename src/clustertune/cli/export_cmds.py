@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from clustertune.cli.completion import complete_run_id
+from clustertune.cli.completion import complete_model
 from clustertune.use.push import push_dir
 from clustertune.errors import ModelError
 from clustertune.use.export import export_model
@@ -17,7 +17,7 @@ FORMATS = ("hf", "gguf")
 
 
 def export(
-    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", autocompletion=complete_run_id,
+    ref: str = typer.Argument(..., metavar="RUN_ID|MODEL_DIR", autocompletion=complete_model,
                               help="A run id (a unique prefix, or `last`: the newest run), or a model directory."),
     to: Path = typer.Option(..., "--to", help="The directory to write (created; must not exist or be empty)."),
     merge: bool = typer.Option(False, "--merge", help="An adapter run: merge the adapter into its base (a plain model)."),

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from clustertune.cli.completion import complete_launch_item
+
 from clustertune.errors import UserError
 from clustertune.runs.state import RunState
 from clustertune import api
@@ -34,7 +36,7 @@ def _to_stderr(text: str) -> None:
 def launch(
     ctx: typer.Context,
     items: Optional[list[str]] = typer.Argument(None, help="A YAML file with a launch section, and/or launch.* keys, "
-                                                "then `--` and the command."),
+                                                "then `--` and the command.", autocompletion=complete_launch_item),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run this run's command again, as its next attempt."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script and command); start nothing."),

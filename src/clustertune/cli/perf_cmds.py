@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clustertune.cli.completion import complete_recipe
+from clustertune.cli.completion import complete_override, complete_recipe
 from clustertune.doctor import checks
 from clustertune.api.perf import MemoryReport
 from clustertune.api.perf import estimate_memory as estimate_memory_of
@@ -38,7 +38,7 @@ def _memory_record(m: MemoryReport) -> dict[str, Any]:
 
 def estimate_memory(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     devices: Optional[int] = typer.Option(None, "--devices", min=1,
                                           help="Devices the run spans (default: from the recipe's launch section)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU to check against (H100, A100, ...); default: this machine's."),

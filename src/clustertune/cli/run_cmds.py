@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clustertune.cli.completion import complete_recipe, complete_shipped
+from clustertune.cli.completion import complete_override, complete_recipe, complete_shipped
 from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe, resolve_recipe_path, shipped_recipe, shipped_recipes
 from clustertune.recipe.schema import Recipe
@@ -27,7 +27,7 @@ from clustertune import api
 def run(
     recipe: Optional[str] = typer.Argument(None, help="Recipe file or shipped name (`clustertune recipes`).",
                                            autocompletion=complete_recipe),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4"),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides, e.g. train.lr=3e-4", autocompletion=complete_override),
     resume: Optional[str] = typer.Option(None, "--resume",
                                          help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
@@ -49,7 +49,7 @@ def run(
 
 def validate(
     recipe: str = typer.Argument(..., help="Recipe file or shipped name.", autocompletion=complete_recipe),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live (for run:<run> models)."),
 ) -> None:

@@ -8,6 +8,8 @@ from typing import Any, Optional
 
 import typer
 
+from clustertune.cli.completion import complete_launch_key
+
 from clustertune.errors import UserError
 from clustertune.cli.use_cmds import Device, Dtype, Model, RunsRoot, Template
 
@@ -16,7 +18,8 @@ def serve(
     model: str = Model,
     launch_keys: Optional[list[str]] = typer.Argument(None, help="launch.* keys (launch.backend=slurm, "
                                                       "launch.partition=..., launch.gpus_per_node=1): serve as a run "
-                                                      "there, with status, logs and cancel."),
+                                                      "there, with status, logs and cancel.",
+                                                      autocompletion=complete_launch_key),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0 reaches it from other machines "
                              "(set an --api-key then)."),
     port: Optional[int] = typer.Option(None, "--port", help="Port to listen on (default 8000; as a run, any free "

@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 import typer
 
+from clustertune.cli.completion import complete_model
+
 from clustertune.errors import GenerationError
 from clustertune.use.chat import ChatSession, chat_loop, require_chat_template
 from clustertune.fsutil import atomic_write_text
@@ -19,7 +21,8 @@ from clustertune.use.load import find_target, load_for_use
 from clustertune.use.generate import Generator, refuse_classifier, resolve_chat_template
 from clustertune.use.generate import Sampling
 
-Model = typer.Argument(..., help="Run id (or a unique prefix) or a model directory (save_pretrained or an adapter).")
+Model = typer.Argument(..., help="Run id (or a unique prefix) or a model directory (save_pretrained or an adapter).",
+                       autocompletion=complete_model)
 Temperature = typer.Option(0.7, "--temperature", help="Sampling temperature; 0 is greedy.")
 TopP = typer.Option(0.95, "--top-p", help="Nucleus sampling: keep the most likely tokens up to this probability.")
 TopK = typer.Option(50, "--top-k", help="Keep only the K most likely tokens; 0 keeps all.")

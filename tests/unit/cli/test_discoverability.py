@@ -153,3 +153,15 @@ def test_shell_completion_shows_installs_and_completes(tmp_path: Path) -> None:
     assert complete("clustertune run mi") == ["mine.yaml"] and complete("clustertune run ./co") == ["./configs/"]
     assert complete("clustertune schema train.lr") == ["train.lr", "train.lr_scheduler"]
     assert complete("clustertune status ") == ["last"]
+    # Overrides after a recipe complete as key=, on every command that takes them.
+    assert complete("clustertune run quickstart train.lr") == ["train.lr=", "train.lr_scheduler="]
+    assert complete("clustertune validate mine.yaml model.rev") == ["model.revision="]
+    assert complete("clustertune estimate-memory quickstart train.optim") == ["train.optimizer="]
+    assert complete("clustertune run quickstart train.lr=3") == []
+    # Models: run ids, then directories; launch items: launch.* keys and YAML files.
+    assert complete("clustertune generate ") == ["last", "configs/"]
+    assert complete("clustertune chat ./co") == ["./configs/"]
+    assert complete("clustertune export la") == ["last"]
+    assert complete("clustertune serve last launch.back") == ["launch.backend="]
+    assert complete("clustertune launch launch.nodes") == ["launch.nodes="]
+    assert complete("clustertune launch mi") == ["mine.yaml"]
