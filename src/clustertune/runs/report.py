@@ -189,6 +189,10 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+# Evaluation figures that are shares of the examples: drawn on 0..1 whatever their spread.
+FRACTIONS = ("eval_accuracy", "eval_exact_match", "eval_contains", "eval_f1", "eval_precision", "eval_recall")
+
+
 def curves_figure(run: Run, plt: Any) -> Any:
     """The figure of a supervised run: loss (train and eval), the evaluation's own figure
     (perplexity, accuracy, exact match) where there is one, learning rate, tokens/s and gradient
@@ -223,6 +227,8 @@ def curves_figure(run: Run, plt: Any) -> Any:
         ax.set_xlabel("step")
         if title == "perplexity":
             ax.set_yscale("log")
+        elif all(key in FRACTIONS for _, key, _, _ in series):  # a share: the whole 0..1 scale, not a zoom
+            ax.set_ylim(-0.02, 1.02)
         if len(series) > 1 or resumed:
             ax.legend(fontsize=8)
     for ax in flat[len(panels):]:

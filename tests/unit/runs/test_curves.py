@@ -49,6 +49,19 @@ def test_panels_and_resume_marks(tmp_path: Path) -> None:
     plt.close(fig)
 
 
+def test_shares_are_drawn_on_the_whole_0_to_1_scale(tmp_path: Path) -> None:
+    run = Run.create(tmp_path, "cls", "sequence_classification", "task: sequence_classification\n", ["x"])
+    rows = [{"kind": "train", "step": s, "loss": 1.0 / s, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 10.0}
+            for s in (1, 2)]
+    rows += [{"kind": "eval", "step": s, "eval_loss": 1.0 / s, "eval_accuracy": a} for s, a in ((1, 0.41), (2, 0.43))]
+    run.paths.metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fig = report.curves_figure(run, plt)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert panels["accuracy"].get_ylim() == (-0.02, 1.02)  # 0.41 -> 0.43 is not drawn as a leap
+    assert panels["loss"].get_ylim() != (-0.02, 1.02)
+    plt.close(fig)
+
+
 def test_runs_show_plot_writes_the_png(tmp_path: Path, capsys) -> None:
     run = resumed_run(tmp_path)
     assert main(["runs", "show", run.id, "--plot", "--runs-root", str(tmp_path)]) == 0
