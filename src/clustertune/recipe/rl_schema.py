@@ -48,10 +48,12 @@ class RewardSpec(Section):
 
 
 class RLSection(Section):
-    algorithm: Literal["grpo", "rloo", "ppo", "dpo"] = "grpo"
+    algorithm: Literal["grpo", "rloo", "ppo", "dpo", "kto"] = "grpo"
     """``grpo`` (group-relative policy optimisation against rewards), ``rloo`` (REINFORCE
     leave-one-out, same inputs), ``ppo`` (proximal policy optimisation with a value model,
-    against one reward model) or ``dpo`` (direct preference optimisation on pairs)."""
+    against one reward model), ``dpo`` (direct preference optimisation on pairs) or ``kto``
+    (Kahneman-Tversky optimisation: completions marked desirable or not, one at a time; pairs
+    are split into one of each)."""
 
     policy: str = ""
     """The model to tune: a hub name, a local ``save_pretrained`` directory, or ``run:<run-id>``
@@ -83,6 +85,18 @@ class RLSection(Section):
 
     rejected_column: str = "rejected"
     """DPO: column holding the dispreferred completion."""
+
+    completion_column: str = "completion"
+    """KTO on unpaired data (no ``chosen_column`` in it): column holding the completion."""
+
+    label_column: str = "label"
+    """KTO on unpaired data: column saying whether the completion is desirable (true/false, 1/0)."""
+
+    desirable_weight: float = Field(default=1.0, gt=0.0)
+    """KTO: weight of the desirable completions' loss (raise it when they are the fewer)."""
+
+    undesirable_weight: float = Field(default=1.0, gt=0.0)
+    """KTO: weight of the undesirable completions' loss."""
 
     eval_prompts: list[str] = Field(default_factory=list)
     """Prompts for measuring the mean reward before, during and after training; defaults to the
@@ -119,10 +133,15 @@ class RLSection(Section):
     num_samples: int = Field(default=4, ge=1)
     """Prompts sampled each time samples are written."""
 
+    @property
+    def preference(self) -> bool:
+        """Learns from preference data (pairs, or completions marked desirable), not rewards."""
+        return self.algorithm in ("dpo", "kto")
+
     def kl_beta(self) -> float:
         if self.beta is not None:
             return self.beta
-        return 0.1 if self.algorithm == "dpo" else 0.04
+        return 0.1 if self.preference else 0.04
 
 
 def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
@@ -139,6 +158,10 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
         problems.append(("rl.policy", "required: a hub name, a save_pretrained directory or run:<run-id>"))
     elif rl.policy == RUN_PREFIX:
         problems.append(("rl.policy", "run: needs a run id after it, e.g. run:quickstart-20260101-120000-ab12"))
+    if rl.algorithm != "kto":
+        for key in ("desirable_weight", "undesirable_weight"):
+            if getattr(rl, key) != 1.0:
+                problems.append((f"rl.{key}", f"only used by algorithm: kto (this recipe's algorithm is {rl.algorithm})"))
     if rl.algorithm != "ppo":
         for key, value in (("rl.value_model", rl.value_model), ("rl.ppo_epochs", rl.ppo_epochs)):
             if value is not None:
@@ -149,9 +172,10 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
         if ln.nodes > 1 or (ln.procs_per_node or 1) > 1:
             problems.append(("launch.procs_per_node", f"{PPO_ONE_PROCESS}: set launch.nodes and launch.procs_per_node "
                              "to 1, or use grpo, which runs on several processes"))
-    elif rl.algorithm == "dpo":
+    elif rl.preference:
         if rl.rewards:
-            problems.append(("rl.rewards", "DPO learns from preference pairs, not rewards: remove rl.rewards or use grpo"))
+            problems.append(("rl.rewards", f"{rl.algorithm.upper()} learns from preference data, not rewards: remove "
+                             "rl.rewards or use grpo"))
         cols = [rl.prompt_column, rl.chosen_column, rl.rejected_column]
         if len(set(cols)) != 3:
             problems.append(("rl.chosen_column", f"prompt, chosen and rejected columns must differ, got {cols}"))

@@ -79,6 +79,17 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
                  ("max_prompt_tokens", 64)]),
          ("train", [("batch_size", 8), ("lr", 5.0e-6), ("max_steps", 100), ("save_every", 50)]),
          ("launch", _RUN_LOCAL)]),
+    "kto": (
+        "KTO: a small pretrained chat model tuned on answers marked desirable or not (thumbs up or\n"
+        "down), one a row: a JSONL file with prompt/completion/label fields (label true or false).\n"
+        "Preference pairs work too (here the builtin ones): each is split into one of each.",
+        [("", [("description", "KTO of a small chat model on builtin preference pairs"), ("task", "rlhf")]),
+         ("data", [("dataset", "builtin:pydoc-preferences"), ("validation_fraction", 0.1),
+                   ("#train_files", ["thumbs.jsonl"])]),
+         ("rl", [("algorithm", "kto"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"), ("beta", 0.1),
+                 ("#desirable_weight", 1.0), ("max_prompt_tokens", 64)]),
+         ("train", [("batch_size", 8), ("lr", 5.0e-6), ("max_steps", 100), ("save_every", 50)]),
+         ("launch", _RUN_LOCAL)]),
 }
 
 TASK_ALIASES = {"classification": "sequence_classification", "lm": "causal_lm", "grpo": "rlhf"}

@@ -17,9 +17,11 @@ def plot_rl(run: Run, train: list[dict[str, Any]], evals: list[dict[str, Any]], 
     """Left: mean reward per step (GRPO/RLOO) or preference accuracy (DPO), with the evaluation
     points and their standard errors. Right: policy loss and KL to the reference."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    dpo = any("eval_margin" in r for r in evals)
+    pairs = any("eval_margin" in r for r in evals)
+    labelled = not pairs and any("eval_gain" in r for r in evals)  # KTO on completions marked desirable or not
     train_key, eval_key, err_key, label = (
-        ("preference_accuracy", "eval_accuracy", None, "preference accuracy") if dpo
+        ("preference_accuracy", "eval_accuracy", None, "preference accuracy") if pairs
+        else ("rewards/margins", "eval_gain", "eval_gain_stderr", "log-prob gain (desirable - not)") if labelled
         else ("reward_mean", "eval_reward", "eval_reward_stderr", "mean reward"))
     xs, ys = _series(train, train_key)
     ax.plot(xs, ys, label=f"train {label}")

@@ -379,7 +379,7 @@ CASES: list[tuple[str, Setup, str]] = [
     ("rl-reward-not-module-attr", grpo("rl.rewards=[{function: nomodule}]"), "rl.rewards.0.function"),
     ("rl-reward-weight-boolean", grpo("rl.rewards=[{function: len, weight: true}]"), "rl.rewards.0.weight"),
     ("rl-batch-not-a-multiple", grpo("train.batch_size=6"), "train.batch_size: 6 completions per step"),
-    ("rl-dpo-with-rewards", grpo("rl.algorithm=dpo"), "rl.rewards: DPO learns from preference pairs"),
+    ("rl-dpo-with-rewards", grpo("rl.algorithm=dpo"), "rl.rewards: DPO learns from preference data"),
     ("rl-value-model-outside-ppo", grpo("rl.value_model=x"), "rl.value_model: only used by algorithm: ppo"),
     ("rl-ppo-with-a-trlx-reward-function", grpo("rl.algorithm=ppo"),
      "rl.rewards.0.function: TRL's PPO takes a reward model, not a reward function (a TRLX reward_fn is one); the same "

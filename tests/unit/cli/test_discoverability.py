@@ -40,7 +40,7 @@ def test_debug_is_read_after_the_command_too(capsys: pytest.CaptureFixture[str],
     assert rc == 2 and "Traceback" in err and "RecipeNotFound" in err
 
 
-@pytest.mark.parametrize("task", ["causal_lm", "classification", "sft", "rlhf", "dpo"])
+@pytest.mark.parametrize("task", ["causal_lm", "classification", "sft", "rlhf", "dpo", "kto"])
 def test_init_writes_a_commented_recipe_that_validates(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                        task: str) -> None:
     path = tmp_path / "new" / f"{task}.yaml"
@@ -51,7 +51,7 @@ def test_init_writes_a_commented_recipe_that_validates(capsys: pytest.CaptureFix
     assert sum(line.lstrip().startswith("#") for line in text.splitlines()) > 10
     rc, out, err = _run(capsys, "validate", str(path))
     assert rc == 0, err
-    expected = {"classification": "sequence_classification", "dpo": "rlhf"}.get(task, task)
+    expected = {"classification": "sequence_classification", "dpo": "rlhf", "kto": "rlhf"}.get(task, task)
     assert out.startswith(f"ok: {path}: {expected},")
     # every key the file sets has its doc in a comment right above it
     lines = text.splitlines()

@@ -147,6 +147,7 @@ NOT_OFFLINE = {
     "model.attn_implementation": "a kernel that needs a GPU",
     "rl.policy": "a hub policy or one that is not a causal LM, read when loaded",
     "rl.prompt_column": "the dataset's columns",
+    "rl.label_column": "the dataset's labels (KTO: desirable or not)",
     "launch.env_passthrough": "the submitting shell's environment when it launches (the dry run warns)",
     "model": "the weights from_pretrained loads; the structure is built on the meta device (the *-heads-* cases)",
 }

@@ -67,10 +67,12 @@ def samples_path(paths: RunPaths) -> Path:
 
 @dataclass
 class EvalSet:
-    """What the policy is measured on: prompts (GRPO/RLOO) or held-out pairs (DPO)."""
+    """What the policy is measured on: prompts (GRPO/RLOO), held-out pairs (DPO, KTO on pairs)
+    or held-out completions marked desirable or not (KTO)."""
 
     prompts: list[str] = field(default_factory=list)
     pairs: dict[str, list[str]] | None = None
+    labelled: dict[str, list[Any]] | None = None  # prompt, completion, label
 
 
 class RunCallback(TrainerCallback):  # type: ignore[misc]
@@ -108,10 +110,15 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             return {}
         model = _policy(model)
         rl = self.rl
-        if self.eval_set.pairs is not None:
+        if self.eval_set.pairs is not None or self.eval_set.labelled is not None:
             base_file = self.paths.root / BASELINE_FILE
             baseline = json.loads(base_file.read_text()) if base_file.is_file() else None
-            res, logps = evaluate.preference_stats(model, self.tok, self.eval_set.pairs, rl.max_prompt_tokens, baseline)
+            if self.eval_set.pairs is not None:
+                res, logps = evaluate.preference_stats(model, self.tok, self.eval_set.pairs, rl.max_prompt_tokens,
+                                                       baseline)
+            else:
+                res, logps = evaluate.label_stats(model, self.tok, self.eval_set.labelled, rl.max_prompt_tokens,
+                                                  baseline)
             if baseline is None:  # the starting policy's log-probs: what later margins are compared with
                 base_file.write_text(json.dumps(logps), encoding="utf-8")
         else:
@@ -128,7 +135,7 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         return res
 
     def write_samples(self, model: Any, step: int) -> None:
-        if not self.main or self.eval_set.pairs is not None or not self.eval_set.prompts:
+        if not self.main or not self.eval_set.prompts:
             return
         model = _policy(model)
         rl = self.rl

@@ -122,5 +122,28 @@ def preference_stats(model: Any, tokenizer: Any, pairs: dict[str, list[str]], ma
     return res, logps
 
 
+def label_stats(model: Any, tokenizer: Any, rows: dict[str, list[Any]], max_prompt_tokens: int,
+                baseline: dict[str, list[float]] | None) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Held-out completions marked desirable or not (KTO's data): how far the policy moved each
+    one's log-probability since the start (``baseline``), desirable ones up, the others down.
+
+    ``eval_gain``: mean change of the desirable ones minus mean change of the others;
+    ``eval_gain_accuracy``: how often a completion moved the way its label asks. Returns the
+    figures and this evaluation's log-probs."""
+    logp = sequence_logps(model, tokenizer, rows["prompt"], rows["completion"], max_prompt_tokens)
+    good = torch.tensor([bool(v) for v in rows["label"]])
+    base = torch.tensor((baseline or {"logp": logp.tolist()})["logp"])
+    moved = logp - base
+    sign = torch.where(good, 1.0, -1.0)
+    up, down = moved[good], moved[~good]
+    gain = (up.mean() if up.numel() else torch.tensor(0.0)) - (down.mean() if down.numel() else torch.tensor(0.0))
+    res = {"eval_gain": gain.item(), "eval_gain_stderr": _stderr(moved * sign),
+           "eval_gain_accuracy": (moved * sign > 0).float().mean().item() if baseline else 0.0,
+           "eval_logp_desirable": logp[good].mean().item() if up.numel() else float("nan"),
+           "eval_logp_undesirable": logp[~good].mean().item() if down.numel() else float("nan"),
+           "eval_samples": logp.numel()}
+    return res, {"logp": logp.tolist()}
+
+
 def _stderr(x: torch.Tensor) -> float:
     return x.std().item() / math.sqrt(x.numel()) if x.numel() > 1 else 0.0

@@ -57,7 +57,7 @@ TRAINER_OPTIM = {"adamw": "adamw_torch", "adafactor": "adafactor", "sgd": "sgd",
 
 def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any:
     """TRL's config for this recipe (GRPOConfig, RLOOConfig, PPOConfig or DPOConfig)."""
-    from trl import DPOConfig, GRPOConfig, RLOOConfig
+    from trl import DPOConfig, GRPOConfig, KTOConfig, RLOOConfig
 
     t, rl = recipe.train, recipe.rl
     precision = mixed_precision(recipe)
@@ -85,6 +85,9 @@ def trainer_args(recipe: RLRecipe, paths: RunPaths, weights: list[float]) -> Any
     common["gradient_checkpointing"] = t.gradient_checkpointing
     if rl.algorithm == "dpo":
         return DPOConfig(**common, max_length=2 * rl.max_prompt_tokens)
+    if rl.algorithm == "kto":
+        return KTOConfig(**common, max_length=2 * rl.max_prompt_tokens, desirable_weight=rl.desirable_weight,
+                         undesirable_weight=rl.undesirable_weight)
     if rl.algorithm == "ppo":
         return ppo_config(recipe, common)
     gen = dict(num_generations=rl.num_generations, max_completion_length=rl.max_new_tokens, temperature=rl.temperature,
@@ -225,8 +228,10 @@ def _inputs(recipe: RLRecipe, paths: RunPaths) -> tuple[str, Any, Any, list[Rewa
     if device.type == "cuda":
         torch.cuda.set_device(device)  # and the precision probe's CUDA context goes there too
     rewards = build_rewards(rl.rewards, model_paths, device)
-    if rl.algorithm == "dpo":
+    if "chosen" in raw.validation.column_names:
         eval_set = EvalSet(pairs={k: list(raw.validation[k]) for k in ("prompt", "chosen", "rejected")})
+    elif "label" in raw.validation.column_names:
+        eval_set = EvalSet(labelled={k: list(raw.validation[k]) for k in ("prompt", "completion", "label")})
     else:
         eval_set = EvalSet(prompts=eval_prompts(recipe, raw))
     return policy_path, tok, train_ds, rewards, eval_set
@@ -242,7 +247,7 @@ def _policy_and_reference(recipe: RLRecipe, policy_path: str, tok: Any) -> tuple
     ref = None
     if rl.reference:
         ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
-        if rl.algorithm in ("dpo", "ppo"):
+        if rl.preference or rl.algorithm == "ppo":
             ref = AutoModelForCausalLM.from_pretrained(ref_path)
         else:
             # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
@@ -274,11 +279,12 @@ def _step_of(ckpt_dir: Path | None) -> int | None:
 
 def _make_trainer(algorithm: str, policy: Any, ref: Any, args: Any, train_ds: Any, tok: Any,
                   reward_funcs: list[Any], callback: RunCallback) -> Any:
-    from trl import DPOTrainer, GRPOTrainer, RLOOTrainer
+    from trl import DPOTrainer, GRPOTrainer, KTOTrainer, RLOOTrainer
 
-    if algorithm == "dpo":
-        return DPOTrainer(model=policy, ref_model=ref, args=args, train_dataset=train_ds, processing_class=tok,
-                          callbacks=[callback])
+    if algorithm in ("dpo", "kto"):
+        cls = DPOTrainer if algorithm == "dpo" else KTOTrainer
+        return cls(model=policy, ref_model=ref, args=args, train_dataset=train_ds, processing_class=tok,
+                   callbacks=[callback])
     cls = GRPOTrainer if algorithm == "grpo" else RLOOTrainer
     return cls(model=policy, reward_funcs=reward_funcs, args=args, train_dataset=train_ds, processing_class=tok,
                callbacks=[callback])

@@ -124,8 +124,11 @@ def load_rl_data(recipe: RLRecipe) -> RawData:
     else:
         raw = load_raw(d.model_copy(update={"text_column": rl.prompt_column}), seed)
     needed = [("rl.prompt_column", rl.prompt_column)]
-    if rl.algorithm == "dpo":
+    paired = rl.algorithm == "dpo" or (rl.algorithm == "kto" and rl.chosen_column in raw.train.column_names)
+    if paired:
         needed += [("rl.chosen_column", rl.chosen_column), ("rl.rejected_column", rl.rejected_column)]
+    elif rl.algorithm == "kto":  # unpaired: one completion a row, marked desirable or not
+        needed += [("rl.completion_column", rl.completion_column), ("rl.label_column", rl.label_column)]
     for split, ds in (("train", raw.train), ("validation", raw.validation)):
         for key, col in needed:
             if col not in ds.column_names:
@@ -134,12 +137,37 @@ def load_rl_data(recipe: RLRecipe) -> RawData:
     train = _clean(raw.train, rl.prompt_column, d.max_train_samples, "train")
     val = _clean(raw.validation, rl.prompt_column, d.max_eval_samples, "validation")
     rename = {rl.prompt_column: "prompt"}
-    if rl.algorithm == "dpo":
+    if paired:
         rename.update({rl.chosen_column: "chosen", rl.rejected_column: "rejected"})
+    elif rl.algorithm == "kto":
+        rename.update({rl.completion_column: "completion", rl.label_column: "label"})
     keep = list(rename)
     train = _rename(train.select_columns(keep), rename)
     val = _rename(val.select_columns(keep), rename)
+    if "label" in train.column_names:
+        train, val = _desirable(train, rl.label_column, "train"), _desirable(val, rl.label_column, "validation")
     return RawData(train=train, validation=val, identity=raw.identity, carved=raw.carved)
+
+
+_DESIRABLE = {1: True, 0: False, "true": True, "false": False, "1": True, "0": False}  # True == 1, False == 0
+
+
+def _desirable(ds: Any, col: str, split: str) -> Any:
+    """KTO's labels as booleans: true/false, 1/0 (as numbers or text) are read as such; anything
+    else is named with its row."""
+    values = ds["label"]
+    for i, v in enumerate(values):
+        key = v.strip().lower() if isinstance(v, str) else v
+        if isinstance(key, float) and key in (0.0, 1.0):
+            key = int(key)
+        if key not in _DESIRABLE or isinstance(key, float):
+            raise DataError(f"rl.label_column: row {i} of the {split} data has {v!r} in column {col!r}; KTO needs "
+                            "true/false (or 1/0): whether the completion is desirable")
+    flags = [_DESIRABLE[v.strip().lower() if isinstance(v, str) else int(v)] for v in values]
+    if split == "train" and len(set(flags)) < 2:
+        raise DataError(f"rl.label_column: every train row of column {col!r} is {flags[0]}; KTO needs desirable and "
+                        "undesirable completions both")
+    return ds.remove_columns("label").add_column("label", flags)
 
 
 def _clean(ds: Any, col: str, limit: int | None, split: str) -> Any:
