@@ -184,3 +184,40 @@ _DIRECT = {
     CHATML: _direct("", "<|im_start|>{role}\n", "<|im_end|>", "\n"),
     LLAMA3: _direct("bos", "<|start_header_id|>{role}<|end_header_id|>\n\n", "<|eot_id|>", ""),
 }
+
+
+def end_of_turn_id(tokenizer: Any) -> int | None:
+    """The token the chat template closes an assistant turn with (``<|im_end|>``), when it is
+    one token of the vocabulary: generation must stop there, not only at end-of-text."""
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    if not template:
+        return None
+
+    try:
+        marker = ChatRenderer(str(template), tokenizer).end_marker()
+    except Exception:  # noqa: BLE001 - a template that cannot render a probe turn has no marker to add
+        return None
+    ids = tokenizer(marker, add_special_tokens=False)["input_ids"] if marker else []
+    return int(ids[0]) if len(ids) == 1 else None
+
+
+def set_generation_ids(model: Any, tokenizer: Any) -> None:
+    """bos/eos/pad ids in ``generation_config.json`` from the tokenizer the model was trained
+    with (a config built from scratch carries GPT-2's 50256, outside a small vocabulary)."""
+    gen = model.generation_config
+    # Derived from the model's config, transformers may rebuild it from that config at
+    # generate time; these ids are the ones to use.
+    gen._from_model_config = False
+    eos: list[int] = []
+    for t in (tokenizer.eos_token_id, end_of_turn_id(tokenizer)):
+        if t is not None and t not in eos:
+            eos.append(int(t))
+    if tokenizer.bos_token_id is not None:
+        gen.bos_token_id = int(tokenizer.bos_token_id)
+    if eos:
+        gen.eos_token_id = eos[0] if len(eos) == 1 else eos
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else None)
+    if pad is not None:
+        gen.pad_token_id = int(pad)

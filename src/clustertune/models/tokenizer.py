@@ -17,7 +17,7 @@ from clustertune.fsutil import atomic_write_json, build_dir_once, canonical_json
 log = logging.getLogger("clustertune")
 TOKENIZER_META = "clustertune-tokenizer.json"
 # Bump when the files of a tokenizer trained on the spot change for the same inputs.
-TOKENIZER_FORMAT = 1
+TOKENIZER_FORMAT = 2
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"
@@ -25,6 +25,10 @@ CLS = "<cls>"
 SEP = "<sep>"
 MASK = "<mask>"
 SPECIAL_TOKENS = [EOS, PAD, CLS, SEP, MASK]
+# ChatML's turn markers, single special tokens of every tokenizer trained for a generative model:
+# a model pretrained from scratch can then be chat-tuned (the markers never split into pieces,
+# the end-of-turn token can stop generation).
+CHAT_MARKERS = ["<|im_start|>", "<|im_end|>"]
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int, *, classification: bool, model_max_length: int) -> Any:
@@ -39,9 +43,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, classification: bool, mo
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    specials = SPECIAL_TOKENS if classification else SPECIAL_TOKENS + CHAT_MARKERS
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -64,6 +69,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, classification: bool, mo
         sep_token=SEP,
         mask_token=MASK,
         model_max_length=model_max_length,
+        **({} if classification else {"additional_special_tokens": CHAT_MARKERS}),
     )
 
 

@@ -29,6 +29,7 @@ from clustertune.train.throughput import parameter_count
 from clustertune.train import first_batches
 from clustertune.train.loop import LoopResult, forward, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
+from clustertune.data.templates import set_generation_ids
 from clustertune.train.metrics import log_final, start_trackers, tracker_env
 from clustertune.train.precision import mixed_precision, precision_name, reset_accelerate_state
 from clustertune.train.strategies import Strategy
@@ -188,7 +189,12 @@ def _save_final(recipe: Recipe, paths: RunPaths, strategy: Any, result: LoopResu
     strategy.wait_for_everyone()
     if not strategy.is_main_process:
         return
-    strategy.unwrap(result.model).save_pretrained(str(paths.model), state_dict=weights)
+    plain = strategy.unwrap(result.model)
+    if recipe.traits.head == "causal_lm" and recipe.model.adapter is None:
+        # generation_config.json from the tokenizer trained with: its end-of-text and, for a chat
+        # template whose end-of-turn marker is one token (<|im_end|>), that marker as well.
+        set_generation_ids(plain, tok)
+    plain.save_pretrained(str(paths.model), state_dict=weights)
     tok.save_pretrained(str(paths.model))
     if recipe.model.adapter is not None and recipe.model.adapter.save_merged:
         merge_adapter(paths.model, paths.merged_model)

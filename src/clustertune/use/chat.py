@@ -53,8 +53,11 @@ class ChatSession:
         return head + self.history
 
     def _reserve(self) -> int:
+        """Tokens kept free for the answer when older turns are dropped: --max-new-tokens, at most
+        an eighth of the context (a longer answer stops where the context ends), so a short
+        context keeps several turns of history."""
         ctx = self.gen.context
-        return min(self.sampling.max_new_tokens, ctx // 2) if ctx else 0
+        return max(1, min(self.sampling.max_new_tokens, ctx // 8)) if ctx else 0
 
     def _fit(self) -> tuple[list[int], int]:
         """The conversation's tokens, after dropping the oldest exchanges that do not fit."""

@@ -28,7 +28,7 @@ from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.models.adapters import load_merged
 from clustertune.use.load import Target, adapter_base, find_target, load_model_for, load_tokenizer_for
 from clustertune.use.model_card import model_card
-from clustertune.data.templates import ChatRenderer
+from clustertune.data.templates import set_generation_ids
 
 EXPORT_DTYPES = ("bf16", "fp16", "fp32")
 ADAPTER_CONFIG = "adapter_config.json"
@@ -202,7 +202,7 @@ def _write_model(target: Target, out: Path, want: Any) -> str:
             raise ModelError(f"{target.label}: cannot load the model in {target.path}: {exc}") from exc
     tokenizer = load_tokenizer_for(target)
     if not target.classifier:
-        _set_generation_ids(model, tokenizer)
+        set_generation_ids(model, tokenizer)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     return _dtype_name(model.dtype)
@@ -214,43 +214,6 @@ def _as_torch_dtype(dt: Any) -> Any:
     if isinstance(dt, torch.dtype):
         return dt
     return getattr(torch, dt, None) if isinstance(dt, str) else None
-
-
-def end_of_turn_id(tokenizer: Any) -> int | None:
-    """The token the chat template closes an assistant turn with (``<|im_end|>``), when it is
-    one token of the vocabulary: generation must stop there, not only at end-of-text."""
-    template = getattr(tokenizer, "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("default")
-    if not template:
-        return None
-
-    try:
-        marker = ChatRenderer(str(template), tokenizer).end_marker()
-    except Exception:  # noqa: BLE001 - a template that cannot render a probe turn has no marker to add
-        return None
-    ids = tokenizer(marker, add_special_tokens=False)["input_ids"] if marker else []
-    return int(ids[0]) if len(ids) == 1 else None
-
-
-def _set_generation_ids(model: Any, tokenizer: Any) -> None:
-    """bos/eos/pad ids in ``generation_config.json`` from the tokenizer the model was trained
-    with (a config built from scratch carries GPT-2's 50256, outside a small vocabulary)."""
-    gen = model.generation_config
-    # Derived from the model's config, transformers may rebuild it from that config at
-    # generate time; these ids are the ones to use.
-    gen._from_model_config = False
-    eos: list[int] = []
-    for t in (tokenizer.eos_token_id, end_of_turn_id(tokenizer)):
-        if t is not None and t not in eos:
-            eos.append(int(t))
-    if tokenizer.bos_token_id is not None:
-        gen.bos_token_id = int(tokenizer.bos_token_id)
-    if eos:
-        gen.eos_token_id = eos[0] if len(eos) == 1 else eos
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else None)
-    if pad is not None:
-        gen.pad_token_id = int(pad)
 
 
 # -- a PEFT adapter directory --------------------------------------------------------------------
