@@ -181,6 +181,18 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     assert state["strategy"] == train["strategy"] and state["world_size"] == 2
     assert all((ckpt / f).is_file() for f in state["files"])  # shards of both ranks listed and present
     assert not list((full / "checkpoints").glob(".tmp-*"))
+    # RUN@step-N of a sharded run (generate, eval, export, a base): its shards gathered on this one
+    # CPU, without the ranks, are the single process's weights at that step.
+    from safetensors.torch import load_file
+
+    from clustertune.train.gather import gathered_state, sharded_by
+
+    assert sharded_by(ckpt) == {"ddp": None, "fsdp": "fsdp"}.get(name, "deepspeed")
+    gathered, single = gathered_state(ckpt), load_file(str(baseline / "checkpoints" / ckpt.name / "model.safetensors"))
+    common = set(gathered) & set(single)
+    assert len(common) >= len(single) - 1, (sorted(single), sorted(gathered))  # a tied weight under one name or two
+    worst_w = max(float((gathered[k] - single[k]).abs().max()) for k in common)
+    assert worst_w < 1e-3, f"{name}: gathered weights differ from single-process by {worst_w}"
 
     # Resume from step 10 in a fresh job: the same curve from step 11 and the same end.
     resumed = job_dir(tmp_path / "resumed", recipe, baseline)

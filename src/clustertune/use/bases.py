@@ -2,7 +2,8 @@
 an RL policy, reference, value or reward model.
 
 A checkpoint holds weights, optimizer state and RNG states, not a directory ``from_pretrained``
-reads, and a sharded or adapter-only one cannot be read without its run's recipe. So the first
+reads; a sharded one (FSDP, ZeRO) must be gathered and an adapter-only one merged onto its base,
+both through its run's recipe. So the first
 run that names it writes it out once, as :func:`clustertune.use.export.export_model` would
 (built as its run built it, its signature and every file's digest checked, an adapter merged
 onto its base), into that run's ``checkpoint-models/step-N`` directory (``RunPaths.checkpoint_model``).
@@ -27,7 +28,7 @@ log = logging.getLogger("clustertune")
 
 def checkpoint_target(ref: str, key: str, runs_root: str | os.PathLike[str] | None = None) -> Target | None:
     """The checkpoint ``run:<run>@step-N`` names, checked as a model for another run (complete,
-    signed, one weights file, not TRL's); None for any other reference. Errors name ``key``."""
+    signed, not TRL's); None for any other reference. Errors name ``key``."""
     at_step = run_checkpoint(ref, key, str(runs_root) if runs_root is not None else None)
     if at_step is None:
         return None

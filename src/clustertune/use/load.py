@@ -7,7 +7,7 @@ written by ``save_pretrained`` (or an adapter directory). The tokenizer comes fr
 directory (SFT runs save theirs, chat template included, beside the weights), else from the run.
 ``RUN@step-N`` means that run's checkpoint of step N: the model is built as the run built it
 (its recipe, tokenizer and config) and the checkpoint's weights loaded into it, once its
-signature and every file's digest are checked.
+signature and every file's digest are checked; FSDP's and ZeRO's shards are gathered first.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from clustertune.train.sealed import verified_state
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")
-WEIGHTS = "model.safetensors"  # a checkpoint's weights (train/checkpoint.py), when one file holds them
+
 _CLASSIFIER_SUFFIX = "ForSequenceClassification"
 
 
@@ -130,15 +130,9 @@ def _checkpoint_target(run: Run, step: int) -> Target:
         raise RunError(f"run {run.id} has no checkpoint of step {step} (its checkpoints: {names}); "
                        f"`clustertune runs show {run.id}` lists them")
     state = verified_state(ckpt)
-    strategy, world = state.get("strategy", "ddp"), state.get("world_size", 1)
     if state.get("kind") == "trl":
         raise ModelError(f"run {run.id}@step-{step} is a checkpoint of TRL's trainer (an RL run); use the run's "
                          "final model, or resume the run to finish it")
-    if not (ckpt / WEIGHTS).is_file():
-        how = ("DeepSpeed's zero_to_fp32.py in it gathers them into one file" if strategy == "deepspeed"
-               else "resume the run to write its final model")
-        raise ModelError(f"run {run.id}@step-{step} holds {strategy} shards of {world} process(es), not one "
-                         f"weights file; {how}, or name a checkpoint of a ddp run")
     recipe = load_recipe(run.paths.recipe)
     return Target(path=ckpt, run=run, adapter=recipe.model.adapter is not None,
                   classifier=recipe.traits.head == "classifier", step=step)
@@ -247,6 +241,7 @@ def _from_checkpoint(target: Target) -> Any:
     from clustertune.data.staging import read_run_data
     from clustertune.models.build import build_model, resolve_config
     from clustertune.train.checkpoint import verify_checkpoint
+    from clustertune.train.gather import weights_file
     from clustertune.train.trainable import load_weights
 
     assert target.run is not None and target.step is not None
@@ -257,16 +252,18 @@ def _from_checkpoint(target: Target) -> Any:
     labels = read_run_data(paths).labels if paths.data.is_file() else None
     config = resolve_config(recipe, tok, labels)
     model = build_model(recipe, config, tok)
-    # The run may have padded its vocabulary for a GPU (train.pad_vocab_multiple): take the
-    # checkpoint's row count, whatever this machine would pad to.
-    rows = _embedding_rows(target.path / WEIGHTS)
-    emb = model.get_input_embeddings()
-    if rows is not None and emb is not None and emb.num_embeddings != rows:
-        model.resize_token_embeddings(rows)
-    try:
-        load_weights(model, target.path / WEIGHTS)  # an adapter run's checkpoint holds its trainable weights
-    except (RuntimeError, ValueError, OSError, UserError) as exc:
-        raise ModelError(f"{target.label}: its weights do not fit the model its recipe builds: {exc}") from exc
+    # FSDP and ZeRO checkpoints hold shards: gathered into one file here, on this CPU.
+    with weights_file(target.path) as weights:
+        # The run may have padded its vocabulary for a GPU (train.pad_vocab_multiple): take the
+        # checkpoint's row count, whatever this machine would pad to.
+        rows = _embedding_rows(weights)
+        emb = model.get_input_embeddings()
+        if rows is not None and emb is not None and emb.num_embeddings != rows:
+            model.resize_token_embeddings(rows)
+        try:
+            load_weights(model, weights)  # an adapter run's checkpoint holds its trainable weights
+        except (RuntimeError, ValueError, OSError, UserError) as exc:
+            raise ModelError(f"{target.label}: its weights do not fit the model its recipe builds: {exc}") from exc
     return model
 
 

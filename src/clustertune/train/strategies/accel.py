@@ -23,6 +23,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.checkpoint import load_tensors
 from clustertune.train.fastpath import prepare_module
+from clustertune.train.gather import SHARDS  # torch.distributed.checkpoint's directory (one file per rank + metadata)
 from clustertune.train.trainable import load_weights, save_weights, trainable_parameters
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 from clustertune.errors import ModelError
@@ -31,7 +32,6 @@ WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
 SCHEDULER = "scheduler.pt"
 SCALER = "scaler.pt"  # fp16's loss scale and its growth tracker
-SHARDS = "shards"  # torch.distributed.checkpoint directory (one file per rank + metadata)
 
 
 def mixed_precision_policy(mixed: str) -> Any:

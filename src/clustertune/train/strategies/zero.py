@@ -26,9 +26,9 @@ from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
 from clustertune.train.ds_config import deepspeed_config, with_deepspeed_json
+from clustertune.train.gather import ZERO_TAG as TAG  # DeepSpeed's own checkpoint layout lives in this subdirectory
 from clustertune.train.trainable import trainable_parameters
 
-TAG = "deepspeed"  # DeepSpeed's own checkpoint layout lives in this subdirectory
 
 
 class DeepSpeedMissing(UserError):
