@@ -9,11 +9,21 @@ from typing import Optional
 import typer
 
 from clustertune.cli.completion import complete_model, complete_override
+from clustertune.cli.use_cmds import quiet_loading
 
 from clustertune.errors import EvalError
 from clustertune.use.evaluate import evaluate_lm_eval, evaluate_metrics
 from clustertune.runs.evals import format_metrics
 from clustertune.fsutil import atomic_write_json
+
+
+def _quiet_loading() -> None:
+    """The figures on the terminal, not transformers' loading bar or its notices about the padded
+    batches the metrics are computed on (the loss never counts a padded position)."""
+    from transformers.utils import logging as hf_logging
+
+    quiet_loading()
+    hf_logging.set_verbosity_error()
 
 
 def eval_(
@@ -44,6 +54,7 @@ def eval_(
         raise EvalError(f"{', '.join(lm_only)} only go with --tasks (lm-eval)")
     if tasks is not None and (data is not None or overrides):
         raise EvalError("--tasks runs lm-eval's own data; --data and key=value overrides are for the model's own metrics")
+    _quiet_loading()
     if tasks is not None:
         res = evaluate_lm_eval(ref, [t.strip() for t in tasks.split(",")], include_path=include_path, limit=limit,
                                num_fewshot=num_fewshot, runs_root=runs_root, device=device, dtype=dtype,

@@ -44,7 +44,7 @@ def _sampling(temperature: float, top_p: float, top_k: int, max_new_tokens: int,
     return Sampling(temperature, top_p, top_k, max_new_tokens, seed).check()
 
 
-def _quiet_loading() -> None:
+def quiet_loading() -> None:
     """Nothing but the answers on the terminal: no loading bar, and not bitsandbytes' notice (on
     import, where it is installed) that an optional CPU kernel package is missing."""
     import logging
@@ -58,7 +58,7 @@ def _quiet_loading() -> None:
 def _generator(model: str, runs_root: Optional[Path], device: Optional[str], dtype: str, template: Optional[str],
                raw: bool) -> Any:
     refuse_classifier(find_target(model, runs_root))  # before its weights are read
-    _quiet_loading()
+    quiet_loading()
     if template and not raw:
         resolve_chat_template(template, None)  # a wrong name is refused before the model loads
     return Generator(load_for_use(model, runs_root=runs_root, device=device, dtype=dtype), template, raw)

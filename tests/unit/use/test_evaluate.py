@@ -80,3 +80,12 @@ def test_an_sft_run_gets_exact_match_and_loss(adapter: bool, sft_base: Path, tmp
     assert res.metrics["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-5)
     assert res.metrics["eval_exact_match"] == pytest.approx(final["eval_exact_match"])
     assert "eval_contains" in res.metrics
+
+
+def test_the_eval_command_prints_the_figures_without_library_noise(tiny_policy_run: ct.Run) -> None:
+    from tests.helpers import cli
+
+    done = cli("eval", tiny_policy_run.id, "--runs-root", str(tiny_policy_run.paths.root.parent), "--device", "cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "eval_perplexity" in done.stdout
+    assert "Loading weights" not in done.stderr and "[transformers]" not in done.stderr, done.stderr[-2000:]
