@@ -11,7 +11,7 @@ from typing import Any
 from clustertune.errors import ModelError, RunError
 from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
 from clustertune.runs.dependents import removed_run_of
-from clustertune.runs.paths import checkpoint_step, split_step
+from clustertune.runs.paths import split_step
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run
 
@@ -54,10 +54,9 @@ def run_checkpoint(ref: str, key: str, runs_root_dir: str | None = None) -> tupl
         run = get_run(run_ref, runs_root_dir)
     except RunError as exc:
         raise RunError(f"{key}: {exc}") from None
-    have = run.paths.complete_checkpoints()
-    if run.paths.checkpoint(step) not in have:
-        names = ", ".join(f"step-{checkpoint_step(p.name)}" for p in have) or "none"
-        raise RunError(f"{key}: run {run.id} has no complete checkpoint of step {step} (its checkpoints: {names}); "
+    if run.paths.checkpoint(step) not in run.paths.complete_checkpoints():
+        raise RunError(f"{key}: run {run.id} has no complete checkpoint of step {step} (its checkpoints: "
+                       f"{run.paths.checkpoint_list()}); "
                        f"`clustertune runs show {run.id}` lists them")
     return run, step
 

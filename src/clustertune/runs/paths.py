@@ -62,6 +62,11 @@ def split_step(ref: str) -> tuple[str, int | None]:
     return run_ref, int(m.group(1))
 
 
+def checkpoint_ref(run: str, step: int) -> str:
+    """How users name a run's checkpoint: ``RUN@step-N`` (the run's id or directory)."""
+    return f"{run}@step-{step}"
+
+
 def rank_log_name(rank: int) -> str:
     """One rank's own log inside ``logs/``."""
     return f"rank-{rank}.log"
@@ -245,6 +250,10 @@ class RunPaths:
         if not self.checkpoints.is_dir():
             return []
         return sorted(p for p in self.checkpoints.iterdir() if p.is_dir() and checkpoint_step(p.name) is not None)
+
+    def checkpoint_list(self) -> str:
+        """The complete checkpoints as users name them after ``@`` (``step-3, step-6``), or ``none``."""
+        return ", ".join(f"step-{checkpoint_step(p.name)}" for p in self.complete_checkpoints()) or "none"
 
     def complete_checkpoints(self) -> list[Path]:
         """Checkpoints renamed into place with their index (:data:`CHECKPOINT_INDEX`), oldest

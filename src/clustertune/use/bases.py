@@ -20,6 +20,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.models.local import checkpoint_refs, run_checkpoint
+from clustertune.runs.paths import checkpoint_ref
 from clustertune.use.export import write_export
 from clustertune.use.load import Target, find_target
 
@@ -34,7 +35,7 @@ def checkpoint_target(ref: str, key: str, runs_root: str | os.PathLike[str] | No
         return None
     run, step = at_step
     try:
-        return find_target(f"{run.paths.root}@step-{step}", runs_root)
+        return find_target(checkpoint_ref(str(run.paths.root), step), runs_root)
     except UserError as exc:
         raise type(exc)(f"{key}: {exc}") from None
 

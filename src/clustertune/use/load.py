@@ -22,7 +22,7 @@ from clustertune.models.local import require_local
 from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.recipe.load import load_recipe
-from clustertune.runs.paths import RunPaths, checkpoint_step, has_tokenizer, split_step
+from clustertune.runs.paths import RunPaths, checkpoint_ref, checkpoint_step, has_tokenizer, split_step
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
@@ -48,7 +48,7 @@ class Target:
     def label(self) -> str:
         if self.run is None:
             return str(self.path)
-        return f"run {self.run.id}" + (f"@step-{self.step}" if self.step is not None else "")
+        return "run " + (checkpoint_ref(self.run.id, self.step) if self.step is not None else self.run.id)
 
 
 @dataclass
@@ -124,14 +124,12 @@ def _checkpoint_target(run: Run, step: int) -> Target:
     """``RUN@step-N``: the run's complete checkpoint of that step, its signature checked now."""
 
     ckpt = run.paths.checkpoint(step)
-    have = run.paths.complete_checkpoints()
-    if ckpt not in have:
-        names = ", ".join(f"step-{checkpoint_step(p.name)}" for p in have) or "none"
-        raise RunError(f"run {run.id} has no checkpoint of step {step} (its checkpoints: {names}); "
+    if ckpt not in run.paths.complete_checkpoints():
+        raise RunError(f"run {run.id} has no checkpoint of step {step} (its checkpoints: {run.paths.checkpoint_list()}); "
                        f"`clustertune runs show {run.id}` lists them")
     state = verified_state(ckpt)
     if state.get("kind") == "trl":
-        raise ModelError(f"run {run.id}@step-{step} is a checkpoint of TRL's trainer (an RL run); use the run's "
+        raise ModelError(f"run {checkpoint_ref(run.id, step)} is a checkpoint of TRL's trainer (an RL run); use the run's "
                          "final model, or resume the run to finish it")
     recipe = load_recipe(run.paths.recipe)
     return Target(path=ckpt, run=run, adapter=recipe.model.adapter is not None,
@@ -142,7 +140,7 @@ def _run_target(run: Run) -> Target:
     model_dir = run.paths.model
     if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
         ckpts = run.paths.complete_checkpoints()
-        newest = f"{run.id}@step-{checkpoint_step(ckpts[-1].name)}" if ckpts else None
+        newest = checkpoint_ref(run.id, checkpoint_step(ckpts[-1].name) or 0) if ckpts else None
         if run.state in (RunState.PENDING, RunState.RUNNING):
             raise RunError(f"run {run.id} is {run.state.value}: its final model comes when it ends"
                            + (f"; its newest checkpoint is `{newest}`" if newest else ", and it has no checkpoint yet"))
