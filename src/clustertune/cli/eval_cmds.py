@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import json
 from pathlib import Path
 from typing import Optional
@@ -17,13 +20,20 @@ from clustertune.runs.evals import format_metrics
 from clustertune.fsutil import atomic_write_json
 
 
-def _quiet_loading() -> None:
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
     """The figures on the terminal, not transformers' loading bar or its notices about the padded
-    batches the metrics are computed on (the loss never counts a padded position)."""
+    batches the metrics are computed on (the loss never counts a padded position); its verbosity
+    is put back afterwards (a caller in the same process keeps its warnings)."""
     from transformers.utils import logging as hf_logging
 
     quiet_loading()
+    before = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
 
 
 def eval_(
@@ -54,14 +64,14 @@ def eval_(
         raise EvalError(f"{', '.join(lm_only)} only go with --tasks (lm-eval)")
     if tasks is not None and (data is not None or overrides):
         raise EvalError("--tasks runs lm-eval's own data; --data and key=value overrides are for the model's own metrics")
-    _quiet_loading()
-    if tasks is not None:
-        res = evaluate_lm_eval(ref, [t.strip() for t in tasks.split(",")], include_path=include_path, limit=limit,
-                               num_fewshot=num_fewshot, runs_root=runs_root, device=device, dtype=dtype,
-                               batch_size=batch_size)
-    else:
-        res = evaluate_metrics(ref, data=data, overrides=list(overrides or []), runs_root=runs_root,
-                               device=device, dtype=dtype, batch_size=batch_size)
+    with _quiet_transformers():
+        if tasks is not None:
+            res = evaluate_lm_eval(ref, [t.strip() for t in tasks.split(",")], include_path=include_path, limit=limit,
+                                   num_fewshot=num_fewshot, runs_root=runs_root, device=device, dtype=dtype,
+                                   batch_size=batch_size)
+        else:
+            res = evaluate_metrics(ref, data=data, overrides=list(overrides or []), runs_root=runs_root,
+                                   device=device, dtype=dtype, batch_size=batch_size)
     if output is not None:
         atomic_write_json(output, json.loads(json.dumps(res.payload, default=str)))
     print(f"{res.target.label}: {res.kind} on {res.name}")
