@@ -193,6 +193,20 @@ def test_strategy_matches_single_process_resumes_and_saves_plain_model(
     assert len(common) >= len(single) - 1, (sorted(single), sorted(gathered))  # a tied weight under one name or two
     worst_w = max(float((gathered[k] - single[k]).abs().max()) for k in common)
     assert worst_w < 1e-3, f"{name}: gathered weights differ from single-process by {worst_w}"
+    # ... and they load into the model the run's recipe builds, as RUN@step-N loads them.
+    from clustertune.models.build import build_model, resolve_config
+    from clustertune.models.tokenizer import load_tokenizer
+    from clustertune.recipe.load import load_recipe
+    from clustertune.train.gather import weights_file
+    from clustertune.train.trainable import load_weights
+
+    built = load_recipe(recipe)
+    tok = load_tokenizer(str(full / "tokenizer"))
+    model = build_model(built, resolve_config(built, tok, None), tok)
+    with weights_file(ckpt) as file:
+        load_weights(model, file)
+    loaded = model.state_dict()
+    assert max(float((loaded[k] - single[k]).abs().max()) for k in single) < 1e-3
 
     # Resume from step 10 in a fresh job: the same curve from step 11 and the same end.
     resumed = job_dir(tmp_path / "resumed", recipe, baseline)
