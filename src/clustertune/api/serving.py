@@ -21,6 +21,7 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.runs.paths import HostRunPaths
 from clustertune.runs.run import Run
+from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Limits
 from clustertune.serve.server import API_KEY_ENV, Served, Server, model_id_of, prepare, resolve_api_key
 from clustertune.use.load import find_target
@@ -37,15 +38,44 @@ def _require_extra() -> None:
                         "pip install 'clustertune[serve]'") from None
 
 
-def start(model: str, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           runs_root: str | os.PathLike[str] | None = None, device: str | None = None, dtype: str = "auto",
           template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
-          name: str | None = None) -> Server:
-    """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``."""
+          name: str | None = None, tinker: bool = False, tinker_dir: str | os.PathLike[str] | None = None) -> Server:
+    """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``.
+
+    ``tinker``: also answer the Tinker training API under ``/api/v1`` (``model`` None: that API
+    alone); its checkpoints go to ``tinker_dir`` (default ``RUNS_ROOT/tinker``, or the run
+    directory's ``tinker/`` when the server is a run)."""
     _require_extra()
-    engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits,
-                     name=name)
-    return Server(engine, host, port, api_key=resolve_api_key(api_key), log_prompts=log_prompts)
+    if model is None and not tinker:
+        raise UserError("name the model to serve (a run id or a model directory), or --tinker for the Tinker "
+                        "training API alone")
+    engine = None
+    if model is not None:
+        engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits,
+                         name=name)
+    service = None
+    if tinker:
+        service = tinker_service(runs_root=runs_root, device=device, dtype=dtype, tinker_dir=tinker_dir)
+    return Server(engine, host, port, api_key=resolve_api_key(api_key), log_prompts=log_prompts, tinker=service)
+
+
+def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | None, dtype: str,
+                   tinker_dir: str | os.PathLike[str] | None) -> Any:
+    try:
+        import tinker  # noqa: F401
+    except ImportError:
+        raise UserError("--tinker needs the tinker SDK (its protobuf schema): pip install 'clustertune[tinker]'") from None
+    # Deferred: the Tinker service imports the SDK's schema, which plain serving does without.
+    from clustertune.runs.store import runs_root as default_runs_root
+    from clustertune.serve.tinker.service import TinkerService
+
+    if tinker_dir is None:
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        tinker_dir = Path(run_dir) / "tinker" if run_dir else default_runs_root(runs_root) / "tinker"
+    return TinkerService(Path(tinker_dir), runs_root=str(runs_root) if runs_root is not None else None,
+                         device=device, dtype=dtype)
 
 
 def serve(model: str, *, on_listening: Callable[[Served], Any] | None = None, **options: Any) -> None:

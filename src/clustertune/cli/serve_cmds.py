@@ -15,7 +15,9 @@ from clustertune.cli.use_cmds import Device, Dtype, Model, RunsRoot, Template
 
 
 def serve(
-    model: str = Model,
+    model: Optional[str] = typer.Argument(None, help="Run id (or a unique prefix) or a model directory to serve "
+                                          "over OpenAI's protocol; leave it out with --tinker to serve the Tinker "
+                                          "API alone.", autocompletion=Model.autocompletion),
     launch_keys: Optional[list[str]] = typer.Argument(None, help="launch.* keys (launch.backend=slurm, "
                                                       "launch.partition=..., launch.gpus_per_node=1): serve as a run "
                                                       "there, with status, logs and cancel.",
@@ -37,14 +39,27 @@ def serve(
     device: Optional[str] = Device,
     dtype: str = Dtype,
     runs_root: Optional[Path] = RunsRoot,
+    tinker: bool = typer.Option(False, "--tinker", help="Also answer the Tinker training API under /api/v1: the "
+                                "tinker SDK's ServiceClient(base_url=http://HOST:PORT) trains LoRA adapters of any "
+                                "base this machine can load (a run, a model directory, a cached hub model)."),
+    tinker_dir: Optional[Path] = typer.Option(None, "--tinker-dir", help="Where tinker:// checkpoints are written "
+                                              "(default RUNS_ROOT/tinker)."),
 ) -> None:
     """Serve a trained model over OpenAI's chat-completions protocol (/v1/chat/completions,
-    /v1/completions, /v1/models, /health) until Ctrl-C."""
+    /v1/completions, /v1/models, /health) until Ctrl-C; with --tinker, the Tinker training API too."""
 
     # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
     from clustertune.api import serving
 
     limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
+    if model is not None and model.startswith("launch.") and "=" in model:
+        launch_keys, model = [model, *(launch_keys or [])], None
+    if launch_keys and tinker:
+        raise UserError("--tinker with launch keys is not supported yet: start `clustertune serve --tinker` on the "
+                        "machine with the GPUs (it listens on --host/--port) and forward its port")
+    if model is None and not tinker:
+        raise UserError("name the model to serve (a run id or a model directory), or give --tinker to serve the "
+                        "Tinker training API alone")
     if launch_keys:
         not_keys = [k for k in launch_keys if not k.startswith("launch.") or "=" not in k]
         if not_keys:
@@ -74,12 +89,16 @@ def serve(
         return
 
     def listening(served: Any) -> None:
-        print(f"serving {served.model_id} at {served.base_url} (loading the model; GET /health says when ready)",
-              file=sys.stderr, flush=True)
+        if model is not None:
+            print(f"serving {served.model_id} at {served.base_url} (loading the model; GET /health says when ready)",
+                  file=sys.stderr, flush=True)
+        if tinker:
+            print(f"Tinker API at {served.root_url}: tinker.ServiceClient(base_url={served.root_url!r}) with "
+                  "TINKER_API_KEY=tml-... set (any key unless --api-key is given)", file=sys.stderr, flush=True)
 
     serving.serve(model, on_listening=listening, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
-                  limits=limits, name=name)
+                  limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir)
 
 
 def _hold_forward(sub: Any, local_port: int) -> None:

@@ -27,9 +27,30 @@ from clustertune.serve.protocol import (ApiError, Ask, Choice, chat_logprobs, co
 log = logging.getLogger("clustertune.serve")
 
 
-def make_app(engine: Engine, *, api_key: str | None = None, log_prompts: bool = False) -> Any:
+def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: bool = False,
+             tinker: Any = None) -> Any:
+    """The app; ``engine`` None serves the Tinker API alone, ``tinker`` (a
+    :class:`~clustertune.serve.tinker.service.TinkerService`) adds it under ``/api/v1``."""
     app = FastAPI(title="clustertune", docs_url=None, redoc_url=None, openapi_url=None)
     started = int(time.time())
+    if tinker is not None:
+        # Deferred: the Tinker routes need the tinker SDK's protobuf schema (the tinker extra).
+        from clustertune.serve.tinker.routes import _Refused, make_router, refused
+
+        app.include_router(make_router(tinker, api_key))
+        app.add_exception_handler(_Refused, refused)
+    if engine is None:
+        @app.get("/health")
+        async def tinker_health() -> JSONResponse:
+            return JSONResponse({"status": "ok", "tinker": True, "queued": tinker.work.queued()})
+
+        @app.api_route("/v1/{rest:path}", methods=["GET", "POST"])
+        async def no_model(rest: str) -> JSONResponse:
+            return JSONResponse(ApiError(404, "this server was started without a model (the Tinker API alone, "
+                                              "under /api/v1): start `clustertune serve MODEL --tinker` to serve "
+                                              "both", code="model_not_found").body(), status_code=404)
+
+        return app
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:

@@ -25,6 +25,7 @@ from clustertune.use.generate import Generator
 from clustertune.use.load import Loaded, Target, find_target, load_model_for, load_tokenizer_for, pick_device
 
 API_KEY_ENV = "CLUSTERTUNE_API_KEY"
+TINKER_ONLY = "tinker"  # the served name of a server without a model (the Tinker API alone)
 
 
 class ServeError(UserError):
@@ -41,8 +42,13 @@ class Served:
 
     @property
     def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """What the tinker SDK takes as ``base_url`` (it adds ``/api/v1`` itself)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
+        return f"http://{host}:{self.port}"
 
 
 def model_id_of(target: Target) -> str:
@@ -92,8 +98,8 @@ def bind(host: str, port: int) -> socket.socket:
 class Server:
     """A bound server for ``engine``: :meth:`run` blocks until :meth:`stop` (or Ctrl-C / SIGTERM)."""
 
-    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None,
-                 log_prompts: bool = False):
+    def __init__(self, engine: Engine | None, host: str = "127.0.0.1", port: int = 8000, *,
+                 api_key: str | None = None, log_prompts: bool = False, tinker: Any = None):
         import uvicorn
 
         # FastAPI and uvicorn load only when a server starts: the CLI starts without them.
@@ -105,8 +111,9 @@ class Server:
         self.engine = engine
         self.sock = bind(host, port)
         bound = self.sock.getsockname()
-        self.served = Served(engine.model_id, host, int(bound[1]))
-        app = make_app(engine, api_key=api_key, log_prompts=log_prompts)
+        self.tinker = tinker
+        self.served = Served(engine.model_id if engine is not None else TINKER_ONLY, host, int(bound[1]))
+        app = make_app(engine, api_key=api_key, log_prompts=log_prompts, tinker=tinker)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5)
         self._uvicorn = _uvicorn_server()(config)
@@ -115,7 +122,8 @@ class Server:
 
     def _load(self) -> None:
         try:
-            self.engine.load()
+            if self.engine is not None:
+                self.engine.load()
         finally:
             self._done_loading.set()
 
@@ -133,13 +141,16 @@ class Server:
         try:
             self._uvicorn.run(sockets=[self.sock])
         finally:
-            self.engine.close()
+            if self.engine is not None:
+                self.engine.close()
+            if self.tinker is not None:
+                self.tinker.close()
             self.sock.close()
 
     def wait_loaded(self, timeout: float | None = None) -> bool:
         """Whether the model loaded (False: it failed, see ``engine.failed``, or time ran out)."""
         self._done_loading.wait(timeout)
-        return self.engine.ready
+        return self.engine is None or self.engine.ready
 
     def stop(self) -> None:
         self._uvicorn.should_exit = True

@@ -1,0 +1,472 @@
+"""LoRA training and sampling on shared base models: what the Tinker calls do to the weights.
+
+One :class:`Base` holds a model once, however many training clients use it; each client is a
+:class:`Trainee` with its own PEFT adapter on that base (and its own Adam state), switched in
+for its requests. Every call here runs on the service's one worker thread, so none takes a lock.
+
+Which layers get the adapter follows the SDK's ``LoraConfig``: ``train_attn`` the linear layers
+inside attention blocks, ``train_mlp`` those inside MLP (feed-forward, expert) blocks, found by
+the module path (``attn``/``attention`` and ``mlp``/``ffn``/``feed_forward``/``experts``),
+``train_unembed`` the output layer. Where the output layer is tied to the input embedding
+(GPT-2, many small models) the adapter's update reaches only the output side: the input
+embedding keeps the base's weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.fsutil import atomic_write_json, replace_dir, temp_sibling
+from clustertune.serve.tinker.losses import LossError, check, datum_loss
+
+ATTN = re.compile(r"(^|\.)[^.]*(attn|attention)[^.]*\.")
+MLP = re.compile(r"(^|\.)[^.]*(mlp|ffn|feed_forward|experts)[^.]*\.")
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+OPTIMIZER = "optimizer.pt"
+STATE = "tinker_state.json"
+
+
+class TinkerUserError(UserError):
+    """A request the server cannot do as asked (the SDK's ``user`` error category)."""
+
+
+@dataclass
+class LoraSpec:
+    rank: int
+    seed: int | None = None
+    train_mlp: bool = True
+    train_attn: bool = True
+    train_unembed: bool = True
+
+    @classmethod
+    def of(cls, raw: dict[str, Any] | None) -> LoraSpec:
+        raw = dict(raw or {})
+        rank = raw.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 4096:
+            raise TinkerUserError(f"lora_config.rank {rank!r}: give a whole number from 1 (8, 16, 32 are usual)")
+        return cls(rank=rank, seed=raw.get("seed"), train_mlp=bool(raw.get("train_mlp", True)),
+                   train_attn=bool(raw.get("train_attn", True)), train_unembed=bool(raw.get("train_unembed", True)))
+
+
+def layer_kinds(model: Any) -> dict[str, str]:
+    """The model's linear layers by full name: ``unembed``, ``attn``, ``mlp`` or ``other``
+    (read from the plain model, before any adapter wraps its layers)."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    head = model.get_output_embeddings()
+    kinds = {}
+    for name, module in model.named_modules():
+        if isinstance(module, (torch.nn.Linear, Conv1D)):
+            kinds[name] = ("unembed" if module is head else "attn" if ATTN.search(name + ".")
+                           else "mlp" if MLP.search(name + ".") else "other")
+    return kinds
+
+
+def target_modules(kinds: dict[str, str], spec: LoraSpec, what: str) -> list[str]:
+    """Full names of the linear layers the adapter wraps under ``spec``."""
+    wanted = {"unembed": spec.train_unembed, "attn": spec.train_attn, "mlp": spec.train_mlp}
+    names = [n for n, kind in kinds.items() if wanted.get(kind, False)]
+    if not names:
+        raise TinkerUserError(f"lora_config (train_attn={spec.train_attn}, train_mlp={spec.train_mlp}, train_unembed="
+                              f"{spec.train_unembed}) selects no layer of {what}: switch one on")
+    return names
+
+
+@dataclass
+class Base:
+    """A base model loaded once, and the adapters on it (training clients and sampler weights)."""
+
+    ref: str
+    path: Path
+    model: Any
+    tokenizer: Any
+    device: str
+    tokenizer_dir: Path | None = None
+    adapters: set[str] = field(default_factory=set)
+    samplers: dict[str, str] = field(default_factory=dict)  # sampler weights directory -> adapter name
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kinds = layer_kinds(self.model)
+
+    @property
+    def positions(self) -> int | None:
+        n = getattr(self.model.config, "max_position_embeddings", None) or getattr(self.model.config, "n_positions", None)
+        return int(n) if n else None
+
+    @property
+    def vocab(self) -> int:
+        return int(self.model.get_input_embeddings().num_embeddings)
+
+    def add(self, name: str, spec: LoraSpec) -> None:
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        config = LoraConfig(r=spec.rank, lora_alpha=32, lora_dropout=0.0,
+                            target_modules=target_modules(self.kinds, spec, type(self._plain()).__name__), bias="none")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed if spec.seed is not None else 0)
+            with _quiet():
+                if isinstance(self.model, PeftModel):
+                    self.model.add_adapter(name, config)
+                else:
+                    self.model = get_peft_model(self.model, config, adapter_name=name)
+        self.model.to(self.device)
+        self.adapters.add(name)
+
+    def load(self, name: str, directory: Path) -> None:
+        """An adapter written by :func:`write_adapter`, as ``name`` (frozen: sampling)."""
+        from peft import PeftModel
+
+        with _quiet():
+            if isinstance(self.model, PeftModel):
+                self.model.load_adapter(str(directory), adapter_name=name)
+            else:
+                self.model = PeftModel.from_pretrained(self.model, str(directory), adapter_name=name)
+        self.model.to(self.device)
+        self.adapters.add(name)
+
+    def drop(self, name: str) -> None:
+        if name in self.adapters and len(self.adapters) > 1:
+            self.model.delete_adapter(name)
+        self.adapters.discard(name)
+        self.samplers = {k: v for k, v in self.samplers.items() if v != name}
+
+    def _plain(self) -> Any:
+        from peft import PeftModel
+
+        return self.model.get_base_model() if isinstance(self.model, PeftModel) else self.model
+
+    @contextlib.contextmanager
+    def using(self, name: str | None) -> Iterator[Any]:
+        """The model with adapter ``name`` active (None: the base alone)."""
+        from peft import PeftModel
+
+        if not isinstance(self.model, PeftModel):
+            assert name is None
+            yield self.model
+        elif name is None:
+            with self.model.disable_adapter():
+                yield self.model
+        else:
+            self.model.set_adapter(name)
+            yield self.model
+
+    def params(self, name: str) -> list[Any]:
+        return [p for n, p in self.model.named_parameters() if f".{name}." in n]
+
+
+@dataclass
+class Trainee:
+    """One training client: its adapter on a base and its optimizer."""
+
+    model_id: str
+    base: Base
+    adapter: str
+    spec: LoraSpec
+    optimizer: Any = None
+    steps: int = 0
+    base_ref: str = ""  # the base as this client named it (several names may load one base)
+
+
+def tokens_of(model_input: list[list[int]]) -> list[int]:
+    return [t for chunk in model_input for t in chunk]
+
+
+def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: dict[str, Any] | None,
+                     backward: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Log-probabilities of each datum's target tokens, the loss summed over the data, and (with
+    ``backward``) its gradients added to the adapter's: a later :func:`optim_step` applies them.
+
+    ``data``: ``{"tokens": [...], "inputs": {name: numpy array}}`` per datum."""
+    import numpy as np
+    import torch
+
+    check(loss, config)
+    if not data:
+        raise TinkerUserError("forward_backward got no data: send at least one Datum")
+    rows, limit = [], t.base.positions
+    for i, d in enumerate(data):
+        tokens = d["tokens"]
+        inputs = d["inputs"]
+        if "target_tokens" not in inputs:
+            raise TinkerUserError(f"datum {i}: loss_fn_inputs has no target_tokens")
+        targets = np.asarray(inputs["target_tokens"]).reshape(-1)
+        if len(targets) != len(tokens):
+            raise TinkerUserError(f"datum {i}: target_tokens has {len(targets)} entries and model_input {len(tokens)} "
+                                  "tokens: give one target per input position (the input shifted by one)")
+        if not tokens:
+            raise TinkerUserError(f"datum {i}: model_input is empty")
+        if limit is not None and len(tokens) > limit:
+            raise TinkerUserError(f"datum {i}: {len(tokens)} tokens; {t.base.ref} takes at most {limit} positions")
+        bad = [int(x) for x in (*tokens, *targets.tolist()) if not 0 <= int(x) < t.base.vocab]
+        if bad:
+            raise TinkerUserError(f"datum {i}: token id {bad[0]} is outside the vocabulary of {t.base.ref} "
+                                  f"(0..{t.base.vocab - 1})")
+        rows.append((tokens, targets))
+    width = max(len(r[0]) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (tokens, _) in enumerate(rows):
+        ids[i, :len(tokens)] = torch.tensor(tokens)
+        mask[i, :len(tokens)] = 1
+    dev = t.base.device
+    with t.base.using(t.adapter) as model:
+        model.train(backward)
+        grad = torch.enable_grad() if backward else torch.no_grad()
+        with grad:
+            logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()
+            total = logits.new_zeros(())
+            outputs = []
+            for i, (tokens, targets) in enumerate(rows):
+                n = len(tokens)
+                logp = torch.log_softmax(logits[i, :n], dim=-1)
+                picked = logp.gather(-1, torch.as_tensor(targets, dtype=torch.long, device=dev)[:, None])[:, 0]
+                given = {k: torch.as_tensor(np.asarray(v, dtype=np.float32).reshape(-1), device=dev)
+                         for k, v in data[i]["inputs"].items() if k != "target_tokens"}
+                try:
+                    total = total + datum_loss(loss, picked, given, config)
+                except LossError as exc:
+                    raise TinkerUserError(f"datum {i}: {exc}") from None
+                outputs.append({"logprobs": picked.detach().float().cpu().numpy()})
+            if backward:
+                total.backward()
+        model.eval()
+    return outputs, {"loss:sum": float(total.detach())}
+
+
+ADAM_KEYS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
+
+
+def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
+    """One AdamW step (decoupled weight decay, torch's) on the gradients gathered since the last."""
+    import torch
+
+    p = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-12, "weight_decay": 0.0, "grad_clip_norm": 0.0}
+    p.update({k: float(v) for k, v in adam.items() if k in ADAM_KEYS and v is not None})
+    if p["learning_rate"] < 0 or not 0 <= p["beta1"] < 1 or not 0 <= p["beta2"] < 1 or p["eps"] < 0:
+        raise TinkerUserError(f"adam_params {p}: learning_rate >= 0, 0 <= beta1, beta2 < 1 and eps >= 0 are needed")
+    params = t.base.params(t.adapter)
+    if t.optimizer is None:
+        t.optimizer = torch.optim.AdamW(params, lr=p["learning_rate"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
+                                        weight_decay=p["weight_decay"])
+    for group in t.optimizer.param_groups:
+        group.update(lr=p["learning_rate"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
+                     weight_decay=p["weight_decay"])
+    metrics: dict[str, float] = {}
+    if p["grad_clip_norm"] > 0:
+        norm = torch.nn.utils.clip_grad_norm_(params, p["grad_clip_norm"])
+        metrics["grad_norm:mean"] = float(norm)
+    t.optimizer.step()
+    t.optimizer.zero_grad(set_to_none=True)
+    t.steps += 1
+    return metrics
+
+
+def write_adapter(t: Trainee, directory: Path) -> None:
+    """The adapter as PEFT writes one (``adapter_config.json``, ``adapter_model.safetensors``):
+    ``clustertune generate``/``chat``/``export`` and PEFT read it as any adapter."""
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    # The tied embedding is not trained here (the adapter wraps the output side only): leave it out.
+    state = get_peft_model_state_dict(t.base.model, adapter_name=t.adapter, save_embedding_layers=False)
+    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(directory / ADAPTER_WEIGHTS))
+    config = t.base.model.peft_config[t.adapter].to_dict()
+    config["base_model_name_or_path"] = str(t.base.path)
+    config = {k: sorted(v) if isinstance(v, set) else v for k, v in config.items()}
+    (directory / "adapter_config.json").write_text(json.dumps(config, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def save_state(t: Trainee, directory: Path, *, optimizer: bool, kind: str) -> None:
+    """Weights (and the optimizer's state) of ``t`` into ``directory``, written whole or not at all."""
+    import torch
+
+    import shutil
+
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(directory)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        write_adapter(t, tmp)
+        if optimizer and t.optimizer is not None:
+            torch.save(t.optimizer.state_dict(), tmp / OPTIMIZER)
+        atomic_write_json(tmp / STATE, {"kind": kind, "model_id": t.model_id, "base_model": t.base.ref,
+                                        "base_path": str(t.base.path), "lora": vars(t.spec), "steps": t.steps,
+                                        "optimizer": optimizer and t.optimizer is not None})
+        replace_dir(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_state(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((directory / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TinkerUserError(f"{directory}: not a checkpoint this server wrote ({exc})") from None
+
+
+def load_state(t: Trainee, directory: Path, *, optimizer: bool) -> None:
+    """Weights (and optimizer state) saved by :func:`save_state` into ``t``'s adapter."""
+    import torch
+    from peft.utils import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    meta = read_state(directory)
+    if meta.get("lora", {}).get("rank") != t.spec.rank:
+        raise TinkerUserError(f"the checkpoint has LoRA rank {meta.get('lora', {}).get('rank')}; this training "
+                              f"client has rank {t.spec.rank}: create the client with the checkpoint's settings")
+    weights = load_file(str(directory / ADAPTER_WEIGHTS), device=t.base.device)
+    result = set_peft_model_state_dict(t.base.model, weights, adapter_name=t.adapter)
+    missing = [k for k in getattr(result, "unexpected_keys", []) if f".{t.adapter}." in k]
+    if missing:
+        raise TinkerUserError(f"the checkpoint's adapter does not fit this client's layers ({missing[0]} ...)")
+    t.optimizer = None
+    if optimizer:
+        if not meta.get("optimizer"):
+            raise TinkerUserError(f"{directory} holds no optimizer state (saved for sampling, or without it): "
+                                  "load_state without the optimizer")
+        state = torch.load(directory / OPTIMIZER, map_location=t.base.device, weights_only=True)
+        t.optimizer = torch.optim.AdamW(t.base.params(t.adapter))
+        t.optimizer.load_state_dict(state)
+        t.steps = int(meta.get("steps", 0))
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int = 16
+    temperature: float = 1.0
+    top_k: int = -1
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_tokens: tuple[int, ...] = ()
+    stop_strings: tuple[str, ...] = ()
+
+
+def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling,
+           prompt_logprobs: bool) -> tuple[list[dict[str, Any]], list[float | None] | None]:
+    """``n`` continuations of ``prompt``: tokens, each sampled token's log-probability (the
+    model's, before temperature and truncation) and why each stopped; and, if asked, the
+    prompt's own log-probabilities (None for its first token)."""
+    import torch
+
+    if not prompt:
+        raise TinkerUserError("the prompt is empty: give at least one token")
+    if n < 1:
+        raise TinkerUserError(f"num_samples {n}: at least 1")
+    bad = [x for x in prompt if not 0 <= x < base.vocab]
+    if bad:
+        raise TinkerUserError(f"prompt token id {bad[0]} is outside the vocabulary (0..{base.vocab - 1})")
+    limit = base.positions or (len(prompt) + s.max_tokens)
+    if len(prompt) >= limit:
+        raise TinkerUserError(f"the prompt has {len(prompt)} tokens; {base.ref} takes at most {limit} positions")
+    steps = min(s.max_tokens, limit - len(prompt))
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(s.seed if s.seed is not None else int.from_bytes(os.urandom(4), "little"))
+    dev = base.device
+    out_tokens: list[list[int]] = [[] for _ in range(n)]
+    out_lp: list[list[float]] = [[] for _ in range(n)]
+    reasons = ["length"] * n
+    done = [False] * n
+    first: list[float | None] | None = None
+    global _CACHE_ARG
+    _CACHE_ARG = _CACHE_ARG or _cache_arg()
+    with base.using(adapter) as model, torch.inference_mode():
+        ids = torch.tensor([prompt], device=dev)
+        out = model(input_ids=ids, use_cache=True)
+        if prompt_logprobs:
+            lp = torch.log_softmax(out.logits[0, :-1].float(), dim=-1)
+            picked = lp.gather(-1, ids[0, 1:, None])[:, 0].cpu().tolist()
+            first = [None, *picked]
+        logits = out.logits[:, -1].float().expand(n, -1)
+        past = _cache_of(out)
+        if n > 1:
+            past = _repeat_cache(past, n)
+        for step in range(steps):
+            logp = torch.log_softmax(logits, dim=-1)
+            nxt = _draw(logits, s, gen)
+            chosen = logp.gather(-1, nxt[:, None])[:, 0].cpu().tolist()
+            for i, tok in enumerate(nxt.cpu().tolist()):
+                if done[i]:
+                    continue
+                out_tokens[i].append(tok)
+                out_lp[i].append(chosen[i])
+                if tok in s.stop_tokens or (s.stop_strings and _ends_in_stop(base.tokenizer, out_tokens[i], s.stop_strings)):
+                    done[i], reasons[i] = True, "stop"
+            if all(done) or step == steps - 1:
+                break
+            out = model(input_ids=nxt[:, None].to(dev), use_cache=True, **{_CACHE_ARG: past})
+            past = _cache_of(out)
+            logits = out.logits[:, -1].float()
+    sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i]} for i in range(n)]
+    return sequences, first
+
+
+def _cache_of(out: Any) -> Any:
+    # transformers 5.2x names the key/value cache ``cache``; earlier releases ``past_key_values``.
+    return out.cache if "cache" in out else out.past_key_values
+
+
+def _cache_arg() -> str:
+    import inspect
+
+    from transformers import GPT2LMHeadModel
+
+    return "cache" if "cache" in inspect.signature(GPT2LMHeadModel.forward).parameters else "past_key_values"
+
+
+_CACHE_ARG = ""
+
+
+def _repeat_cache(past: Any, n: int) -> Any:
+    if hasattr(past, "batch_repeat_interleave"):
+        past.batch_repeat_interleave(n)
+        return past
+    return tuple(tuple(t.repeat_interleave(n, dim=0) for t in layer) for layer in past)
+
+
+def _draw(logits: Any, s: Sampling, gen: Any) -> Any:
+    import torch
+
+    if s.temperature <= 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / s.temperature
+    if s.top_k and s.top_k > 0:
+        kth = torch.topk(scaled, min(s.top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, -math.inf)
+    if 0 < s.top_p < 1:
+        sorted_logits, order = torch.sort(scaled, descending=True, dim=-1)
+        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        drop = cum - torch.softmax(sorted_logits, dim=-1) > s.top_p
+        sorted_logits = sorted_logits.masked_fill(drop, -math.inf)
+        scaled = torch.full_like(scaled, -math.inf).scatter(-1, order, sorted_logits)
+    probs = torch.softmax(scaled, dim=-1).cpu()
+    return torch.multinomial(probs, 1, generator=gen)[:, 0].to(logits.device)
+
+
+def _ends_in_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...]) -> bool:
+    tail = tokenizer.decode(tokens[-16:], skip_special_tokens=False)
+    return any(stop in tail for stop in stops)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """PEFT warns that a tied output layer is adapted on its output side only: said in this
+    module's documentation, nothing a client can act on."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

@@ -1,0 +1,76 @@
+"""The losses the Tinker SDK names, as its documentation defines them.
+
+Each is a *sum* over the tokens of one datum (the SDK reports ``loss:sum``), not clustertune's
+mean over trained tokens: a loop that wants a mean passes weights that sum to one. ``logprobs``
+are the model's log-probabilities of ``target_tokens`` under the weights being trained.
+
+- ``cross_entropy``: ``-sum(weights * logprobs)``.
+- ``importance_sampling``: ``-sum(exp(logprobs - sampling_logprobs) * advantages)``, the
+  policy gradient of samples drawn by another (older) sampler, reweighted by the ratio.
+- ``ppo``: the same ratio clipped to ``[clip_low_threshold, clip_high_threshold]`` (0.8 and 1.2
+  unless ``loss_fn_config`` says otherwise), the pessimistic minimum of the two terms.
+
+The SDK knows more (``cispo``, ``dro``, ``gspo``, ``stable_reinforce``, ``custom``); a request for
+one of them is refused with a message naming it, as for any name the SDK does not know.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUPPORTED = ("cross_entropy", "importance_sampling", "ppo")
+KNOWN_UNSUPPORTED = ("cispo", "dro", "gspo", "stable_reinforce", "custom")
+
+# The inputs each loss reads besides target_tokens (which every loss needs).
+INPUTS: dict[str, tuple[str, ...]] = {
+    "cross_entropy": ("weights",),
+    "importance_sampling": ("logprobs", "advantages"),
+    "ppo": ("logprobs", "advantages"),
+}
+PPO_CLIP = (0.8, 1.2)
+
+
+class LossError(ValueError):
+    """A loss the server does not compute, or inputs that do not fit it (the caller's error)."""
+
+
+def check(name: str, config: dict[str, Any] | None) -> None:
+    """Refuse a loss before any work starts."""
+    if name in SUPPORTED:
+        if config:
+            extra = sorted(set(config) - {"clip_low_threshold", "clip_high_threshold"}) if name == "ppo" else sorted(config)
+            if extra:
+                raise LossError(f"loss_fn_config {', '.join(extra)}: not a setting of {name!r} on this server"
+                                + (" (ppo takes clip_low_threshold and clip_high_threshold)" if name == "ppo" else ""))
+        return
+    if name in KNOWN_UNSUPPORTED:
+        raise LossError(f"loss {name!r} is not implemented by this server (clustertune serve); it computes "
+                        f"{', '.join(SUPPORTED)}")
+    raise LossError(f"unknown loss {name!r}; this server computes {', '.join(SUPPORTED)}")
+
+
+def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[str, Any] | None) -> Any:
+    """The loss of one datum (a 0-d tensor) from its target log-probabilities (1-d, one per
+    target token) and its ``loss_fn_inputs`` as tensors of the same length."""
+    import torch
+
+    missing = [k for k in INPUTS[name] if k not in inputs]
+    if missing:
+        raise LossError(f"loss {name!r} needs loss_fn_inputs {', '.join(missing)} (given: {', '.join(sorted(inputs))})")
+    for key in INPUTS[name]:
+        if inputs[key].shape != logprobs.shape:
+            raise LossError(f"loss_fn_inputs[{key!r}] has shape {tuple(inputs[key].shape)}; target_tokens has "
+                            f"{tuple(logprobs.shape)}: give one value per target token")
+    if name == "cross_entropy":
+        return -(inputs["weights"].to(logprobs.dtype) * logprobs).sum()
+    ratio = torch.exp(logprobs - inputs["logprobs"].to(logprobs.dtype))
+    advantages = inputs["advantages"].to(logprobs.dtype)
+    if name == "importance_sampling":
+        return -(ratio * advantages).sum()
+    low, high = (float((config or {}).get("clip_low_threshold", PPO_CLIP[0])),
+                 float((config or {}).get("clip_high_threshold", PPO_CLIP[1])))
+    if not 0 < low <= 1 <= high:
+        raise LossError(f"loss_fn_config: ppo wants 0 < clip_low_threshold <= 1 <= clip_high_threshold "
+                        f"(given {low} and {high})")
+    clipped = ratio.clamp(low, high)
+    return -torch.minimum(ratio * advantages, clipped * advantages).sum()

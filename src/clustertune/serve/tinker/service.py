@@ -1,0 +1,393 @@
+"""The Tinker service: sessions, training clients and samplers, each call queued as the SDK expects.
+
+Calls that change or read weights return a request id at once and run on the one worker
+(:mod:`~clustertune.serve.tinker.work`); the SDK polls for their results. A result is
+``("json", dict)`` or ``("proto", bytes)``; a failure is the SDK's ``{"error", "category"}``,
+``user`` for what the caller can fix (a wrong shape, an unknown loss or base), ``server`` for the
+rest, and the server goes on serving either way.
+
+Ids follow the SDK's own conventions: a training client is ``SESSION:train:N`` (the SDK computes
+that id itself when it creates a client from a checkpoint), a sampler ``SESSION:sample:N``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from clustertune.errors import UserError
+from clustertune.serve.tinker import lora, wire
+from clustertune.serve.tinker.losses import LossError, check
+from clustertune.serve.tinker.lora import Base, LoraSpec, Trainee, TinkerUserError
+from clustertune.serve.tinker.store import Store
+from clustertune.serve.tinker.work import Work
+
+log = logging.getLogger("clustertune.serve.tinker")
+
+# Sampler adapters kept loaded per base (each RL iteration makes one); older ones load again
+# from disk if asked for.
+LOADED_SAMPLERS = 4
+
+
+@dataclass(frozen=True)
+class Sampler:
+    sampler_id: str
+    base: str  # the base as the client named it
+    adapter_dir: Path | None  # None: the base alone
+    model_path: str | None
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class TinkerService:
+    def __init__(self, root: Path, *, runs_root: str | None = None, device: str | None = None, dtype: str = "auto"):
+        self.store = Store(root)
+        self.runs_root = runs_root
+        self.device = device
+        self.dtype = dtype
+        self.work = Work()
+        self.bases: dict[str, Base] = {}
+        self.trainees: dict[str, Trainee] = {}
+        self.samplers: dict[str, Sampler] = {}
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self._names = iter(range(1, 1 << 62))
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.work.stop()
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def create_session(self, body: dict[str, Any]) -> dict[str, Any]:
+        sid = f"s{uuid.uuid4().hex[:12]}"
+        with self._lock:
+            self.sessions[sid] = {"started": now(), "tags": body.get("tags") or [], "models": [], "samplers": [],
+                                  "user_metadata": body.get("user_metadata") or {}}
+        return {"session_id": sid, "type": "create_session"}
+
+    def session(self, sid: str) -> dict[str, Any]:
+        s = self.sessions.get(sid)
+        if s is None:
+            raise TinkerUserError(f"session {sid!r} is not known to this server (it was restarted, or the id is wrong)")
+        return s
+
+    # -- bases --------------------------------------------------------------------------------------
+
+    def base(self, ref: str) -> Base:
+        """The base model ``ref`` names, loaded once (on the worker thread)."""
+        target, tokenizer_dir = resolve_base(ref, self.runs_root)
+        key = str(target.path)
+        if key not in self.bases:
+            # Deferred: loading imports torch and transformers, which the server's start does without.
+            from clustertune.use.load import load_model_for, load_tokenizer_for, pick_device
+
+            dev = pick_device(self.device)
+            model = load_model_for(target, device=dev, dtype=self.dtype, merge=True)
+            self.bases[key] = Base(ref=ref, path=target.path, model=model, tokenizer=load_tokenizer_for(target),
+                                   device=dev, tokenizer_dir=tokenizer_dir)
+        return self.bases[key]
+
+    # -- futures ------------------------------------------------------------------------------------
+
+    def _run(self, fn: Any) -> Any:
+        """``fn`` with its failures turned into the SDK's error shape."""
+        def job() -> Any:
+            try:
+                return fn()
+            except (TinkerUserError, LossError, UserError) as exc:
+                return ("error", {"error": str(exc), "category": "user"})
+            except Exception as exc:  # noqa: BLE001 - the client is told; the server goes on
+                log.exception("a Tinker request failed")
+                return ("error", {"error": f"{type(exc).__name__}: {exc}", "category": "server"})
+        return job
+
+    def failed(self, message: str) -> str:
+        return self.work.done(("error", {"error": message, "category": "user"}))
+
+    def trainee(self, model_id: str) -> Trainee:
+        t = self.trainees.get(model_id)
+        if t is None:
+            known = ", ".join(sorted(self.trainees)) or "none"
+            raise TinkerUserError(f"model_id {model_id!r} is not a training client of this server (known: {known})")
+        return t
+
+    # -- training clients ---------------------------------------------------------------------------
+
+    def create_model(self, body: dict[str, Any]) -> str:
+        sid = str(body.get("session_id") or "")
+        model_id = f"{sid}:train:{int(body.get('model_seq_id') or 0)}"
+        try:
+            self.session(sid)
+            spec = LoraSpec.of(body.get("lora_config"))
+            optimizer = (body.get("optimizer_config") or {}).get("type", "adamw")
+            if optimizer != "adamw":
+                raise TinkerUserError(f"optimizer_config type {optimizer!r}: this server trains with adamw only")
+            base_ref = str(body.get("base_model") or "")
+            resolve_base(base_ref, self.runs_root)  # a wrong name fails now, not after the queue
+        except (TinkerUserError, UserError) as exc:
+            return self.failed(str(exc))
+
+        def create() -> Any:
+            self._new_trainee(model_id, base_ref, spec)
+            return ("json", {"model_id": model_id, "type": "create_model"})
+
+        self.work.expect(model_id, 0)
+        return self.work.submit(model_id, self._run(create), 0, once=("create", model_id))
+
+    def _new_trainee(self, model_id: str, base_ref: str, spec: LoraSpec) -> Trainee:
+        base = self.base(base_ref)
+        name = f"tk_{next(self._names)}"
+        base.add(name, spec)
+        t = Trainee(model_id, base, name, spec, base_ref=base_ref)
+        self.trainees[model_id] = t
+        self.store.record_model(model_id, {"model_id": model_id, "base_model": base_ref, "base_path": str(base.path),
+                                           "lora": vars(spec), "created": now()})
+        sid = model_id.rsplit(":train:", 1)[0]
+        if sid in self.sessions:
+            self.sessions[sid]["models"].append(model_id)
+        return t
+
+    def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
+        t = self.trainee(str(body.get("model_id") or ""))
+        return {"type": "get_info", "model_id": t.model_id, "is_lora": True, "lora_rank": t.spec.rank,
+                "model_name": t.base_ref, "optimizer_config": {"type": "adamw"},
+                "model_data": {"arch": type(t.base._plain()).__name__, "model_name": t.base_ref,
+                               "tokenizer_id": str(t.base.tokenizer_dir)}}
+
+    def _training(self, body: dict[str, Any], fn: Any, what: str) -> str:
+        model_id = str(body.get("model_id") or "")
+        seq = body.get("seq_id")
+        if model_id not in self.trainees and self.work.future_of(("create", model_id)) is None:
+            return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
+        return self.work.submit(model_id, self._run(lambda: fn(self.trainee(model_id))),
+                                int(seq) if seq is not None else None,
+                                once=(model_id, int(seq)) if seq is not None else None)
+
+    def forward_backward(self, raw: bytes, encoding: str | None) -> str:
+        try:
+            req = wire.read_forward_backward(raw, encoding)
+            check(req["loss"], req["config"])
+        except (TinkerUserError, LossError) as exc:
+            return self.failed(str(exc))
+
+        def run(t: Trainee) -> Any:
+            outputs, metrics = lora.forward_backward(t, req["data"], req["loss"], req["config"],
+                                                     backward=not req["forward_only"])
+            return ("proto", wire.forward_backward_output(outputs, metrics))
+
+        return self._training(req, run, "forward_backward")
+
+    def optim_step(self, body: dict[str, Any]) -> str:
+        params = body.get("adam_params")
+        if params is None:
+            kind = (body.get("optimizer_params") or {}).get("type")
+            return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only")
+        return self._training(body, lambda t: ("json", {"metrics": lora.optim_step(t, params),
+                                                        "type": "optim_step"}), "optim_step")
+
+    def save_weights(self, body: dict[str, Any]) -> str:
+        def run(t: Trainee) -> Any:
+            ref = self.store.ref(t.model_id, "weights", body.get("path"), f"step-{t.steps}")
+            if self.store.dir(ref).exists() and not body.get("overwrite"):
+                raise TinkerUserError(f"{ref.uri} exists: give another name, or overwrite=True")
+            lora.save_state(t, self.store.dir(ref), optimizer=True, kind="weights")
+            return ("json", {"path": ref.uri, "type": "save_weights"})
+        return self._training(body, run, "save_state")
+
+    def load_weights(self, body: dict[str, Any]) -> str:
+        path = str(body.get("path") or "")
+        optimizer = bool(body.get("optimizer"))
+        if body.get("model_id"):
+            def run(t: Trainee) -> Any:
+                lora.load_state(t, self.store.existing(self.store.parse(path)), optimizer=optimizer)
+                return ("json", {"path": path, "model_id": t.model_id, "type": "load_weights"})
+            return self._training(body, run, "load_state")
+        # A new training client from a checkpoint (its first request).
+        sid = str(body.get("session_id") or "")
+        model_id = f"{sid}:train:{int(body.get('model_seq_id') or 0)}"
+        try:
+            self.session(sid)
+            directory = self.store.existing(self.store.parse(path))
+        except TinkerUserError as exc:
+            return self.failed(str(exc))
+
+        def create() -> Any:
+            meta = lora.read_state(directory)
+            t = self._new_trainee(model_id, str(body.get("base_model") or meta["base_model"]),
+                                  LoraSpec(**meta["lora"]))
+            lora.load_state(t, directory, optimizer=optimizer)
+            return ("json", {"path": path, "model_id": model_id, "type": "load_weights"})
+
+        self.work.expect(model_id, 0)
+        return self.work.submit(model_id, self._run(create), 0, once=("create", model_id))
+
+    def save_weights_for_sampler(self, body: dict[str, Any]) -> str:
+        def run(t: Trainee) -> Any:
+            sid = t.model_id.rsplit(":train:", 1)[0]
+            if body.get("path"):
+                ref = self.store.ref(t.model_id, "sampler_weights", body["path"], "")
+                lora.save_state(t, self.store.dir(ref), optimizer=False, kind="sampler")
+                return ("json", {"path": ref.uri, "type": "save_weights_for_sampler"})
+            # save_weights_and_get_sampling_client: the weights as of now, for a sampler of its own.
+            n = body.get("sampling_session_seq_id")
+            sampler_id = f"{sid}:sample:{n if n is not None else uuid.uuid4().hex[:8]}"
+            directory = self.store.root / t.model_id / "ephemeral" / sampler_id.rsplit(":", 1)[1]
+            lora.save_state(t, directory, optimizer=False, kind="ephemeral")
+            self._add_sampler(Sampler(sampler_id, t.base_ref, directory, None), sid)
+            return ("json", {"sampling_session_id": sampler_id, "type": "save_weights_for_sampler"})
+        return self._training(body, run, "save_weights_for_sampler")
+
+    # -- sampling -----------------------------------------------------------------------------------
+
+    def _add_sampler(self, s: Sampler, sid: str) -> None:
+        with self._lock:
+            self.samplers[s.sampler_id] = s
+            if sid in self.sessions:
+                self.sessions[sid]["samplers"].append(s.sampler_id)
+
+    def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
+        sid = str(body.get("session_id") or "")
+        self.session(sid)
+        sampler_id = f"{sid}:sample:{int(body.get('sampling_session_seq_id') or 0)}"
+        path = body.get("model_path")
+        if path:
+            directory = self.store.existing(self.store.parse(path))
+            meta = lora.read_state(directory)
+            self._add_sampler(Sampler(sampler_id, meta["base_model"], directory, path), sid)
+        elif body.get("base_model"):
+            resolve_base(str(body["base_model"]), self.runs_root)
+            self._add_sampler(Sampler(sampler_id, str(body["base_model"]), None, None), sid)
+        else:
+            raise TinkerUserError("create_sampling_session needs model_path (tinker://...) or base_model")
+        return {"sampling_session_id": sampler_id, "type": "create_sampling_session"}
+
+    def sampler(self, sampler_id: str) -> dict[str, Any]:
+        s = self.samplers.get(sampler_id)
+        if s is None:
+            raise TinkerUserError(f"sampler {sampler_id!r} is not known to this server")
+        return {"sampler_id": s.sampler_id, "base_model": s.base, "model_path": s.model_path}
+
+    def sample(self, body: dict[str, Any]) -> tuple[str, list[str]]:
+        sampler_id = str(body.get("sampling_session_id") or "")
+        n = int(body.get("num_samples") or 1)
+        seq = body.get("seq_id")
+        ids = [f"{sampler_id}:{seq}:{i}" for i in range(max(n, 0))]
+        s = self.samplers.get(sampler_id)
+        if s is None:
+            return self.failed(f"sampling_session_id {sampler_id!r} is not known to this server"), ids
+        try:
+            prompt = [t for c in (body.get("prompt") or {}).get("chunks", []) for t in _text_chunk(c)]
+            params = body.get("sampling_params") or {}
+        except TinkerUserError as exc:
+            return self.failed(str(exc)), ids
+
+        def run() -> Any:
+            base = self.base(s.base)
+            adapter = self._sampler_adapter(base, s)
+            sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _sampling(params, base),
+                                               bool(body.get("prompt_logprobs")))
+            return ("proto", wire.sample_response(sequences, prompt_lp))
+
+        once = (sampler_id, int(seq)) if seq is not None else None
+        return self.work.submit(sampler_id, self._run(run), None, once=once), ids
+
+    def _sampler_adapter(self, base: Base, s: Sampler) -> str | None:
+        if s.adapter_dir is None:
+            return None
+        key = str(s.adapter_dir)
+        if key not in base.samplers:
+            name = f"sp_{next(self._names)}"
+            base.load(name, s.adapter_dir)
+            base.samplers[key] = name
+            while len(base.samplers) > LOADED_SAMPLERS:
+                base.drop(next(iter(base.samplers.values())))
+        return base.samplers[key]
+
+    # -- lookups (the RestClient's) -----------------------------------------------------------------
+
+    def training_run(self, model_id: str) -> dict[str, Any]:
+        record = self.store.model_record(model_id)
+        if record is None:
+            raise TinkerUserError(f"training run {model_id!r} is not known to this server")
+        ckpts = self.store.checkpoints(model_id)
+        last = lambda kind: next((c for c in reversed(ckpts) if c["checkpoint_type"] == kind), None)  # noqa: E731
+        return {"training_run_id": model_id, "base_model": record["base_model"], "model_owner": "local",
+                "is_lora": True, "lora_rank": record["lora"]["rank"], "corrupted": False,
+                "last_request_time": record.get("created") or now(), "last_checkpoint": last("training"),
+                "last_sampler_checkpoint": last("sampler"), "user_metadata": {}}
+
+    def weights_info(self, path: str) -> dict[str, Any]:
+        meta = lora.read_state(self.store.existing(self.store.parse(path)))
+        spec = meta["lora"]
+        return {"base_model": meta["base_model"], "is_lora": True, "lora_rank": spec["rank"],
+                "train_unembed": spec["train_unembed"], "train_mlp": spec["train_mlp"],
+                "train_attn": spec["train_attn"], "optimizer_config": {"type": "adamw"}}
+
+
+def _text_chunk(chunk: dict[str, Any]) -> list[int]:
+    if chunk.get("type", "encoded_text") != "encoded_text":
+        raise TinkerUserError(f"a {chunk.get('type')} chunk in the prompt: this server samples text models only")
+    return [int(t) for t in chunk.get("tokens", [])]
+
+
+def _sampling(p: dict[str, Any], base: Base) -> lora.Sampling:
+    stop = p.get("stop")
+    tokens: tuple[int, ...] = ()
+    strings: tuple[str, ...] = ()
+    if stop is None:  # the model's end of text
+        eos = base.tokenizer.eos_token_id
+        gen = getattr(base._plain().generation_config, "eos_token_id", None)
+        tokens = tuple(sorted({x for x in (eos, *(gen if isinstance(gen, list) else [gen])) if x is not None}))
+    elif isinstance(stop, str):
+        strings = (stop,)
+    elif all(isinstance(x, int) for x in stop):
+        tokens = tuple(stop)
+    else:
+        strings = tuple(str(x) for x in stop)
+    return lora.Sampling(max_tokens=int(p.get("max_tokens") or 16), temperature=float(p.get("temperature", 1.0)),
+                         top_k=int(p.get("top_k", -1)), top_p=float(p.get("top_p", 1.0)), seed=p.get("seed"),
+                         stop_tokens=tokens, stop_strings=strings)
+
+
+def resolve_base(ref: str, runs_root: str | None) -> tuple[Any, Path]:
+    """What ``base_model`` names (a run id or name, a model directory, a hub name in the local
+    cache) and the directory its tokenizer loads from."""
+    # Deferred: finding a target reads run records and recipes, which the server's start does without.
+    from clustertune.runs.paths import has_tokenizer
+    from clustertune.use.load import find_target
+
+    ref = (ref or "").strip()
+    if not ref:
+        raise TinkerUserError("base_model is empty: name a run id, a model directory or a cached hub model")
+    try:
+        target = find_target(ref, runs_root)
+    except UserError as exc:
+        cached = _hub_snapshot(ref)
+        if cached is None:
+            raise TinkerUserError(f"base_model {ref!r}: {exc}") from None
+        target = find_target(str(cached), runs_root)
+    if target.classifier:
+        raise TinkerUserError(f"base_model {ref!r} is a sequence classifier; Tinker trains causal LMs")
+    for where in (target.path, target.run.paths.tokenizer if target.run is not None else None):
+        if where is not None and has_tokenizer(where):
+            return target, where
+    raise TinkerUserError(f"base_model {ref!r}: no tokenizer beside the model ({target.path})")
+
+
+def _hub_snapshot(ref: str) -> Path | None:
+    """The local snapshot of hub model ``ref`` (org/name), if the hub cache holds one."""
+    if ref.count("/") != 1 or ref.startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(ref, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (or not a hub name): the caller says what was tried
+        return None

@@ -1,0 +1,279 @@
+"""`clustertune serve --tinker` against the pinned tinker SDK, unchanged, as its client.
+
+Loops written on the SDK alone (no cookbook): a supervised loop lowers the loss; an RL loop
+(sampling with log-probabilities, a Python reward, importance sampling) raises the reward and
+does not at learning rate 0; sampled log-probabilities are the ones the model computes for the
+same tokens; save/load of state continues bit-exactly on CPU; two clients on one base do not
+disturb each other; bad requests get the SDK's errors and the server goes on. The server runs
+in a thread of the test process on the tiny seeded base.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tinker  # the pinned SDK, from the test extra
+from tinker import types
+
+from clustertune.api import serving
+
+KEY = "tml-clustertune-test"
+TEXTS = ["def main(): return the class of a tuple and a list",
+         "The for statement iterates over the items of any sequence",
+         "A class definition defines a class object",
+         "The while statement is used for repeated execution"]
+
+
+class Running:
+    def __init__(self, **options: Any):
+        self.server = serving.start(None, port=0, tinker=True, device="cpu", dtype="fp32", **options)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        assert self.server.wait_loaded(60)
+
+    @property
+    def url(self) -> str:
+        return self.server.served.root_url
+
+    def client(self) -> Any:
+        return tinker.ServiceClient(base_url=self.url)
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the server did not stop"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sdk_env() -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in ("TINKER_API_KEY", "TINKER_TELEMETRY")}
+    os.environ.update(TINKER_API_KEY=KEY, TINKER_TELEMETRY="0")
+    yield
+    for k, v in old.items():
+        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    r = Running(tinker_dir=tmp_path_factory.mktemp("tinker-state"))
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="module")
+def service(server: Running) -> Any:
+    return server.client()
+
+
+def supervised_batch(tok: Any) -> list[Any]:
+    """One datum per text: every position predicts the next token, each weighted 1/N (a mean)."""
+    data = []
+    total = sum(len(tok.encode(t)) - 1 for t in TEXTS)
+    for text in TEXTS:
+        ids = tok.encode(text)
+        data.append(types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                                loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0 / total] * (len(ids) - 1)}))
+    return data
+
+
+def train(tc: Any, data: list[Any], steps: int, lr: float = 1e-2) -> list[float]:
+    losses = []
+    for _ in range(steps):
+        fb = tc.forward_backward(data, "cross_entropy")
+        step = tc.optim_step(types.AdamParams(learning_rate=lr))
+        losses.append(fb.result().metrics["loss:sum"])
+        step.result()
+    return losses
+
+
+def test_a_supervised_loop_on_the_sdk_lowers_the_loss(service: Any, chat_base: Path) -> None:
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=8, seed=0).result()
+    tok = tc.get_tokenizer()  # loaded by the client, offline, from the id the server reported
+    assert tok.encode(TEXTS[0]) == tok.encode(TEXTS[0]) and len(tok) > 500
+    data = supervised_batch(tok)
+
+    # forward alone changes nothing: twice the same, and the same as the first forward_backward.
+    first = tc.forward(data, "cross_entropy").result()
+    again = tc.forward(data, "cross_entropy").result()
+    assert first.metrics["loss:sum"] == again.metrics["loss:sum"]
+    assert [o["logprobs"].tolist() for o in first.loss_fn_outputs] == [o["logprobs"].tolist() for o in again.loss_fn_outputs]
+    assert [len(o["logprobs"].tolist()) for o in first.loss_fn_outputs] == [len(tok.encode(t)) - 1 for t in TEXTS]
+    # The loss is the SDK's: the weighted sum of the target log-probabilities, negated.
+    manual = -sum(float(np.sum(o["logprobs"].to_numpy() * np.asarray(d.loss_fn_inputs["weights"].to_numpy())))
+                  for o, d in zip(first.loss_fn_outputs, data))
+    assert first.metrics["loss:sum"] == pytest.approx(manual, rel=1e-5)
+
+    losses = train(tc, data, 20)
+    assert losses[0] == pytest.approx(first.metrics["loss:sum"], rel=1e-6)
+    assert losses[-1] <= 0.7 * losses[0], losses
+
+
+def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_base: Path) -> None:
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4, seed=1).result()
+    tok = tc.get_tokenizer()
+    train(tc, supervised_batch(tok), 3)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = types.ModelInput.from_ints(tok.encode("The for"))
+    params = types.SamplingParams(max_tokens=10, temperature=1.0, seed=7, stop=[])
+    res = sampler.sample(prompt, 3, params, include_prompt_logprobs=True).result()
+    assert len(res.sequences) == 3 and all(len(s.tokens) == 10 and s.stop_reason == "length" for s in res.sequences)
+    assert res.prompt_logprobs[0] is None and len(res.prompt_logprobs) == prompt.length
+    assert sampler.sample(prompt, 3, params).result().sequences[0].tokens == res.sequences[0].tokens
+    for s in res.sequences:
+        full = types.ModelInput.from_ints(prompt.to_ints() + s.tokens)
+        computed = sampler.compute_logprobs(full).result()
+        assert computed[:prompt.length] == pytest.approx(res.prompt_logprobs, abs=1e-4, nan_ok=True)
+        assert computed[prompt.length:] == pytest.approx(s.logprobs, abs=1e-4)
+    # The sampler holds the weights of when it was made: training on does not change its answers.
+    train(tc, supervised_batch(tok), 2)
+    assert sampler.sample(prompt, 3, params).result().sequences[0].tokens == res.sequences[0].tokens
+
+    # A stop token ends a sequence with reason "stop"; named sampler weights open as a sampler too.
+    path = tc.save_weights_for_sampler("named").result().path
+    assert path.endswith("/sampler_weights/named")
+    named = service.create_sampling_client(model_path=path).result()
+    out = named.sample(prompt, 4, types.SamplingParams(max_tokens=30, temperature=1.0, seed=3,
+                                                        stop=[tok.encode(" the")[0]])).result()
+    assert any(s.stop_reason == "stop" and s.tokens[-1] == tok.encode(" the")[0] for s in out.sequences)
+
+
+def rl(service: Any, base: Path, lr: float, iterations: int = 16) -> list[float]:
+    """A policy-gradient loop: 8 samples per prompt, reward = the share of 'e' in the text,
+    advantage = reward minus the prompt's mean, importance sampling over the sampled tokens."""
+    tc = service.create_lora_training_client(base_model=str(base), rank=8, seed=0).result()
+    tok = tc.get_tokenizer()
+    prompts = [tok.encode(p) for p in ("The", "A list", "def")]
+    rewards = []
+    for _ in range(iterations):
+        sampler = tc.save_weights_and_get_sampling_client().result()
+        futures = [sampler.sample(types.ModelInput.from_ints(p), 8,
+                                  types.SamplingParams(max_tokens=12, temperature=1.0, stop=[])) for p in prompts]
+        data, got = [], []
+        for p, fut in zip(prompts, futures):
+            seqs = fut.result().sequences
+            r = np.array([(lambda t: t.count("e") / max(len(t), 1))(tok.decode(s.tokens)) for s in seqs])
+            got.extend(r.tolist())
+            for s, adv in zip(seqs, r - r.mean()):
+                tokens = p + s.tokens
+                pad = [0.0] * (len(p) - 1)
+                data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs={
+                    "target_tokens": tokens[1:], "logprobs": pad + list(s.logprobs),
+                    "advantages": pad + [float(adv)] * len(s.tokens)}))
+        tc.forward_backward(data, "importance_sampling").result()
+        tc.optim_step(types.AdamParams(learning_rate=lr)).result()
+        rewards.append(float(np.mean(got)))
+    return rewards
+
+
+def test_an_rl_loop_with_importance_sampling_raises_the_reward(service: Any, chat_base: Path) -> None:
+    learning = rl(service, chat_base, 2e-2)
+    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.2, learning
+    still = rl(service, chat_base, 0.0)
+    assert np.mean(still[-5:]) < np.mean(still[:5]) + 0.05, still
+
+
+def test_state_round_trips_bit_exactly_and_clients_do_not_disturb_each_other(service: Any, chat_base: Path) -> None:
+    a = service.create_lora_training_client(base_model=str(chat_base), rank=8, seed=3).result()
+    data = supervised_batch(a.get_tokenizer())
+    train(a, data, 3)
+    path = a.save_state("after-3").result().path
+    assert path == f"tinker://{a.model_id}/weights/after-3"
+    before_b = a.forward(data, "cross_entropy").result().metrics["loss:sum"]
+
+    # Another client on the same base trains hard; the first's weights and gradients stay its own.
+    b = service.create_lora_training_client(base_model=str(chat_base), rank=8, seed=4).result()
+    b.forward_backward(data, "cross_entropy").result()  # gradients left pending in b
+    train(b, data, 3, lr=5e-2)
+    assert a.forward(data, "cross_entropy").result().metrics["loss:sum"] == before_b
+    continued = train(a, data, 3)
+
+    # Loading the state (weights and Adam's moments) and training on gives the same numbers.
+    b.load_state_with_optimizer(path).result()
+    assert train(b, data, 3) == continued
+    c = service.create_training_client_from_state_with_optimizer(path).result()
+    assert train(c, data, 3) == continued
+    # Weights alone: the same start, a fresh optimizer.
+    d = service.create_training_client_from_state(path).result()
+    assert d.forward(data, "cross_entropy").result().metrics["loss:sum"] == before_b
+
+    rest = service.create_rest_client()
+    listed = [c.tinker_path for c in rest.list_checkpoints(a.model_id).result().checkpoints]
+    assert path in listed
+    info = rest.get_weights_info_by_tinker_path(path).result()
+    assert info.lora_rank == 8 and info.base_model == str(chat_base)
+    assert rest.get_training_run(a.model_id).result().base_model == str(chat_base)
+
+
+def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, chat_base: Path) -> None:
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+    tok = tc.get_tokenizer()
+    ids = tok.encode(TEXTS[0])
+
+    def datum(**inputs: Any) -> Any:
+        return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs=inputs)
+
+    with pytest.raises(tinker.RequestFailedError, match="one target per input position") as e:
+        tc.forward_backward([datum(target_tokens=ids[1:-1], weights=[1.0] * (len(ids) - 2))], "cross_entropy").result()
+    assert e.value.category == "user"
+    with pytest.raises(tinker.RequestFailedError, match=r"loss_fn_inputs\['weights'\] has shape"):
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0, 2.0])], "cross_entropy").result()
+    with pytest.raises(tinker.RequestFailedError, match="'cispo' is not implemented"):
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "cispo").result()
+    with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs advantages"):
+        tc.forward_backward([datum(target_tokens=ids[1:], logprobs=[0.0] * (len(ids) - 1))],
+                            "importance_sampling").result()
+    with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
+        tc.forward_backward([datum(target_tokens=[10**6] * (len(ids) - 1), weights=[1.0] * (len(ids) - 1))],
+                            "cross_entropy").result()
+    with pytest.raises(tinker.RequestFailedError, match="base_model 'no/such-model'"):
+        service.create_lora_training_client(base_model="no/such-model", rank=4).result()
+    with pytest.raises(tinker.RequestFailedError, match="no such checkpoint"):
+        tc.load_state(f"tinker://{tc.model_id}/weights/never-saved").result()
+    with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
+        service.create_rest_client().publish_checkpoint_from_tinker_path(
+            f"tinker://{tc.model_id}/weights/x").result()
+    # After all that the client trains as before.
+    losses = train(tc, supervised_batch(tok), 2)
+    assert losses[1] < losses[0]
+
+
+def test_every_base_spelling_survives_the_sdk(quickstart_cli_run: Any, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, chat_base: Path) -> None:
+    """A run id, a run's name, its model directory and a hub name in the local cache each make a
+    training client whose tokenizer the SDK loads offline; the four share one base in memory."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    from clustertune.runs.store import list_runs
+
+    assert quickstart_cli_run.result.returncode == 0
+    run = next(r for r in list_runs(quickstart_cli_run.runs_root) if r.info.name == "quickstart")
+    cache = tmp_path / "hub"
+    snap = cache / "models--tiny--chat" / "snapshots" / ("c" * 40)
+    shutil.copytree(chat_base, snap)
+    (cache / "models--tiny--chat" / "refs").mkdir()
+    (cache / "models--tiny--chat" / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+    r = Running(runs_root=quickstart_cli_run.runs_root, tinker_dir=tmp_path / "state")
+    try:
+        sc = r.client()
+        ids = []
+        for spelling in (run.id, "quickstart", str(run.paths.model), "tiny/chat"):
+            tc = sc.create_lora_training_client(base_model=spelling, rank=4).result()
+            tok = tc.get_tokenizer()
+            assert tok.decode(tok.encode("def main():")) == "def main():", spelling
+            assert tc.get_info().model_data.model_name == spelling
+            ids.append(tc.model_id)
+        assert len(set(ids)) == 4
+        assert len(r.server.tinker.bases) == 2  # the run's model once (three spellings), the hub model once
+    finally:
+        r.stop()
