@@ -277,3 +277,40 @@ def test_every_base_spelling_survives_the_sdk(quickstart_cli_run: Any, tmp_path:
         assert len(r.server.tinker.bases) == 2  # the run's model once (three spellings), the hub model once
     finally:
         r.stop()
+
+
+def test_the_cli_serves_a_model_and_the_tinker_api_behind_one_key(chat_base: Path, tmp_path: Path) -> None:
+    """`clustertune serve MODEL --tinker --api-key K`: OpenAI's routes and the Tinker API on one
+    port, both behind the key; SIGTERM ends it with exit 0."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    exe = Path(sys.executable).with_name("clustertune")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([str(exe), "serve", str(chat_base), "--tinker", "--tinker-dir", str(tmp_path / "state"),
+                             "--port", "0", "--device", "cpu", "--dtype", "fp32", "--api-key", KEY],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines: list[str] = []
+        while not any("Tinker API at" in line for line in lines) and len(lines) < 20 and proc.poll() is None:
+            lines.append(proc.stderr.readline())
+        url = re.search(r"Tinker API at (http://\S+):", "".join(lines))
+        assert url, lines
+        tc = tinker.ServiceClient(base_url=url.group(1)).create_lora_training_client(
+            base_model=str(chat_base), rank=4).result()
+        assert train(tc, supervised_batch(tc.get_tokenizer()), 1)[0] > 0
+        with pytest.raises(tinker.AuthenticationError):
+            tinker.ServiceClient(base_url=url.group(1), api_key="tml-wrong").create_lora_training_client(
+                base_model=str(chat_base), rank=4).result()
+        request = urllib.request.Request(url.group(1) + "/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            assert chat_base.name in resp.read().decode()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert (tmp_path / "state" / tc.model_id / "model.json").is_file()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -112,6 +112,12 @@ class Server:
         self.sock = bind(host, port)
         bound = self.sock.getsockname()
         self.tinker = tinker
+        if tinker is not None and engine is not None:
+            # The model's loader thread and the Tinker worker would otherwise be the first to
+            # import transformers' lazy modules at the same moment, and one of them gets a half-
+            # initialised module ("cannot import name AutoModelForCausalLM"): import them here, once.
+            import peft  # noqa: F401
+            from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
         self.served = Served(engine.model_id if engine is not None else TINKER_ONLY, host, int(bound[1]))
         app = make_app(engine, api_key=api_key, log_prompts=log_prompts, tinker=tinker)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",

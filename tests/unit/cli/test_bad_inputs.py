@@ -547,6 +547,9 @@ CASES: list[tuple[str, Setup, str]] = [
      "serving as a run takes launch.backend=slurm"),
     ("serve-with-launch-files", command("serve", "{d}", "launch.backend=ssh", "launch.files=[x]"),
      "launch.files: a server is one process per run"),
+    ("serve-nothing", command("serve"), "name the model to serve (a run id or a model directory), or give --tinker"),
+    ("serve-tinker-as-a-run", command("serve", "--tinker", "launch.backend=slurm"),
+     "--tinker with launch keys is not supported yet"),
 ]
 
 

@@ -1,0 +1,112 @@
+"""The Tinker server's line of work and its losses, without HTTP: clients take turns, a client's
+requests run in seq_id order (and a request sent twice runs once), and each loss is the sum
+the SDK documents."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from clustertune.serve.tinker import losses
+from clustertune.serve.tinker.work import Work
+
+
+def _blocked_work() -> tuple[Work, threading.Event, list[str]]:
+    """A Work whose first job waits for the gate, so what is queued behind it can be ordered."""
+    work, gate, done = Work(), threading.Event(), []
+    work.submit("gate", lambda: gate.wait(10))
+    return work, gate, done
+
+
+def test_clients_take_turns_whatever_one_of_them_queued() -> None:
+    work, gate, done = _blocked_work()
+    try:
+        ids = [work.submit("a", lambda i=i: done.append(f"a{i}")) for i in range(4)]
+        ids.append(work.submit("b", lambda: done.append("b0")))
+        gate.set()
+        for rid in ids:
+            work.future(rid).result(10)
+        assert done == ["a0", "b0", "a1", "a2", "a3"]
+    finally:
+        work.stop()
+
+
+def test_a_clients_requests_run_in_seq_order_and_a_repeat_runs_once() -> None:
+    work, gate, done = _blocked_work()
+    try:
+        work.expect("m", 0)
+        ids = [work.submit("m", lambda s=s: done.append(s), s, once=("m", s)) for s in (2, 0, 3, 1)]
+        again = work.submit("m", lambda: done.append("twice"), 2, once=("m", 2))
+        assert again == ids[0]
+        gate.set()
+        for rid in ids:
+            work.future(rid).result(10)
+        assert done == [0, 1, 2, 3]
+    finally:
+        work.stop()
+
+
+def test_a_missing_seq_id_stalls_its_client_for_a_while_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustertune.serve.tinker import work as work_mod
+
+    monkeypatch.setattr(work_mod, "GAP_WAIT_S", 0.3)
+    work = Work()
+    try:
+        work.expect("m", 1)
+        other = work.submit("other", lambda: "ran")
+        late = work.submit("m", lambda: "ran late", 3)  # 1 and 2 never come
+        assert work.future(other).result(5) == "ran"  # another client is not held up
+        start = time.monotonic()
+        assert work.future(late).result(5) == "ran late"
+        assert time.monotonic() - start >= 0.1
+    finally:
+        work.stop()
+
+
+def test_a_failing_request_reaches_its_future_and_the_worker_goes_on() -> None:
+    work = Work()
+    try:
+        bad = work.submit("a", lambda: 1 / 0)
+        good = work.submit("a", lambda: "fine")
+        with pytest.raises(ZeroDivisionError):
+            work.future(bad).result(5)
+        assert work.future(good).result(5) == "fine"
+        assert work.future("no-such-id") is None
+    finally:
+        work.stop()
+
+
+def test_the_losses_are_the_documented_sums() -> None:
+    logp = torch.tensor([-1.0, -2.0, -0.5])
+    w = torch.tensor([1.0, 0.0, 2.0])
+    assert losses.datum_loss("cross_entropy", logp, {"weights": w}, None).item() == pytest.approx(2.0)
+
+    old = torch.tensor([-1.5, -2.0, -0.4])
+    adv = torch.tensor([1.0, -1.0, 2.0])
+    ratio = torch.exp(logp - old)
+    expected = -(ratio * adv).sum().item()
+    got = losses.datum_loss("importance_sampling", logp, {"logprobs": old, "advantages": adv}, None).item()
+    assert got == pytest.approx(expected)
+
+    # PPO clips the ratio (1.65 for the first token) to 1.2 where the advantage is positive.
+    clipped = torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
+    assert losses.datum_loss("ppo", logp, {"logprobs": old, "advantages": adv}, None).item() == pytest.approx(
+        -clipped.sum().item())
+    wide = losses.datum_loss("ppo", logp, {"logprobs": old, "advantages": adv},
+                             {"clip_low_threshold": 0.1, "clip_high_threshold": 10.0}).item()
+    assert wide == pytest.approx(expected)
+
+
+def test_losses_the_server_does_not_compute_are_named() -> None:
+    with pytest.raises(losses.LossError, match="'dro' is not implemented"):
+        losses.check("dro", None)
+    with pytest.raises(losses.LossError, match="unknown loss 'xent'"):
+        losses.check("xent", None)
+    with pytest.raises(losses.LossError, match="clip_ratio: not a setting of 'ppo'"):
+        losses.check("ppo", {"clip_ratio": 0.2})
+    with pytest.raises(losses.LossError, match="0 < clip_low_threshold <= 1"):
+        losses.datum_loss("ppo", torch.zeros(2), {"logprobs": torch.zeros(2), "advantages": torch.ones(2)},
+                          {"clip_low_threshold": 1.5})
