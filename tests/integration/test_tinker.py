@@ -110,6 +110,11 @@ def test_a_supervised_loop_on_the_sdk_lowers_the_loss(service: Any, chat_base: P
                   for o, d in zip(first.loss_fn_outputs, data))
     assert first.metrics["loss:sum"] == pytest.approx(manual, rel=1e-5)
 
+    # The SDK's custom losses run on the client over the server's cross_entropy (weights = -dL/dlogp).
+    custom = tc.forward_backward_custom(data, lambda d, lps: (sum((-lp * 0.0).sum() for lp in lps),
+                                                              {"zero:sum": 0.0})).result()
+    assert custom.metrics["zero:sum"] == 0.0 and "surrogate_loss:sum" in custom.metrics
+
     losses = train(tc, data, 20)
     assert losses[0] == pytest.approx(first.metrics["loss:sum"], rel=1e-6)
     assert losses[-1] <= 0.7 * losses[0], losses
@@ -209,6 +214,8 @@ def test_state_round_trips_bit_exactly_and_clients_do_not_disturb_each_other(ser
     info = rest.get_weights_info_by_tinker_path(path).result()
     assert info.lora_rank == 8 and info.base_model == str(chat_base)
     assert rest.get_training_run(a.model_id).result().base_model == str(chat_base)
+    rest.delete_checkpoint_from_tinker_path(path).result()
+    assert path not in [c.tinker_path for c in rest.list_checkpoints(a.model_id).result().checkpoints]
 
 
 def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, chat_base: Path) -> None:
@@ -236,6 +243,12 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
         service.create_lora_training_client(base_model="no/such-model", rank=4).result()
     with pytest.raises(tinker.RequestFailedError, match="no such checkpoint"):
         tc.load_state(f"tinker://{tc.model_id}/weights/never-saved").result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    with pytest.raises(tinker.RequestFailedError, match="topk_prompt_logprobs: not supported"):
+        sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=2),
+                       topk_prompt_logprobs=2).result()
+    tail = sampler.compute_logprobs(types.ModelInput.from_ints(ids), prompt_logprobs_last_n=2).result()
+    assert tail[:-2] == [None] * (len(ids) - 2) and None not in tail[-2:]
     with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
         service.create_rest_client().publish_checkpoint_from_tinker_path(
             f"tinker://{tc.model_id}/weights/x").result()

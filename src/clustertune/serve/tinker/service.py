@@ -285,6 +285,12 @@ class TinkerService:
         try:
             prompt = [t for c in (body.get("prompt") or {}).get("chunks", []) for t in _text_chunk(c)]
             params = body.get("sampling_params") or {}
+            asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
+                     if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
+            if asked:
+                raise TinkerUserError(f"sample with {', '.join(asked)}: not supported by this server (the "
+                                      "log-probabilities of sampled tokens and of the prompt are)")
+            last_n = body.get("prompt_logprobs_last_n")
         except TinkerUserError as exc:
             return self.failed(str(exc)), ids
 
@@ -293,6 +299,9 @@ class TinkerService:
             adapter = self._sampler_adapter(base, s)
             sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _sampling(params, base),
                                                bool(body.get("prompt_logprobs")))
+            if prompt_lp is not None and last_n is not None:
+                keep = max(int(last_n), 0)
+                prompt_lp = [None if i < len(prompt_lp) - keep else v for i, v in enumerate(prompt_lp)]
             return ("proto", wire.sample_response(sequences, prompt_lp))
 
         once = (sampler_id, int(seq)) if seq is not None else None
