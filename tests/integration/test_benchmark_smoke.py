@@ -20,7 +20,7 @@ SMOKE: dict[str, list[str]] = {
     "frameworks.py": [], "fsdp_build_memory.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
     "parity_run_clm.py": [], "prepare.py": [], "prepare_memory.py": [], "remote_call.py": [],
     "rl_offline.py": [], "serve.py": [], "sft_prepare.py": [], "sft_recall.py": [], "stage.py": [],
-    "stream_prefetch.py": [], "train_cpu.py": [],
+    "stream_prefetch.py": [], "tinker_loop.py": [], "train_cpu.py": [],
 }
 # Run with --smoke by tests/integration/test_gpu_hour_rehearsal.py (gpu_hour.py --cpu --tiny; sft_gpu.py
 # runs sft_cpu.py, gpu_check.py runs its --smoke size on CPU ranks).

@@ -120,6 +120,21 @@ def test_a_supervised_loop_on_the_sdk_lowers_the_loss(service: Any, chat_base: P
     assert losses[-1] <= 0.7 * losses[0], losses
 
 
+def test_the_server_trains_as_clustertune_run_does(tmp_path: Path) -> None:
+    """The same rows, LoRA, seed and AdamW settings through the SDK loop and through
+    `clustertune run` (task sft, its mean over trained tokens given as weights 1/N): the same
+    loss at every step (benchmarks/tinker_loop.py, its --smoke size)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tinker_loop", Path(__file__).parents[2] / "benchmarks" / "tinker_loop.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.compare(tmp_path, layers=2, width=64, chats=8, steps=6)
+    assert r["rows"] == 8 and len(r["run"]) == len(r["tinker"]) == 6
+    assert r["tinker"][-1] < 0.95 * r["tinker"][0]  # it trained
+    assert r["worst_relative"] <= 1e-3, list(zip(r["run"], r["tinker"]))
+
+
 def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_base: Path) -> None:
     tc = service.create_lora_training_client(base_model=str(chat_base), rank=4, seed=1).result()
     tok = tc.get_tokenizer()

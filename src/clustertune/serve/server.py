@@ -84,6 +84,10 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: without it a small response held back by Nagle's algorithm
+    # meets the client's delayed ACK and each request/response pair waits ~40 ms (measured: a
+    # Tinker optim_step round trip took 48 ms, 3 ms with it).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
