@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-LR = 1e-2
+LR = 3e-3
 
 
 def make_base(root: Path, layers: int, width: int) -> Path:
