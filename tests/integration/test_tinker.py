@@ -342,3 +342,63 @@ def test_the_cli_serves_a_model_and_the_tinker_api_behind_one_key(chat_base: Pat
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_server_on_an_ssh_host_through_the_local_proxy(chat_base: Path, ssh_cluster: Any, sshd_service: Any,
+                                                          tmp_path: Path) -> None:
+    """`clustertune serve --tinker launch.backend=ssh`: the server runs on the host (its
+    checkpoints in the host's copy of the run directory), the SDK talks to 127.0.0.1:PORT here,
+    and get_info reports a tokenizer copied into this machine's cache (the host's path is not
+    given to the client: it loads the copy)."""
+    import queue
+    import re
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import cli
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client_cache = tmp_path / "client-cache"
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "serve", "--tinker", "launch.backend=ssh", "launch.cluster=loop",
+                             f"launch.site_packages_from={sys.executable}", "--device", "cpu", "--dtype", "fp32",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CLUSTERTUNE_CACHE": str(client_cache)})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any("Tinker API at" in x for x in seen):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(forwarded to", "".join(seen), re.M)
+        assert found and int(found.group(3)) == port, "".join(seen)
+        run_id = found.group(1)
+
+        tc = tinker.ServiceClient(base_url=found.group(2)).create_lora_training_client(
+            base_model=str(chat_base), rank=4, seed=0).result()
+        tokenizer_id = Path(tc.get_info().model_data.tokenizer_id)
+        assert tokenizer_id.is_relative_to(client_cache / "tinker-tokenizers"), tokenizer_id
+        assert (tokenizer_id / "tokenizer_config.json").is_file()
+        assert not list(tokenizer_id.glob("*.safetensors"))  # the tokenizer travelled, not the weights
+        losses = train(tc, supervised_batch(tc.get_tokenizer()), 4)
+        assert losses[-1] < losses[0]
+        path = tc.save_state("on-the-host").result().path
+        from clustertune.runs.paths import HostRunPaths
+
+        host_run = Path(HostRunPaths(str(sshd_service.hosts[0].root / tmp_path.name), run_id).run_dir)
+        assert (host_run / "tinker" / tc.model_id / "weights" / "on-the-host" / "adapter_model.safetensors").is_file(), path
+
+        assert cli("cancel", run_id).returncode == 0
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

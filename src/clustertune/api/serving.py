@@ -112,11 +112,11 @@ def _served_path(model: str, runs_root: str | os.PathLike[str] | None) -> str:
     return str(target.run.paths.root if target.run is not None else target.path)
 
 
-def submit(model: str, launch_keys: list[str], *, runs_root: str | os.PathLike[str] | None = None,
+def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.PathLike[str] | None = None,
            host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, device: str | None = None,
            dtype: str = "auto", template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
            wait_seconds: float = 600.0, announce: Callable[[str], Any] | None = None,
-           cli_command: list[str] | None = None) -> Submitted:
+           cli_command: list[str] | None = None, tinker: bool = False) -> Submitted:
     """Serve ``model`` as a run under ``launch_keys``; returns once its server listens (or the run
     ended, or ``wait_seconds`` passed: a SLURM job may wait in the queue).
 
@@ -145,7 +145,18 @@ def submit(model: str, launch_keys: list[str], *, runs_root: str | os.PathLike[s
                "--max-tokens", str(limits.max_tokens)]
     options += (["--device", device] if device else []) + (["--template", template] if template else [])
     options += ["--log-prompts"] if log_prompts else []
-    if backend == "ssh":
+    if tinker:
+        # The Tinker API alone, its checkpoints in the run directory (the server finds it in
+        # $CLUSTERTUNE_RUN_DIR); the bases are named by the clients, as the host knows them.
+        if model is not None or backend != "ssh":
+            raise UserError("--tinker as a run takes launch.backend=ssh launch.cluster=NAME and no model "
+                            "(a SLURM job is not supported yet: start `clustertune serve --tinker` in the job)")
+        command = ["python", "-m", "clustertune.cli.main", "serve", "--tinker", "--host", host, "--port", str(port),
+                   "--dtype", dtype, *(["--device", device] if device else [])]
+        launch_keys = [*launch_keys, "launch.sync_workdir=false"]
+    elif model is None:
+        raise UserError("name the model to serve")
+    elif backend == "ssh":
         target = find_target(model, runs_root)
         _servable(target)
         if target.adapter:
@@ -217,6 +228,27 @@ class Forward:
                 self.process.wait(timeout=10)
             except Exception:  # noqa: BLE001 - a stuck ssh is killed
                 self.process.kill()
+
+
+def tinker_forward(sub: Submitted, local_port: int = 0) -> tuple[Forward, Any]:
+    """A Tinker server on an SSH host brought to ``127.0.0.1:local_port`` here: the ``ssh -L``
+    forward on a free port and the proxy in front of it that copies each base's tokenizer here
+    (:mod:`~clustertune.api.tinker_proxy`). Close both when done."""
+    # Deferred: the SSH transport and the proxy's HTTP stack, which serving from this process never needs.
+    from clustertune.api.data import cache_root
+    from clustertune.api.tinker_proxy import TinkerProxy, rsync_fetcher
+    from clustertune.calls.host_job import cluster_of
+
+    fwd = forward(sub, 0)
+    node = int((sub.run.info.remote or {}).get("nodes", [0])[0])
+    conn = cluster_of(sub.run).conn(node)
+    try:
+        proxy = TinkerProxy(f"http://127.0.0.1:{fwd.local_port}", rsync_fetcher(conn, cache_root()),
+                            local_port).start()
+    except OSError as exc:
+        fwd.close()
+        raise UserError(f"--port {local_port}: cannot listen there ({exc.strerror or exc}); pick another port") from None
+    return fwd, proxy
 
 
 def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forward:

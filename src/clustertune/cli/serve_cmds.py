@@ -54,9 +54,11 @@ def serve(
     limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
     if model is not None and model.startswith("launch.") and "=" in model:
         launch_keys, model = [model, *(launch_keys or [])], None
-    if launch_keys and tinker:
-        raise UserError("--tinker with launch keys is not supported yet: start `clustertune serve --tinker` on the "
-                        "machine with the GPUs (it listens on --host/--port) and forward its port")
+    if launch_keys and tinker and (model is not None or not any(k.replace(" ", "") == "launch.backend=ssh"
+                                                                for k in launch_keys)):
+        raise UserError("--tinker with launch keys takes launch.backend=ssh launch.cluster=NAME and no model; as a "
+                        "SLURM job it is not supported yet: start `clustertune serve --tinker` in the job and "
+                        "forward its port")
     if model is None and not tinker:
         raise UserError("name the model to serve (a run id or a model directory), or give --tinker to serve the "
                         "Tinker training API alone")
@@ -71,7 +73,7 @@ def serve(
                              api_key=api_key,
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
-                             cli_command=["clustertune", *sys.argv[1:]])
+                             cli_command=["clustertune", *sys.argv[1:]], tinker=tinker)
         run = sub.run
         if sub.address is None:
             print(f"run {run.id} {run.state.value}: its server has not started listening yet" if not run.state.terminal
@@ -81,7 +83,7 @@ def serve(
             print(f"  `clustertune status {run.id}` follows it; the address will be in {run.paths.serve_address}")
             return
         if on_ssh:
-            _hold_forward(sub, 8000 if port is None else port)
+            _hold_forward(sub, 8000 if port is None else port, tinker=tinker)
             return
         print(f"run {run.id}: serving {sub.address['model']} at {sub.base_url} (node {sub.address['node']})")
         print(f"  from another machine: {sub.tunnel()}  then http://127.0.0.1:8000/v1")
@@ -101,7 +103,7 @@ def serve(
                   limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir)
 
 
-def _hold_forward(sub: Any, local_port: int) -> None:
+def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:
     """A server on an SSH host, forwarded here until Ctrl-C (which stops it) or until the run ends
     (`clustertune cancel` from anywhere)."""
     import time
@@ -111,9 +113,16 @@ def _hold_forward(sub: Any, local_port: int) -> None:
     from clustertune.api import serving
 
     run = sub.run
-    fwd = serving.forward(sub, local_port)
+    proxy = None
     a = sub.address
-    print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})", flush=True)
+    if tinker:
+        fwd, proxy = serving.tinker_forward(sub, local_port)
+        print(f"run {run.id}: Tinker API at {proxy.base_url} (forwarded to {a['node']}:{a['port']}; tokenizers "
+              "are copied here as clients ask for them)", flush=True)
+    else:
+        fwd = serving.forward(sub, local_port)
+        print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})",
+              flush=True)
     print(f"  Ctrl-C stops it; `clustertune logs {run.id}`, `clustertune cancel {run.id}` from another terminal",
           flush=True)
     try:
@@ -124,5 +133,8 @@ def _hold_forward(sub: Any, local_port: int) -> None:
         api.job(run).cancel()
         run = api.refreshed(run)
     finally:
+        if proxy is not None:
+            proxy.close()
         fwd.close()
-    print(f"run {run.id} {run.state.value}; the forward of 127.0.0.1:{fwd.local_port} is closed", flush=True)
+    port = proxy.local_port if proxy is not None else fwd.local_port
+    print(f"run {run.id} {run.state.value}; the forward of 127.0.0.1:{port} is closed", flush=True)

@@ -549,7 +549,7 @@ CASES: list[tuple[str, Setup, str]] = [
      "launch.files: a server is one process per run"),
     ("serve-nothing", command("serve"), "name the model to serve (a run id or a model directory), or give --tinker"),
     ("serve-tinker-as-a-run", command("serve", "--tinker", "launch.backend=slurm"),
-     "--tinker with launch keys is not supported yet"),
+     "--tinker with launch keys takes launch.backend=ssh launch.cluster=NAME and no model"),
 ]
 
 
