@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clustertune.fsutil import replace_dir, temp_sibling
+
 log = logging.getLogger("clustertune.tinker")
 
 # Headers that belong to one hop, not to the request or answer passed on.
@@ -109,8 +111,6 @@ class TinkerProxy:
 
 def rsync_fetcher(conn: Any, cache: Path) -> Callable[[str], Path]:
     """Copies a directory of ``conn``'s host into ``cache`` (its tokenizer files only)."""
-    from clustertune.fsutil import replace_dir, temp_sibling
-
     def fetch(remote_path: str) -> Path:
         dest = tokenizer_copy_dir(cache, conn.host.address, remote_path)
         if (dest / "tokenizer_config.json").is_file():
