@@ -33,7 +33,7 @@ TEXTS = ["def main(): return the class of a tuple and a list",
 
 class Running:
     def __init__(self, **options: Any):
-        self.server = serving.start(None, port=0, tinker=True, device="cpu", dtype="fp32", **options)
+        self.server = serving.start(None, **{"port": 0, "tinker": True, "device": "cpu", "dtype": "fp32", **options})
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         assert self.server.wait_loaded(60)
@@ -402,3 +402,32 @@ def test_a_server_on_an_ssh_host_through_the_local_proxy(chat_base: Path, ssh_cl
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_restarted_server_carries_its_clients_on_where_they_were(chat_base: Path, tmp_path: Path) -> None:
+    """A server stopped (SIGTERM, a requeued job) saves each client's weights and Adam state; one
+    started again over the same directory and port serves the same client, whose next steps
+    give the numbers an uninterrupted run gives."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    first = Running(tinker_dir=tmp_path / "state", port=port)
+    sc = first.client()
+    tc = sc.create_lora_training_client(base_model=str(chat_base), rank=8, seed=5).result()
+    data = supervised_batch(tc.get_tokenizer())
+    before = train(tc, data, 3)
+    first.stop()
+    assert (tmp_path / "state" / tc.model_id / "latest" / "optimizer.pt").is_file()
+
+    second = Running(tinker_dir=tmp_path / "state", port=port)
+    try:
+        after = train(tc, data, 3)  # the same client object, its session and model id
+        sampler = tc.save_weights_and_get_sampling_client().result()
+        assert len(sampler.sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=3)).result()
+                   .sequences[0].tokens) == 3
+        fresh = second.client().create_lora_training_client(base_model=str(chat_base), rank=8, seed=5).result()
+        assert before + after == train(fresh, data, 6)
+    finally:
+        second.stop()

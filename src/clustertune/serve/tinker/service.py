@@ -59,9 +59,20 @@ class TinkerService:
         self.sessions: dict[str, dict[str, Any]] = {}
         self._names = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
+        for sid, v in self.store.sampler_records().items():  # a server started again: its samplers stand
+            self.samplers[sid] = Sampler(sid, v["base"], Path(v["adapter_dir"]) if v.get("adapter_dir") else None,
+                                         v.get("model_path"))
 
     def close(self) -> None:
+        """Stop the work (the request being done finishes) and save every training client's
+        weights and Adam state as ``MODEL_ID/latest``: a server started again over the same
+        directory (a requeued job, a restart) carries on with the clients where they were."""
         self.work.stop()
+        for t in list(self.trainees.values()):
+            try:
+                lora.save_state(t, self.store.latest(t.model_id), optimizer=True, kind="latest")
+            except Exception:  # noqa: BLE001 - one client's failure must not lose the others'
+                log.exception("could not save the state of %s", t.model_id)
 
     # -- sessions ---------------------------------------------------------------------------------
 
@@ -73,10 +84,13 @@ class TinkerService:
         return {"session_id": sid, "type": "create_session"}
 
     def session(self, sid: str) -> dict[str, Any]:
-        s = self.sessions.get(sid)
-        if s is None:
-            raise TinkerUserError(f"session {sid!r} is not known to this server (it was restarted, or the id is wrong)")
-        return s
+        """The session ``sid``; one this server has not seen (it was started again since) is
+        taken as it comes, so its clients carry on."""
+        if not sid:
+            raise TinkerUserError("session_id is empty")
+        with self._lock:
+            return self.sessions.setdefault(sid, {"started": now(), "tags": [], "models": [], "samplers": [],
+                                                  "user_metadata": {}})
 
     # -- bases --------------------------------------------------------------------------------------
 
@@ -112,10 +126,23 @@ class TinkerService:
         return self.work.done(("error", {"error": message, "category": "user"}))
 
     def trainee(self, model_id: str) -> Trainee:
+        """The training client ``model_id``; one saved when this server last stopped is loaded
+        again (on the worker thread: it may load its base)."""
         t = self.trainees.get(model_id)
-        if t is None:
+        if t is not None:
+            return t
+        record = self.store.model_record(model_id)
+        if record is None:
             known = ", ".join(sorted(self.trainees)) or "none"
             raise TinkerUserError(f"model_id {model_id!r} is not a training client of this server (known: {known})")
+        latest = self.store.latest(model_id)
+        if not (latest / lora.STATE).is_file():
+            raise TinkerUserError(f"training client {model_id!r}: the server stopped without saving its state (it "
+                                  "was killed); create a client from your last save_state with "
+                                  "create_training_client_from_state_with_optimizer")
+        t = self._new_trainee(model_id, record["base_model"], LoraSpec(**record["lora"]), record=False)
+        lora.load_state(t, latest, optimizer=True)
+        log.info("training client %s restored at step %d", model_id, t.steps)
         return t
 
     # -- training clients ---------------------------------------------------------------------------
@@ -141,30 +168,40 @@ class TinkerService:
         self.work.expect(model_id, 0)
         return self.work.submit(model_id, self._run(create), 0, once=("create", model_id))
 
-    def _new_trainee(self, model_id: str, base_ref: str, spec: LoraSpec) -> Trainee:
+    def _new_trainee(self, model_id: str, base_ref: str, spec: LoraSpec, record: bool = True) -> Trainee:
         base = self.base(base_ref)
         name = f"tk_{next(self._names)}"
         base.add(name, spec)
         t = Trainee(model_id, base, name, spec, base_ref=base_ref)
         self.trainees[model_id] = t
-        self.store.record_model(model_id, {"model_id": model_id, "base_model": base_ref, "base_path": str(base.path),
-                                           "lora": vars(spec), "created": now()})
+        if record:
+            self.store.record_model(model_id, {"model_id": model_id, "base_model": base_ref,
+                                               "base_path": str(base.path), "lora": vars(spec), "created": now()})
         sid = model_id.rsplit(":train:", 1)[0]
         if sid in self.sessions:
             self.sessions[sid]["models"].append(model_id)
         return t
 
     def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
-        t = self.trainee(str(body.get("model_id") or ""))
-        return {"type": "get_info", "model_id": t.model_id, "is_lora": True, "lora_rank": t.spec.rank,
-                "model_name": t.base_ref, "optimizer_config": {"type": "adamw"},
-                "model_data": {"arch": type(t.base._plain()).__name__, "model_name": t.base_ref,
-                               "tokenizer_id": str(t.base.tokenizer_dir)}}
+        model_id = str(body.get("model_id") or "")
+        t = self.trainees.get(model_id)
+        if t is not None:
+            base_ref, rank, arch, tokenizer_dir = t.base_ref, t.spec.rank, type(t.base._plain()).__name__, t.base.tokenizer_dir
+        else:  # not loaded (yet, or again after a restart): from its record, without loading anything
+            record = self.store.model_record(model_id)
+            if record is None:
+                raise TinkerUserError(f"model_id {model_id!r} is not a training client of this server")
+            base_ref, rank, arch = record["base_model"], record["lora"]["rank"], None
+            tokenizer_dir = resolve_base(base_ref, self.runs_root)[1]
+        return {"type": "get_info", "model_id": model_id, "is_lora": True, "lora_rank": rank,
+                "model_name": base_ref, "optimizer_config": {"type": "adamw"},
+                "model_data": {"arch": arch, "model_name": base_ref, "tokenizer_id": str(tokenizer_dir)}}
 
     def _training(self, body: dict[str, Any], fn: Any, what: str) -> str:
         model_id = str(body.get("model_id") or "")
         seq = body.get("seq_id")
-        if model_id not in self.trainees and self.work.future_of(("create", model_id)) is None:
+        if (model_id not in self.trainees and self.work.future_of(("create", model_id)) is None
+                and self.store.model_record(model_id) is None):
             return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
         return self.work.submit(model_id, self._run(lambda: fn(self.trainee(model_id))),
                                 int(seq) if seq is not None else None,
@@ -251,6 +288,8 @@ class TinkerService:
             self.samplers[s.sampler_id] = s
             if sid in self.sessions:
                 self.sessions[sid]["samplers"].append(s.sampler_id)
+            self.store.record_samplers({k: {"base": v.base, "adapter_dir": str(v.adapter_dir) if v.adapter_dir else None,
+                                            "model_path": v.model_path} for k, v in self.samplers.items()})
 
     def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
         sid = str(body.get("session_id") or "")

@@ -97,5 +97,18 @@ class Store:
                               "size_bytes": size, "public": False})
         return sorted(found, key=lambda c: c["time"])
 
+    def latest(self, model_id: str) -> Path:
+        """The client's state as the server last stopped with it (not a ``tinker://`` checkpoint)."""
+        return self.root / model_id / "latest"
+
+    def record_samplers(self, samplers: dict[str, Any]) -> None:
+        atomic_write_json(self.root / "samplers.json", samplers)
+
+    def sampler_records(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.root / "samplers.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
     def delete(self, ref: Ref) -> None:
         shutil.rmtree(self.existing(ref))
