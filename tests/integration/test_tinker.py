@@ -431,3 +431,80 @@ def test_a_restarted_server_carries_its_clients_on_where_they_were(chat_base: Pa
         assert before + after == train(fresh, data, 6)
     finally:
         second.stop()
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_as_a_slurm_job_the_client_is_carried_over_a_requeue(chat_base: Path, runs_root: Path, tmp_path: Path) -> None:
+    """`clustertune serve --tinker launch.backend=slurm`: the SDK talks to one local address; the
+    job is preempted (USR2, as before a time limit) and requeued, its server comes back on a new
+    port, and the client's next calls (made during the gap) are carried over it by the SDK's
+    retries and the proxy, with the numbers of a run that was never interrupted."""
+    import queue
+    import re
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from clustertune.runs.run import Run
+    from tests.helpers import cli
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "serve", "--tinker", "launch.backend=slurm", "launch.cpus_per_task=1",
+                             "--device", "cpu", "--dtype", "fp32", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 240
+        while not any("Tinker API at" in x for x in seen):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(the job on", "".join(seen), re.M)
+        assert found, "".join(seen)
+        run = Run.load(runs_root / found.group(1))
+        first_port = json_port(run)
+
+        tc = tinker.ServiceClient(base_url=found.group(2)).create_lora_training_client(
+            base_model=str(chat_base), rank=8, seed=6).result()
+        data = supervised_batch(tc.get_tokenizer())
+        before = train(tc, data, 3)
+        subprocess.run(["scancel", "--signal=USR2", "--batch", run.attempts[-1].job_id], check=True, timeout=30)
+        deadline = time.monotonic() + 60
+        while True:  # until the first server has stopped: the next calls fall into the gap
+            try:
+                socket.create_connection(("127.0.0.1", first_port), timeout=1).close()
+            except OSError:
+                break
+            assert time.monotonic() < deadline, "the job's server did not stop on USR2"
+            time.sleep(0.2)
+        after = train(tc, data, 3)  # sent while the job requeues and starts again
+        run.reload()
+        assert len(run.attempts) >= 2 and run.attempts[0].state.value == "PREEMPTED", run.attempts
+        assert json_port(run) != first_port or run.attempts[-1].started_at != run.attempts[0].started_at
+
+        local = Running(tinker_dir=tmp_path / "local")
+        try:
+            fresh = local.client().create_lora_training_client(base_model=str(chat_base), rank=8, seed=6).result()
+            assert before + after == train(fresh, data, 6)
+        finally:
+            local.stop()
+        assert cli("cancel", run.id).returncode == 0
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def json_port(run: Any) -> int:
+    import json
+
+    return int(json.loads(run.paths.serve_address.read_text())["port"])

@@ -148,12 +148,16 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
     if tinker:
         # The Tinker API alone, its checkpoints in the run directory (the server finds it in
         # $CLUSTERTUNE_RUN_DIR); the bases are named by the clients, as the host knows them.
-        if model is not None or backend != "ssh":
-            raise UserError("--tinker as a run takes launch.backend=ssh launch.cluster=NAME and no model "
-                            "(a SLURM job is not supported yet: start `clustertune serve --tinker` in the job)")
-        command = ["python", "-m", "clustertune.cli.main", "serve", "--tinker", "--host", host, "--port", str(port),
-                   "--dtype", dtype, *(["--device", device] if device else [])]
-        launch_keys = [*launch_keys, "launch.sync_workdir=false"]
+        if model is not None:
+            raise UserError("--tinker as a run serves the Tinker API alone: leave the model out")
+        tail = ["serve", "--tinker", "--host", host, "--port", str(port), "--dtype", dtype,
+                *(["--device", device] if device else [])]
+        if backend == "ssh":
+            command = ["python", "-m", "clustertune.cli.main", *tail]
+            launch_keys = [*launch_keys, "launch.sync_workdir=false"]
+        else:
+            exe = Path(sys.executable).with_name("clustertune")
+            command = [str(exe) if exe.is_file() else "clustertune", *tail]
     elif model is None:
         raise UserError("name the model to serve")
     elif backend == "ssh":
@@ -249,6 +253,24 @@ def tinker_forward(sub: Submitted, local_port: int = 0) -> tuple[Forward, Any]:
         fwd.close()
         raise UserError(f"--port {local_port}: cannot listen there ({exc.strerror or exc}); pick another port") from None
     return fwd, proxy
+
+
+def tinker_follow(sub: Submitted, local_port: int = 0) -> Any:
+    """A Tinker server running as a SLURM job, at ``127.0.0.1:local_port`` here for as long as
+    the job lives: the proxy reads the job's address from the run directory (the cluster's
+    shared filesystem) and reads it again when the job comes back elsewhere after a requeue.
+    Tokenizers are where the server reports them (the same filesystem)."""
+    # Deferred: the proxy's HTTP stack, which serving from this process never needs.
+    from clustertune.api.tinker_proxy import TinkerProxy
+
+    def where() -> str | None:
+        a = _address(sub.run)
+        return f"http://{a['host']}:{a['port']}" if a else None
+
+    try:
+        return TinkerProxy(where, Path, local_port).start()
+    except OSError as exc:
+        raise UserError(f"--port {local_port}: cannot listen there ({exc.strerror or exc}); pick another port") from None
 
 
 def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forward:

@@ -36,10 +36,13 @@ def tokenizer_copy_dir(cache: Path, host: str, remote_path: str) -> Path:
 class TinkerProxy:
     """``127.0.0.1:local_port`` -> ``upstream`` (the forwarded server), ``get_info`` rewritten."""
 
-    def __init__(self, upstream: str, fetch: Callable[[str], Path], local_port: int = 0):
+    def __init__(self, upstream: str | Callable[[], str | None], fetch: Callable[[str], Path], local_port: int = 0):
+        """``upstream``: the server's URL, or a function that finds it now (a job that was
+        requeued comes back on another node and port: the proxy asks again when it fails)."""
         import uvicorn
 
-        self.upstream = upstream.rstrip("/")
+        self._find = upstream if callable(upstream) else (lambda: upstream)
+        self.upstream = (self._find() or "").rstrip("/")
         self.fetch = fetch
         self._copies: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -83,17 +86,32 @@ class TinkerProxy:
 
         client = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
 
-        async def passthrough(request: Request) -> Response:
+        async def send(request: Request) -> Any:
             url = f"{self.upstream}{request.url.path}" + (f"?{request.url.query}" if request.url.query else "")
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+            return await client.request(request.method, url, headers=headers, content=await request.body())
+
+        async def passthrough(request: Request) -> Response:
             try:
-                up = await client.request(request.method, url, headers=headers, content=await request.body())
+                up = await send(request)
             except httpx.TransportError as exc:
-                # The server is away (restarting, its forward down). The SDK polls again at once
-                # after a 5xx: the pause keeps that from spinning.
-                await anyio.sleep(1.0)
-                return JSONResponse({"error": f"the Tinker server is not reachable: {exc}", "category": "server"},
-                                    status_code=503, headers={"Retry-After": "2"})
+                # The server is away: restarting, or back elsewhere (a requeued job). Look again
+                # for where it is; if nowhere new, a 503 (the SDK retries it; after a pause, as
+                # it polls again at once after a 5xx).
+                found = (await anyio.to_thread.run_sync(self._find) or "").rstrip("/")
+                if found and found != self.upstream:
+                    log.info("the Tinker server moved to %s", found)
+                    self.upstream = found
+                    try:
+                        up = await send(request)
+                    except httpx.TransportError:
+                        up = None
+                else:
+                    up = None
+                if up is None:
+                    await anyio.sleep(1.0)
+                    return JSONResponse({"error": f"the Tinker server is not reachable: {exc}", "category": "server"},
+                                        status_code=503, headers={"Retry-After": "2"})
             body = up.content
             if request.url.path.endswith("/api/v1/get_info") and up.status_code == 200:
                 info = json.loads(body)

@@ -54,11 +54,8 @@ def serve(
     limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
     if model is not None and model.startswith("launch.") and "=" in model:
         launch_keys, model = [model, *(launch_keys or [])], None
-    if launch_keys and tinker and (model is not None or not any(k.replace(" ", "") == "launch.backend=ssh"
-                                                                for k in launch_keys)):
-        raise UserError("--tinker with launch keys takes launch.backend=ssh launch.cluster=NAME and no model; as a "
-                        "SLURM job it is not supported yet: start `clustertune serve --tinker` in the job and "
-                        "forward its port")
+    if launch_keys and tinker and model is not None:
+        raise UserError("--tinker with launch keys serves the Tinker API alone: leave the model out")
     if model is None and not tinker:
         raise UserError("name the model to serve (a run id or a model directory), or give --tinker to serve the "
                         "Tinker training API alone")
@@ -69,7 +66,7 @@ def serve(
                             "are taken; options such as --port go before or after them with their dashes")
         on_ssh = any(k.replace(" ", "") == "launch.backend=ssh" for k in launch_keys)
         # On SSH hosts --port is this machine's end of the forward; the server takes any free port there.
-        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=0 if on_ssh else port or 0,
+        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=0 if on_ssh or tinker else port or 0,
                              api_key=api_key,
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
@@ -82,7 +79,7 @@ def serve(
                 raise typer.Exit(1)
             print(f"  `clustertune status {run.id}` follows it; the address will be in {run.paths.serve_address}")
             return
-        if on_ssh:
+        if on_ssh or tinker:
             _hold_forward(sub, 8000 if port is None else port, tinker=tinker)
             return
         print(f"run {run.id}: serving {sub.address['model']} at {sub.base_url} (node {sub.address['node']})")
@@ -115,7 +112,12 @@ def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:
     run = sub.run
     proxy = None
     a = sub.address
-    if tinker:
+    fwd = None
+    if tinker and run.info.backend != "ssh":
+        proxy = serving.tinker_follow(sub, local_port)
+        print(f"run {run.id}: Tinker API at {proxy.base_url} (the job on {a['node']}:{a['port']}; followed when "
+              "it is requeued)", flush=True)
+    elif tinker:
         fwd, proxy = serving.tinker_forward(sub, local_port)
         print(f"run {run.id}: Tinker API at {proxy.base_url} (forwarded to {a['node']}:{a['port']}; tokenizers "
               "are copied here as clients ask for them)", flush=True)
@@ -135,6 +137,7 @@ def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:
     finally:
         if proxy is not None:
             proxy.close()
-        fwd.close()
+        if fwd is not None:
+            fwd.close()
     port = proxy.local_port if proxy is not None else fwd.local_port
     print(f"run {run.id} {run.state.value}; the forward of 127.0.0.1:{port} is closed", flush=True)
