@@ -419,7 +419,7 @@ def test_a_restarted_server_carries_its_clients_on_where_they_were(chat_base: Pa
     data = supervised_batch(tc.get_tokenizer())
     before = train(tc, data, 3)
     first.stop()
-    assert (tmp_path / "state" / tc.model_id / "latest" / "optimizer.pt").is_file()
+    assert (tmp_path / "state" / tc.model_id / "weights" / "server-stop" / "optimizer.pt").is_file()
 
     second = Running(tinker_dir=tmp_path / "state", port=port)
     try:
@@ -508,3 +508,67 @@ def json_port(run: Any) -> int:
     import json
 
     return int(json.loads(run.paths.serve_address.read_text())["port"])
+
+
+def _cli_server(port: int, state: Path, *extra: str) -> Any:
+    import re
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "serve", "--tinker", "--tinker-dir", str(state), "--port", str(port),
+                             "--device", "cpu", "--dtype", "fp32", *extra],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines: list[str] = []
+    while not any("Tinker API at" in line for line in lines) and len(lines) < 20 and proc.poll() is None:
+        lines.append(proc.stderr.readline())
+    assert re.search(r"Tinker API at http://127\.0\.0\.1:\d+", "".join(lines)), lines
+    return proc
+
+
+def test_a_killed_server_says_what_its_clients_lost_and_their_autosave_resumes(chat_base: Path, tmp_path: Path) -> None:
+    """kill -9 of `clustertune serve --tinker --tinker-save-every 2` after 3 steps, then the
+    server started again over its directory: the client's next request is refused, naming the
+    autosave of step 2 (not trained on from a state the client never had); a client created
+    from it trains on with the numbers of an uninterrupted client from step 2."""
+    import signal
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    proc = _cli_server(port, tmp_path / "state", "--tinker-save-every", "2")
+    try:
+        sc = tinker.ServiceClient(base_url=url)
+        tc = sc.create_lora_training_client(base_model=str(chat_base), rank=8, seed=7).result()
+        data = supervised_batch(tc.get_tokenizer())
+        first = train(tc, data, 3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc = _cli_server(port, tmp_path / "state")
+        autosave = f"tinker://{tc.model_id}/weights/autosave"
+        with pytest.raises(tinker.RequestFailedError, match="was killed") as e:
+            tc.forward_backward(data, "cross_entropy").result()
+        assert autosave in str(e.value)
+        resumed = sc.create_training_client_from_state_with_optimizer(autosave).result()
+        again = train(resumed, data, 2)
+        fresh = sc.create_lora_training_client(base_model=str(chat_base), rank=8, seed=7).result()
+        assert train(fresh, data, 4) == first[:2] + again
+
+        # Stopped properly (its state saved), started again, trained on, killed: the state it
+        # comes back with is older than the client's, and the server says so.
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        proc = _cli_server(port, tmp_path / "state")
+        train(resumed, data, 1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc = _cli_server(port, tmp_path / "state")
+        with pytest.raises(tinker.RequestFailedError, match=r"came back with its state as of request 4 \(step 4\); this is request 7: the server was killed"):
+            resumed.forward(data, "cross_entropy").result()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -41,7 +41,8 @@ def _require_extra() -> None:
 def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           runs_root: str | os.PathLike[str] | None = None, device: str | None = None, dtype: str = "auto",
           template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
-          name: str | None = None, tinker: bool = False, tinker_dir: str | os.PathLike[str] | None = None) -> Server:
+          name: str | None = None, tinker: bool = False, tinker_dir: str | os.PathLike[str] | None = None,
+          tinker_save_every: int = 0) -> Server:
     """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``.
 
     ``tinker``: also answer the Tinker training API under ``/api/v1`` (``model`` None: that API
@@ -57,12 +58,13 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
                          name=name)
     service = None
     if tinker:
-        service = tinker_service(runs_root=runs_root, device=device, dtype=dtype, tinker_dir=tinker_dir)
+        service = tinker_service(runs_root=runs_root, device=device, dtype=dtype, tinker_dir=tinker_dir,
+                                 save_every=tinker_save_every)
     return Server(engine, host, port, api_key=resolve_api_key(api_key), log_prompts=log_prompts, tinker=service)
 
 
 def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | None, dtype: str,
-                   tinker_dir: str | os.PathLike[str] | None) -> Any:
+                   tinker_dir: str | os.PathLike[str] | None, save_every: int = 0) -> Any:
     try:
         import tinker  # noqa: F401
     except ImportError:
@@ -74,8 +76,10 @@ def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | No
     if tinker_dir is None:
         run_dir = os.environ.get(RUN_DIR_ENV)
         tinker_dir = Path(run_dir) / "tinker" if run_dir else default_runs_root(runs_root) / "tinker"
+    if save_every < 0:
+        raise UserError(f"--tinker-save-every {save_every}: a number of optimizer steps, or 0 for none")
     return TinkerService(Path(tinker_dir), runs_root=str(runs_root) if runs_root is not None else None,
-                         device=device, dtype=dtype)
+                         device=device, dtype=dtype, save_every=save_every)
 
 
 def serve(model: str, *, on_listening: Callable[[Served], Any] | None = None, **options: Any) -> None:
@@ -116,7 +120,7 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
            host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, device: str | None = None,
            dtype: str = "auto", template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
            wait_seconds: float = 600.0, announce: Callable[[str], Any] | None = None,
-           cli_command: list[str] | None = None, tinker: bool = False) -> Submitted:
+           cli_command: list[str] | None = None, tinker: bool = False, tinker_save_every: int = 0) -> Submitted:
     """Serve ``model`` as a run under ``launch_keys``; returns once its server listens (or the run
     ended, or ``wait_seconds`` passed: a SLURM job may wait in the queue).
 
@@ -151,7 +155,7 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
         if model is not None:
             raise UserError("--tinker as a run serves the Tinker API alone: leave the model out")
         tail = ["serve", "--tinker", "--host", host, "--port", str(port), "--dtype", dtype,
-                *(["--device", device] if device else [])]
+                "--tinker-save-every", str(tinker_save_every), *(["--device", device] if device else [])]
         if backend == "ssh":
             command = ["python", "-m", "clustertune.cli.main", *tail]
             launch_keys = [*launch_keys, "launch.sync_workdir=false"]

@@ -44,6 +44,9 @@ def serve(
                                 "base this machine can load (a run, a model directory, a cached hub model)."),
     tinker_dir: Optional[Path] = typer.Option(None, "--tinker-dir", help="Where tinker:// checkpoints are written "
                                               "(default RUNS_ROOT/tinker)."),
+    tinker_save_every: int = typer.Option(0, "--tinker-save-every", help="Also save each training client's "
+                                          "weights and Adam state every N optimizer steps (tinker://MODEL/weights/"
+                                          "autosave), for a server that may be killed; it always saves when it stops."),
 ) -> None:
     """Serve a trained model over OpenAI's chat-completions protocol (/v1/chat/completions,
     /v1/completions, /v1/models, /health) until Ctrl-C; with --tinker, the Tinker training API too."""
@@ -70,7 +73,8 @@ def serve(
                              api_key=api_key,
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
-                             cli_command=["clustertune", *sys.argv[1:]], tinker=tinker)
+                             cli_command=["clustertune", *sys.argv[1:]], tinker=tinker,
+                             tinker_save_every=tinker_save_every)
         run = sub.run
         if sub.address is None:
             print(f"run {run.id} {run.state.value}: its server has not started listening yet" if not run.state.terminal
@@ -97,7 +101,8 @@ def serve(
 
     serving.serve(model, on_listening=listening, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
-                  limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir)
+                  limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir,
+                  tinker_save_every=tinker_save_every)
 
 
 def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:

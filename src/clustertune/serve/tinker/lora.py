@@ -177,6 +177,8 @@ class Trainee:
     optimizer: Any = None
     steps: int = 0
     base_ref: str = ""  # the base as this client named it (several names may load one base)
+    last_seq: int = 0  # the seq_id of the last request done for it
+    restored_seq: int | None = None  # restored after a restart: the last seq_id its state includes
 
 
 def tokens_of(model_input: list[list[int]]) -> list[int]:
@@ -304,7 +306,7 @@ def save_state(t: Trainee, directory: Path, *, optimizer: bool, kind: str) -> No
             torch.save(t.optimizer.state_dict(), tmp / OPTIMIZER)
         atomic_write_json(tmp / STATE, {"kind": kind, "model_id": t.model_id, "base_model": t.base.ref,
                                         "base_path": str(t.base.path), "lora": vars(t.spec), "steps": t.steps,
-                                        "optimizer": optimizer and t.optimizer is not None})
+                                        "seq": t.last_seq, "optimizer": optimizer and t.optimizer is not None})
         replace_dir(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -342,6 +344,7 @@ def load_state(t: Trainee, directory: Path, *, optimizer: bool) -> None:
         t.optimizer = torch.optim.AdamW(t.base.params(t.adapter))
         t.optimizer.load_state_dict(state)
         t.steps = int(meta.get("steps", 0))
+    t.restored_seq = None
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,11 @@ def now() -> str:
 
 
 class TinkerService:
-    def __init__(self, root: Path, *, runs_root: str | None = None, device: str | None = None, dtype: str = "auto"):
+    def __init__(self, root: Path, *, runs_root: str | None = None, device: str | None = None, dtype: str = "auto",
+                 save_every: int = 0):
         self.store = Store(root)
+        self.save_every = save_every
+        self._received: dict[str, int] = {}  # the highest seq_id each training client sent
         self.runs_root = runs_root
         self.device = device
         self.dtype = dtype
@@ -65,12 +68,16 @@ class TinkerService:
 
     def close(self) -> None:
         """Stop the work (the request being done finishes) and save every training client's
-        weights and Adam state as ``MODEL_ID/latest``: a server started again over the same
-        directory (a requeued job, a restart) carries on with the clients where they were."""
+        weights and Adam state (``tinker://MODEL_ID/weights/server-stop``): a server started again
+        over the same directory (a requeued job, a restart) carries on with the clients where they
+        were."""
         self.work.stop()
         for t in list(self.trainees.values()):
+            # Requests queued but not done are lost with this server (their clients are told: the
+            # results are gone); the next request a client sends comes after them.
+            t.last_seq = max(t.last_seq, self._received.get(t.model_id, 0))
             try:
-                lora.save_state(t, self.store.latest(t.model_id), optimizer=True, kind="latest")
+                lora.save_state(t, self.store.dir(self.store.latest(t.model_id)), optimizer=True, kind="weights")
             except Exception:  # noqa: BLE001 - one client's failure must not lose the others'
                 log.exception("could not save the state of %s", t.model_id)
 
@@ -135,15 +142,22 @@ class TinkerService:
         if record is None:
             known = ", ".join(sorted(self.trainees)) or "none"
             raise TinkerUserError(f"model_id {model_id!r} is not a training client of this server (known: {known})")
-        latest = self.store.latest(model_id)
+        latest = self.store.dir(self.store.latest(model_id))
         if not (latest / lora.STATE).is_file():
             raise TinkerUserError(f"training client {model_id!r}: the server stopped without saving its state (it "
-                                  "was killed); create a client from your last save_state with "
-                                  "create_training_client_from_state_with_optimizer")
+                                  f"was killed); {self._fallback(model_id)}")
         t = self._new_trainee(model_id, record["base_model"], LoraSpec(**record["lora"]), record=False)
         lora.load_state(t, latest, optimizer=True)
+        t.last_seq = t.restored_seq = int(lora.read_state(latest).get("seq", 0))
         log.info("training client %s restored at step %d", model_id, t.steps)
         return t
+
+    def _fallback(self, model_id: str) -> str:
+        saved = [c["tinker_path"] for c in self.store.checkpoints(model_id) if c["checkpoint_type"] == "training"]
+        if not saved:
+            return "it has no saved state: create a new training client"
+        return (f"create a client from its newest saved state with create_training_client_from_state_with_optimizer"
+                f"({saved[-1]!r})")
 
     # -- training clients ---------------------------------------------------------------------------
 
@@ -203,8 +217,25 @@ class TinkerService:
         if (model_id not in self.trainees and self.work.future_of(("create", model_id)) is None
                 and self.store.model_record(model_id) is None):
             return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
-        return self.work.submit(model_id, self._run(lambda: fn(self.trainee(model_id))),
-                                int(seq) if seq is not None else None,
+        if seq is not None:
+            with self._lock:
+                self._received[model_id] = max(self._received.get(model_id, 0), int(seq))
+
+        def run() -> Any:
+            t = self.trainee(model_id)
+            if seq is not None:
+                if t.restored_seq is not None and int(seq) > t.restored_seq + 1:
+                    # Restored from a save older than what the client did since: the server was
+                    # killed, and carrying on would train from a state the client never had.
+                    raise TinkerUserError(
+                        f"training client {model_id!r} came back with its state as of request {t.restored_seq} "
+                        f"(step {t.steps}); this is request {seq}: the server was killed and the requests between "
+                        f"were lost; {self._fallback(model_id)}")
+                t.restored_seq = None
+                t.last_seq = int(seq)
+            return fn(t)
+
+        return self.work.submit(model_id, self._run(run), int(seq) if seq is not None else None,
                                 once=(model_id, int(seq)) if seq is not None else None)
 
     def forward_backward(self, raw: bytes, encoding: str | None) -> str:
@@ -226,8 +257,12 @@ class TinkerService:
         if params is None:
             kind = (body.get("optimizer_params") or {}).get("type")
             return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only")
-        return self._training(body, lambda t: ("json", {"metrics": lora.optim_step(t, params),
-                                                        "type": "optim_step"}), "optim_step")
+        def run(t: Trainee) -> Any:
+            metrics = lora.optim_step(t, params)
+            if self.save_every and t.steps % self.save_every == 0:
+                lora.save_state(t, self.store.dir(self.store.autosave(t.model_id)), optimizer=True, kind="weights")
+            return ("json", {"metrics": metrics, "type": "optim_step"})
+        return self._training(body, run, "optim_step")
 
     def save_weights(self, body: dict[str, Any]) -> str:
         def run(t: Trainee) -> Any:

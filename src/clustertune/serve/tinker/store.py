@@ -23,6 +23,8 @@ from clustertune.fsutil import atomic_write_json
 from clustertune.serve.tinker.lora import STATE, TinkerUserError
 
 SCHEME = "tinker://"
+LAST_STOP = "server-stop"  # written when the server stops (SIGTERM, a requeue, Ctrl-C)
+AUTOSAVE = "autosave"  # written every --tinker-save-every optimizer steps
 KINDS = {"weights": "training", "sampler_weights": "sampler"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # SESSION:train:N
@@ -97,9 +99,13 @@ class Store:
                               "size_bytes": size, "public": False})
         return sorted(found, key=lambda c: c["time"])
 
-    def latest(self, model_id: str) -> Path:
-        """The client's state as the server last stopped with it (not a ``tinker://`` checkpoint)."""
-        return self.root / model_id / "latest"
+    def latest(self, model_id: str) -> Ref:
+        """The client's state as the server last stopped with it."""
+        return Ref(model_id, "weights", LAST_STOP)
+
+    def autosave(self, model_id: str) -> Ref:
+        """The client's state every ``--tinker-save-every`` optimizer steps."""
+        return Ref(model_id, "weights", AUTOSAVE)
 
     def record_samplers(self, samplers: dict[str, Any]) -> None:
         atomic_write_json(self.root / "samplers.json", samplers)
