@@ -163,6 +163,12 @@ def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_b
                                                         stop=[tok.encode(" the")[0]])).result()
     assert any(s.stop_reason == "stop" and s.tokens[-1] == tok.encode(" the")[0] for s in out.sequences)
 
+    # The base alone samples too, and its log-probabilities are not the tuned adapter's.
+    base = service.create_sampling_client(base_model=str(chat_base)).result()
+    tokens = prompt.to_ints() + res.sequences[0].tokens
+    assert base.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[-1] != pytest.approx(
+        sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[-1], abs=1e-6)
+
 
 def rl(service: Any, base: Path, lr: float, iterations: int = 16) -> list[float]:
     """A policy-gradient loop: 8 samples per prompt, reward = the share of 'e' in the text,
@@ -199,6 +205,26 @@ def test_an_rl_loop_with_importance_sampling_raises_the_reward(service: Any, cha
     assert np.mean(still[-5:]) < np.mean(still[:5]) + 0.05, still
 
 
+def test_ppo_clips_the_ratio_and_importance_sampling_does_not(service: Any, chat_base: Path) -> None:
+    """Sampler log-probabilities one nat below the current ones: ratio e on every token, with
+    advantage 1. importance_sampling sums -e per token; ppo clips it to 1.2 (or to a wider
+    threshold given in loss_fn_config)."""
+    import math
+
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+    ids = tc.get_tokenizer().encode(TEXTS[1])
+    n = len(ids) - 1
+    ce = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                     loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * n})
+    current = tc.forward([ce], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist()
+    rl_datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
+        "target_tokens": ids[1:], "logprobs": [x - 1.0 for x in current], "advantages": [1.0] * n})
+    assert tc.forward([rl_datum], "importance_sampling").result().metrics["loss:sum"] == pytest.approx(-math.e * n, rel=1e-4)
+    assert tc.forward([rl_datum], "ppo").result().metrics["loss:sum"] == pytest.approx(-1.2 * n, rel=1e-5)
+    wide = tc.forward([rl_datum], "ppo", {"clip_low_threshold": 0.5, "clip_high_threshold": 2.0}).result()
+    assert wide.metrics["loss:sum"] == pytest.approx(-2.0 * n, rel=1e-5)
+
+
 def test_state_round_trips_bit_exactly_and_clients_do_not_disturb_each_other(service: Any, chat_base: Path) -> None:
     a = service.create_lora_training_client(base_model=str(chat_base), rank=8, seed=3).result()
     data = supervised_batch(a.get_tokenizer())
@@ -229,6 +255,8 @@ def test_state_round_trips_bit_exactly_and_clients_do_not_disturb_each_other(ser
     info = rest.get_weights_info_by_tinker_path(path).result()
     assert info.lora_rank == 8 and info.base_model == str(chat_base)
     assert rest.get_training_run(a.model_id).result().base_model == str(chat_base)
+    session = rest.get_session(a.model_id.split(":train:")[0]).result()
+    assert {a.model_id, b.model_id} <= set(session.training_run_ids)
     rest.delete_checkpoint_from_tinker_path(path).result()
     assert path not in [c.tinker_path for c in rest.list_checkpoints(a.model_id).result().checkpoints]
 
@@ -350,12 +378,9 @@ def test_a_server_on_an_ssh_host_through_the_local_proxy(chat_base: Path, ssh_cl
     checkpoints in the host's copy of the run directory), the SDK talks to 127.0.0.1:PORT here,
     and get_info reports a tokenizer copied into this machine's cache (the host's path is not
     given to the client: it loads the copy)."""
-    import queue
     import re
     import socket
-    import subprocess
     import sys
-    import time
 
     from tests.helpers import cli
 
@@ -363,24 +388,12 @@ def test_a_server_on_an_ssh_host_through_the_local_proxy(chat_base: Path, ssh_cl
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     client_cache = tmp_path / "client-cache"
-    exe = Path(sys.executable).with_name("clustertune")
-    proc = subprocess.Popen([str(exe), "serve", "--tinker", "launch.backend=ssh", "launch.cluster=loop",
-                             f"launch.site_packages_from={sys.executable}", "--device", "cpu", "--dtype", "fp32",
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "CLUSTERTUNE_CACHE": str(client_cache)})
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen: list[str] = []
+    proc, head = _foreground(["serve", "--tinker", "launch.backend=ssh", "launch.cluster=loop",
+                              f"launch.site_packages_from={sys.executable}", "--device", "cpu", "--dtype", "fp32",
+                              "--port", str(port)], "Tinker API at", 180, CLUSTERTUNE_CACHE=str(client_cache))
     try:
-        deadline = time.monotonic() + 180
-        while not any("Tinker API at" in x for x in seen):
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                pass
-        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(forwarded to", "".join(seen), re.M)
-        assert found and int(found.group(3)) == port, "".join(seen)
+        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(forwarded to", head, re.M)
+        assert found and int(found.group(3)) == port, head
         run_id = found.group(1)
 
         tc = tinker.ServiceClient(base_url=found.group(2)).create_lora_training_client(
@@ -439,11 +452,9 @@ def test_as_a_slurm_job_the_client_is_carried_over_a_requeue(chat_base: Path, ru
     job is preempted (USR2, as before a time limit) and requeued, its server comes back on a new
     port, and the client's next calls (made during the gap) are carried over it by the SDK's
     retries and the proxy, with the numbers of a run that was never interrupted."""
-    import queue
     import re
     import socket
     import subprocess
-    import sys
     import time
 
     from clustertune.runs.run import Run
@@ -452,24 +463,11 @@ def test_as_a_slurm_job_the_client_is_carried_over_a_requeue(chat_base: Path, ru
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    exe = Path(sys.executable).with_name("clustertune")
-    proc = subprocess.Popen([str(exe), "serve", "--tinker", "launch.backend=slurm", "launch.cpus_per_task=1",
-                             "--device", "cpu", "--dtype", "fp32", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen: list[str] = []
+    proc, head = _foreground(["serve", "--tinker", "launch.backend=slurm", "launch.cpus_per_task=1", "--device", "cpu",
+                              "--dtype", "fp32", "--port", str(port)], "Tinker API at", 240)
     try:
-        deadline = time.monotonic() + 240
-        while not any("Tinker API at" in x for x in seen):
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)
-            try:
-                seen.append(lines.get(timeout=1))
-            except queue.Empty:
-                pass
-        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(the job on", "".join(seen), re.M)
-        assert found, "".join(seen)
+        found = re.search(r"^run (\S+): Tinker API at (http://127\.0\.0\.1:(\d+)) \(the job on", head, re.M)
+        assert found, head
         run = Run.load(runs_root / found.group(1))
         first_port = json_port(run)
 
@@ -572,3 +570,50 @@ def test_a_killed_server_says_what_its_clients_lost_and_their_autosave_resumes(c
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _foreground(argv: list[str], marker: str, timeout: float, **env: str) -> tuple[Any, str]:
+    """A `clustertune` command that stays in the foreground, once its output shows ``marker``:
+    the process and what it printed so far."""
+    import queue
+    import subprocess
+    import sys
+    import time
+
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not any(marker in x for x in seen):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"no {marker!r} from clustertune {' '.join(argv)}:\n{''.join(seen)}")
+        try:
+            seen.append(lines.get(timeout=1))
+        except queue.Empty:
+            pass
+    return proc, "".join(seen)
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_taken_local_port_cancels_the_job_it_would_have_reached(runs_root: Path) -> None:
+    import socket
+    import time
+
+    from clustertune.runs.run import Run
+    from tests.helpers import cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        out = cli("serve", "--tinker", "launch.backend=slurm", "launch.cpus_per_task=1", "--device", "cpu",
+                  "--port", str(taken.getsockname()[1]), timeout=240)
+    assert out.returncode == 2 and "cannot listen there" in out.stderr, out.stdout + out.stderr
+    run = Run.load(next(runs_root.iterdir()))
+    deadline = time.monotonic() + 60
+    while run.reload().state.value != "CANCELLED":
+        assert time.monotonic() < deadline, run.state
+        time.sleep(0.5)

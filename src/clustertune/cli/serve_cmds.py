@@ -118,18 +118,24 @@ def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:
     proxy = None
     a = sub.address
     fwd = None
-    if tinker and run.info.backend != "ssh":
-        proxy = serving.tinker_follow(sub, local_port)
-        print(f"run {run.id}: Tinker API at {proxy.base_url} (the job on {a['node']}:{a['port']}; followed when "
-              "it is requeued)", flush=True)
-    elif tinker:
-        fwd, proxy = serving.tinker_forward(sub, local_port)
-        print(f"run {run.id}: Tinker API at {proxy.base_url} (forwarded to {a['node']}:{a['port']}; tokenizers "
-              "are copied here as clients ask for them)", flush=True)
-    else:
-        fwd = serving.forward(sub, local_port)
-        print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})",
-              flush=True)
+    try:
+        if tinker and run.info.backend != "ssh":
+            proxy = serving.tinker_follow(sub, local_port)
+            print(f"run {run.id}: Tinker API at {proxy.base_url} (the job on {a['node']}:{a['port']}; followed "
+                  "when it is requeued)", flush=True)
+        elif tinker:
+            fwd, proxy = serving.tinker_forward(sub, local_port)
+            print(f"run {run.id}: Tinker API at {proxy.base_url} (forwarded to {a['node']}:{a['port']}; "
+                  "tokenizers are copied here as clients ask for them)", flush=True)
+        else:
+            fwd = serving.forward(sub, local_port)
+            print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})",
+                  flush=True)
+    except BaseException:
+        # Nothing here reaches the server (the port is taken, the forward failed): stop it rather
+        # than leave it running with no way in.
+        api.job(run).cancel()
+        raise
     print(f"  Ctrl-C stops it; `clustertune logs {run.id}`, `clustertune cancel {run.id}` from another terminal",
           flush=True)
     try:
