@@ -548,8 +548,8 @@ CASES: list[tuple[str, Setup, str]] = [
     ("serve-with-launch-files", command("serve", "{d}", "launch.backend=ssh", "launch.files=[x]"),
      "launch.files: a server is one process per run"),
     ("serve-nothing", command("serve"), "name the model to serve (a run id or a model directory), or give --tinker"),
-    ("serve-tinker-as-a-run", command("serve", "--tinker", "launch.backend=slurm"),
-     "--tinker with launch keys takes launch.backend=ssh launch.cluster=NAME and no model"),
+    ("serve-tinker-with-a-model-as-a-run", command("serve", "{d}", "--tinker", "launch.backend=slurm"),
+     "--tinker with launch keys serves the Tinker API alone: leave the model out"),
 ]
 
 
