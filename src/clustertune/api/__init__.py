@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clustertune.errors import RecipeError, RunError, UserError
-from clustertune.models.local import checkpoint_refs
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.local_paths import absolute_paths
+from clustertune.recipe.checked import Checked
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 from clustertune.runs.dependents import uses_of
-from clustertune.runs.store import get_run, list_runs, remove_run, runs_root
+from clustertune.runs.store import get_run, list_runs, remove_run
 
 if TYPE_CHECKING:
     # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
-    from clustertune.api.preflight import Checked
+    from clustertune.launch.submit import Decided
     from clustertune.runs.job import Job
 
 Source = Recipe | str | os.PathLike[str] | dict[str, Any]
@@ -53,11 +53,6 @@ def _recipe(source: Source | None, overrides: list[str] | None) -> Recipe:
     return load_recipe(source, overrides)
 
 
-def _only_the_run_id(source: Source | None) -> None:
-    if source is not None:
-        raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
-
-
 def run(
     source: Source | None = None,
     overrides: list[str] | None = None,
@@ -75,22 +70,16 @@ def run(
     :class:`UserError` subclasses before anything is written when they can be found up front;
     a failure during training leaves the run FAILED with the reason (and traceback) in run.json.
     Resumed, the run keeps its resolved recipe: ``overrides`` may change ``launch.*`` keys only
-    (another world size, another partition), the rule :func:`clustertune.launch.submit.launch`
-    holds for every caller. Where it runs is decided there, once. ``announce``: where the run
-    goes and how to follow it, as lines for the user.
+    (another world size, another partition). Where it runs is decided once
+    (:func:`clustertune.launch.submit.decide_launch`), as for a dry run. ``announce``: where the
+    run goes and how to follow it, as lines for the user.
     """
     # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.submit import launch
+    from clustertune.launch.submit import start_launch
 
-    if resume is not None:
-        _only_the_run_id(source)
-        return launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir, command=command,
-                      show_progress=show_progress, trust_checkpoint=trust_checkpoint, announce=announce)
-    if trust_checkpoint:
-        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
-    recipe = validate(source, overrides, runs_root_dir=runs_root_dir).recipe  # every problem at once, nothing written
-    return launch(recipe, runs_root_dir=runs_root_dir, command=command, show_progress=show_progress,
-                  announce=announce)
+    decided = _decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
+                       trust_checkpoint=trust_checkpoint, show_progress=show_progress)
+    return start_launch(decided, command=command, announce=announce, show_progress=show_progress)
 
 
 def launch_command(
@@ -108,21 +97,10 @@ def launch_command(
     launch section of ``source`` (a YAML file) and ``launch.*`` ``overrides``; or, with
     ``resume``, the run's own command again as its next attempt."""
     # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.command import load_launch
-    from clustertune.launch.submit import launch
+    from clustertune.launch.submit import start_launch
 
-    if resume is not None:
-        if source is not None or user_command:
-            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
-        return launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir, announce=announce)
-    if not user_command:
-        raise UserError("give the command to run after `--`, e.g. "
-                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
-    section = load_launch(source, list(overrides or []), user_command)
-    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
-        section = absolute_paths(section, Path(source).expanduser().parent)
-    return launch(section, user_command=user_command, runs_root_dir=runs_root_dir, command=command,
-                  announce=announce, wait=wait)
+    decided = _decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir, user_command=user_command or [])
+    return start_launch(decided, command=command, announce=announce, wait=wait)
 
 
 def dry_run(
@@ -134,22 +112,48 @@ def dry_run(
     user_command: list[str] | None = None,
 ) -> str:
     """The plan (and the sbatch script or the command) that :func:`run` or
-    :func:`launch_command` would start, for a run directory not yet made; nothing starts."""
+    :func:`launch_command` would start, decided as they decide it; nothing starts, nothing is
+    written. A new run's plan names a run directory not yet made; a resumed run's, its own."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.submit import describe_launch
+
+    if user_command is not None and resume is not None:
+        raise UserError("--dry-run shows a new launch; drop --resume")
+    return describe_launch(_decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
+                                    user_command=user_command, dry=True))
+
+
+def _decided(source: Source | None, overrides: list[str] | None, *, resume: str | None,
+             runs_root_dir: str | os.PathLike[str] | None, user_command: list[str] | None = None,
+             trust_checkpoint: bool = False, show_progress: bool = True, dry: bool = False) -> Decided:
+    """The one decision behind :func:`run`, :func:`launch_command` and :func:`dry_run`: a new
+    recipe passes the preflight first (every problem at once, nothing written); a command's
+    launch section is read with its files beside its YAML; a resume keeps the run's recipe (the
+    rules: :func:`clustertune.launch.submit.decide_launch`). ``user_command`` not None: the
+    caller launches a user's command (empty: not given yet)."""
     # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
     from clustertune.launch.command import load_launch
-    from clustertune.launch.submit import check_resume_overrides, dry_run_text
+    from clustertune.launch.submit import decide_launch
 
-    if user_command is not None:
-        if resume is not None:
-            raise UserError("--dry-run shows a new launch; drop --resume")
-        recipe = load_launch(None if source is None else str(source), list(overrides or []), user_command)
-    elif resume is not None:
-        _only_the_run_id(source)
-        check_resume_overrides(list(overrides or []))
-        recipe = load_recipe(get_run(resume, runs_root_dir).paths.recipe, overrides)
-    else:
-        recipe = validate(source, overrides, runs_root_dir=runs_root_dir).recipe
-    return dry_run_text(recipe, runs_root(runs_root_dir or recipe.tracking.runs_root), user_command)
+    if resume is not None:
+        if source is not None or user_command:
+            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it"
+                            if user_command is not None else
+                            "--resume takes only the run id: the run keeps its resolved recipe")
+        return decide_launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir,
+                             trust_checkpoint=trust_checkpoint, dry=dry)
+    if trust_checkpoint:
+        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
+    if user_command is None:
+        checked = validate(source, overrides, runs_root_dir=runs_root_dir)
+        return decide_launch(checked, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
+    if not user_command:
+        raise UserError("give the command to run after `--`, e.g. "
+                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+    section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
+    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
+        section = absolute_paths(section, Path(source).expanduser().parent)
+    return decide_launch(section, runs_root_dir=runs_root_dir, user_command=user_command, dry=dry)
 
 
 def validate(source: Source | None, overrides: list[str] | None = None, *,
@@ -179,24 +183,13 @@ def validate(source: Source | None, overrides: list[str] | None = None, *,
 
 def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None) -> Recipe:
     """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory (and any
-    ``run:<run>@step-N`` model by that checkpoint written out as a model), as ``run`` resolves it (what prepare and estimate-memory read: the base's tokenizer and config)."""
-    # Deferred: the tasks import the data and model layers, which the CLI's start-up does without.
-    from clustertune.tasks import task_of
+    ``run:<run>@step-N`` model by that checkpoint written out as a model), as ``run`` resolves it
+    (what prepare and estimate-memory read: the base's tokenizer and config); a missing run is an
+    error here (``run`` would train a shipped recipe's run first)."""
+    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
+    from clustertune.launch.submit import resolve_base_model
 
-    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
-    if checkpoint_refs(recipe):
-        # Deferred: writing a checkpoint out as a model builds it (torch, transformers).
-        from clustertune.use.bases import with_checkpoint_models
-
-        recipe = with_checkpoint_models(recipe, root)
-    ref = recipe.model.name_or_path or ""
-    if not task_of(recipe.task).base_model_from_run or not ref.startswith("run:"):
-        return recipe
-    # Deferred: it imports torch, transformers' trainer and PEFT (for an adapter run's merged copy).
-    from clustertune.train.rl.sources import resolve_model
-
-    path = resolve_model(ref, "model.name_or_path", root)
-    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
+    return resolve_base_model(recipe, runs_root_dir, train_missing=False)
 
 
 def check_for_nodes(recipe: Recipe) -> None:

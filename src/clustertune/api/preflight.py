@@ -24,6 +24,7 @@ from typing import Any
 
 from clustertune.errors import RecipeError, UserError
 from clustertune.models.local import checkpoint_refs, config_dir
+from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import located, path_problems, sequence_problems
 from clustertune.recipe.local_paths import absolute_paths
@@ -53,14 +54,6 @@ class Where:
             except (UserError, OSError, ValueError):
                 pass
         return cls(None, {}, tuple(overrides or ()))
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A recipe that passed the preflight, and what it could not check offline (one line each)."""
-
-    recipe: Recipe
-    not_checked: list[str]
 
 
 def _message(exc: UserError, key: str) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from clustertune.launch.command import check_command, check_launch, create_run, 
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.models.local import checkpoint_refs
+from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
@@ -121,50 +122,59 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths, prepared: Any = None) -> N
 
 
 def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = None) -> str:
-    """The plan (and the sbatch script) a launch would use, for a run directory not yet made."""
-    if user_command is not None:
-        check_command(user_command)
-        check_launch(recipe)
+    """The plan (and the sbatch script) a new launch of ``recipe`` would use under ``root``."""
+    return describe_launch(decide_launch(recipe, runs_root_dir=root, user_command=user_command, dry=True))
+
+
+def describe_launch(decided: Decided) -> str:
+    """What :func:`start_launch` would do with ``decided``, for people: the plan (for a new run,
+    a run directory not yet made), where each file the recipe names is read, and the backend's
+    own part (the sbatch script, the hosts' commands)."""
+    recipe, user_command, resuming = decided.recipe, decided.user_command, decided.resuming
+    if resuming is not None:
+        run_id, run_dir = resuming.run.id, resuming.run.paths.root
     else:
-        check_deepspeed_json(recipe)
-    run_id = new_run_id(recipe.name)
-    plan = plan_for(recipe, run_id, root / run_id, user_command, need_passthrough=False)
+        run_id = new_run_id(recipe.name)
+        run_dir = decided.root / run_id
+    plan = plan_for(recipe, run_id, run_dir, user_command, need_passthrough=False)
     out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
            "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
     out += ["# launch plan", plan_json_for_people(plan)]
-    backend = backend_for(recipe, user_command)
     from clustertune.data.cache import cache_root  # deferred: the data layer's imports (numpy)
 
-    here = user_command is None and prepares_data_here(recipe, launcher(backend).prepares_data_here)
-    out += describe(decide(recipe, backend, root / run_id, cache_root(recipe), data_on_nodes(recipe, here)), backend)
-    out += launcher(backend).describe(plan, recipe)
+    backend = launcher(decided.backend)
+    here = user_command is None and prepares_data_here(recipe, backend.prepares_data_here)
+    out += describe(decide(recipe, decided.backend, run_dir, cache_root(recipe), data_on_nodes(recipe, here)),
+                    decided.backend)
+    out += backend.describe(plan, recipe)
     return "\n".join(out)
 
 
 def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
-                       show_progress: bool = True) -> Recipe:
+                       show_progress: bool = True, train_missing: bool = True) -> Recipe:
     """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
     directory in its place (so the resolved recipe names what was trained). A missing run named
-    like a shipped recipe (``run:quickstart``) is trained first, once. A checkpoint
-    ``run:<run>@step-N`` named as any model (base, RL policy...) is written out as a model once
-    and named by its directory (:mod:`clustertune.use.bases`)."""
+    like a shipped recipe (``run:quickstart``) is trained first, once (``train_missing``; else
+    the missing run is an error). A checkpoint ``run:<run>@step-N`` named as any model (base, RL
+    policy...) is written out as a model once and named by its directory
+    (:mod:`clustertune.use.bases`)."""
+    root = str(_root(recipe, runs_root_dir))
     if checkpoint_refs(recipe):
         # Deferred: writing a checkpoint out builds its model (torch, transformers).
         from clustertune.use.bases import with_checkpoint_models
 
-        recipe = with_checkpoint_models(recipe, str(runs_root(runs_root_dir or recipe.tracking.runs_root)))
+        recipe = with_checkpoint_models(recipe, root)
     ref = recipe.model.name_or_path or ""
     if not task_of(recipe.task).base_model_from_run or not ref.startswith(RUN_PREFIX):
         return recipe
     # Imported only here: it imports torch, transformers' trainer and PEFT (and what they warn).
     from clustertune.train.rl.sources import resolve_model
 
-    root = str(runs_root(runs_root_dir or recipe.tracking.runs_root))
     try:
         path = resolve_model(ref, "model.name_or_path", root)
     except RunError:
         name = ref[len(RUN_PREFIX):]
-        if name not in shipped_recipes():
+        if not train_missing or name not in shipped_recipes():
             raise
         log.info("model.name_or_path: no completed %r run under %s yet; training it first (`clustertune run %s`)",
                  name, root, name)
@@ -174,11 +184,14 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
 
 
 @dataclass(frozen=True)
-class _Decided:
-    """What :func:`launch` decided before anything changes."""
+class Decided:
+    """A launch decided before anything changes: what runs (a recipe, or a user's command under
+    its launch section), on which backend, under which runs root, and the run it resumes. The dry
+    run describes one (:func:`describe_launch`); :func:`start_launch` does it."""
 
     recipe: Recipe
     backend: str  # a name in the backend registry; "inprocess" for one rank in this process
+    root: Path  # the runs root the run is made (or was found) under
     user_command: list[str] | None = None  # a user's own command instead of the trainer
     resuming: Resuming | None = None
 
@@ -187,41 +200,58 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
            runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
            announce: Announce | None = None, user_command: list[str] | None = None,
            show_progress: bool = True, trust_checkpoint: bool = False, wait: bool = True) -> Run:
-    """Create (or resume) a run and start it through its backend; every path goes through here.
+    """Create (or resume) a run and start it through its backend: :func:`decide_launch`, then
+    :func:`start_launch` (what :mod:`clustertune.api` does, after its preflight)."""
+    decided = decide_launch(recipe, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir,
+                            user_command=user_command, show_progress=show_progress,
+                            trust_checkpoint=trust_checkpoint)
+    return start_launch(decided, command=command, announce=announce, show_progress=show_progress, wait=wait)
+
+
+def decide_launch(recipe: Recipe | Checked | None, *, resume: str | None = None, overrides: list[str] | None = None,
+                  runs_root_dir: str | os.PathLike[str] | None = None, user_command: list[str] | None = None,
+                  show_progress: bool = True, trust_checkpoint: bool = False, dry: bool = False) -> Decided:
+    """Decide a launch once, for every backend, before anything changes.
 
     ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
     ``recipe`` holds only the ``launch`` section (:func:`clustertune.launch.command.load_launch`)
-    and the command runs on every rank instead of the trainer. ``--resume`` of a command's run
-    runs the same command again as a new attempt (the script resumes from its own checkpoint).
-
-    The order is the same for every backend: decide (new or resumed, which backend), the
-    backend's checks (nothing written yet; a bad input leaves no run directory), the run
-    directory, the data where this machine prepares it, then the backend's submit. One rank on
-    this machine trains in this process; several go through torchrun and are waited for; SLURM
-    returns once submitted (the run is PENDING; `clustertune status RUN_ID` follows it). On
-    resume, ``overrides`` may change only ``launch.*`` keys (e.g. another world size); the data
-    position carries over. A checkpoint not signed with this user's key is refused before
-    anything changes; ``trust_checkpoint`` signs it instead (the user vouches for its files).
-    ``wait=False``: an SSH run returns once its hosts started it.
+    and the command runs on every rank instead of the trainer; a resumed command's run runs the
+    same command again as its next attempt (the script resumes from its own checkpoint). On
+    resume, ``overrides`` may change only ``launch.*`` keys (e.g. another world size) and the
+    last attempt's end is asked of the run's backend. One rank on this machine is the
+    ``inprocess`` backend. A :class:`Checked` recipe passed the preflight: what that checked is
+    not checked again (a plain Recipe gets the checks a run cannot start without: its local files,
+    trackers and DeepSpeed JSON). ``dry``: for a dry run, nothing is trained or written (a ``run:<name>``
+    base stays as named) and a resumed run's backend is not asked (run.json stands).
     """
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
         check_resume_overrides(overrides or [])  # before the run is looked up: the command line is wrong
-        decided = _decide_resume(get_run(resume, runs_root_dir), overrides or [], trust_checkpoint)
-    else:
-        decided = _decide_new(recipe, overrides or [], user_command, runs_root_dir, show_progress)
+        return _decide_resume(get_run(resume, runs_root_dir), overrides or [], trust_checkpoint, ask_backend=not dry)
+    return _decide_new(recipe, overrides or [], user_command, runs_root_dir, show_progress, dry)
+
+
+def start_launch(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
+                 show_progress: bool = True, wait: bool = True) -> Run:
+    """Do what :func:`decide_launch` decided; the order is the same for every backend: the
+    backend's checks (nothing written yet; a bad input leaves no run directory), the run directory,
+    the data where this machine prepares it, then the backend's submit. One rank on this machine
+    trains in this process; several go through torchrun and are waited for; SLURM returns once
+    submitted (the run is PENDING; `clustertune status RUN_ID` follows it). A resumed run's
+    checkpoint not signed with this user's key is refused before anything changes, unless the
+    decision trusts it. ``wait=False``: an SSH run returns once its hosts started it.
+    """
     recipe, user_command, resuming = decided.recipe, decided.user_command, decided.resuming
     backend = launcher(decided.backend)
-    root = runs_root(runs_root_dir or recipe.tracking.runs_root)
     if resuming is None:
-        check_runs_root(root)  # before any data is prepared
+        check_runs_root(decided.root)  # before any data is prepared
     where = (resuming.run.id, resuming.run.paths.root) if resuming is not None else ("", Path("."))
     backend.check(recipe, plan_for(recipe, *where, user_command), resuming)
     here = user_command is None and prepares_data_here(recipe, backend.prepares_data_here)
     # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
     prepared = prepare_new_run_data(recipe) if here and resuming is None else None
-    run = _record(decided, root, command)
+    run = _record(decided, command)
     try:
         recipe = _place_files(recipe, run, decided.backend, here)
         if here:
@@ -262,61 +292,69 @@ def check_resume_overrides(overrides: list[str]) -> None:
                         f"may change ({', '.join(bad)})")
 
 
-def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool) -> _Decided:
+def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool, ask_backend: bool) -> Decided:
     """A resumed run: its recipe (or a command's launch section) with the ``launch.*`` overrides."""
     if run.paths.is_command and trust_checkpoint:
         raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
-    # How the last attempt ended, as its backend knows it (an SSH run's results come back here).
-    try:
-        job_for(run).state()
-    except UserError as exc:  # no SLURM commands here, a host down: what run.json says stands
-        log.warning("could not ask the %s backend how run %s's last attempt ended (%s); going on with what "
-                    "run.json records", run.info.backend, run.id, exc)
+    if ask_backend:  # how the last attempt ended, as its backend knows it (an SSH run's results come back here)
+        try:
+            job_for(run).state()
+        except UserError as exc:  # no SLURM commands here, a host down: what run.json says stands
+            log.warning("could not ask the %s backend how run %s's last attempt ended (%s); going on with what "
+                        "run.json records", run.info.backend, run.id, exc)
     run.reload().check_resumable()
-    resuming = Resuming(run, trust_checkpoint)
+    resuming, root = Resuming(run, trust_checkpoint), run.paths.root.parent
     if run.paths.is_command:  # the same command again, as the next attempt
         recipe = load_launch(run.paths.launch_section, overrides)
-        return _Decided(recipe, recipe.launch.backend, read_command(run.paths), resuming)
+        return Decided(recipe, recipe.launch.backend, root, read_command(run.paths), resuming)
     started_with = load_recipe(run.paths.recipe)
     recipe = load_recipe(run.paths.recipe, overrides)
     # A run that was launched stays with the launcher, even when resumed on one process.
     if needs_launcher(recipe) or needs_launcher(started_with):
-        return _Decided(recipe, recipe.launch.backend, None, resuming)
+        return Decided(recipe, recipe.launch.backend, root, None, resuming)
     if overrides:
         raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-    return _Decided(recipe, "inprocess", None, resuming)
+    return Decided(recipe, "inprocess", root, None, resuming)
 
 
-def _decide_new(recipe: Recipe | None, overrides: list[str], user_command: list[str] | None,
-                runs_root_dir: str | os.PathLike[str] | None, show_progress: bool) -> _Decided:
+def _decide_new(recipe: Recipe | Checked | None, overrides: list[str], user_command: list[str] | None,
+                runs_root_dir: str | os.PathLike[str] | None, show_progress: bool, dry: bool) -> Decided:
     """A new run of a recipe or of a user's command; the checks that need no backend."""
+    checked = isinstance(recipe, Checked)
+    recipe = recipe.recipe if isinstance(recipe, Checked) else recipe
     if user_command is not None:
         if recipe is None:  # launch.* overrides on the defaults
             recipe = load_launch(None, overrides, user_command)
         check_command(user_command)
         check_launch(recipe)
         check_exist(recipe)
-        return _Decided(recipe, recipe.launch.backend, user_command)
+        return Decided(recipe, recipe.launch.backend, _root(recipe, runs_root_dir), user_command)
     if recipe is None:
         raise UserError("give a recipe to launch, or --resume RUN_ID")
     if recipe.launch.runner != "torchrun":
         raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
                           "a recipe always runs under torchrun")
-    recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
-    check_trackers(list(recipe.tracking.trackers))
-    check_exist(recipe)
-    check_deepspeed_json(recipe)
-    return _Decided(recipe, backend_for(recipe))
+    if not dry:  # a dry run shows the base as named; resolving it may train or write a model
+        recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
+    if not checked:  # the preflight checks these (and more); a caller that skipped it gets them here
+        check_trackers(list(recipe.tracking.trackers))
+        check_exist(recipe)
+        check_deepspeed_json(recipe)
+    return Decided(recipe, backend_for(recipe), _root(recipe, runs_root_dir))
 
 
-def _record(decided: _Decided, root: Path, command: list[str] | None) -> Run:
+def _root(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None) -> Path:
+    return runs_root(runs_root_dir or recipe.tracking.runs_root)
+
+
+def _record(decided: Decided, command: list[str] | None) -> Run:
     """The run directory: a new one, or the resumed one with its (launch section) overrides."""
     recipe, resuming = decided.recipe, decided.resuming
     argv = command or list(sys.argv)
     if resuming is None:
         if decided.user_command is not None:
-            return create_run(recipe, decided.user_command, root, argv)
-        return Run.create(root, recipe.name, recipe.task, dump_recipe(recipe), argv, backend=recipe.launch.backend)
+            return create_run(recipe, decided.user_command, decided.root, argv)
+        return Run.create(decided.root, recipe.name, recipe.task, dump_recipe(recipe), argv, backend=recipe.launch.backend)
     run = resuming.run
     if run.paths.is_command:
         write_launch(run.paths, recipe)

@@ -75,7 +75,10 @@ def test_runs_show_and_status_as_json_and_the_last_run(trained: Run, run_json: C
     assert run_json("status", "last", "--json", "--runs-root", root) == {"id": later.id, "state": "FAILED",
                                                                        "reason": "stopped on purpose"}
     assert main(["run", "--resume", "last", "--dry-run", "--runs-root", root]) == 0  # `last` is the new run now
-    assert '"run_id": "later-' in capsys.readouterr().out  # the plan of the newest run's recipe
+    shown_plan = capsys.readouterr().out  # the plan of that run, in its own directory, decided as a resume is
+    assert f'"run_id": "{later.id}"' in shown_plan and f'"run_dir": "{later.paths.root}"' in shown_plan
+    assert main(["run", "--resume", trained.id, "--dry-run", "--runs-root", root]) == 2  # nothing to resume
+    assert f"run {trained.id} already COMPLETED; start a new run" in capsys.readouterr().err
     assert [r["id"] for r in run_json("runs", "--json", "--runs-root", root)] == [trained.id, later.id]
 
 

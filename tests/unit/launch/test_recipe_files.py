@@ -159,3 +159,20 @@ def _write(proj: Path, recipe: dict) -> str:
     path = proj / "r.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return str(path)
+
+
+def test_a_commands_dry_run_reads_its_launch_file_as_the_launch_does(tmp_path, monkeypatch):
+    """`clustertune launch launch.yaml --dry-run -- CMD` is decided as the launch itself: the
+    file's relative `launch.files` start beside it, and a missing one is refused, not planned."""
+    proj = _project(tmp_path / "proj")
+    (proj / "launch.yaml").write_text(yaml.safe_dump({"name": "job", "launch": {"files": ["./setup.sh"]}}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    runs = tmp_path / "runs"
+    text = api.dry_run(str(proj / "launch.yaml"), [], runs_root_dir=runs, user_command=["python", "train.py"])
+    assert f"# launch.files.0: {proj / 'setup.sh'} " in text
+    (proj / "setup.sh").unlink()
+    with pytest.raises(LaunchError, match=r"launch\.files\.0: .*setup\.sh' does not exist"):
+        api.dry_run(str(proj / "launch.yaml"), [], runs_root_dir=runs, user_command=["python", "train.py"])
+    assert not runs.exists()
