@@ -160,8 +160,7 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
             command = ["python", "-m", "clustertune.cli.main", *tail]
             launch_keys = [*launch_keys, "launch.sync_workdir=false"]
         else:
-            exe = Path(sys.executable).with_name("clustertune")
-            command = [str(exe) if exe.is_file() else "clustertune", *tail]
+            command = [_clustertune_here(), *tail]
     elif model is None:
         raise UserError("name the model to serve")
     elif backend == "ssh":
@@ -175,8 +174,7 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
                    "--name", model_id_of(target), *options]
         launch_keys = [*launch_keys, "launch.sync_workdir=false", f"launch.files={json.dumps([str(target.path)])}"]
     else:
-        exe = Path(sys.executable).with_name("clustertune")
-        command = [str(exe) if exe.is_file() else "clustertune", "serve", _served_path(model, runs_root), *options]
+        command = [_clustertune_here(), "serve", _served_path(model, runs_root), *options]
     run = launch_command(command, None, ["launch.runner=none", *launch_keys], runs_root_dir=runs_root,
                          command=cli_command, announce=announce, wait=False)
     deadline = time.monotonic() + wait_seconds
@@ -188,6 +186,13 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
         if run.state.terminal or time.monotonic() > deadline:
             return Submitted(run, None)
         time.sleep(0.5)
+
+
+def _clustertune_here() -> str:
+    """The ``clustertune`` a SLURM job runs: the one beside this Python (the same environment, on
+    the cluster's shared filesystem), else whichever is first on the job's PATH."""
+    exe = Path(sys.executable).with_name("clustertune")
+    return str(exe) if exe.is_file() else "clustertune"
 
 
 def _servable(target: Any) -> None:
@@ -253,9 +258,9 @@ def tinker_forward(sub: Submitted, local_port: int = 0) -> tuple[Forward, Any]:
     try:
         proxy = TinkerProxy(f"http://127.0.0.1:{fwd.local_port}", rsync_fetcher(conn, cache_root()),
                             local_port).start()
-    except OSError as exc:
+    except UserError:  # the port cannot be taken
         fwd.close()
-        raise UserError(f"--port {local_port}: cannot listen there ({exc.strerror or exc}); pick another port") from None
+        raise
     return fwd, proxy
 
 
@@ -271,10 +276,7 @@ def tinker_follow(sub: Submitted, local_port: int = 0) -> Any:
         a = _address(sub.run)
         return f"http://{a['host']}:{a['port']}" if a else None
 
-    try:
-        return TinkerProxy(where, Path, local_port).start()
-    except OSError as exc:
-        raise UserError(f"--port {local_port}: cannot listen there ({exc.strerror or exc}); pick another port") from None
+    return TinkerProxy(where, Path, local_port).start()
 
 
 def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forward:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from clustertune.fsutil import replace_dir, temp_sibling
+from clustertune.serve.listen import bind
 
 log = logging.getLogger("clustertune.tinker")
 
@@ -46,11 +46,7 @@ class TinkerProxy:
         self.fetch = fetch
         self._copies: dict[str, Path] = {}
         self._lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.bind(("127.0.0.1", local_port))
-        self.sock.listen(256)
+        self.sock = bind("127.0.0.1", local_port)  # a port that cannot be taken: ServeError, exit 2
         self.local_port = int(self.sock.getsockname()[1])
         config = uvicorn.Config(self._app(), log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)

@@ -16,20 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Engine, Limits
+from clustertune.serve.listen import ServeError, bind
 from clustertune.use.generate import Generator
 from clustertune.use.load import Loaded, Target, find_target, load_model_for, load_tokenizer_for, pick_device
 
 API_KEY_ENV = "CLUSTERTUNE_API_KEY"
 TINKER_ONLY = "tinker"  # the served name of a server without a model (the Tinker API alone)
-
-
-class ServeError(UserError):
-    """A serving option that cannot work (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -75,28 +71,6 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
         return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
 
     return Engine(load, name or model_id_of(target), limits)
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket (port 0: any free one), or a clear error when it is taken."""
-    if not 0 <= port <= 65535:
-        raise ServeError(f"--port {port}: use 0 (any free port) or 1-65535")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted connections inherit it: without it a small response held back by Nagle's algorithm
-    # meets the client's delayed ACK and each request/response pair waits ~40 ms (measured: a
-    # Tinker optim_step round trip took 48 ms, 3 ms with it).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ServeError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); "
-                         "pick another port (--port 0 takes any free one)") from None
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
 
 
 class Server:

@@ -15,6 +15,8 @@ embedding keeps the base's weights.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import math
 import os
@@ -384,9 +386,8 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
     reasons = ["length"] * n
     done = [False] * n
     first: list[float | None] | None = None
-    global _CACHE_ARG
-    _CACHE_ARG = _CACHE_ARG or _cache_arg()
     with base.using(adapter) as model, torch.inference_mode():
+        cache_keyword = _cache_keyword(model)
         ids = torch.tensor([prompt], device=dev)
         out = model(input_ids=ids, use_cache=True)
         if prompt_logprobs:
@@ -410,7 +411,7 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
                     done[i], reasons[i] = True, "stop"
             if all(done) or step == steps - 1:
                 break
-            out = model(input_ids=nxt[:, None].to(dev), use_cache=True, **{_CACHE_ARG: past})
+            out = model(input_ids=nxt[:, None].to(dev), use_cache=True, **{cache_keyword: past})
             past = _cache_of(out)
             logits = out.logits[:, -1].float()
     sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i]} for i in range(n)]
@@ -422,15 +423,17 @@ def _cache_of(out: Any) -> Any:
     return out.cache if "cache" in out else out.past_key_values
 
 
-def _cache_arg() -> str:
-    import inspect
+def _cache_keyword(model: Any) -> str:
+    """The keyword the model's forward takes its key/value cache by (``cache`` in transformers
+    5.2x, ``past_key_values`` before), read from the model's own class: under PEFT's wrapper,
+    whose forward takes ``**kwargs``, the base model's."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _forward_keyword(type(inner))
 
-    from transformers import GPT2LMHeadModel
 
-    return "cache" if "cache" in inspect.signature(GPT2LMHeadModel.forward).parameters else "past_key_values"
-
-
-_CACHE_ARG = ""
+@functools.lru_cache(maxsize=None)
+def _forward_keyword(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def _repeat_cache(past: Any, n: int) -> Any:

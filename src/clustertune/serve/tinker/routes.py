@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -97,10 +98,6 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         return {"supported_models": [{"model_name": b.ref, "max_context_length": b.positions, "trainable": True,
                                       "sampleable": True} for b in service.bases.values()]}
 
-    @r.post("/create_model")
-    async def create_model(request: Request) -> Any:
-        return await direct(request, lambda b: future(service.create_model(b)))
-
     @r.post("/get_info")
     async def get_info(request: Request) -> Any:
         return await direct(request, service.get_info)
@@ -113,21 +110,16 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         raw = await request.body()
         return future(service.forward_backward(raw, request.headers.get("content-encoding")))
 
-    @r.post("/optim_step")
-    async def optim_step(request: Request) -> Any:
-        return await direct(request, lambda b: future(service.optim_step(b)))
+    def queued(name: str, start: Callable[[dict[str, Any]], str]) -> None:
+        """A route that queues its work and answers ``{"request_id"}`` at once."""
+        async def route(request: Request) -> Any:
+            return await direct(request, lambda b: future(start(b)))
+        r.add_api_route(f"/{name}", route, methods=["POST"], name=name)
 
-    @r.post("/save_weights")
-    async def save_weights(request: Request) -> Any:
-        return await direct(request, lambda b: future(service.save_weights(b)))
-
-    @r.post("/load_weights")
-    async def load_weights(request: Request) -> Any:
-        return await direct(request, lambda b: future(service.load_weights(b)))
-
-    @r.post("/save_weights_for_sampler")
-    async def save_weights_for_sampler(request: Request) -> Any:
-        return await direct(request, lambda b: future(service.save_weights_for_sampler(b)))
+    for name, start in {"create_model": service.create_model, "optim_step": service.optim_step,
+                        "save_weights": service.save_weights, "load_weights": service.load_weights,
+                        "save_weights_for_sampler": service.save_weights_for_sampler}.items():
+        queued(name, start)
 
     @r.post("/create_sampling_session")
     async def create_sampling_session(request: Request) -> Any:
