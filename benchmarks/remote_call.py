@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,8 @@ def _small(x):
     return x + 1
 
 
-def _loopback_cluster(tmp: Path) -> str:
+def _loopback_cluster(tmp: Path) -> tuple[str, int]:
+    """A cluster of one throwaway sshd on 127.0.0.1: its name, and the sshd's pid to stop."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import getpass
 
@@ -42,7 +44,7 @@ def _loopback_cluster(tmp: Path) -> str:
     (tmp / "known_hosts").write_text(f"[127.0.0.1]:{host.port} {kt} {kb}\n")
     add_cluster("bench", [HostSpec(address="127.0.0.1", port=host.port, user=getpass.getuser(), key=str(key),
                                    root=str(host.root), known_hosts=str(tmp / "known_hosts"))])
-    return "bench"
+    return "bench", host.pid
 
 
 def main() -> None:
@@ -54,37 +56,45 @@ def main() -> None:
     if args.smoke:
         args.repeat = 2
     with tempfile.TemporaryDirectory(prefix="ctb") as tmp:
-        name = args.cluster or _loopback_cluster(Path(tmp))
-        import clustertune as ct
-        from clustertune.remote.envs import Env
+        name, sshd_pid = (args.cluster, 0) if args.cluster else _loopback_cluster(Path(tmp))
+        try:
+            _measure(name, args)
+        finally:
+            if sshd_pid:  # the throwaway sshd goes with its folder
+                os.kill(sshd_pid, signal.SIGTERM)
 
-        c = ct.cluster(name)
-        conn = c.conn(0)
-        f = ct.function(_small).to(c, env=Env())
-        f(0)  # cold: helper copied, env built, master connection opened
-        ssh_true = conn.ssh_argv("true")
+
+def _measure(name: str, args: argparse.Namespace) -> None:
+    import clustertune as ct
+    from clustertune.remote.envs import Env
+
+    c = ct.cluster(name)
+    conn = c.conn(0)
+    f = ct.function(_small).to(c, env=Env())
+    f(0)  # cold: helper copied, env built, master connection opened
+    ssh_true = conn.ssh_argv("true")
+    subprocess.run(ssh_true, check=True)
+    calls, sshs = [], []
+    for i in range(args.repeat):
+        t = time.perf_counter()
+        assert f(i) == i + 1
+        calls.append(time.perf_counter() - t)
+        t = time.perf_counter()
         subprocess.run(ssh_true, check=True)
-        calls, sshs = [], []
-        for i in range(args.repeat):
-            t = time.perf_counter()
-            assert f(i) == i + 1
-            calls.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            subprocess.run(ssh_true, check=True)
-            sshs.append(time.perf_counter() - t)
-        reuse = []
-        for _ in range(1 if args.smoke else 5):
-            fresh = ct.cluster(name)
-            t = time.perf_counter()
-            fresh.ensure_env(0, Env(), stream=False)
-            reuse.append(time.perf_counter() - t)
-        mc, ms = statistics.median(calls), statistics.median(sshs)
-        print(f"warm ct.function call : median {mc * 1000:.0f} ms over {args.repeat}")
-        print(f"ssh host true (muxed) : median {ms * 1000:.0f} ms over {args.repeat}")
-        print(f"ratio call / ssh true : {mc / ms:.2f}x (goal <= 1.5x)")
-        print(f"unchanged env reuse   : median {statistics.median(reuse) * 1000:.0f} ms (goal < 1000 ms)")
-        if not args.cluster:
-            c.down()
+        sshs.append(time.perf_counter() - t)
+    reuse = []
+    for _ in range(1 if args.smoke else 5):
+        fresh = ct.cluster(name)
+        t = time.perf_counter()
+        fresh.ensure_env(0, Env(), stream=False)
+        reuse.append(time.perf_counter() - t)
+    mc, ms = statistics.median(calls), statistics.median(sshs)
+    print(f"warm ct.function call : median {mc * 1000:.0f} ms over {args.repeat}")
+    print(f"ssh host true (muxed) : median {ms * 1000:.0f} ms over {args.repeat}")
+    print(f"ratio call / ssh true : {mc / ms:.2f}x (goal <= 1.5x)")
+    print(f"unchanged env reuse   : median {statistics.median(reuse) * 1000:.0f} ms (goal < 1000 ms)")
+    if not args.cluster:
+        c.down()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,14 +44,18 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess
     few steps on one core, so the second core would otherwise sit idle for minutes of CI."""
     def one(script: str) -> subprocess.CompletedProcess[str]:
         where = tmp_path_factory.mktemp(script.removesuffix(".py"))
+        (where / "tmp").mkdir()
         env = {**os.environ, "CLUSTERTUNE_CACHE": str(where / "cache"), "CLUSTERTUNE_RUNS": str(where / "runs"),
-               "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+               "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "TMPDIR": str(where / "tmp")}
         try:
-            return subprocess.run([sys.executable, str(BENCH / script), "--smoke", *SMOKE[script]], capture_output=True,
-                                  text=True, timeout=240, env=env, cwd=where)
+            out = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *SMOKE[script]], capture_output=True,
+                                 text=True, timeout=240, env=env, cwd=where)
         except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            return subprocess.CompletedProcess(exc.cmd, -9, out, f"timed out after {exc.timeout} s")
+            text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            out = subprocess.CompletedProcess(exc.cmd, -9, text, f"timed out after {exc.timeout} s")
+        out.left_behind = _left_behind(where)  # type: ignore[attr-defined]
+        return out
 
     # The slowest first, so the pair finishes together.
     order = sorted(SMOKE, key=lambda s: s not in ("frameworks.py", "rl_offline.py", "loader.py", "launch.py"))
@@ -64,6 +69,26 @@ def test_the_benchmark_runs_at_its_smoke_size(script: str,
     out = smoke_runs[script]
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert out.stdout.strip(), "a benchmark prints its figures"
+    assert out.left_behind == [], "processes the benchmark started are still running after it ended"
+
+
+def _left_behind(where: Path, grace: float = 10.0) -> list[str]:
+    """The command lines of processes still running that name ``where`` (the benchmark's own
+    folder and temp dir: a server, an sshd, a worker it started), after ``grace`` seconds to exit."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile, or not a process
+                continue
+            line = " ".join(a.decode(errors="replace") for a in argv if a)
+            if str(where) in line:
+                found.append(line)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def test_every_framework_side_trains_the_same_loss_curve(smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
