@@ -56,6 +56,14 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         except (TinkerUserError, UserError) as exc:
             raise _Refused(str(exc)) from None
 
+    def by_id(request: Request, fn: Any, ident: str) -> Any:
+        """``fn(ident)`` for a route that names a thing by its id: one that is not here is a 404."""
+        check_key(request)
+        try:
+            return fn(ident)
+        except TinkerUserError as exc:
+            raise _Refused(str(exc), 404) from None
+
     @r.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -127,11 +135,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
 
     @r.get("/samplers/{sampler_id:path}")
     async def get_sampler(sampler_id: str, request: Request) -> Any:
-        check_key(request)
-        try:
-            return service.sampler(sampler_id)
-        except TinkerUserError as exc:
-            raise _Refused(str(exc), 404) from None
+        return by_id(request, service.sampler, sampler_id)
 
     @r.post("/asample")
     async def asample(request: Request) -> Any:
@@ -160,11 +164,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
 
     @r.get("/training_runs/{model_id}")
     async def training_run(model_id: str, request: Request) -> Any:
-        check_key(request)
-        try:
-            return service.training_run(model_id)
-        except TinkerUserError as exc:
-            raise _Refused(str(exc), 404) from None
+        return by_id(request, service.training_run, model_id)
 
     @r.get("/training_runs/{model_id}/checkpoints")
     async def checkpoints(model_id: str, request: Request) -> Any:
@@ -174,11 +174,8 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
 
     @r.delete("/training_runs/{model_id}/checkpoints/{checkpoint_id:path}")
     async def delete_checkpoint(model_id: str, checkpoint_id: str, request: Request) -> Any:
-        check_key(request)
-        try:
-            service.store.delete(service.store.parse(f"tinker://{model_id}/{checkpoint_id}"))
-        except TinkerUserError as exc:
-            raise _Refused(str(exc), 404) from None
+        by_id(request, lambda path: service.store.delete(service.store.parse(path)),
+              f"tinker://{model_id}/{checkpoint_id}")
         return {}
 
     @r.get("/training_runs")
