@@ -53,6 +53,86 @@ def _recipe(source: Source | None, overrides: list[str] | None) -> Recipe:
     return load_recipe(source, overrides)
 
 
+def decide(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    trust_checkpoint: bool = False,
+    show_progress: bool = True,
+    dry: bool = False,
+) -> Decided:
+    """The one decision behind :func:`run` and :func:`dry_run`, before anything changes: a new
+    recipe passes the preflight first (every problem at once, nothing written; :func:`validate`);
+    a resume keeps the run's recipe, and ``overrides`` may change ``launch.*`` keys only (another
+    world size, another partition). :func:`describe` shows it, :func:`start` does it. ``dry``: the
+    decision a dry run describes (nothing is trained or written, no backend is asked)."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.submit import decide_recipe, decide_resume
+
+    if resume is not None:
+        if source is not None:
+            raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
+        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir,
+                             trust_checkpoint=trust_checkpoint, dry=dry)
+    if trust_checkpoint:
+        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
+    checked = validate(source, overrides, runs_root_dir=runs_root_dir)
+    return decide_recipe(checked, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
+
+
+def decide_command(
+    user_command: list[str] | None,
+    source: str | os.PathLike[str] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    dry: bool = False,
+) -> Decided:
+    """The decision behind :func:`launch_command`: a user's own command on every rank, with the
+    launch section of ``source`` (a YAML file, its ``launch.files`` read beside it) and
+    ``launch.*`` ``overrides``; or, with ``resume``, the run's own command again."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.command import load_launch
+    from clustertune.launch.submit import decide_command as decide_new_command, decide_resume
+
+    if resume is not None:
+        if source is not None or user_command:
+            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
+        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir, dry=dry)
+    if not user_command:
+        raise UserError("give the command to run after `--`, e.g. "
+                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+    section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
+    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
+        section = absolute_paths(section, Path(source).expanduser().parent)
+    return decide_new_command(section, user_command, runs_root_dir=runs_root_dir)
+
+
+def describe(decided: Decided) -> str:
+    """What :func:`start` would do with ``decided``: the plan (and the sbatch script or the
+    hosts' commands); a new run's plan names a run directory not yet made."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.submit import describe_launch
+
+    return describe_launch(decided)
+
+
+def start(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
+          show_progress: bool = True, wait: bool = True) -> Run:
+    """Do what :func:`decide` or :func:`decide_command` decided: the run (made, or the resumed
+    one), its data, its backend's submit. Returns the finished :class:`Run` (a SLURM run: once
+    submitted; an SSH command with ``wait=False``: once its hosts started it). A failure during
+    training leaves the run FAILED with the reason (and traceback) in run.json. ``announce``:
+    where the run goes and how to follow it, as lines for the user."""
+    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
+    from clustertune.launch.submit import start_launch
+
+    return start_launch(decided, command=command, announce=announce, show_progress=show_progress, wait=wait)
+
+
 def run(
     source: Source | None = None,
     overrides: list[str] | None = None,
@@ -64,22 +144,12 @@ def run(
     trust_checkpoint: bool = False,
     announce: Announce | None = None,
 ) -> Run:
-    """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id.
-
-    Returns the finished :class:`Run` (a SLURM run: once submitted). User errors raise
-    :class:`UserError` subclasses before anything is written when they can be found up front;
-    a failure during training leaves the run FAILED with the reason (and traceback) in run.json.
-    Resumed, the run keeps its resolved recipe: ``overrides`` may change ``launch.*`` keys only
-    (another world size, another partition). Where it runs is decided once
-    (:func:`clustertune.launch.submit.decide_launch`), as for a dry run. ``announce``: where the
-    run goes and how to follow it, as lines for the user.
-    """
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.submit import start_launch
-
-    decided = _decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
-                       trust_checkpoint=trust_checkpoint, show_progress=show_progress)
-    return start_launch(decided, command=command, announce=announce, show_progress=show_progress)
+    """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id:
+    :func:`decide`, then :func:`start`. User errors raise :class:`UserError` subclasses before
+    anything is written when they can be found up front."""
+    decided = decide(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
+                     trust_checkpoint=trust_checkpoint, show_progress=show_progress)
+    return start(decided, command=command, announce=announce, show_progress=show_progress)
 
 
 def launch_command(
@@ -93,14 +163,10 @@ def launch_command(
     announce: Announce | None = None,
     wait: bool = True,
 ) -> Run:
-    """Run a user's own command on every rank (``clustertune launch ... -- COMMAND``), with the
-    launch section of ``source`` (a YAML file) and ``launch.*`` ``overrides``; or, with
-    ``resume``, the run's own command again as its next attempt."""
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.submit import start_launch
-
-    decided = _decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir, user_command=user_command or [])
-    return start_launch(decided, command=command, announce=announce, wait=wait)
+    """Run a user's own command on every rank (``clustertune launch ... -- COMMAND``):
+    :func:`decide_command`, then :func:`start`."""
+    decided = decide_command(user_command, source, overrides, resume=resume, runs_root_dir=runs_root_dir)
+    return start(decided, command=command, announce=announce, wait=wait)
 
 
 def dry_run(
@@ -111,49 +177,15 @@ def dry_run(
     runs_root_dir: str | os.PathLike[str] | None = None,
     user_command: list[str] | None = None,
 ) -> str:
-    """The plan (and the sbatch script or the command) that :func:`run` or
-    :func:`launch_command` would start, decided as they decide it; nothing starts, nothing is
-    written. A new run's plan names a run directory not yet made; a resumed run's, its own."""
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.submit import describe_launch
-
-    if user_command is not None and resume is not None:
-        raise UserError("--dry-run shows a new launch; drop --resume")
-    return describe_launch(_decided(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
-                                    user_command=user_command, dry=True))
-
-
-def _decided(source: Source | None, overrides: list[str] | None, *, resume: str | None,
-             runs_root_dir: str | os.PathLike[str] | None, user_command: list[str] | None = None,
-             trust_checkpoint: bool = False, show_progress: bool = True, dry: bool = False) -> Decided:
-    """The one decision behind :func:`run`, :func:`launch_command` and :func:`dry_run`: a new
-    recipe passes the preflight first (every problem at once, nothing written); a command's
-    launch section is read with its files beside its YAML; a resume keeps the run's recipe (the
-    rules: :func:`clustertune.launch.submit.decide_launch`). ``user_command`` not None: the
-    caller launches a user's command (empty: not given yet)."""
-    # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
-    from clustertune.launch.command import load_launch
-    from clustertune.launch.submit import decide_launch
-
-    if resume is not None:
-        if source is not None or user_command:
-            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it"
-                            if user_command is not None else
-                            "--resume takes only the run id: the run keeps its resolved recipe")
-        return decide_launch(None, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir,
-                             trust_checkpoint=trust_checkpoint, dry=dry)
-    if trust_checkpoint:
-        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
+    """The plan (and the sbatch script or the command) that :func:`run` (or, given
+    ``user_command``, :func:`launch_command`) would start, decided as they decide it; nothing
+    starts, nothing is written."""
     if user_command is None:
-        checked = validate(source, overrides, runs_root_dir=runs_root_dir)
-        return decide_launch(checked, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
-    if not user_command:
-        raise UserError("give the command to run after `--`, e.g. "
-                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
-    section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
-    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
-        section = absolute_paths(section, Path(source).expanduser().parent)
-    return decide_launch(section, runs_root_dir=runs_root_dir, user_command=user_command, dry=dry)
+        return describe(decide(source, overrides, resume=resume, runs_root_dir=runs_root_dir, dry=True))
+    if resume is not None:
+        raise UserError("--dry-run shows a new launch; drop --resume")
+    return describe(decide_command(user_command, None if source is None else str(source), overrides,
+                                   runs_root_dir=runs_root_dir, dry=True))
 
 
 def validate(source: Source | None, overrides: list[str] | None = None, *,
@@ -264,5 +296,5 @@ def kept_result_lines(run: Run) -> list[str]:
     return lines(run)
 
 
-__all__ = ["validate", "with_base", "check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+__all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
            "refreshed", "run"]

@@ -46,14 +46,13 @@ def launch(
     command = (ctx.obj or {}).get("command")
     items = list(items or [])
     source = items.pop(0) if items and "=" not in items[0] else None
-    if dry_run:
-        if command is None and resume is None:
-            raise UserError("give the command to run after `--`, e.g. "
-                            "`clustertune launch launch.procs_per_node=2 -- python train.py`")
-        print(api.dry_run(source, items, resume=resume, runs_root_dir=runs_root, user_command=command or []))
+    if dry_run and resume is not None:
+        raise UserError("--dry-run shows a new launch; drop --resume")
+    decided = api.decide_command(command, source, items, resume=resume, runs_root_dir=runs_root, dry=dry_run)
+    if dry_run:  # the same decision a launch starts from, described
+        print(api.describe(decided))
         return
-    r = api.launch_command(command, source, items, resume=resume, runs_root_dir=runs_root,
-                           command=None if resume is not None else ["clustertune", *sys.argv[1:]], announce=_to_stderr)
+    r = api.start(decided, command=None if resume is not None else ["clustertune", *sys.argv[1:]], announce=_to_stderr)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return

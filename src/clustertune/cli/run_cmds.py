@@ -102,12 +102,13 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
         source, overrides = None, [o for o in [recipe, *overrides] if o]
     else:
         source = recipe
-    if dry_run:
-        print(api.dry_run(source, overrides, resume=resume, runs_root_dir=runs_root))
+    decided = api.decide(source, overrides, resume=resume, runs_root_dir=runs_root, trust_checkpoint=trust_checkpoint,
+                         show_progress=progress, dry=dry_run)
+    if dry_run:  # the same decision a run starts from, described
+        print(api.describe(decided))
         return
-    r = api.run(source, overrides, resume=resume, runs_root_dir=runs_root, command=["clustertune", *sys.argv[1:]],
-                announce=lambda text: print(text, file=sys.stderr, flush=True), show_progress=progress,
-                trust_checkpoint=trust_checkpoint)
+    r = api.start(decided, command=["clustertune", *sys.argv[1:]], show_progress=progress,
+                  announce=lambda text: print(text, file=sys.stderr, flush=True))
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")
         return

@@ -211,25 +211,23 @@ def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[
 def decide_launch(recipe: Recipe | Checked | None, *, resume: str | None = None, overrides: list[str] | None = None,
                   runs_root_dir: str | os.PathLike[str] | None = None, user_command: list[str] | None = None,
                   show_progress: bool = True, trust_checkpoint: bool = False, dry: bool = False) -> Decided:
-    """Decide a launch once, for every backend, before anything changes.
-
-    ``recipe`` (a new run) or ``resume`` (a run id) says what to launch; with ``user_command``,
-    ``recipe`` holds only the ``launch`` section (:func:`clustertune.launch.command.load_launch`)
-    and the command runs on every rank instead of the trainer; a resumed command's run runs the
-    same command again as its next attempt (the script resumes from its own checkpoint). On
-    resume, ``overrides`` may change only ``launch.*`` keys (e.g. another world size) and the
-    last attempt's end is asked of the run's backend. One rank on this machine is the
-    ``inprocess`` backend. A :class:`Checked` recipe passed the preflight: what that checked is
-    not checked again (a plain Recipe gets the checks a run cannot start without: its local files,
-    trackers and DeepSpeed JSON). ``dry``: for a dry run, nothing is trained or written (a ``run:<name>``
-    base stays as named) and a resumed run's backend is not asked (run.json stands).
-    """
+    """Decide a launch once, for every backend, before anything changes: a resume
+    (:func:`decide_resume`), a user's command (:func:`decide_command`; ``recipe`` holds only the
+    ``launch`` section, or None for the defaults with ``overrides``) or a recipe
+    (:func:`decide_recipe`). ``dry``: for a dry run, nothing is trained or written and a resumed
+    run's backend is not asked."""
     if trust_checkpoint and (resume is None or user_command is not None):
         raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
     if resume is not None:
-        check_resume_overrides(overrides or [])  # before the run is looked up: the command line is wrong
-        return _decide_resume(get_run(resume, runs_root_dir), overrides or [], trust_checkpoint, ask_backend=not dry)
-    return _decide_new(recipe, overrides or [], user_command, runs_root_dir, show_progress, dry)
+        return decide_resume(resume, overrides or [], runs_root_dir=runs_root_dir, trust_checkpoint=trust_checkpoint, dry=dry)
+    if user_command is not None:
+        section = recipe.recipe if isinstance(recipe, Checked) else recipe
+        if section is None:  # launch.* overrides on the defaults
+            section = load_launch(None, overrides or [], user_command)
+        return decide_command(section, user_command, runs_root_dir=runs_root_dir)
+    if recipe is None:
+        raise UserError("give a recipe to launch, or --resume RUN_ID")
+    return decide_recipe(recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
 
 
 def start_launch(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
@@ -292,11 +290,17 @@ def check_resume_overrides(overrides: list[str]) -> None:
                         f"may change ({', '.join(bad)})")
 
 
-def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool, ask_backend: bool) -> Decided:
-    """A resumed run: its recipe (or a command's launch section) with the ``launch.*`` overrides."""
+def decide_resume(run_id: str, overrides: list[str], *, runs_root_dir: str | os.PathLike[str] | None = None,
+                  trust_checkpoint: bool = False, dry: bool = False) -> Decided:
+    """A resumed run: its recipe (or a command's launch section) with ``overrides``, which may
+    change only ``launch.*`` keys (e.g. another world size). The last attempt's end is asked of
+    the run's backend first (not for a dry run: run.json stands); a resumed command's run runs
+    the same command again as its next attempt (the script resumes from its own checkpoint)."""
+    check_resume_overrides(overrides)  # before the run is looked up: the command line is wrong
+    run = get_run(run_id, runs_root_dir)
     if run.paths.is_command and trust_checkpoint:
         raise UserError(f"--trust-checkpoint: run {run.id} is your own command's, whose checkpoints are its own")
-    if ask_backend:  # how the last attempt ended, as its backend knows it (an SSH run's results come back here)
+    if not dry:  # how the last attempt ended, as its backend knows it (an SSH run's results come back here)
         try:
             job_for(run).state()
         except UserError as exc:  # no SLURM commands here, a host down: what run.json says stands
@@ -317,24 +321,28 @@ def _decide_resume(run: Run, overrides: list[str], trust_checkpoint: bool, ask_b
     return Decided(recipe, "inprocess", root, None, resuming)
 
 
-def _decide_new(recipe: Recipe | Checked | None, overrides: list[str], user_command: list[str] | None,
-                runs_root_dir: str | os.PathLike[str] | None, show_progress: bool, dry: bool) -> Decided:
-    """A new run of a recipe or of a user's command; the checks that need no backend."""
+def decide_command(section: Recipe, user_command: list[str], *,
+                   runs_root_dir: str | os.PathLike[str] | None = None) -> Decided:
+    """A new run of a user's command under ``section`` (a recipe holding only its launch section):
+    the checks that need no backend."""
+    check_command(user_command)
+    check_launch(section)
+    check_exist(section)
+    return Decided(section, section.launch.backend, _root(section, runs_root_dir), user_command)
+
+
+def decide_recipe(recipe: Recipe | Checked, *, runs_root_dir: str | os.PathLike[str] | None = None,
+                  show_progress: bool = True, dry: bool = False) -> Decided:
+    """A new run of a recipe. A :class:`Checked` recipe passed the preflight: what that checked is
+    not checked again (a plain Recipe gets the checks a run cannot start without: its local files,
+    trackers and DeepSpeed JSON). ``dry``: a ``run:<name>`` base stays as named (resolving it may
+    train or write a model)."""
     checked = isinstance(recipe, Checked)
     recipe = recipe.recipe if isinstance(recipe, Checked) else recipe
-    if user_command is not None:
-        if recipe is None:  # launch.* overrides on the defaults
-            recipe = load_launch(None, overrides, user_command)
-        check_command(user_command)
-        check_launch(recipe)
-        check_exist(recipe)
-        return Decided(recipe, recipe.launch.backend, _root(recipe, runs_root_dir), user_command)
-    if recipe is None:
-        raise UserError("give a recipe to launch, or --resume RUN_ID")
     if recipe.launch.runner != "torchrun":
         raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
                           "a recipe always runs under torchrun")
-    if not dry:  # a dry run shows the base as named; resolving it may train or write a model
+    if not dry:
         recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
     if not checked:  # the preflight checks these (and more); a caller that skipped it gets them here
         check_trackers(list(recipe.tracking.trackers))
