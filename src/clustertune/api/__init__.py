@@ -79,7 +79,7 @@ def decide(
     if trust_checkpoint:
         raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
     checked = validate(source, overrides, runs_root_dir=runs_root_dir)
-    return decide_recipe(checked, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
+    return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
 
 
 def decide_command(

@@ -227,7 +227,23 @@ def decide_launch(recipe: Recipe | Checked | None, *, resume: str | None = None,
         return decide_command(section, user_command, runs_root_dir=runs_root_dir)
     if recipe is None:
         raise UserError("give a recipe to launch, or --resume RUN_ID")
+    if isinstance(recipe, Checked):
+        recipe = recipe.recipe
+    else:  # a caller that skipped the preflight gets the checks a run cannot start without
+        check_unchecked(recipe)
     return decide_recipe(recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
+
+
+def check_unchecked(recipe: Recipe) -> None:
+    """What a recipe that did not pass the preflight (:func:`clustertune.api.validate`) is checked
+    for before a run of it starts: it runs under torchrun, its trackers, its local files and its
+    DeepSpeed JSON (each a typed error of its own)."""
+    if recipe.launch.runner != "torchrun":
+        raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
+                          "a recipe always runs under torchrun")
+    check_trackers(list(recipe.tracking.trackers))
+    check_exist(recipe)
+    check_deepspeed_json(recipe)
 
 
 def start_launch(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
@@ -331,23 +347,13 @@ def decide_command(section: Recipe, user_command: list[str], *,
     return Decided(section, section.launch.backend, _root(section, runs_root_dir), user_command)
 
 
-def decide_recipe(recipe: Recipe | Checked, *, runs_root_dir: str | os.PathLike[str] | None = None,
+def decide_recipe(recipe: Recipe, *, runs_root_dir: str | os.PathLike[str] | None = None,
                   show_progress: bool = True, dry: bool = False) -> Decided:
-    """A new run of a recipe. A :class:`Checked` recipe passed the preflight: what that checked is
-    not checked again (a plain Recipe gets the checks a run cannot start without: its local files,
-    trackers and DeepSpeed JSON). ``dry``: a ``run:<name>`` base stays as named (resolving it may
-    train or write a model)."""
-    checked = isinstance(recipe, Checked)
-    recipe = recipe.recipe if isinstance(recipe, Checked) else recipe
-    if recipe.launch.runner != "torchrun":
-        raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
-                          "a recipe always runs under torchrun")
+    """A new run of a checked recipe (the preflight's, or :func:`check_unchecked`'s). A
+    ``run:<name>`` base is resolved here (trained first when it is a shipped recipe's run not
+    trained yet), not for a dry run (``dry``: the base stays as named)."""
     if not dry:
         recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
-    if not checked:  # the preflight checks these (and more); a caller that skipped it gets them here
-        check_trackers(list(recipe.tracking.trackers))
-        check_exist(recipe)
-        check_deepspeed_json(recipe)
     return Decided(recipe, backend_for(recipe), _root(recipe, runs_root_dir))
 
 
