@@ -112,9 +112,9 @@ def launch_yaml(recipe: Recipe) -> str:
                           sort_keys=False, default_flow_style=False)
 
 
-def create_run(recipe: Recipe, command: list[str], root: Path, cli_command: list[str]) -> Run:
+def create_run(recipe: Recipe, command: list[str], root: Path, cli_command: list[str], run_id: str | None = None) -> Run:
     """The run directory of a command: run.json, its argv, its launch section, and the helper."""
-    run = Run.create(root, recipe.name, TASK, None, cli_command, backend=recipe.launch.backend)
+    run = Run.create(root, recipe.name, TASK, None, cli_command, backend=recipe.launch.backend, run_id=run_id)
     run.paths.command.write_text(json.dumps(command) + "\n", encoding="utf-8")
     write_launch(run.paths, recipe)
     copy_helper(run.paths)

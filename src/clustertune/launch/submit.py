@@ -130,24 +130,34 @@ def describe_launch(decided: Decided) -> str:
     """What :func:`start_launch` would do with ``decided``, for people: the plan (for a new run,
     a run directory not yet made), where each file the recipe names is read, and the backend's
     own part (the sbatch script, the hosts' commands)."""
-    recipe, user_command, resuming = decided.recipe, decided.user_command, decided.resuming
-    if resuming is not None:
-        run_id, run_dir = resuming.run.id, resuming.run.paths.root
-    else:
-        run_id = new_run_id(recipe.name)
-        run_dir = decided.root / run_id
-    plan = plan_for(recipe, run_id, run_dir, user_command, need_passthrough=False)
+    recipe = decided.recipe
+    run_id, run_dir = _where(decided)
+    plan = plan_for(recipe, run_id, run_dir, decided.user_command, need_passthrough=False)
     out = [f"# warning: launch.env_passthrough: {n} is not set in this environment; a launch would refuse "
            "to start until it is exported (or dropped from the recipe)" for n in missing_passthrough(plan)]
     out += ["# launch plan", plan_json_for_people(plan)]
     from clustertune.data.cache import cache_root  # deferred: the data layer's imports (numpy)
 
     backend = launcher(decided.backend)
-    here = user_command is None and prepares_data_here(recipe, backend.prepares_data_here)
+    here = _prepares_here(decided, backend)
     out += describe(decide(recipe, decided.backend, run_dir, cache_root(recipe), data_on_nodes(recipe, here)),
                     decided.backend)
     out += backend.describe(plan, recipe)
     return "\n".join(out)
+
+
+def _where(decided: Decided) -> tuple[str, Path]:
+    """The run id and directory of a decided launch: the resumed run's, or a new run's (not made
+    yet: :func:`start_launch` makes it under that id)."""
+    if decided.resuming is not None:
+        return decided.resuming.run.id, decided.resuming.run.paths.root
+    run_id = new_run_id(decided.recipe.name)
+    return run_id, decided.root / run_id
+
+
+def _prepares_here(decided: Decided, backend: Any) -> bool:
+    """Whether this machine prepares the run's data (a user's command has none)."""
+    return decided.user_command is None and prepares_data_here(decided.recipe, backend.prepares_data_here)
 
 
 def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
@@ -256,16 +266,18 @@ def start_launch(decided: Decided, *, command: list[str] | None = None, announce
     checkpoint not signed with this user's key is refused before anything changes, unless the
     decision trusts it. ``wait=False``: an SSH run returns once its hosts started it.
     """
-    recipe, user_command, resuming = decided.recipe, decided.user_command, decided.resuming
+    recipe, resuming = decided.recipe, decided.resuming
     backend = launcher(decided.backend)
     if resuming is None:
         check_runs_root(decided.root)  # before any data is prepared
-    where = (resuming.run.id, resuming.run.paths.root) if resuming is not None else ("", Path("."))
-    backend.check(recipe, plan_for(recipe, *where, user_command), resuming)
-    here = user_command is None and prepares_data_here(recipe, backend.prepares_data_here)
+    run_id, run_dir = _where(decided)
+    # One plan, checked by the backend before anything is written, then submitted.
+    plan = plan_for(recipe, run_id, run_dir, decided.user_command)
+    backend.check(recipe, plan, resuming)
+    here = _prepares_here(decided, backend)
     # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
     prepared = prepare_new_run_data(recipe) if here and resuming is None else None
-    run = _record(decided, command)
+    run = _record(decided, command, run_id)
     try:
         recipe = _place_files(recipe, run, decided.backend, here)
         if here:
@@ -274,8 +286,7 @@ def start_launch(decided: Decided, *, command: list[str] | None = None, announce
         run.transition(RunState.FAILED, reason=str(exc))
         raise
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
-    return backend.submit(plan_for(recipe, run.id, run.paths.root, user_command), run, recipe, announce,
-                          show_progress, wait=wait).run
+    return backend.submit(plan, run, recipe, announce, show_progress, wait=wait).run
 
 
 def _place_files(recipe: Recipe, run: Run, backend: str, here: bool) -> Recipe:
@@ -361,14 +372,16 @@ def _root(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None) -> Path:
     return runs_root(runs_root_dir or recipe.tracking.runs_root)
 
 
-def _record(decided: Decided, command: list[str] | None) -> Run:
-    """The run directory: a new one, or the resumed one with its (launch section) overrides."""
+def _record(decided: Decided, command: list[str] | None, run_id: str) -> Run:
+    """The run directory: a new one (named ``run_id``, as its plan), or the resumed one with its
+    (launch section) overrides."""
     recipe, resuming = decided.recipe, decided.resuming
     argv = command or list(sys.argv)
     if resuming is None:
         if decided.user_command is not None:
-            return create_run(recipe, decided.user_command, decided.root, argv)
-        return Run.create(decided.root, recipe.name, recipe.task, dump_recipe(recipe), argv, backend=recipe.launch.backend)
+            return create_run(recipe, decided.user_command, decided.root, argv, run_id)
+        return Run.create(decided.root, recipe.name, recipe.task, dump_recipe(recipe), argv,
+                          backend=recipe.launch.backend, run_id=run_id)
     run = resuming.run
     if run.paths.is_command:
         write_launch(run.paths, recipe)

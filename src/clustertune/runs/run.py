@@ -151,16 +151,19 @@ class Run:
 
     @classmethod
     def create(cls, runs_root: Path, name: str, task: str, recipe_yaml: str | None, command: list[str],
-               backend: str = "local") -> Run:
-        """A new run directory; ``recipe_yaml`` None: no recipe (a user's own command)."""
+               backend: str = "local", run_id: str | None = None) -> Run:
+        """A new run directory; ``recipe_yaml`` None: no recipe (a user's own command).
+        ``run_id``: the id its launch plan was made for (:func:`new_run_id`), else a new one."""
         check_runs_root(runs_root)
         runs_root.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
-            root = runs_root / new_run_id(name)
+            root = runs_root / (run_id or new_run_id(name))
             try:
                 root.mkdir()
                 break
             except FileExistsError:
+                if run_id is not None:  # pragma: no cover - a second launch under the same fresh id
+                    raise RuntimeError(f"run directory {root} exists already") from None
                 continue
         else:  # pragma: no cover - 10 collisions of a 16-bit suffix within one second
             raise RuntimeError("could not allocate a unique run id")
