@@ -26,8 +26,7 @@ from clustertune.errors import RecipeError, UserError
 from clustertune.models.local import checkpoint_refs, config_dir
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
-from clustertune.recipe.local_checks import located, path_problems, sequence_problems
-from clustertune.recipe.local_paths import absolute_paths
+from clustertune.recipe.local_checks import local_problems, located
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.store import runs_root
@@ -99,9 +98,9 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     # run, see them absolute.
     # (A shipped recipe's folder is clustertune's own: paths given to one start here.)
     base = Path(where.file).parent if where.file and where.file not in map(str, shipped_recipes().values()) else None
-    given, recipe = recipe, absolute_paths(recipe, base)
+    recipe, found = local_problems(recipe, base)
     g = _Gather()
-    g.add(path_problems(given, base) + sequence_problems(recipe))  # the paths as the user wrote them
+    g.add(found)
     task = task_of(recipe.task)
     g.add(g.run(f"task {recipe.task}", task.preflight, recipe, root) or [])
     _checkpoint_checks(recipe, root, g)

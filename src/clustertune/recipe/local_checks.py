@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import Problem
-from clustertune.recipe.local_paths import BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, locate, pathish
+from clustertune.recipe.local_paths import BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, absolute_paths, locate, pathish
 from clustertune.recipe.schema import Recipe
 
 # Where a model's config says how many positions it has, in the order transformers' configs
@@ -161,11 +161,12 @@ def sequence_problems(recipe: Recipe) -> list[tuple[str, str]]:
     return [(seq_key, f"{want} is longer than the {limit} positions of {where}; {fix}")]
 
 
-def local_problems(recipe: Recipe, file: str | None = None, lines: dict[tuple[str, ...], int] | None = None,
-                   overrides: list[str] | None = None) -> list[Problem]:
-    """Every local problem of ``recipe`` as Problems naming ``file`` and the key's line there,
-    or the ``key=value`` override that set it."""
-    return located(path_problems(recipe) + sequence_problems(recipe), file, lines, overrides)
+def local_problems(recipe: Recipe, base: Path | None = None) -> tuple[Recipe, list[tuple[str, str]]]:
+    """What this machine says of ``recipe`` before anything is built: the recipe with its
+    relative paths absolute (looked for beside ``base``, the recipe's folder, then here), and the
+    (key, message) problems of its paths, as the user wrote them, and of its sequence length."""
+    absolute = absolute_paths(recipe, base)
+    return absolute, path_problems(recipe, base) + sequence_problems(absolute)
 
 
 def located(found: list[tuple[str, str]], file: str | None = None, lines: dict[tuple[str, ...], int] | None = None,
