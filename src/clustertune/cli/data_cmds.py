@@ -73,7 +73,7 @@ def prepare(
     else:
         print(f"  train     {tr['samples']} samples, {tr['tokens']:,} tokens from {tr['examples']} examples")
     print(f"  eval      {va['samples']} samples, {va['tokens']:,} tokens from {va['examples']} examples")
-    for split in ("train", "validation") if r.traits.data == "chats" else ():
+    for split in ("train", "validation") if r.traits.templated else ():
         s = p.manifest.split(split)
         rows = "packed" if s.packed else "one example per row"
         print(f"  {split:<9} sft: {s.trained_tokens or 0:,} trained tokens, {rows}; "

@@ -26,7 +26,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.shapes import shape_of
 from clustertune.data.fingerprint import (
     HashMemo,
     digest,
@@ -182,7 +181,7 @@ class _LazyRaw:
         if self._raw is None:
             t0 = time.perf_counter()
             self._raw = load_raw(self.recipe.data, self.recipe.train.seed,
-                                 check_text=shape_of(self.recipe).needs_text_column)
+                                 check_text=not self.recipe.traits.templated)
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
@@ -220,7 +219,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
     if source == TOKENIZER_TRAIN:
         tdir, sha = cached_trained_tokenizer(
             root, corpus, raw.train_texts, m.tokenizer_vocab_size,
-            classification=shape_of(recipe).labelled,
+            classification=recipe.traits.labelled,
             model_max_length=max(d.block_size, d.max_length),
         )
         return _Tokenizer(sha, tdir)
@@ -279,12 +278,14 @@ def _clean_stale(root: Path, fp: str) -> None:
 
 
 def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokenizer, _LazyRaw]:
+    if recipe.traits.data is None:
+        raise DataError(f"task {recipe.task} prepares no data: its trainer loads its own")
     memo = HashMemo(root)
     corpus = corpus_identity(recipe, memo)
     raw = _LazyRaw(recipe)
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
-    if shape_of(recipe).templated:  # the template decides the bytes; the tokenizer's hash leaves it out
+    if recipe.traits.templated:  # the template decides the bytes; the tokenizer's hash leaves it out
         inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
     return fingerprint(inputs), inputs, tok, raw
 
@@ -421,12 +422,12 @@ def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out
     extra_manifest: dict[str, Any] = {}
     labels = None
     t_write = 0.0
-    shape = shape_of(recipe)
-    if shape.labelled:
+    traits = recipe.traits
+    if traits.labelled:
         labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
         extra_manifest["labels"] = labels.to_json()
     renderer = None
-    if shape.templated:
+    if traits.templated:
         tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
         renderer = ChatRenderer(tk.chat_template, tk)
     chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
@@ -464,7 +465,7 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
     files: dict[str, dict[str, Any]] = {}
     unsynced: list[Path] = []  # written, flushed to disk together before the manifest
     extra_manifest: dict[str, Any] = {}
-    if shape_of(recipe).packed:
+    if recipe.traits.packed:
         splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
         t_write = sum(s.pop("write_seconds") for s in splits.values())
     else:

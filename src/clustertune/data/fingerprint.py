@@ -26,13 +26,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clustertune.data.shapes import shape_of
 from clustertune.data import builtin
 from clustertune.data.sources import dataset_path_error, not_a_file
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
 from clustertune.recipe.schema import DataSection, Recipe
+from clustertune.recipe.task_traits import TaskTraits
 from clustertune.data.labels import LABEL_RULE
 
 # Re-exported: the prepared-data code names these as part of what a fingerprint is made of.
@@ -167,7 +167,7 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     d = recipe.data
     sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
                            "text_column": d.text_column}
-    if recipe.traits.data is not None and shape_of(recipe).labelled:
+    if recipe.traits.labelled:
         sel["label_column"] = d.label_column
         sel["num_labels"] = recipe.model.num_labels
         sel["labels"] = {"rule": LABEL_RULE, "names": d.label_names}  # which id each label gets
@@ -198,9 +198,20 @@ def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
     return {"source": source_identity(d, memo), "selection": selection_identity(recipe, carved)}
 
 
+def _shape_processing(traits: TaskTraits, d: DataSection) -> dict[str, Any]:
+    """What decides the bytes of a task's data shape beyond the source and the tokenizer."""
+    if traits.packed:
+        return {"block_size": d.block_size, "packing": "concat-all-drop-remainder", "special_tokens": True}
+    if traits.templated:
+        # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
+        # the template's text joins the inputs where the tokenizer is known.
+        return {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
+    return {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
+
+
 def processing_identity(recipe: Recipe) -> dict[str, Any]:
     d = recipe.data
-    proc = shape_of(recipe).processing(d)
+    proc = _shape_processing(recipe.traits, d)
     if d.streaming:
         proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples
@@ -210,7 +221,7 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
         if d.sample_selection == "shuffled":
             proc["sample_seed"] = d.sample_seed
     proc["keep_linebreaks"] = d.keep_linebreaks  # .txt files
-    if shape_of(recipe).templated and d.sft.role_order != "alternate":
+    if recipe.traits.templated and d.sft.role_order != "alternate":
         proc["role_order"] = d.sft.role_order  # which conversations are accepted (absent: the default)
     return proc
 

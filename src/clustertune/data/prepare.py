@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from clustertune.data.shapes import shape_of
 from clustertune.data.encode import encode_flat, encode_texts, id_dtype
 from clustertune.data.labels import LabelSet, infer_labels, label_ids
 from clustertune.errors import DataError
@@ -120,7 +119,7 @@ def prepare_split(recipe: Recipe, ds: Any, tokenizer: Any, split: str, workers: 
     texts = [t if isinstance(t, str) else "" if t is None else str(t) for t in column(ds, d.text_column)]
     limit = d.max_train_samples if split == "train" else d.max_eval_samples
     shuffled, limit = (limit, None) if d.sample_selection == "shuffled" else (None, limit)
-    if shape_of(recipe).packed:
+    if recipe.traits.packed:
         arrays = causal_lm_arrays(texts, tokenizer, d.block_size, limit, split, workers)
     else:
         labels = labels or infer_labels(recipe, {split: ds})
@@ -141,4 +140,4 @@ def select_shuffled(arrays: Arrays, n: int, seed: int) -> Arrays:
 
 def check_labels(recipe: Recipe, ds: Any, split: str) -> LabelSet | None:
     """The labels of one split checked (column present, every label usable); None for other tasks."""
-    return infer_labels(recipe, {split: ds}) if shape_of(recipe).labelled else None
+    return infer_labels(recipe, {split: ds}) if recipe.traits.labelled else None

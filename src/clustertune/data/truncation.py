@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clustertune.data.shapes import shape_of
 from clustertune.errors import DataError
 
 log = logging.getLogger("clustertune")
@@ -34,7 +33,7 @@ def check_truncation(recipe: Any, split: str, counts: dict[str, int]) -> None:
     n = counts.get("examples_read", 0)
     cut = counts.get("truncated", 0) + counts.get("dropped_too_long", 0)
     tokens, tokens_cut = counts.get("tokens_before_cut", 0), counts.get("tokens_cut", 0)
-    templated = shape_of(recipe).templated  # SFT: only the trained tokens count
+    templated = recipe.traits.templated  # SFT: only the trained tokens count
     what = "trained tokens" if templated else "tokens"
     log.info("data: %s: %d of %d examples (%s) and %d of %d %s (%s) cut at data.max_length=%d", split, cut, n,
              _pct(cut, n), tokens_cut, tokens, what, _pct(tokens_cut, tokens), d.max_length)

@@ -19,8 +19,9 @@ ModelHead = Literal["causal_lm", "classifier"]
 @dataclass(frozen=True)
 class TaskTraits:
     data: DataShape | None
-    """The shape its data is prepared into (:mod:`clustertune.data.shapes`); None: its trainer
-    loads its own data (TRL's prompts and preference pairs), nothing is prepared."""
+    """The shape its data is prepared into (:attr:`packed`, :attr:`labelled`, :attr:`templated`
+    say what each means); None: its trainer loads its own data (TRL's prompts and preference
+    pairs), nothing is prepared."""
 
     head: ModelHead
     """``causal_lm``: a language-model head (the model writes text); ``classifier``: one label per text."""
@@ -28,6 +29,28 @@ class TaskTraits:
     trainer: Literal["loop", "trl"] = "loop"
     """``loop``: clustertune's training loop; ``trl``: one of TRL's trainers (its own loop,
     data and metrics: rewards, KL), fed into the run by callbacks."""
+
+    # What each shape means for preparing, fingerprinting and loading the data:
+
+    @property
+    def packed(self) -> bool:
+        """``packed_text``: every text concatenated and cut into blocks of ``data.block_size``
+        tokens (``run_clm.py``'s grouping), one sample per block: no example boundaries survive."""
+        return self.data == "packed_text"
+
+    @property
+    def labelled(self) -> bool:
+        """``labelled_text``: one sample per example, cut and padded to ``data.max_length``, with
+        its class id from ``data.label_column`` (the label set is read from the data and recorded
+        in the manifest)."""
+        return self.data == "labelled_text"
+
+    @property
+    def templated(self) -> bool:
+        """``chats``: one sample per conversation or prompt/completion pair, rendered through a
+        chat template (part of the fingerprint), the loss on the answer tokens only (packed into
+        rows when ``data.sft.packing``); the examples carry messages, not ``data.text_column``."""
+        return self.data == "chats"
 
 
 TASK_TRAITS: dict[str, TaskTraits] = {

@@ -78,7 +78,7 @@ def final_lines(run: Run) -> list[str]:
         lines.append(f"  eval:    {key.removeprefix('eval_')} {change}{_number(last[key])} (step {last['step']})")
     lines.append(f"  next:    clustertune runs show {run.id} --plot")
     traits = traits_of(run.info.task)
-    if traits is not None and traits.data == "chats":  # trained on conversations: it answers them
+    if traits is not None and traits.templated:  # trained on conversations: it answers them
         lines.append(f"           clustertune chat {run.id}")
     elif traits is not None and traits.head == "causal_lm":  # the model writes text
         lines.append(f"           clustertune generate {run.id} \"The prompt\"")

@@ -66,7 +66,7 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
         else:
             report.failed.append(f"{name}: {problem}")
 
-    chats = recipe.traits.data == "chats"  # conversations: loss masks, packing, a chat template
+    chats = recipe.traits.templated  # conversations: loss masks, packing, a chat template
     state = _random_state()
     was_training = model.training
     try:
@@ -85,7 +85,7 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
             if row is not None:
                 note("packed loss equals unpacked", check.packed_equals_unpacked(model, row, forward))
                 note("no attention across packed examples", check.no_attention_across_examples(model, row, forward))
-        if fresh_model and alone and batches and recipe.traits.data == "packed_text":
+        if fresh_model and alone and batches and recipe.traits.packed:
             with torch.no_grad():
                 loss = float(forward(model, batches[0]).loss)
             note("first loss near ln(vocab)", check.starts_near_uniform(loss, int(model.config.vocab_size)))

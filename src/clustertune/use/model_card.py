@@ -99,7 +99,7 @@ def _training_lines(recipe: Any) -> list[str]:
     steps = f"{t.max_steps} steps" if t.max_steps else f"{_number(t.epochs)} epochs"
     lines.append(f"- {steps}, batch size {t.batch_size} x {t.gradient_accumulation_steps} accumulation, {length}, "
                  f"lr {_number(t.lr)} ({t.lr_scheduler}), precision {t.precision}, seed {t.seed}")
-    if recipe.traits.data == "chats" and d.sft.chat_template:
+    if recipe.traits.templated and d.sft.chat_template:
         lines.append(f"- chat template: `{Path(d.sft.chat_template).name}`")
     return lines
 
