@@ -93,15 +93,18 @@ def decide_command(
 ) -> Decided:
     """The decision behind :func:`launch_command`: a user's own command on every rank, with the
     launch section of ``source`` (a YAML file, its ``launch.files`` read beside it) and
-    ``launch.*`` ``overrides``; or, with ``resume``, the run's own command again."""
+    ``launch.*`` ``overrides``; or, with ``resume``, the run's own command again. ``dry``: the
+    decision a dry run describes, which is always a new launch's."""
     # Deferred: launching loads cloudpickle and the backends, which the CLI's start-up does without.
     from clustertune.launch.command import load_launch
     from clustertune.launch.submit import decide_command as decide_new_command, decide_resume
 
     if resume is not None:
+        if dry:
+            raise UserError("--dry-run shows a new launch; drop --resume")
         if source is not None or user_command:
             raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
-        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir, dry=dry)
+        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir)
     if not user_command:
         raise UserError("give the command to run after `--`, e.g. "
                         "`clustertune launch launch.procs_per_node=2 -- python train.py`")
@@ -182,10 +185,8 @@ def dry_run(
     starts, nothing is written."""
     if user_command is None:
         return describe(decide(source, overrides, resume=resume, runs_root_dir=runs_root_dir, dry=True))
-    if resume is not None:
-        raise UserError("--dry-run shows a new launch; drop --resume")
     return describe(decide_command(user_command, None if source is None else str(source), overrides,
-                                   runs_root_dir=runs_root_dir, dry=True))
+                                   resume=resume, runs_root_dir=runs_root_dir, dry=True))
 
 
 def validate(source: Source | None, overrides: list[str] | None = None, *,

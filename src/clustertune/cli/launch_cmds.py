@@ -10,7 +10,6 @@ import typer
 
 from clustertune.cli.completion import complete_launch_item
 
-from clustertune.errors import UserError
 from clustertune.runs.state import RunState
 from clustertune import api
 
@@ -46,8 +45,6 @@ def launch(
     command = (ctx.obj or {}).get("command")
     items = list(items or [])
     source = items.pop(0) if items and "=" not in items[0] else None
-    if dry_run and resume is not None:
-        raise UserError("--dry-run shows a new launch; drop --resume")
     decided = api.decide_command(command, source, items, resume=resume, runs_root_dir=runs_root, dry=dry_run)
     if dry_run:  # the same decision a launch starts from, described
         print(api.describe(decided))

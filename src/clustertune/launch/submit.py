@@ -18,7 +18,7 @@ from typing import Any
 
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.backends import job_for, launcher
-from clustertune.launch.base import Announce, Resuming
+from clustertune.launch.base import Announce, Launcher, Resuming
 from clustertune.launch.files import check_exist, data_on_nodes, decide, describe, place
 from clustertune.launch.command import check_command, check_launch, create_run, load_launch, read_command, write_launch
 from clustertune.launch.local import visible_gpus
@@ -155,7 +155,7 @@ def _where(decided: Decided) -> tuple[str, Path]:
     return run_id, decided.root / run_id
 
 
-def _prepares_here(decided: Decided, backend: Any) -> bool:
+def _prepares_here(decided: Decided, backend: Launcher) -> bool:
     """Whether this machine prepares the run's data (a user's command has none)."""
     return decided.user_command is None and prepares_data_here(decided.recipe, backend.prepares_data_here)
 
