@@ -309,3 +309,53 @@ def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across
         synced = Path(host.root) / "proj"
         assert (synced / "train.py").is_file() and not (synced / "big.bin").exists()
     assert "rank 1 done" in cli("logs", run.name).stdout
+
+
+LIVE_SCRIPT = """\
+import os, sys, time
+from pathlib import Path
+rank = int(os.environ["RANK"])
+print(f"hello from rank {rank}")  # no flush: a script as people write it
+go = Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.1)
+if rank == 1:
+    raise SystemExit("bad config: lr must be positive (rank 1's own words)")
+time.sleep(30)  # rank 0 is stopped by torchrun once rank 1 failed
+"""
+
+
+def test_a_scripts_output_is_live_on_the_terminal_and_its_failure_quotes_the_failing_rank(
+        tmp_path: Path, runs_root: Path) -> None:
+    (tmp_path / "live.py").write_text(LIVE_SCRIPT)
+    go = tmp_path / "go"
+    exe = Path(sys.executable).with_name("clustertune")
+    proc = subprocess.Popen([str(exe), "launch", "launch.procs_per_node=2", "--", sys.executable, "live.py", str(go)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the launcher shows it: the script is still waiting
+        assert first == "hello from rank 0\n", first
+        assert proc.poll() is None and _info(_only_run(runs_root))["state"] == "RUNNING"
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    live, summary = out.split("run live-", 1)
+    assert "hello from rank 1" not in live  # the other ranks' output is in their own logs
+    info = _info(_only_run(runs_root))
+    assert info["state"] == "FAILED" and info["attempts"][0]["exit_code"] == 1
+    # The reason is the script's own message and the rank that said it, not torchrun's block.
+    assert info["reason"].startswith("rank 1 exited with code 1; its last lines"), info["reason"]
+    assert "bad config: lr must be positive (rank 1's own words)" in info["reason"]
+    assert "To enable traceback" not in info["reason"] and "Failures:" not in info["reason"]
+    assert "rank 1 exited with code 1" in summary and "bad config: lr must be positive" in summary  # as it ends
+
+
+def test_tee_all_shows_every_ranks_lines_with_its_rank(tmp_path: Path, runs_root: Path) -> None:
+    code = "import os; print('hi from', os.environ['RANK'])"
+    out = cli("launch", "launch.procs_per_node=2", "launch.tee=all", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(ln for ln in out.stdout.splitlines() if ln.startswith("[rank")) == [
+        "[rank 0] hi from 0", "[rank 1] hi from 1"], out.stdout

@@ -25,12 +25,15 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"}
 
 
-def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path) -> None:
+def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from clustertune.api import run as api_run
 
     steps = {"max_steps": 20, "log_every": 1, "eval_at_start": False}
     one = api_run(tiny(train={**steps, "batch_size": 8}), show_progress=False)
-    two = launch(tiny(train={**steps, "batch_size": 4}, launch={"procs_per_node": 2}))
+    capsys.readouterr()
+    two = launch(tiny(train={**steps, "batch_size": 4, "eval_every": 10, "save_every": 10},
+                      launch={"procs_per_node": 2}))
+    shown = capsys.readouterr().err.splitlines()
     assert one.state is RunState.COMPLETED
     assert two.state is RunState.COMPLETED, two.info.reason
     a, b = train_losses(one.paths.root), train_losses(two.paths.root)
@@ -41,6 +44,16 @@ def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path) -> None:
     logs = two.paths.logs_dir
     assert {"rank-0.log", "rank-1.log", "run.log", "launcher.log"} <= {p.name for p in logs.iterdir()}
     assert "rank 1/2" in (logs / "rank-1.log").read_text()
+    # What the person who started it saw (not a terminal): rank 0's lines as they came, one per
+    # log step, the evaluations and checkpoints among them, without the log records' prefixes.
+    steps_shown = [ln for ln in shown if ln.startswith("step ")]
+    assert [ln.split()[1] for ln in steps_shown] == [f"{s}/20" for s in range(1, 21)], shown
+    assert "eval@10" in steps_shown[10] and " eta " in steps_shown[-1], shown
+    assert any(ln.startswith("eval @ step 10") for ln in shown), shown
+    assert any(ln.startswith("checkpoint step-00000010 written") for ln in shown), shown
+    # The run's own log has the same lines (what `clustertune logs --follow` reads), with their times.
+    run_log = (logs / "run.log").read_text()
+    assert run_log.count(" rank0 INFO step ") == 20 and "rank0 INFO checkpoint step-00000010" in run_log, run_log
 
 
 def test_resume_at_another_world_size_continues_from_the_same_sample(runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

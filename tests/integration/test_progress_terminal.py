@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import TINY_CAUSAL, with_
@@ -23,7 +24,8 @@ def tmux(socket: str, *args: str) -> str:
     return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True, timeout=30).stdout
 
 
-def test_the_progress_bar_in_a_terminal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("procs", [None, 2], ids=["in-process", "two-ranks"])
+def test_the_progress_bar_in_a_terminal(tmp_path: Path, procs: int | None) -> None:
     recipe_file = tmp_path / "tiny.yaml"
     recipe_file.write_text(yaml.safe_dump(RECIPE))
     root = tmp_path / "runs"
@@ -32,7 +34,10 @@ def test_the_progress_bar_in_a_terminal(tmp_path: Path) -> None:
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in os.environ.items()
                    if k.startswith(("CLUSTERTUNE_", "HF_", "TOKENIZERS_")))
     # No COLUMNS/LINES from this process: the program measures the terminal, as it would for a person.
-    command = (f"env -u COLUMNS -u LINES {env} {shlex.quote(str(exe))} run {shlex.quote(str(recipe_file))} --runs-root {shlex.quote(str(root))}; "
+    # Two ranks: torchrun's processes write the lines, the terminal's process shows them.
+    ranks = f" launch.procs_per_node={procs}" if procs else ""
+    command = (f"env -u COLUMNS -u LINES {env} {shlex.quote(str(exe))} run {shlex.quote(str(recipe_file))}{ranks} "
+               f"--runs-root {shlex.quote(str(root))}; "
                f"echo $? > {shlex.quote(str(done))}; sleep 600")
     socket = f"ct-{uuid.uuid4().hex[:8]}"
     tmux(socket, "new-session", "-d", "-x", "200", "-y", "60", command)
@@ -51,6 +56,9 @@ def test_the_progress_bar_in_a_terminal(tmp_path: Path) -> None:
     for step in (4, 8):
         assert f"checkpoint step-{step:08d} written" in screen, screen
     assert "Setting accelerator" not in screen and "WARNING" not in screen, screen
-    # A library's warning (DeepSpeed's, on a machine without a GPU) went to the run's log instead.
-    assert "Setting accelerator to CPU" in (run_dir / "logs" / "run.log").read_text()
+    assert not any(ln.startswith("step ") for ln in screen.splitlines()), screen  # a bar, not lines
+    assert " INFO " not in screen, screen  # the ranks' log records show as their messages
+    if procs is None:
+        # A library's warning (DeepSpeed's, on a machine without a GPU) went to the run's log instead.
+        assert "Setting accelerator to CPU" in (run_dir / "logs" / "run.log").read_text()
     assert f"next:    clustertune runs show {run_dir.name} --plot" in screen, screen

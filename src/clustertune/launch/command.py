@@ -92,10 +92,21 @@ def check_launch(recipe: Recipe) -> None:
         raise LaunchError("does not apply to your own script:\n  - " + "\n  - ".join(problems))
 
 
-def check_command(command: list[str]) -> None:
+# Programs that start the ranks themselves: under torchrun every rank would start them all again.
+RANK_STARTERS = ("mpirun", "mpiexec", "srun", "torchrun", "deepspeed", "accelerate")
+
+
+def check_command(command: list[str], runner: str = "torchrun") -> None:
     if not command or not command[0].strip():
         raise UserError("give the command to run after `--`, e.g. "
                         "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+    starter = Path(command[0]).name
+    if runner == "torchrun" and starter in RANK_STARTERS:
+        srun = " on SLURM, launch.runner=srun starts each rank as a SLURM task without it;" if starter in (
+            "mpirun", "mpiexec", "srun") else ""
+        raise UserError(f"`{starter} ...` starts the ranks itself, and under launch.runner=torchrun (the default) every "
+                        f"rank would start it again: give the script alone (`-- python train.py`) and torchrun "
+                        f"starts the ranks;{srun} launch.runner=none runs the command as written, once per node")
 
 
 def run_name(command: list[str]) -> str:
@@ -196,9 +207,28 @@ def command_exit_code(rc: int, log_text: str) -> int:
     return int(found.group(1)) if found else rc
 
 
-def finish_attempt(run: Run, rc: int, log: Path, tail_text: str) -> RunState:
+def tail(path: Path, lines: int = 20) -> str:
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def failure_text(paths: RunPaths, code: int, log: Path, log_text: str) -> str:
+    """Why a command failed, in its own words: the failing rank (torchrun's summary names it)
+    and the last lines of that rank's own output (its traceback, its ``SystemExit`` message),
+    not torchrun's block; the node's last lines where no rank is named (``runner: none``)."""
+    cannot = _CANNOT_START.findall(log_text)
+    first = f"{cannot[0]}\n" if cannot else ""
+    cause = root_cause(log_text)
+    if cause is not None and paths.rank_log(cause[0]).is_file():
+        own = paths.rank_log(cause[0])
+        return f"{first}rank {cause[0]} {cause[1]}; its last lines ({own}):\n{tail(own, 15)}"
+    return f"{first}the command exited with code {code}; last lines of {log}:\n{tail(log)}"
+
+
+def finish_attempt(run: Run, rc: int, log: Path) -> RunState:
     """Record how an attempt of a command ended on this machine: CANCELLED when a cancel asked
-    for it, COMPLETED on exit code 0, else FAILED with the node's own message first."""
+    for it, COMPLETED on exit code 0, else FAILED with the failing rank's own message first."""
     text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
     code = command_exit_code(rc, text)
     run.reload()
@@ -214,7 +244,5 @@ def finish_attempt(run: Run, rc: int, log: Path, tail_text: str) -> RunState:
     elif rc == 0:
         run.transition(RunState.COMPLETED)
     else:
-        cannot = _CANNOT_START.findall(text)
-        first = f"{cannot[0]}\n" if cannot else ""
-        run.transition(RunState.FAILED, reason=f"{first}the command exited with code {code}; last lines of {log}:\n{tail_text}")
+        run.transition(RunState.FAILED, reason=failure_text(run.paths, code, log, text))
     return run.state

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.base import Resuming, accept_checkpoint
-from clustertune.launch.command import finish_attempt, load_launch, root_cause
+from clustertune.launch.command import finish_attempt, load_launch, root_cause, tail
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
+from clustertune.runs.echo import Echo, wait_showing
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.job import Announce, read_file_from, read_logs, wait
 from clustertune.runs.report import interrupted_text
@@ -111,12 +113,12 @@ class LocalLauncher:
             if announce is not None:
                 how = "once (launch.runner=none)" if plan.runner == "none" else f"as {local_procs(plan)} rank(s) through torchrun"
                 announce(f"run {run.id}: the command runs {how}; follow with `clustertune logs {run.id} --follow`")
-            run_command(plan, run)
+            run_command(plan, run, tee=recipe.launch.tee if show_progress else None)
             return LocalJob(run)
         if announce is not None:
             announce(f"run {run.id}: {plan.procs_per_node or 'one per GPU'} processes through torchrun; "
                      f"follow with `clustertune logs {run.id} --follow`")
-        run_torchrun(plan, run)
+        run_torchrun(plan, run, show=show_progress)
         return LocalJob(run)
 
     def job(self, run: Run) -> LocalJob:
@@ -160,15 +162,11 @@ def node_env(plan: LaunchPlan, base: dict[str, str] | None = None) -> dict[str, 
     return env
 
 
-def tail(path: Path, lines: int = 20) -> str:
-    if not path.is_file():
-        return ""
-    return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-
-
-def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
+def run_torchrun(plan: LaunchPlan, run: Run, show: bool = True) -> RunState:
     """Run the plan's ranks on this host and wait; the ranks record progress in run.json,
-    this records how the job ended when they could not (a crash, Ctrl-C)."""
+    this records how the job ended when they could not (a crash, Ctrl-C). ``show``: rank 0's
+    lines (``logs/run.log``) appear on this process's stderr as they are written, as a
+    progress bar on a terminal."""
     nproc = local_procs(plan)
     argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
     out = run.paths.logs_dir / "launcher.log"
@@ -182,7 +180,7 @@ def run_torchrun(plan: LaunchPlan, run: Run) -> RunState:
         run.record_attempt(torchrun_pid=proc.pid)  # so a cancel can reach the ranks if this process is gone
         try:
             with stop_on_signals(run.paths):
-                rc = proc.wait()
+                rc = wait_showing(proc.wait, lambda: [("", run.paths.log)] if show else [], Echo())
         except KeyboardInterrupt:
             # torchrun passes SIGINT on to every rank, which records CANCELLED after its checkpoint.
             end_after_interrupt(proc, lambda: proc.send_signal(signal.SIGINT), grace=30)
@@ -257,9 +255,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_command(plan: LaunchPlan, run: Run) -> RunState:
+def shown_logs(plan: LaunchPlan, paths: RunPaths, tee: str | None, nproc: int) -> list[tuple[str, Path]]:
+    """The logs of a command's ranks that its foreground launch shows live, each with the prefix
+    its lines get: rank 0's own (``tee: rank0``), every rank's (``all``), none (``None``). Under
+    ``runner: none`` the node's output is the command's own."""
+    if tee is None:
+        return []
+    if plan.runner == "none":
+        return [("", paths.node_log(0))]
+    if tee == "all":
+        return [(f"[rank {r}] ", paths.rank_log(r)) for r in range(nproc)]
+    return [("", paths.rank_log(0))]
+
+
+def run_command(plan: LaunchPlan, run: Run, tee: str | None = "rank0") -> RunState:
     """Run a user's command on this host (under torchrun, or once with ``runner: none``) and
-    wait; the exit code and how it ended go into run.json."""
+    wait, showing its output live as ``tee`` says (:func:`shown_logs`); the exit code and how
+    it ended go into run.json."""
     nproc = local_procs(plan) if plan.runner == "torchrun" else 1
     argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
     out = run.paths.node_log(0)
@@ -273,16 +285,18 @@ def run_command(plan: LaunchPlan, run: Run) -> RunState:
     with out.open("ab") as fh:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         run.record_attempt(torchrun_pid=proc.pid)
+        shown = shown_logs(plan, run.paths, tee, nproc)
         try:
             with stop_on_signals(run.paths):
-                rc = proc.wait()
+                # The command's own lines go to stdout, as if it ran here; clustertune's to stderr.
+                rc = wait_showing(proc.wait, lambda: shown, Echo(out=sys.stdout, raw=True))
         except KeyboardInterrupt:
             # Ctrl-C or `clustertune cancel`: every rank's wrapper sends SIGTERM, then SIGKILL
             # after the grace period; the launcher waits that long (a second Ctrl-C does not).
             end_after_interrupt(proc, lambda: request_stop(run.paths, cancel=True), grace=grace + 5)
-            finish_attempt(run, proc.returncode, out, tail(out))
+            finish_attempt(run, proc.returncode, out)
             raise
-    return finish_attempt(run, rc, out, tail(out))
+    return finish_attempt(run, rc, out)
 
 
 # -- ending a launched process tree -----------------------------------------------------------

@@ -352,7 +352,7 @@ def decide_command(section: Recipe, user_command: list[str], *,
                    runs_root_dir: str | os.PathLike[str] | None = None) -> Decided:
     """A new run of a user's command under ``section`` (a recipe holding only its launch section):
     the checks that need no backend."""
-    check_command(user_command)
+    check_command(user_command, section.launch.runner)
     check_launch(section)
     check_exist(section)
     return Decided(section, section.launch.backend, _root(section, runs_root_dir), user_command)

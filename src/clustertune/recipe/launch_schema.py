@@ -182,6 +182,12 @@ class LaunchSection(Section):
     ``deepspeed``), with ``{node_rank}``, ``{nnodes}``, ``{master_addr}``, ``{master_port}`` and
     ``{run_dir}`` in its arguments filled in per node. Recipes always run under torchrun."""
 
+    tee: Literal["rank0", "all"] = "rank0"
+    """``clustertune launch``: whose output a foreground launch shows live on the terminal.
+    ``rank0``: the first rank's stdout and stderr as they are (every rank's is in its own
+    ``logs/rank-R.log``); ``all``: every rank's, each line prefixed ``[rank R]``, as
+    ``torchrun --tee`` does. Under ``launch.runner=none`` the first node's output."""
+
     stage: list[str] = Field(default_factory=list)
     """``clustertune launch``: paths (a dataset directory, a Hugging Face cache folder, a file)
     copied once per node to node-local disk before the command starts: under ``$SLURM_TMPDIR``

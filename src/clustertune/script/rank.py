@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     if per_node:
         cmd = fill_placeholders(cmd, env)
+    # A Python script's print() reaches its log (and the terminal that follows it) as it is
+    # printed, not in 8 KB blocks when the buffer fills: its stdout is a pipe here.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     rank = env.get("RANK")
     log = None
     if run_dir is not None and rank is not None and not per_node:

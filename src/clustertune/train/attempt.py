@@ -36,6 +36,7 @@ from typing import IO, Any, NoReturn
 from clustertune.errors import DiskFullError, UserError
 from clustertune.fsutil import is_no_space
 from clustertune.recipe.schema import Recipe
+from clustertune.runs.echo import LOG_FORMAT
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
@@ -98,7 +99,7 @@ def attempt_logging(paths: RunPaths, where: Placement, libraries: LibraryLogs | 
     run's log only, with their logger's name."""
     rank = where.topology.rank
     prefix = f"rank{rank} " if where.launched else ""
-    fmt = logging.Formatter(f"%(asctime)s {prefix}%(levelname)s %(message)s")
+    fmt = logging.Formatter(LOG_FORMAT.format(prefix=prefix))
     level = logging.INFO if where.launched else logging.DEBUG
     files: list[Path] = [paths.rank_log(rank)] if where.launched else []
     if rank == 0:
@@ -254,7 +255,8 @@ def run_attempt(recipe: Recipe, paths: RunPaths, where: Placement, libraries: Li
                 if removed:
                     log.info("removed what an earlier attempt left unfinished: %s", ", ".join(removed))
             if where.launched:
-                log.info("rank %d/%d on node %d (%s)%s", topo.rank, topo.world_size, topo.node_rank, topo.node_name,
+                log.info("rank %d/%d on node %d%s%s", topo.rank, topo.world_size, topo.node_rank,
+                         f" ({topo.node_name})" if topo.node_name else "",
                          f", resuming from {resume_from.name}" if resume_from else "")
             else:
                 log.info("run %s: %s (%s)", paths.run_id, recipe.name, paths.root)
@@ -284,7 +286,7 @@ def _record_end(recipe: Recipe, run: Run, paths: RunPaths, where: Placement, sto
     run.record_attempt(precision=precision_name(recipe), model=model_source(recipe))
     if stopped_by is None:
         run.transition(RunState.COMPLETED)
-        log.info("done. model: %s  metrics: %s", paths.model, paths.metrics)
+        log.info("done at step %d", steps)  # where the model and metrics are: the summary says
         return RunState.COMPLETED
     state = stopped_state(recipe, paths, where.topology, where.launched, stopped_by)
     why = CANCELLED_BY_USER if state is RunState.CANCELLED else f"stop request ({stopped_by})"

@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = RunPaths(Path(args[0]).resolve())
     recipe = load_recipe(paths.recipe)
     minutes = recipe.launch.watchdog_minutes
-    where = Placement(topology=Topology.from_env(os.environ), launched=True,
+    # show_progress: rank 0's step, eval and checkpoint lines go to its stderr (the node's log,
+    # which `clustertune logs --follow` and the launcher's terminal show) and to run.log, as lines.
+    where = Placement(topology=Topology.from_env(os.environ), launched=True, show_progress=True,
                       watchdog_seconds=minutes * 60 if minutes else None)
     try:
         run_attempt(recipe, paths, where)

@@ -13,27 +13,11 @@ import sys
 import time
 from typing import Any
 
+from clustertune.runs.echo import GROUPS, eval_figures, eval_line, fmt_metrics, make_bar, step_line
+
+__all__ = ["Progress", "eval_figures", "fmt_metrics", "fmt_seconds"]
+
 log = logging.getLogger("clustertune")
-
-
-def fmt_metrics(values: dict[str, Any]) -> str:
-    parts = []
-    for k, v in values.items():
-        if v is None:
-            continue
-        if isinstance(v, float):
-            parts.append(f"{k} {v:.4g}" if abs(v) < 1e4 else f"{k} {v:,.0f}")
-        else:
-            parts.append(f"{k} {v}")
-    return "  ".join(parts)
-
-
-def eval_figures(step: int, results: dict[str, Any]) -> str:
-    """``eval@STEP perplexity 251.3``: an evaluation's headline figures (the loss only where
-    there is nothing else), labelled with the step it was taken at."""
-    shown = {k.removeprefix("eval_"): v for k, v in results.items() if k != "eval_loss"} or \
-        {"loss": results.get("eval_loss")}
-    return f"eval@{step} " + fmt_metrics(shown)
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -63,22 +47,11 @@ class Progress:
         self._task: Any = None
         self._start = start
         self._t0: float | None = None  # when the first step of this attempt began
-        self._figures = ""  # the latest log step's training figures
+        self._figures: tuple[str, ...] = ()  # the latest log step's loss
+        self._rest: tuple[str, ...] = ()  # and its other training figures
         self._eval = ""  # the newest evaluation's
         if enabled and self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress
-            from rich.progress import TextColumn, TimeElapsedColumn, TimeRemainingColumn
-            from rich.table import Column
-
-            # On a narrow terminal the figures wrap within their column; the step count, the
-            # elapsed time and the ETA are never cut.
-            figures = TextColumn("{task.fields[info]}", table_column=Column(no_wrap=False, overflow="fold"))
-            self._bar = RichProgress(
-                TextColumn("[bold]train"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("eta"), TimeRemainingColumn(), figures, transient=False, console=console,
-            )
-            self._task = self._bar.add_task("train", total=total, completed=start, info="")
-            self._bar.start()
+            self._bar, self._task = make_bar(total, start, console)
 
     def started(self) -> None:
         """Training steps begin now (after any evaluation at the start): the ETA counts from here."""
@@ -97,17 +70,21 @@ class Progress:
         return (time.perf_counter() - self._t0) / done * (self.total - step)
 
     def _info(self) -> str:
-        return "  ".join(p for p in (self._figures, self._eval) if p)
+        # The loss first, then the newest evaluation, then the rest: what a narrow terminal cuts
+        # off is the least read.
+        return GROUPS.join(p for p in (*self._figures, self._eval, *self._rest) if p)
 
     def update(self, step: int, values: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self._figures = fmt_metrics(values)
+        self._figures = (fmt_metrics({k: v for k, v in values.items() if k == "loss"}),)
+        self._rest = (fmt_metrics({k: v for k, v in values.items() if k != "loss"}),)
+        line = step_line(step, self.total, self._info(), fmt_seconds(self.eta(step)))
         if self._bar is not None:
             self._bar.update(self._task, completed=step, info=self._info())
-            log.debug("step %d/%d  %s", step, self.total, self._info())
+            log.debug("%s", line)  # the run's log file has every step line, the bar or not
         else:
-            log.log(self._level, "step %d/%d  %s  eta %s", step, self.total, self._info(), fmt_seconds(self.eta(step)))
+            log.log(self._level, "%s", line)
 
     def evaluated(self, step: int, results: dict[str, Any], line: str | None = None) -> None:
         """An evaluation is done: the bar shows it at once (not at the next log step), and a
@@ -117,7 +94,7 @@ class Progress:
         self._eval = eval_figures(step, results)
         if self._bar is not None:
             self._bar.update(self._task, info=self._info())
-        self.note(line or f"eval @ step {step}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
+        self.note(line or eval_line(step, results))
 
     def note(self, message: str) -> None:
         if self.enabled:

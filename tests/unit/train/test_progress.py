@@ -57,7 +57,7 @@ def test_log_lines_without_a_terminal_have_the_newest_eval_and_an_eta(caplog: py
         p.evaluated(100, {"eval_loss": 4.0})
         p.update(110, {"loss": 3.9})
     line = caplog.messages[-1]
-    assert re.fullmatch(r"step 110/200  loss 3\.9  eval@100 loss 4  eta \d+:\d\d", line), line
+    assert re.fullmatch(r"step 110/200  loss 3\.9 \| eval@100 loss 4  eta \d+:\d\d", line), line
     assert "eval @ step 100: eval_loss 4.0000" in caplog.messages
 
 

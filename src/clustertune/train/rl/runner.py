@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def _before_training(recipe: RLRecipe, resume_from: Path | None, show_progress: 
         ckpt.verify_checkpoint(resume_from)
     if recipe.train.cpu_threads:
         torch.set_num_threads(recipe.train.cpu_threads)
-    if not show_progress:
+    if not show_progress or not sys.stderr.isatty():  # a bar in a log file is noise
         import datasets
         import transformers
 
