@@ -93,17 +93,47 @@ def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: P
         assert len(copies) == 1 and fingerprint in str(copies[0]), (node, copies)
 
 
-def test_cancel_by_run_id(runs_root: Path) -> None:
-    run = launch(tiny(train={"max_steps": 100000, "log_every": 50}, launch=ONE_NODE))
-    job = job_for(run)
+def test_logs_follow_shows_eval_and_checkpoint_lines_while_it_runs_then_cancel_by_run_id(runs_root: Path) -> None:
+    import subprocess
+    import sys
+    import threading
     import time
 
-    deadline = time.monotonic() + 120
-    while job.state() is not RunState.RUNNING and time.monotonic() < deadline:
-        time.sleep(0.5)
-    out = cli("cancel", run.id)
-    assert out.returncode == 0, out.stderr
-    assert get_run(run.id).state is RunState.CANCELLED
+    # Two nodes, and no end of its own: whatever `logs --follow` shows, it shows while the run runs.
+    run = launch(tiny(train={"max_steps": 100000, "log_every": 25, "eval_every": 50, "save_every": 50},
+                      launch={**ONE_NODE, "nodes": 2}))
+    job = job_for(run)
+    exe = Path(sys.executable).with_name("clustertune")
+    follower = subprocess.Popen([str(exe), "logs", run.id, "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    seen: list[tuple[str, RunState]] = []  # each line with the run's state when it arrived
+    wanted = ("eval @ step 50:", "checkpoint step-00000050 written")
+
+    def read() -> None:
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            seen.append((line.rstrip("\n"), get_run(run.id).state))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not all(any(w in line for line, _ in seen) for w in wanted):
+            assert time.monotonic() < deadline and follower.poll() is None, [line for line, _ in seen]
+            time.sleep(0.2)
+        lines = [line for line, _ in seen]
+        arrived = {w: next(i for i, (line, _) in enumerate(seen) if w in line) for w in wanted}
+        # In the order they happened, each while the run was RUNNING, one step line per log step.
+        assert arrived[wanted[0]] < arrived[wanted[1]], lines
+        assert all(state is RunState.RUNNING for _, state in seen[: arrived[wanted[1]] + 1]), seen
+        assert any(" INFO step 25/100000  loss " in line for line in lines), lines
+        out = cli("cancel", run.id)
+        assert out.returncode == 0, out.stderr
+        assert get_run(run.id).state is RunState.CANCELLED
+        assert follower.wait(timeout=120) == 0  # the follower ends by itself with the run
+    finally:
+        follower.kill()
+    assert job.state() is RunState.CANCELLED
     again = cli("cancel", run.id)
     assert again.returncode == 2 and "already CANCELLED" in again.stderr and "Traceback" not in again.stderr
 

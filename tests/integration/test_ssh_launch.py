@@ -64,6 +64,11 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
         if first.poll() is None:
             first.kill()
     assert first.returncode == 1 and "CANCELLED" in out, out
+    # The terminal that started it showed the ranks' lines through the [node N] stream as they came:
+    # step lines, then the stop request they were cancelled with.
+    streamed = [ln for ln in out.splitlines() if ln.startswith("[node ")]
+    first_step = next(i for i, ln in enumerate(streamed) if " INFO step " in ln and "  loss " in ln)
+    assert first_step < next(i for i, ln in enumerate(streamed) if "stop request" in ln), out[-3000:]
     assert "CANCELLED" in cli("status", run_id).stdout
     logs = cli("logs", run_id)
     assert logs.returncode == 0

@@ -111,6 +111,10 @@ def test_stop_file_request_is_seen_with_its_signal(tmp_path: Path) -> None:
     (["python", "train.py"], ["launch.runner=none", "launch.procs_per_node=2"], "starts its own"),
     (["python", "train.py"], ["launch.backend=ssh", "launch.cluster=no-such-cluster"], "no cluster 'no-such-cluster'"),
     (["python", "train.py"], ["launch.runner=sometimes"], "launch.runner"),
+    # A program that starts the ranks itself, under torchrun, would be started once per rank.
+    (["mpirun", "-np", "4", "python", "train.py"], [], "`mpirun ...` starts the ranks itself.*launch.runner=srun"),
+    (["/usr/bin/srun", "python", "train.py"], [], "`srun ...` starts the ranks itself.*launch.runner=none"),
+    (["accelerate", "launch", "train.py"], ["launch.runner=torchrun"], "`accelerate ...`.*launch.runner=none runs"),
 ])
 def test_a_users_own_command_with_bad_input_is_refused_before_anything_is_written(
         runs_root: Path, command: list[str], overrides: list[str], says: str) -> None:
