@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Create ./.venv and install clustertune into it (editable).
-#   bash scripts/setup.sh          # the package
-#   bash scripts/setup.sh test     # the package and the test dependencies
+#   bash scripts/setup.sh                      # the package
+#   bash scripts/setup.sh test                 # the package and the test dependencies
+#   bash scripts/setup.sh serve deepspeed      # the package and these extras
+# The extras are pyproject.toml's optional-dependencies (`bash scripts/setup.sh --help` lists
+# them); an unknown name is an error, not pip's warning.
 # Where no torch is importable in the venv, torch is installed first, pinned
 # ($CLUSTERTUNE_TORCH, default torch==2.13.0; set CLUSTERTUNE_TORCH_INDEX to an index URL
 # such as PyTorch's CPU or CUDA wheel index to choose the build), so the unpinned torch
@@ -9,12 +12,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-extra=${1:-}
+
+known_extras() {
+  "$1" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]))'
+}
+
+case "${1:-}" in
+  -h|--help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"  # the comment above
+    echo "extras: $(known_extras "$PYTHON")"
+    exit 0 ;;
+esac
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+
+# The extras asked for, each once, sorted: one set of extras, one install stamp, in any order.
+known=" $(known_extras .venv/bin/python) "
+extras=()
+for extra in "$@"; do
+  if [[ "$known" != *" $extra "* ]]; then
+    echo "setup: no extra '$extra' in pyproject.toml; the extras are:$known" >&2
+    exit 2
+  fi
+done
+if [ $# -gt 0 ]; then
+  mapfile -t extras < <(printf "%s\n" "$@" | LC_ALL=C sort -u)
+fi
+list=$(IFS=,; echo "${extras[*]}")
 
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   spec=${CLUSTERTUNE_TORCH:-torch==2.13.0}
@@ -26,14 +53,13 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   fi
 fi
 
-target="."
-[ "$extra" = "test" ] && target=".[test]"
+target=".${list:+[$list]}"
 # Skip the resolver when this exact tree is already installed with these extras.
-stamp=".venv/.clustertune-$extra-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+stamp=".venv/.clustertune-$list-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import clustertune" >/dev/null 2>&1; then
-  echo "setup: installing clustertune${extra:+ [$extra]}" >&2
-  # DeepSpeed (in the test extra) would otherwise try to compile all its ops at install time;
-  # with DS_BUILD_OPS=0 the few that are used compile on first use and are cached.
+  echo "setup: installing clustertune${list:+ [$list]}" >&2
+  # DeepSpeed (in the test and deepspeed extras) would otherwise try to compile all its ops at
+  # install time; with DS_BUILD_OPS=0 the few that are used compile on first use and are cached.
   DS_BUILD_OPS=0 pip install -e "$target"
   .venv/bin/python -c "import clustertune, torch, transformers, accelerate" >/dev/null
   touch "$stamp"

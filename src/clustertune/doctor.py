@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from clustertune.extras import install_hint
 from clustertune.runs.store import runs_root
 
 
@@ -27,10 +28,16 @@ class Check:
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets", "tokenizers", "safetensors", "peft", "deepspeed",
             "trl", "bitsandbytes", "lm-eval", "fastapi")
-OPTIONAL = {"deepspeed": "pip install 'clustertune[deepspeed]' (DS_BUILD_OPS=0 builds ops on first use)",
-            "trl": "pip install trl", "bitsandbytes": "pip install 'clustertune[qlora]' (model.adapter.type: qlora)",
-            "lm-eval": "pip install 'clustertune[lm-eval]' (clustertune eval --tasks)",
-            "fastapi": "pip install 'clustertune[serve]' (clustertune serve)"}
+# The optional packages: the extra that installs each (pyproject's optional-dependencies) and what needs it.
+OPTIONAL = {"deepspeed": ("deepspeed", "train.strategy: deepspeed"), "bitsandbytes": ("qlora", "model.adapter.type: qlora"),
+            "lm-eval": ("lm-eval", "clustertune eval --tasks"), "fastapi": ("serve", "clustertune serve")}
+
+
+def _fix(pkg: str) -> str:
+    if pkg in OPTIONAL:
+        extra, used_by = OPTIONAL[pkg]
+        return f"{install_hint(extra)} ({used_by})"
+    return f"pip install {pkg}"
 
 
 def _version(pkg: str) -> str | None:
@@ -47,7 +54,7 @@ def versions() -> list[Check]:
         if v is None:
             required = pkg in ("torch", "transformers", "accelerate")
             out.append(Check(pkg, "not installed" if required else "not installed (optional)", not required,
-                             OPTIONAL.get(pkg, f"pip install {pkg}")))
+                             _fix(pkg)))
         else:
             out.append(Check(pkg, v))
     return out
@@ -56,13 +63,16 @@ def versions() -> list[Check]:
 def devices() -> list[Check]:
     import torch
 
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
+    # Deferred: importing them pulls in numpy, torch, which this module's importers do not need.
+    from clustertune.train.precision import auto_mixed_precision, recorded_name
     from clustertune.train.throughput import device_peak_flops
 
     out = [Check("torch build", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})")]
+    # What a run records as its precision: the one function runs decide `auto` with.
+    precision = Check("precision", f"{recorded_name(auto_mixed_precision())} (what train.precision: auto uses here)")
     if not torch.cuda.is_available():
-        out.append(Check("GPUs", "none visible: training runs on the CPU (fp32)"))
-        return out
+        out.append(Check("GPUs", "none visible: training runs on the CPU"))
+        return out + [precision]
     out.append(Check("NCCL", ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?"))
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
@@ -73,7 +83,7 @@ def devices() -> list[Check]:
             + (f"peak {peak / 1e12:.0f} TFLOP/s bf16" if peak else "peak FLOP/s unknown"),
             ok=peak is not None, fix="set train.peak_flops in the recipe so MFU can be shown",
         ))
-    return out
+    return out + [precision]
 
 
 def deepspeed_ops() -> list[Check]:
@@ -85,7 +95,8 @@ def deepspeed_ops() -> list[Check]:
     return [Check("deepspeed ops", "JIT build possible (ninja and a C++ compiler found)" if ok else
                   f"cannot JIT-build (ninja {'found' if ninja else 'missing'}, C++ compiler "
                   f"{'found' if compiler else 'missing'})", ok,
-                  "pip install ninja; apt-get install g++ (CPU Adam for optimizer offload builds on first use)")]
+                  f"{install_hint('deepspeed')} (it brings ninja); apt-get install g++ "
+                  "(CPU Adam for optimizer offload builds on first use)")]
 
 
 def tools() -> list[Check]:

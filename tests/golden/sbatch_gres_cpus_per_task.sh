@@ -22,6 +22,9 @@ export PRICE="\$5 \`x\` \"q\" \\"
 export PYTHONUNBUFFERED=1
 export RUN_TAG="${SLURM_JOB_ID}-a"
 export TOKENIZERS_PARALLELISM=false
+# launch.env values that name variables expand again in every srun step, on the node that runs it:
+# $SLURM_NODEID, $SLURM_TMPDIR are that node's own there (srun hands on this node's values).
+CT_NODE_ENV='export HF_HOME="$SCRATCH/hf"; export RUN_TAG="${SLURM_JOB_ID}-a"'
 
 step() { echo "[$(date -u +%Y-%m-%dT%H:%M:%SZ)] $*"; }
 
@@ -57,14 +60,14 @@ if ! [ "$CT_NPROC" -ge 1 ] 2>/dev/null; then CT_NPROC=1; fi
 # a requeued job, or one whose data was prepared before submitting (launch.prepare_data), has it.
 if [ ! -f "$CT_RUN_DIR"/data.json ]; then
   step "data: prepare (one task)"
-  srun --nodes=1 --ntasks=1 --cpus-per-task=32 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
+  srun --nodes=1 --ntasks=1 --cpus-per-task=32 --open-mode=append --output="$CT_RUN_DIR"/logs/data.log /bin/bash -c "$CT_NODE_ENV"'; exec "$@"' ct-node /opt/venv/bin/python -m clustertune.data.job_step "$CT_RUN_DIR"
   CT_RC=$?
   if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi
   step "data: ready"
 fi
 step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 --ntasks=2 --cpus-per-task=32 --open-mode=append --output="$CT_RUN_DIR"/logs/node-%n.log \
-  /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
+  /bin/bash -c "$CT_NODE_ENV"'; exec "$@"' ct-node /opt/venv/bin/python -m torch.distributed.run --nnodes=2 --nproc-per-node=$CT_NPROC --max-restarts=0 --rdzv-backend=c10d --rdzv-conf=join_timeout=900,read_timeout=60 -m clustertune.train.entry /shared/runs/tiny-1 &
 CT_PID=$!
 # bash runs a trap only between commands: wait again after each signal until srun is gone.
 while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -274,6 +275,32 @@ def test_on_slurm_launch_stage_copies_each_path_once_per_node_for_the_script(tmp
     assert sorted(seen) == ["n1", "n1", "n2", "n2"]
 
 
+def test_on_slurm_prepare_runs_once_before_the_stage_and_env_values_are_each_nodes_own(
+        tmp_path: Path, runs_root: Path, slurm_cluster: Any) -> None:
+    # An sbatch script's `srun --ntasks=1 python prepare_data.py`, then node-local copies of its output.
+    out = tmp_path / "prepared set"
+    out.mkdir()  # launch.stage's paths must exist when the job is submitted
+    count = tmp_path / "prepare-count"
+    prepare = f"echo prepared on $SLURMD_NODENAME > {shlex.quote(str(out / 'a.txt'))}; echo x >> {shlex.quote(str(count))}"
+    script = tmp_path / "reads.py"
+    script.write_text("import os\n"
+                      "e = os.environ\n"
+                      "text = open(os.path.join(e['CLUSTERTUNE_STAGED_PREPARED_SET'], 'a.txt')).read().strip()\n"
+                      "print('node', e['SLURM_NODEID'], 'tag', e['NODE_TAG'], 'tmp', e['NODE_TMP'] == e['SLURM_TMPDIR'] + '/x',\n"
+                      "      'read', text, flush=True)\n")
+    run = launch(None, user_command=[sys.executable, str(script)],
+                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1",
+                            f"launch.prepare={prepare}", f'launch.stage=["{out}"]',
+                            "launch.env={NODE_TAG: node-$SLURM_NODEID, NODE_TMP: $SLURM_TMPDIR/x}"])
+    job = job_for(run)
+    assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
+    assert count.read_text() == "x\n" and run.paths.prepared.is_file()  # once, on the first node
+    for node in (0, 1):
+        log = run.paths.node_log(node).read_text()
+        assert f"node {node} tag node-{node} tmp True read prepared on n1" in log, log
+    assert "prepare: done" in job.logs()
+
+
 def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path) -> None:
     (tmp_path / "train_acc.py").write_text(ACCELERATE_SCRIPT)
     out = cli("launch", "launch.procs_per_node=2", "--", sys.executable, "train_acc.py", cwd=tmp_path)
@@ -359,3 +386,37 @@ def test_tee_all_shows_every_ranks_lines_with_its_rank(tmp_path: Path, runs_root
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(ln for ln in out.stdout.splitlines() if ln.startswith("[rank")) == [
         "[rank 0] hi from 0", "[rank 1] hi from 1"], out.stdout
+
+
+def test_on_ssh_hosts_a_failing_script_is_reported_in_its_failing_ranks_own_words(
+        ssh_cluster, tmp_path: Path) -> None:
+    work = tmp_path / "proj"
+    work.mkdir()
+    # A DDP script whose rank 1 stops on bad input: rank 0 then fails in the barrier it left.
+    (work / "fail.py").write_text(
+        "import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+        "print('starting on rank', os.environ['RANK'])\n"
+        "if os.environ['RANK'] == '1':\n    raise SystemExit('rank one refuses: no data at /nope')\n"
+        "dist.barrier()\n")
+    out = cli("launch", "launch.backend=ssh", "launch.cluster=loop", "launch.nodes=2", "launch.procs_per_node=1",
+              f"launch.site_packages_from={sys.executable}", "--", "python", "fail.py", cwd=work, timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    # The foreground shows the hosts' output as it comes, each line with its node.
+    assert any(ln.startswith("[node ") and "starting on rank 0" in ln for ln in out.stderr.splitlines()), out.stderr
+    info = _info(_only_run(Path(os.environ["CLUSTERTUNE_RUNS"])))
+    assert info["state"] == "FAILED", info
+    # Rank 1's own message, and its rank, lead: rank 0 failed in the barrier it left.
+    assert info["reason"].index("rank 1 exited with code 1 on ") < info["reason"].index("rank 0 exited"), info["reason"]
+    assert "rank one refuses: no data at /nope" in info["reason"] and "To enable traceback" not in info["reason"]
+
+
+def test_locally_launch_prepare_makes_what_launch_stage_copies_for_the_command(tmp_path: Path, runs_root: Path) -> None:
+    made = tmp_path / "prepared-set"  # does not exist yet: launch.prepare makes it in the job
+    prep = f"import pathlib; p = pathlib.Path({str(made)!r}); p.mkdir(); (p / 'rows.txt').write_text('42')"
+    read = "import os, pathlib; print('read', (pathlib.Path(os.environ['CLUSTERTUNE_STAGED_PREPARED_SET']) / 'rows.txt').read_text())"
+    out = cli("launch", f"launch.prepare=[{sys.executable}, -c, \"{prep}\"]", f"launch.stage=[{made}]",
+              "--", sys.executable, "-c", read, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "read 42" in out.stdout  # the command read the node-local copy of what prepare made
+    run = _only_run(runs_root)
+    assert (run / "prepared").is_file() and (run / "logs" / "prepare.log").is_file()

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import RecipeError, UserError
-from clustertune.models.local import checkpoint_refs, config_dir
+from clustertune.extras import install_hint
+from clustertune.models.local import checkpoint_refs, config_dir, locate_model
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import local_problems, located
@@ -102,7 +103,11 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     g = _Gather()
     g.add(found)
     task = task_of(recipe.task)
-    g.add(g.run(f"task {recipe.task}", task.preflight, recipe, root) or [])
+    trained_first = None if need_base else _trained_first(recipe, root)
+    if trained_first is not None:  # not there yet, and `run` makes it: not a problem, only not checked
+        g.not_checked.append(trained_first)
+    g.add([p for p in g.run(f"task {recipe.task}", task.preflight, recipe, root) or []
+           if trained_first is None or p[0] != task.base_key])
     _checkpoint_checks(recipe, root, g)
     if recipe.rl is None:
         _model_checks(recipe, root, need_base, g)
@@ -141,10 +146,8 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             try:
                 model_dir = locate_model(ref, key, root)
             except UserError as exc:
-                if not need_base and task_of(recipe.task).base_model_from_run and name in shipped_recipes():
-                    g.not_checked.append(f"{key}: {ref}: no {name} run with a final model under {root} yet; "
-                                         f"`clustertune run` trains it first (`clustertune run {name}`)")
-                    return
+                if not need_base and _trained_first(recipe, root) is not None:
+                    return  # not checked, as check() says
                 k, msg = _message(exc, key)
                 if name in shipped_recipes():
                     msg += f"; train it first with `clustertune run {name}`"
@@ -168,6 +171,23 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             return
         recipe = recipe.model_copy(update={"model": m.model_copy(update={"name_or_path": str(src), "revision": None})})
     _build_checks(recipe, g)
+
+
+def _trained_first(recipe: Recipe, root: str) -> str | None:
+    """What is not checked because ``run`` trains it first: a ``run:<name>`` base (the task's
+    ``base_key``) of a task that starts from another run's model, where no ``name`` run has a
+    final model yet and ``name`` is a shipped recipe. None where there is no such base."""
+    task = task_of(recipe.task)
+    ref = (task.base_ref(recipe) or "") if task.base_model_from_run else ""
+    name = ref[len(RUN_PREFIX):]
+    if not ref.startswith(RUN_PREFIX) or "@" in ref or name not in shipped_recipes():
+        return None
+    try:
+        locate_model(ref, task.base_key, root)
+    except UserError:
+        return (f"{task.base_key}: {ref}: no {name} run with a final model under {root} yet; "
+                f"`clustertune run` trains it first (`clustertune run {name}`)")
+    return None
 
 
 def _remote_code_refused(config_dir: Path, trusted: bool, g: _Gather) -> bool:
@@ -271,10 +291,10 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
     """What the recipe names that this machine must import or read: metric and reward functions,
     trackers, a DeepSpeed JSON; and a recipe always runs under torchrun."""
     # Deferred: the training side's checks import torch and the trackers' registries.
-    from clustertune.errors import LaunchError, RewardError
+    from clustertune.errors import LaunchError
     from clustertune.train.ds_config import check_deepspeed_json
     from clustertune.train.metrics import check_trackers
-    from clustertune.train.user_code import import_function
+    from clustertune.train.reward_style import load_reward
 
     if recipe.launch.runner != "torchrun":
         g.run("launch.runner", _raise, LaunchError(
@@ -284,10 +304,14 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
         g.run("launch.stage", _raise, LaunchError(
             "launch.stage: copies paths for your own command (`clustertune launch ... -- COMMAND`); "
             "a recipe's data is staged with data.stage_to"))
+    if recipe.launch.prepare is not None:
+        g.run("launch.prepare", _raise, LaunchError(
+            "launch.prepare: runs a step before your own command (`clustertune launch ... -- COMMAND`); "
+            "a recipe's data is prepared by clustertune itself (launch.prepare_data says where)"))
     g.run("tracking.trackers", check_trackers, list(recipe.tracking.trackers))
     if recipe.train.optimizer.endswith("_8bit") and importlib.util.find_spec("bitsandbytes") is None:
         g.add([("train.optimizer", f"{recipe.train.optimizer} needs bitsandbytes, which is not installed here: "
-                                   "pip install 'clustertune[qlora]' (or pip install bitsandbytes), or use adamw")])
+                                   f"{install_hint('qlora')}, or use adamw")])
     g.run("train.deepspeed_config", check_deepspeed_json, recipe)
     if recipe.train.metrics:
         # Deferred: it imports the metric libraries, which only recipes naming metrics need.
@@ -297,7 +321,7 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
     for i, r in enumerate(recipe.rl.rewards if recipe.rl is not None else []):
         if r.function and ":" in r.function:
             key = f"rl.rewards.{i}.function"
-            g.run(key, import_function, r.function, key, "reward function", RewardError)
+            g.run(key, load_reward, r.function, r.kwargs, key)  # imports, and its signature fits TRL or TRLX
 
 
 def _raise(exc: UserError) -> None:

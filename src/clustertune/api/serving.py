@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.extras import install_hint
 from clustertune.runs.paths import HostRunPaths
 from clustertune.runs.run import Run
 from clustertune.script import RUN_DIR_ENV
@@ -34,8 +35,7 @@ def _require_extra() -> None:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise UserError(f"serving needs FastAPI and uvicorn ({exc.name} is missing): "
-                        "pip install 'clustertune[serve]'") from None
+        raise UserError(f"serving needs FastAPI and uvicorn ({exc.name} is missing): {install_hint('serve')}") from None
 
 
 def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
@@ -68,7 +68,7 @@ def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | No
     try:
         import tinker  # noqa: F401
     except ImportError:
-        raise UserError("--tinker needs the tinker SDK (its protobuf schema): pip install 'clustertune[tinker]'") from None
+        raise UserError(f"--tinker needs the tinker SDK (its protobuf schema): {install_hint('tinker')}") from None
     # Deferred: the Tinker service imports the SDK's schema, which plain serving does without.
     from clustertune.runs.store import runs_root as default_runs_root
     from clustertune.serve.tinker.service import TinkerService

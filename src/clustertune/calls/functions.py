@@ -349,7 +349,7 @@ def remote_exec(cluster: Cluster, argv: list[str], hosts: list[int] | None = Non
     """Run a command on some or all hosts (env activated) as one run; returns per-host answers.
     ``gpus``: that many free devices on each host, in ``CUDA_VISIBLE_DEVICES``."""
     if not argv:
-        raise RemoteCallError("exec needs a command: `clustertune exec NAME -- CMD ARGS...`")
+        raise RemoteCallError(f"exec needs a command: `clustertune exec {cluster.name} -- CMD ARGS...`")
     if gpus < 0:
         raise RemoteCallError(f"gpus={gpus}: give a number of GPUs, 0 or more")
     nodes = hosts if hosts is not None else list(range(len(cluster.hosts)))

@@ -78,7 +78,7 @@ def check_launch(recipe: Recipe) -> None:
                         "processes (e.g. `accelerate launch --num_processes N`); leave it unset")
     names: dict[str, str] = {}
     for p in ln.stage:
-        if not Path(p).exists():
+        if not Path(p).exists() and ln.prepare is None:  # launch.prepare makes it in the job
             problems.append(f"launch.stage: {p!r} does not exist here (relative paths start in {Path.cwd()})")
         elif names.setdefault(env_name(p), p) != p:
             problems.append(f"launch.stage: {names[env_name(p)]!r} and {p!r} would both be {env_name(p)}; "
@@ -199,6 +199,14 @@ def root_cause(log_text: str) -> tuple[int, str] | None:
     crashed = [(r, c) for r, c in entries if c < 0 and -c not in [int(sig) for sig in _SHUTDOWN_SIGNALS]]
     r, c = crashed[0] if crashed else entries[0]
     return r, _how(c)
+
+
+def root_cause_time(log_text: str) -> str:
+    """When torchrun's latest summary says its root cause failed (``2026-11-28_13:59:10``, which
+    sorts as text); "" without one. Of several nodes' summaries, the earliest is the cause."""
+    found = list(_ROOT_CAUSE.finditer(log_text))
+    when = re.search(r"time\s*:\s*(\S+)", found[-1].group("block")) if found else None
+    return when.group(1) if when else ""
 
 
 def command_exit_code(rc: int, log_text: str) -> int:

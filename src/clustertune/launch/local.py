@@ -19,6 +19,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.command import finish_attempt, load_launch, root_cause, tail
+from clustertune.launch.prepare_step import run_prepare
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.echo import Echo, wait_showing
@@ -281,6 +282,9 @@ def run_command(plan: LaunchPlan, run: Run, tee: str | None = "rank0") -> RunSta
     env = node_env(plan)
     env.update(CLUSTERTUNE_ATTEMPT=str(att.n), CLUSTERTUNE_NODE_RANK="0",
                CLUSTERTUNE_MASTER_ADDR="127.0.0.1", CLUSTERTUNE_MASTER_PORT=str(free_port()))
+    rc = run_prepare(plan, run.paths, env, show=sys.stdout if tee else None)  # launch.prepare, once per run
+    if rc != 0:
+        return finish_attempt(run, rc, out)
     grace = float(dict(plan.env).get("CLUSTERTUNE_STOP_GRACE", "30"))
     with out.open("ab") as fh:
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -106,6 +106,9 @@ class LaunchPlan:
     runner: str = "torchrun"
     """``torchrun``: the command is every rank; ``none``: it runs once per node; ``srun``: every
     rank is a SLURM task."""
+    prepare: tuple[str, ...] = ()
+    """``launch.prepare`` as an argv (a shell line as ``bash -c LINE``): run once, on the first
+    node, before the command and its ``launch.stage`` copies."""
 
     @property
     def multi_process(self) -> bool:
@@ -116,6 +119,8 @@ class LaunchPlan:
         d["env"] = dict(self.env)
         if not self.command:  # a recipe's plan reads as it always did
             del d["command"], d["runner"]
+        if not self.prepare:
+            del d["prepare"]
         return d
 
     def to_json(self) -> str:
@@ -164,7 +169,15 @@ def build_plan(recipe: Recipe, run_id: str, run_dir: str, python: str,
         slurm=SlurmOptions.from_launch(ln),
         command=tuple(command),
         runner=ln.runner if command else "torchrun",
+        prepare=prepare_argv(ln.prepare) if command else (),
     )
+
+
+def prepare_argv(prepare: str | list[str] | None) -> tuple[str, ...]:
+    """``launch.prepare`` as the argv that runs it: a list as it is, a string as a bash line."""
+    if prepare is None:
+        return ()
+    return ("/bin/bash", "-c", prepare) if isinstance(prepare, str) else tuple(prepare)
 
 
 # In launch.env values: $NAME and ${NAME} expand where the job runs; $$ is a literal $.
@@ -192,6 +205,38 @@ def shell_expanding_quote(value: str) -> str:
         out += [lit(value[pos:m.start()]), "\\$" if m.group() == "$$" else m.group()]
         pos = m.end()
     return '"' + "".join([*out, lit(value[pos:])]) + '"'
+
+
+def env_references(value: str) -> list[str]:
+    """The variables a launch.env value names (``$NAME``, ``${NAME}``; ``$$`` names none)."""
+    return [m.group(1) or m.group(2) for m in ENV_REFERENCE.finditer(value) if m.group() != "$$"]
+
+
+@dataclass(frozen=True)
+class NodeExpansion:
+    """What each node of a multi-node job sets again for itself: ``expand``, the plan's env
+    values that name variables, expanded in the step the node runs (``$SLURM_NODEID``,
+    ``$SLURM_TMPDIR``, ``$SLURMD_NODENAME`` are that node's own), in the sorted order the job exported
+    them first. ``restore``: the plan's own names such a value reads before they are set in that
+    order (``A: $B/x`` reads ``B`` unset): each node starts them from their value before
+    launch.env (and sets them again in order), so it expands what the first node expanded. A value
+    that names itself (``PATH: $HOME/bin:$PATH``) is expanded once, on the first node: srun hands
+    every node its result, and expanding it again would add to it twice."""
+
+    expand: tuple[tuple[str, str], ...] = ()
+    restore: tuple[str, ...] = ()
+
+
+def node_expansion(plan: LaunchPlan) -> NodeExpansion:
+    """The plan's :class:`NodeExpansion` (pure)."""
+    refs = {k: env_references(v) for k, v in plan.env}
+    # PATH: $HOME/bin:$PATH adds to what is there, and srun hands each node the first node's
+    # result (with what the setup lines added after it): expanded again, it would add twice.
+    own = {k for k, names in refs.items() if k in names}
+    restore = sorted({n for k, names in refs.items() for n in names if n in refs and n > k and n not in own})
+    # A restored name is set again too, at its place in the order, even when its value is plain.
+    expand = tuple((k, v) for k, v in plan.env if k not in own and (refs[k] or k in restore))
+    return NodeExpansion(expand=expand, restore=tuple(restore))
 
 
 def script_env(run_id: str, run_dir: str, nodes: int, grace: int) -> dict[str, str]:

@@ -10,11 +10,13 @@ import shlex
 from pathlib import Path
 
 from clustertune.errors import LaunchError
-from clustertune.launch.plan import (LaunchPlan, entry_args, per_node_args, shell_expanding_quote,
+from clustertune.launch.plan import (LaunchPlan, entry_args, node_expansion, per_node_args, shell_expanding_quote,
                                      srun_rank_args, torchrun_args)
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, node_log_name
+from clustertune.runs.paths import CANCEL_FILE, LOGS_DIR, PREPARE_LOG, PREPARED_FILE, STOP_FILE, node_log_name
 
 SCRIPT_NAME = "job.sbatch"
+# A launch.env name's value before launch.env set it, kept for each node's own expansion.
+BEFORE_ENV = "CT_ENV_BEFORE_"
 # Per-node logs: srun's %n is the node's index within the job.
 NODE_LOG = node_log_name("%n")  # SLURM fills in the node id
 
@@ -94,8 +96,16 @@ def _env_lines(plan: LaunchPlan) -> list[str]:
     # No `set -u`/`-e` for the script as a whole: it checks the exit codes it acts on.
     lines = [f"CT_RUN_DIR={q(plan.run_dir)}", f"CT_STOP_FILE=\"$CT_RUN_DIR\"/{q(STOP_FILE)}",
              f"CT_MAX_REQUEUES={plan.slurm.max_requeues}", ""]
+    again = node_expansion(plan)
+    if again.restore:
+        lines += ["# launch.env's own names that its values read, as they were before it: each node's step starts from them.",
+                  *(f'export {BEFORE_ENV}{n}="${{{n}-}}"' for n in again.restore)]
     # launch.env: $NAME/${NAME} expand on the node ($SCRATCH/hf), nothing else is interpreted.
     lines += [f"export {k}={shell_expanding_quote(v)}" for k, v in plan.env]
+    if again.expand:
+        lines += ["# launch.env values that name variables expand again in every srun step, on the node that runs it:",
+                  "# $SLURM_NODEID, $SLURM_TMPDIR are that node's own there (srun hands on this node's values).",
+                  f"CT_NODE_ENV={q(node_env_script(plan))}"]
     if plan.env_passthrough:
         lines.append("# passed through from the submitting environment (values never written here): "
                      + " ".join(plan.env_passthrough))
@@ -110,6 +120,22 @@ def _env_lines(plan: LaunchPlan) -> list[str]:
               'it at the same path (a shared filesystem)"',
               "  exit 2", "fi", ""]
     return lines
+
+
+def node_env_script(plan: LaunchPlan) -> str:
+    """The shell text each srun step runs first (``CT_NODE_ENV``): the launch.env values that
+    name variables, exported again in the job's sorted order from the values their names had
+    before launch.env, so each node expands exactly what the first node did, with its own values."""
+    again = node_expansion(plan)
+    return "; ".join([*(f'{n}="${BEFORE_ENV}{n}"' for n in again.restore),
+                      *(f"export {k}={shell_expanding_quote(v)}" for k, v in again.expand)])
+
+
+def on_each_node(plan: LaunchPlan, argv: str) -> str:
+    """``argv`` (shell text) as an srun step runs it: after the node's own ``CT_NODE_ENV``."""
+    if not node_expansion(plan).expand:
+        return argv
+    return f'/bin/bash -c "$CT_NODE_ENV"\'; exec "$@"\' ct-node {argv}'
 
 
 def _stop_and_rendezvous_lines(plan: LaunchPlan) -> list[str]:
@@ -153,7 +179,7 @@ def _data_lines(plan: LaunchPlan) -> list[str]:
         'if [ ! -f "$CT_RUN_DIR"/data.json ]; then',
         '  step "data: prepare (one task)"',
         f'  srun --nodes=1 --ntasks=1{cpus} --open-mode=append --output="$CT_RUN_DIR"/logs/data.log '
-        f'{q(plan.python)} -m clustertune.data.job_step "$CT_RUN_DIR"',
+        + on_each_node(plan, f'{q(plan.python)} -m clustertune.data.job_step "$CT_RUN_DIR"'),
         '  CT_RC=$?',
         '  if [ "$CT_RC" != 0 ]; then step "data: failed with code $CT_RC (logs/data.log)"; exit "$CT_RC"; fi',
         '  step "data: ready"',
@@ -162,12 +188,37 @@ def _data_lines(plan: LaunchPlan) -> list[str]:
 
 
 def _command_lines(plan: LaunchPlan) -> list[str]:
-    """A user's own command: what it learns of this attempt and of the nodes (no data step)."""
+    """A user's own command: what it learns of this attempt and of the nodes (no data step),
+    and ``launch.prepare`` before it."""
     return [
         "# Your own command: its attempt (1 + earlier attempts + requeues), and for launch.runner=none",
         "# the values of {master_addr} and {master_port} (each node's {node_rank} is its SLURM_NODEID).",
         'export CLUSTERTUNE_ATTEMPT=$(( ${CT_FIRST_ATTEMPT:-1} + CT_RESTART ))',
         'export CLUSTERTUNE_MASTER_ADDR="$CT_RDZV_HOST" CLUSTERTUNE_MASTER_PORT="${PET_RDZV_ENDPOINT##*:}"',
+        *_prepare_lines(plan),
+    ]
+
+
+def _prepare_lines(plan: LaunchPlan) -> list[str]:
+    """``launch.prepare``: one task on the first node, before the command's step (whose first
+    process on each node then copies launch.stage's paths); once per run, as the data step."""
+    if not plan.prepare:
+        return []
+    q = shlex.quote
+    cpus = f" --cpus-per-task={plan.slurm.step_cpus}" if plan.slurm.step_cpus else ""
+    log = f'"$CT_RUN_DIR"/{LOGS_DIR}/{PREPARE_LOG}'
+    return [
+        "# launch.prepare: once, on the first node, before the command starts and launch.stage copies its paths;",
+        "# a requeued or resumed attempt finds it done.",
+        f'if [ ! -f "$CT_RUN_DIR"/{PREPARED_FILE} ]; then',
+        '  step "prepare: one task on the first node (launch.prepare)"',
+        f'  srun --nodes=1 --ntasks=1 --relative=0{cpus} --open-mode=append --output={log} '
+        + on_each_node(plan, " ".join(map(q, plan.prepare))),
+        '  CT_RC=$?',
+        f'  if [ "$CT_RC" != 0 ]; then step "prepare: failed with code $CT_RC ({LOGS_DIR}/{PREPARE_LOG})"; exit "$CT_RC"; fi',
+        f'  touch "$CT_RUN_DIR"/{PREPARED_FILE}',
+        '  step "prepare: done"',
+        "fi",
     ]
 
 
@@ -195,7 +246,7 @@ def _train_lines(plan: LaunchPlan) -> list[str]:
     return [
         'step "train: job $SLURM_JOB_ID (restart $CT_RESTART) on $SLURM_JOB_NODELIST, rendezvous $PET_RDZV_ENDPOINT"',
         f'srun --kill-on-bad-exit=1 {tasks}{cpus} --open-mode=append '
-        f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {torchrun} &',
+        f'--output="$CT_RUN_DIR"/logs/{NODE_LOG} \\\n  {on_each_node(plan, torchrun)} &',
         "CT_PID=$!",
         "# bash runs a trap only between commands: wait again after each signal until srun is gone.",
         'while true; do wait "$CT_PID"; CT_RC=$?; kill -0 "$CT_PID" 2>/dev/null || break; done',

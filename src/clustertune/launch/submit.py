@@ -162,35 +162,37 @@ def _prepares_here(decided: Decided, backend: Launcher) -> bool:
 
 def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
                        show_progress: bool = True, train_missing: bool = True) -> Recipe:
-    """SFT from ``model.name_or_path: run:<run-id>``: the recipe with that run's final model
-    directory in its place (so the resolved recipe names what was trained). A missing run named
-    like a shipped recipe (``run:quickstart``) is trained first, once (``train_missing``; else
-    the missing run is an error). A checkpoint ``run:<run>@step-N`` named as any model (base, RL
-    policy...) is written out as a model once and named by its directory
-    (:mod:`clustertune.use.bases`)."""
+    """A task that starts from another run's model (SFT's ``model.name_or_path``, RL's
+    ``rl.policy``: the task's ``base_key``) naming ``run:<run-id>``: the recipe with that run's
+    final model directory in its place (so the resolved recipe names what was trained). A missing
+    run named like a shipped recipe (``run:quickstart``) is trained first, once
+    (``train_missing``; else the missing run is an error). A checkpoint ``run:<run>@step-N``
+    named as any model (base, RL policy...) is written out as a model once and named by its
+    directory (:mod:`clustertune.use.bases`)."""
     root = str(_root(recipe, runs_root_dir))
     if checkpoint_refs(recipe):
         # Deferred: writing a checkpoint out builds its model (torch, transformers).
         from clustertune.use.bases import with_checkpoint_models
 
         recipe = with_checkpoint_models(recipe, root)
-    ref = recipe.model.name_or_path or ""
-    if not task_of(recipe.task).base_model_from_run or not ref.startswith(RUN_PREFIX):
+    task = task_of(recipe.task)
+    key, ref = task.base_key, task.base_ref(recipe) or ""
+    if not task.base_model_from_run or not ref.startswith(RUN_PREFIX):
         return recipe
     # Imported only here: it imports torch, transformers' trainer and PEFT (and what they warn).
     from clustertune.train.rl.sources import resolve_model
 
     try:
-        path = resolve_model(ref, "model.name_or_path", root)
+        path = resolve_model(ref, key, root)
     except RunError:
         name = ref[len(RUN_PREFIX):]
         if not train_missing or name not in shipped_recipes():
             raise
-        log.info("model.name_or_path: no completed %r run under %s yet; training it first (`clustertune run %s`)",
-                 name, root, name)
+        log.info("%s: no completed %r run under %s yet; training it first (`clustertune run %s`)",
+                 key, name, root, name)
         launch(load_recipe(name), runs_root_dir=root, show_progress=show_progress)
-        path = resolve_model(ref, "model.name_or_path", root)
-    return recipe.model_copy(update={"model": recipe.model.model_copy(update={"name_or_path": path})})
+        path = resolve_model(ref, key, root)
+    return task.with_base(recipe, path)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 from clustertune.models.heads import PEFT_TASK_TYPES, auto_class
 from clustertune.models.local import require_local
 from clustertune.errors import CheckpointError, ModelError
+from clustertune.extras import install_hint
 from clustertune.recipe.adapter_schema import ALL_LINEAR, AdapterSection
 from clustertune.recipe.schema import Recipe
 
@@ -36,8 +37,7 @@ def require_bitsandbytes() -> Any:
     except ImportError as exc:
         raise ModelError(
             "model.adapter.type: qlora loads the base in 4-bit through bitsandbytes, which is not installed "
-            "here; install it with `pip install 'clustertune[qlora]'` (or `pip install bitsandbytes`), or use "
-            f"model.adapter.type=lora ({exc})"
+            f"here; install it with `{install_hint('qlora')}`, or use model.adapter.type=lora ({exc})"
         ) from exc
 
 

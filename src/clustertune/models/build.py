@@ -80,6 +80,37 @@ def _pretrained_config(name: str, options: dict[str, Any]) -> Any:
 _SIZE_KEY = re.compile(r"^(?:n|num)_|_(?:size|layers?|heads?|positions|dim|embd|ctx)$")
 
 
+_TRUE, _FALSE = ("true", "1", "y", "yes", "on"), ("false", "0", "n", "no", "off")
+
+
+def _as_held_type(held: Any, value: Any) -> Any:
+    """``value`` in the type the config holds for it, as run_clm's ``config.update_from_string``
+    takes the types from the config: a bool stays a bool (``false``, ``0``, ``no``), an int an int
+    (``"128"`` from the ``k=v`` form or a quoted YAML value), a float a float (``0`` is ``0.0``).
+    An int attribute takes a float too (some configs default a dropout to ``0``). TypeError when
+    the value cannot be that type."""
+    if isinstance(held, bool):
+        text = str(value).strip().lower()
+        if isinstance(value, (bool, int, str)) and text in _TRUE + _FALSE:
+            return text in _TRUE
+        raise TypeError(f"true or false is expected, got {value!r}")
+    if isinstance(held, (int, float)):
+        if isinstance(value, bool):
+            raise TypeError(f"a number is expected, got {value!r}")
+        if isinstance(value, str):
+            for kind in (int, float):
+                try:
+                    value = kind(value.strip())
+                    break
+                except ValueError:
+                    continue
+            else:
+                raise TypeError(f"a number is expected, got {value!r}")
+        if isinstance(held, float) and isinstance(value, int):
+            return float(value)
+    return value
+
+
 def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
     known = set(config.to_dict()) | set(getattr(config, "attribute_map", {}))
     bad = [k for k in overrides if k not in known]
@@ -91,21 +122,28 @@ def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> None:
         raise ModelError(
             f"model.config_overrides: {config.model_type} configs have no attribute {', '.join(msgs)}"
         )
-    sizes = [k for k, v in overrides.items()
+    typed: dict[str, Any] = {}
+    for k, v in overrides.items():
+        try:
+            typed[k] = _as_held_type(getattr(config, k, None), v)
+        except TypeError as exc:
+            raise _misfit(config, k, v) from exc
+    sizes = [k for k, v in typed.items()
              if isinstance(v, int) and not isinstance(v, bool) and v < 1 and _SIZE_KEY.search(k)]
     if sizes:
-        raise ModelError("model.config_overrides: " + ", ".join(f"{k}={overrides[k]}" for k in sizes)
+        raise ModelError("model.config_overrides: " + ", ".join(f"{k}={typed[k]}" for k in sizes)
                          + ": sizes and counts must be at least 1")
-    for k, v in overrides.items():
-        held = getattr(config, k, None)
-        wrong = isinstance(held, (int, float)) and not isinstance(held, bool) and isinstance(v, str)
+    for k, v in typed.items():
         try:
-            if wrong:  # configs that do not check types would fail later, deep inside the model
-                raise TypeError(f"a number is expected, got {v!r}")
             setattr(config, k, v)
         except Exception as exc:  # configs that check their fields' types raise their own error classes
-            raise ModelError(f"model.config_overrides.{k}: {v!r} does not fit this {config.model_type} config "
-                             f"attribute (it holds {type(held).__name__} values, e.g. {held!r})") from exc
+            raise _misfit(config, k, overrides[k]) from exc
+
+
+def _misfit(config: Any, key: str, value: Any) -> ModelError:
+    held = getattr(config, key, None)
+    return ModelError(f"model.config_overrides.{key}: {value!r} does not fit this {config.model_type} config "
+                      f"attribute (it holds {type(held).__name__} values, e.g. {held!r})")
 
 
 def model_positions(config: Any) -> int | None:

@@ -22,7 +22,8 @@ class AdapterSection(Section):
     type: Literal["lora", "dora", "qlora"] = "lora"
     """``lora`` (low-rank matrices beside each targeted linear layer), ``dora`` (LoRA plus a
     trained magnitude per output, weight-decomposed) or ``qlora`` (LoRA on a base loaded in
-    4-bit NF4 through bitsandbytes: ``pip install 'clustertune[qlora]'``)."""
+    4-bit NF4 through bitsandbytes, the ``qlora`` extra: ``clustertune doctor`` prints how to
+    install it here)."""
 
     rank: int = Field(default=8, ge=1)
     """Rank ``r`` of the low-rank update: trainable parameters grow linearly with it."""

@@ -126,6 +126,9 @@ def launch_problems(ln: LaunchSection) -> list[tuple[str, str]]:
     if secret:
         out.append(("launch.env", f"{', '.join(secret)} look(s) like secrets, which would be written into the job "
                     "script; list the name(s) in launch.env_passthrough instead and set them in your environment"))
+    if ln.prepare is not None and ln.backend == "ssh":
+        out.append(("launch.prepare", "runs once, on the first node, with launch.backend slurm or local; on SSH "
+                    "hosts prepare the data with launch.setup lines (they run on each host)"))
     if ln.prepare_data == "job" and ln.backend != "slurm":
         out.append(("launch.prepare_data", f"'job' prepares the data as a SLURM job's first step; with "
                     f"launch.backend={ln.backend} use 'submitter' or 'auto'"))

@@ -130,9 +130,10 @@ class LaunchSection(Section):
 
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables set for the training processes (not secrets: they are written
-    into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs
-    (``HF_HOME: $SCRATCH/hf``), as ``data.stage_to`` does; ``$$`` is a literal ``$``; nothing
-    else is interpreted (no ``$(...)``, no globs)."""
+    into the job script). ``$NAME`` and ``${NAME}`` in a value expand where the job runs, on each
+    node with that node's values (``HF_HOME: $SCRATCH/hf``, ``STAGE: $SLURM_TMPDIR/data``), as
+    ``data.stage_to`` does; ``$$`` is a literal ``$``; nothing else is interpreted (no ``$(...)``,
+    no globs)."""
 
     prepare_data: Literal["auto", "submitter", "job"] = "auto"
     """Where the data is prepared (tokenized and packed into the cache, once). ``submitter``:
@@ -196,10 +197,27 @@ class LaunchSection(Section):
     in upper case, other characters than letters and digits as ``_`` (``/data/my-set``:
     ``CLUSTERTUNE_STAGED_MY_SET``). Relative paths start where the command does."""
 
+    prepare: str | list[str] | None = None
+    """``clustertune launch``: a command run once, on the first node, before your command starts
+    and before ``launch.stage`` copies its paths to every node: the ``srun --ntasks=1 python
+    prepare_data.py`` of an sbatch script, whose output the stage then copies to node-local disk.
+    A string is a shell line (bash runs it: ``python prepare_data.py --out $SCRATCH/set``), a
+    list an argument list run as it is (``[python, prepare_data.py]``). It starts where the
+    command does, with ``launch.env`` and the run's variables set; its output goes to
+    ``logs/prepare.log``, and a failure ends the run before the command starts. Once per run: a
+    requeued or resumed attempt finds it done and skips it. SLURM and local backends."""
+
     stop_grace_seconds: int = Field(default=30, ge=0)
     """``clustertune launch``: seconds a script's ranks have, after a stop request reaches them as
     SIGTERM (time limit, preemption, cancel), to save and exit before they get SIGKILL. Under the
     torchrun runner at most 30 take effect on a preemption's SIGTERM (torchrun's own limit)."""
+
+    @field_validator("prepare")
+    @classmethod
+    def _a_command(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is not None and not (value.strip() if isinstance(value, str) else value and value[0].strip()):
+            raise ValueError("give the command to run, e.g. 'python prepare_data.py' (or leave launch.prepare unset)")
+        return value
 
     @field_validator("node_visible")
     @classmethod

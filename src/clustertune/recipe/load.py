@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from clustertune.errors import Problem, RecipeError, RecipeNotFound
-from clustertune.recipe.schema import Recipe
+from clustertune.recipe.schema import Recipe, config_overrides_from_text
 from clustertune.recipe.trainer_names import trainer_hint
 
 # PyYAML follows YAML 1.1, where "3e-4" is a string. Users write it as a float, so accept
@@ -133,6 +133,10 @@ def parse_scalar(text: str) -> Any:
         return text
 
 
+# Mappings that also take a one-line text form (run_clm's --config_overrides).
+_TEXT_MAPPINGS = {("model", "config_overrides"): config_overrides_from_text}
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str], problems: list[Problem]) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides to a nested dict (a copy); bad ones become Problems."""
     out = copy.deepcopy(data)
@@ -162,6 +166,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], problems: list[P
             node = nxt
         else:
             value = parse_scalar(raw)
+            if isinstance(value, str) and isinstance(node.get(parts[-1]), dict) and tuple(parts) in _TEXT_MAPPINGS:
+                try:  # run_clm's "n_embd=128,n_head=4" adds to the recipe's mapping, as {n_embd: 128} would
+                    value = _TEXT_MAPPINGS[tuple(parts)](value)
+                except ValueError as exc:
+                    problems.append(Problem(key=key.strip(), message=str(exc), file="<command line>"))
+                    continue
             if isinstance(value, dict) and isinstance(node.get(parts[-1]), dict):
                 # train={lr: 1} sets those keys; it does not drop the section's others.
                 node[parts[-1]] = {**node[parts[-1]], **value}

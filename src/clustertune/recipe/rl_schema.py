@@ -27,9 +27,11 @@ PPO_ONE_PROCESS = ("TRL 1.12's PPOTrainer runs on one process only (under severa
 class RewardSpec(Section):
     function: str | None = None
     """A Python reward function as ``module:attribute`` (``clustertune.rewards:char_fraction``,
-    ``my_rewards:score``). It is called as ``fn(prompts=[...], completions=[...], **kwargs)`` and
-    returns one float per completion. Modules are looked up on ``sys.path`` plus the current
-    directory. Exactly one of ``function`` and ``model``."""
+    ``my_rewards:score``). It is called as ``fn(prompts=[...], completions=[...], **kwargs)`` (TRL's
+    way) or, when its signature takes ``samples``, as TRLX's ``reward_fn(samples=[...], **kwargs)``
+    with each sample the prompt followed by its completion; it returns one float per completion.
+    Modules are looked up on ``sys.path`` plus the current directory. Exactly one of ``function``
+    and ``model``."""
 
     model: str | None = None
     """A sequence-classification model directory (``save_pretrained``, e.g. the ``model/`` of a

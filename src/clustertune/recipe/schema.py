@@ -9,6 +9,7 @@ Checks that need no network live here; checks that need a model config or a data
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -22,6 +23,43 @@ from clustertune.recipe.sft_schema import SFTSection
 Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
 TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf")
 TOKENIZER_TRAIN = "train"
+
+
+def _override_scalar(text: str) -> Any:
+    """A value of the ``k=v`` string form as run_clm writes it: a number, true/false, none, else
+    the text; the model's config then gives it the type it holds (models/build.py)."""
+    for kind in (int, float):
+        try:
+            number = kind(text)
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            return number
+    return {"true": True, "false": False, "none": None, "null": None}.get(text.lower(), text)
+
+
+def config_overrides_from_text(text: str) -> dict[str, Any]:
+    """run_clm's ``--config_overrides`` form, ``"n_embd=128,n_head=4"``, as a mapping."""
+    out: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, eq, raw = part.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise ValueError(f"{part!r} is not name=value; write config overrides as \"n_embd=128,n_head=4\" "
+                             "(run_clm's --config_overrides) or as a mapping {n_embd: 128, n_head: 4}")
+        if name in out:
+            raise ValueError(f"{name!r} is given twice in {text!r}; keep one")
+        out[name] = _override_scalar(raw.strip())
+    return out
+
+
+def _mapping_or_text(schema: dict[str, Any]) -> None:
+    """Editors accept the ``k=v`` string form too (the validator below turns it into a mapping)."""
+    for k in ("type", "additionalProperties"):
+        schema.pop(k, None)
+    schema["anyOf"] = [{"type": "object", "additionalProperties": True}, {"type": "string"}]
 
 
 class ModelSection(Section):
@@ -43,8 +81,12 @@ class ModelSection(Section):
     """Build a fresh, randomly initialised model: a model type (``gpt2``, ``bert``, ``llama``),
     or a path to a ``config.json`` or a directory holding one."""
 
-    config_overrides: dict[str, Any] = Field(default_factory=dict)
-    """Config attributes to change before the model is built, e.g. ``{n_layer: 2, n_embd: 64}``."""
+    config_overrides: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_mapping_or_text)
+    """Config attributes to change before the model is built, e.g. ``{n_layer: 2, n_embd: 64}``,
+    or as run_clm's ``--config_overrides`` string ``"n_embd=128,n_head=4"``. Each value takes the
+    type the model's config holds for it (``128`` stays an int, ``resid_pdrop=0`` becomes a float,
+    ``scale_attn_weights=false`` a bool); an attribute the config lacks is an error with a
+    did-you-mean."""
 
     tokenizer: str | None = None
     """Tokenizer: a hub name, a local directory, or ``train`` to train a byte-level BPE on the
@@ -74,11 +116,16 @@ class ModelSection(Section):
     of every weight: checkpoints hold the adapter and its optimizer state only, and ``model/``
     is a PEFT adapter directory (``PeftModel.from_pretrained`` loads it onto the base)."""
 
+    @field_validator("config_overrides", mode="before")
+    @classmethod
+    def _overrides_string(cls, value: Any) -> Any:
+        return config_overrides_from_text(value) if isinstance(value, str) else value
+
 
 class DataSection(Section):
     dataset: str | None = None
     """Where the examples come from: ``builtin:pydoc`` (Python's reference documentation, offline,
-    causal LM), ``builtin:pydoc-kinds`` (labelled paragraphs of it, offline, 3 classes), a hub
+    causal LM), ``builtin:pydoc-kinds`` (its lines labelled prose or code, offline, 2 classes), a hub
     dataset name (``wikitext``), or a directory written by ``datasets.save_to_disk``.
     Exactly one of ``dataset`` and ``train_files``."""
 
@@ -134,8 +181,9 @@ class DataSection(Section):
     blocks; the remainder is dropped. Must not exceed the model's positions."""
 
     max_length: int = Field(default=128, ge=2, le=2**20)
-    """Classification: examples are truncated and padded to this many tokens. SFT: the most
-    tokens of one example (see ``data.sft.too_long``) and of one packed row."""
+    """The most tokens of one example (classification and SFT). Classification truncates and
+    pads examples to this many tokens; SFT applies it to one example (see ``data.sft.too_long``)
+    and to one packed row."""
 
     truncation: Literal["error", "allow"] = "error"
     """Examples cut at ``max_length`` (SFT and classification): prepare always prints the share
@@ -309,7 +357,8 @@ class TrainSection(Section):
     strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
     """How work is split across processes: ``ddp`` (each process holds the whole model),
     ``fsdp`` (PyTorch FSDP2: parameters, gradients and optimizer state sharded), ``deepspeed``
-    (DeepSpeed ZeRO, stage from ``zero_stage``; ``pip install 'clustertune[deepspeed]'``)."""
+    (DeepSpeed ZeRO, stage from ``zero_stage``; the ``deepspeed`` extra: ``clustertune doctor``
+    prints how to install it here)."""
 
     zero_stage: Literal[0, 1, 2, 3] | None = None
     """DeepSpeed ZeRO stage: 0 shards nothing (DeepSpeed's engine, each process holds

@@ -20,6 +20,9 @@ from clustertune.recipe.keys import KeyDoc, all_keys
 Entry = tuple[str, Any]
 
 _RUN_LOCAL = [("backend", "local"), ("#procs_per_node", 2)]
+# The RL starters tune the quickstart model, offline like the others; a hub model is the alternative.
+_QUICKSTART_POLICY: Entry = ("policy", "run:quickstart")
+_HUB_POLICY: Entry = ("#policy", "HuggingFaceTB/SmolLM2-135M-Instruct")
 
 STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
     "causal_lm": (
@@ -34,13 +37,14 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
                     ("#precision", "auto")]),
          ("launch", _RUN_LOCAL)]),
     "sequence_classification": (
-        "A small BERT-style classifier trained from scratch on labelled paragraphs of Python's\n"
-        "reference documentation (3 classes; offline, CPU). Point data at your own labelled files.",
-        [("", [("description", "BERT-style classifier on builtin pydoc paragraphs (3 classes)"),
+        "A small BERT-style classifier trained from scratch to tell prose from code in the lines of\n"
+        "Python's reference documentation (2 classes; offline, CPU). Point data at your own labelled\n"
+        "files.",
+        [("", [("description", "BERT-style classifier telling prose from code in builtin pydoc lines (2 classes)"),
                ("task", "sequence_classification")]),
          ("model", [("config", "bert"), ("config_overrides", {"num_hidden_layers": 2, "hidden_size": 128,
                                                               "num_attention_heads": 2, "intermediate_size": 256}),
-                    ("tokenizer", "train"), ("tokenizer_vocab_size", 2048), ("num_labels", 3),
+                    ("tokenizer", "train"), ("tokenizer_vocab_size", 2048), ("num_labels", 2),
                     ("#name_or_path", "bert-base-cased")]),
          ("data", [("dataset", "builtin:pydoc-kinds"), ("max_length", 64), ("#train_files", ["train.csv"]),
                    ("#text_column", "text"), ("#label_column", "label")]),
@@ -60,36 +64,44 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
                     ("max_steps", 250), ("eval_every", 50), ("#gradient_accumulation_steps", 2)]),
          ("launch", _RUN_LOCAL)]),
     "rlhf": (
-        "GRPO: a small pretrained chat model tuned against a reward function (here: the share of\n"
-        "letters 'e' in its completions; write your own as module:function).",
-        [("", [("description", "GRPO of a small chat model against a reward function"), ("task", "rlhf")]),
-         ("data", [("dataset", "builtin:pydoc-prompts"), ("max_eval_samples", 64)]),
-         ("rl", [("algorithm", "grpo"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        "GRPO, offline on a CPU: the quickstart model (trained first when there is no quickstart run\n"
+        "yet) tuned against a reward function (here: the share of letters 'e' in its completions;\n"
+        "write your own as module:function). For a pretrained chat model, set rl.policy to its hub\n"
+        "name (downloaded once) and train.lr near 1e-5.",
+        [("", [("description", "GRPO of the quickstart model against a reward function"), ("task", "rlhf")]),
+         ("data", [("dataset", "builtin:pydoc-prompts"), ("max_eval_samples", 128)]),
+         ("rl", [("algorithm", "grpo"), _QUICKSTART_POLICY, _HUB_POLICY,
                  ("rewards", [{"function": "clustertune.rewards:char_fraction", "kwargs": {"chars": "e"}}]),
-                 ("num_generations", 4), ("max_new_tokens", 32)]),
-         ("train", [("batch_size", 16), ("lr", 1.0e-5), ("max_steps", 40), ("save_every", 20)]),
+                 ("num_generations", 4), ("max_new_tokens", 16)]),
+         ("train", [("batch_size", 16), ("lr", 1.0e-3), ("lr_scheduler", "constant"), ("max_steps", 40),
+                    ("save_every", 20)]),
          ("launch", _RUN_LOCAL)]),
     "dpo": (
-        "DPO: a small pretrained chat model tuned on preference pairs (a prompt, the answer to prefer,\n"
-        "the one to avoid), here pairs made from Python's documentation. Put your own pairs in a JSONL\n"
-        "file with prompt/chosen/rejected fields (data.train_files).",
-        [("", [("description", "DPO of a small chat model on builtin preference pairs"), ("task", "rlhf")]),
+        "DPO, offline on a CPU: the quickstart model (trained first when there is no quickstart run\n"
+        "yet) tuned on preference pairs (a prompt, the answer to prefer, the one to avoid), here pairs\n"
+        "made from Python's documentation. Put your own pairs in a JSONL file with\n"
+        "prompt/chosen/rejected fields (data.train_files). For a pretrained chat model, set rl.policy\n"
+        "to its hub name (downloaded once) and train.lr near 5e-6.",
+        [("", [("description", "DPO of the quickstart model on builtin preference pairs"), ("task", "rlhf")]),
          ("data", [("dataset", "builtin:pydoc-preferences"), ("validation_fraction", 0.1),
                    ("#train_files", ["pairs.jsonl"])]),
-         ("rl", [("algorithm", "dpo"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"), ("beta", 0.1),
-                 ("max_prompt_tokens", 64)]),
-         ("train", [("batch_size", 8), ("lr", 5.0e-6), ("max_steps", 100), ("save_every", 50)]),
+         ("rl", [("algorithm", "dpo"), _QUICKSTART_POLICY, _HUB_POLICY, ("beta", 0.1),
+                 ("max_prompt_tokens", 32)]),
+         ("train", [("batch_size", 16), ("lr", 6.0e-3), ("lr_scheduler", "constant"), ("max_steps", 120),
+                    ("save_every", 60)]),
          ("launch", _RUN_LOCAL)]),
     "kto": (
-        "KTO: a small pretrained chat model tuned on answers marked desirable or not (thumbs up or\n"
-        "down), one a row: a JSONL file with prompt/completion/label fields (label true or false).\n"
-        "Preference pairs work too (here the builtin ones): each is split into one of each.",
-        [("", [("description", "KTO of a small chat model on builtin preference pairs"), ("task", "rlhf")]),
+        "KTO, offline on a CPU: the quickstart model (trained first when there is no quickstart run\n"
+        "yet) tuned on answers marked desirable or not (thumbs up or down), one a row: a JSONL file\n"
+        "with prompt/completion/label fields (label true or false). Preference pairs work too (here\n"
+        "the builtin ones): each is split into one of each. For a pretrained chat model, set\n"
+        "rl.policy to its hub name (downloaded once) and train.lr near 5e-6.",
+        [("", [("description", "KTO of the quickstart model on builtin preference pairs"), ("task", "rlhf")]),
          ("data", [("dataset", "builtin:pydoc-preferences"), ("validation_fraction", 0.1),
                    ("#train_files", ["thumbs.jsonl"])]),
-         ("rl", [("algorithm", "kto"), ("policy", "HuggingFaceTB/SmolLM2-135M-Instruct"), ("beta", 0.1),
-                 ("#desirable_weight", 1.0), ("max_prompt_tokens", 64)]),
-         ("train", [("batch_size", 8), ("lr", 5.0e-6), ("max_steps", 100), ("save_every", 50)]),
+         ("rl", [("algorithm", "kto"), _QUICKSTART_POLICY, _HUB_POLICY, ("beta", 0.1),
+                 ("#desirable_weight", 1.0), ("max_prompt_tokens", 32)]),
+         ("train", [("batch_size", 8), ("lr", 2.0e-3), ("max_steps", 40), ("save_every", 20)]),
          ("launch", _RUN_LOCAL)]),
 }
 
@@ -139,11 +151,13 @@ def starter_text(task: str) -> str:
         if section:
             out += _comment(_first_sentence(docs[section].doc), "")
             out.append(f"{section}:")
+        documented: set[str] = set()
         for raw_key, value in entries:
             commented = raw_key.startswith("#")
             key = raw_key.lstrip("#")
-            doc = docs[f"{section}.{key}" if section else key].doc
-            out += _comment(_first_sentence(doc), indent)
+            if key not in documented:  # an alternative value right below shares its key's comment
+                documented.add(key)
+                out += _comment(_first_sentence(docs[f"{section}.{key}" if section else key].doc), indent)
             out += [f"{indent}{'# ' if commented else ''}{line}" for line in _yaml_lines(key, value)]
     return "\n".join(out) + "\n"
 

@@ -109,7 +109,7 @@ class Cluster:
                            f"{', '.join(f'{i}={h.label}' for i, h in enumerate(self.hosts))})")
 
     def conn(self, i: int) -> Connection:
-        return connection(self.hosts[i], self.accept_new_host_keys)
+        return connection(self.hosts[i], self.accept_new_host_keys, self.name)
 
     def bytes_received(self) -> int:
         return sum(self.conn(i).bytes_received for i in range(len(self.hosts)))
@@ -259,7 +259,8 @@ class Cluster:
         """Mirror ``local`` to every host (``.gitignore`` respected); returns the remote paths."""
         local = Path(local).expanduser().resolve()
         if not local.is_dir():
-            raise ClusterError(f"{local}: not a folder; `clustertune sync NAME LOCAL_FOLDER [REMOTE]`")
+            raise ClusterError(f"{local}: not a folder; `clustertune sync {self.name} LOCAL_FOLDER [REMOTE]` "
+                               "mirrors a folder")
         remote = remote or local.name
         if "\0" in remote or "\n" in remote:
             raise ClusterError(f"remote path {remote!r} is not a usable path")

@@ -76,11 +76,13 @@ class Result:
 
 class Connection:
     """ssh/rsync to one host. ``accept_new_host_key`` trusts an unknown host key once (the
-    user asked for it explicitly); a changed key is always refused."""
+    user asked for it explicitly); a changed key is always refused. ``cluster``: the name of the
+    cluster the host belongs to, for the commands its failures suggest."""
 
-    def __init__(self, host: HostSpec, accept_new_host_key: bool = False):
+    def __init__(self, host: HostSpec, accept_new_host_key: bool = False, cluster: str | None = None):
         self.host = host
         self.accept_new_host_key = accept_new_host_key
+        self.cluster = cluster
         self.bytes_sent = 0
         self.bytes_received = 0
         self._lock = threading.Lock()
@@ -162,7 +164,7 @@ class Connection:
     def _ssh_failure(self, stderr: str) -> None:
         if self.host.jump:
             stderr = f"{stderr}\n{self._jump_failure()}"  # last: its last line is the one shown
-        raise_ssh_failure(self.host, stderr)
+        raise_ssh_failure(self.host, stderr, self.cluster)
 
     def plain_ssh(self) -> list[str]:
         """``ssh`` with this host's options but no multiplexing: a command a user can run."""
@@ -257,9 +259,13 @@ class Connection:
                        capture_output=True, timeout=15, env=ssh_env())
 
 
-def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
-    """Turn ssh's own failure (exit 255) into an error that says what to do."""
+def raise_ssh_failure(host: HostSpec, stderr: str, cluster: str | None = None) -> None:
+    """Turn ssh's own failure (exit 255) into an error that says what to do (``cluster``: the
+    name of the host's cluster, which the commands to run name)."""
     text = stderr.strip()
+    # Unknown: a placeholder the message explains, never a name that is not the cluster's.
+    name = shlex.quote(cluster) if cluster else "CLUSTER"
+    of = "" if cluster else f" (CLUSTER: the name of the cluster holding {host.label})"
     kh = host.known_hosts or "~/.ssh/known_hosts"
     # Through jump hosts, the hop whose key ssh complains about is the one to scan and accept.
     keyed = host
@@ -278,10 +284,11 @@ def raise_ssh_failure(host: HostSpec, stderr: str) -> None:
         raise HostKeyError(
             f"{host.label}: the host key{which} is not in {kh}, so the connection was refused. Check the key "
             f"and add it (`{keyscan} >> {kh}`), or accept it once with "
-            f"`clustertune cluster check NAME --accept-new-host-keys`.")
+            f"`clustertune cluster check {name} --accept-new-host-keys`{of}.")
     if "Permission denied" in text:
         raise ClusterError(f"{host.label}: authentication failed ({text.splitlines()[-1]}); check the user "
-                           "and the identity file (`clustertune cluster add NAME HOST --user U --key FILE`)")
+                           f"and the identity file (`clustertune cluster add {name} HOST... --user U --key FILE` "
+                           f"replaces the cluster's settings){of}")
     unreachable = ("Connection refused", "timed out", "No route to host", "Could not resolve",
                    "Name or service not known", "Connection closed", "Network is unreachable")
     if any(s in text for s in unreachable):
@@ -304,13 +311,13 @@ _CONNECTIONS: dict[tuple, Connection] = {}
 _CONN_LOCK = threading.Lock()
 
 
-def connection(host: HostSpec, accept_new_host_key: bool = False) -> Connection:
-    """The process-wide Connection for ``host`` (its byte counters accumulate)."""
-    key = (host, accept_new_host_key)
+def connection(host: HostSpec, accept_new_host_key: bool = False, cluster: str | None = None) -> Connection:
+    """The process-wide Connection for ``host`` of ``cluster`` (its byte counters accumulate)."""
+    key = (host, accept_new_host_key, cluster)
     with _CONN_LOCK:
         conn = _CONNECTIONS.get(key)
         if conn is None:
-            conn = _CONNECTIONS[key] = Connection(host, accept_new_host_key)
+            conn = _CONNECTIONS[key] = Connection(host, accept_new_host_key, cluster)
         return conn
 
 

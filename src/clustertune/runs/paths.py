@@ -24,6 +24,9 @@ RUN_LOG = "run.log"
 # The folder of a run's own files on the nodes (launch.files), named to the ranks in FILES_ENV.
 FILES_DIR = "files"
 FILES_ENV = "CLUSTERTUNE_FILES"
+# A user's own command: launch.prepare's output, and the mark that it succeeded (once per run).
+PREPARE_LOG = "prepare.log"
+PREPARED_FILE = "prepared"
 # A checkpoint's index of its files and their checksums, written last: its presence marks it complete.
 CHECKPOINT_INDEX = "state.json"
 # What marks a tokenizer directory as complete (save_pretrained writes it last of the configs).
@@ -161,6 +164,16 @@ class RunPaths:
     def command(self) -> Path:
         """A user's own command (``clustertune launch``): its argv, as JSON."""
         return self.root / "command.json"
+
+    @property
+    def prepared(self) -> Path:
+        """A user's own command: written when ``launch.prepare`` succeeded, so later attempts skip it."""
+        return self.root / PREPARED_FILE
+
+    @property
+    def prepare_log(self) -> Path:
+        """A user's own command: the output of ``launch.prepare``."""
+        return self.logs_dir / PREPARE_LOG
 
     @property
     def launch_section(self) -> Path:

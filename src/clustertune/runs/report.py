@@ -85,15 +85,30 @@ def final_lines(run: Run) -> list[str]:
     return lines
 
 
+def last_step(run: Run, rows: list[dict[str, Any]]) -> int:
+    """The last step the run reached. Train rows come every ``train.log_every`` steps only (a run
+    stopped at step 13 logged step 10 last; TRL logs nothing for a run shorter than its logging
+    interval), so the newest of them, the evaluations, the final summary's step count and the
+    newest complete checkpoint (a stop request saves the step it stopped at) all count."""
+    steps = [int(r["step"]) for r in rows if isinstance(r.get("step"), int) and not isinstance(r["step"], bool)]
+    try:
+        final = run.summary.get("steps")
+    except UserError:  # an unreadable summary: the other records still say how far it got
+        final = None
+    if isinstance(final, int):
+        steps.append(final)
+    steps += [s for s in (checkpoint_step(p.name) for p in run.paths.complete_checkpoints()) if s is not None]
+    return max(steps, default=0)
+
+
 def run_row(run: Run) -> dict[str, str]:
     rows = read_metrics(run.paths.metrics)
-    steps = max((int(r["step"]) for r in rows if r.get("kind") == "train"), default=0)
     best = best_eval(rows)
     return {
         "id": run.id,
         "task": run.info.task,
         "state": run.state.value,
-        "steps": str(steps),
+        "steps": str(last_step(run, rows)),
         "best": f"{best[0]} {best[1]:.4g}" if best else "-",
         "age": age(run.info.created_at or None),
     }
@@ -109,7 +124,7 @@ def run_record(run: Run, detail: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": run.id, "name": info.name, "task": info.task, "state": run.state.value, "reason": info.reason,
         "backend": info.backend, "created_at": info.created_at or None,
-        "steps": max((int(r["step"]) for r in train), default=0),
+        "steps": last_step(run, rows),
         "best_eval": {"metric": best[0], "value": best[1]} if best else None,
         "dir": str(run.paths.root),
     }

@@ -39,12 +39,26 @@ class Task:
     """Evaluations also generate answers to held-out prompts (exact match)."""
 
     base_model_from_run: bool = False
-    """``model.name_or_path: run:<id>`` starts from another run's final model."""
+    """``run:<id>`` in :attr:`base_key` starts from another run's final model; a shipped recipe's
+    run not trained yet (``run:quickstart``) is trained first."""
+
+    base_key: str = "model.name_or_path"
+    """The recipe key naming the model a run starts from (``section.field``)."""
 
     checks: Callable[[Any, str], list[tuple[str, str]]] | None = None
     """The task's own part of the preflight (``clustertune validate`` and the start of a run):
     called with the recipe and the runs root, returns (key, message with the fix) for every
     problem found without a GPU, the network or the data."""
+
+    def base_ref(self, recipe: Any) -> str | None:
+        """What :attr:`base_key` holds in ``recipe`` (None where unset)."""
+        section, _, field = self.base_key.partition(".")
+        return getattr(getattr(recipe, section, None), field, None)
+
+    def with_base(self, recipe: Any, ref: str) -> Any:
+        """``recipe`` with :attr:`base_key` set to ``ref``."""
+        section, _, field = self.base_key.partition(".")
+        return recipe.model_copy(update={section: getattr(recipe, section).model_copy(update={field: ref})})
 
     def preflight(self, recipe: Any, runs_root: str) -> list[tuple[str, str]]:
         """Every problem of the task's own checks (none when it has none)."""

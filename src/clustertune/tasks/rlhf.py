@@ -29,4 +29,5 @@ def _checks(recipe: Any, runs_root: str) -> list[tuple[str, str]]:
 
 
 RLHF = Task(name="rlhf", summary="reinforcement learning from feedback",
-            model_noun="A policy tuned with reinforcement learning", checks=_checks)
+            model_noun="A policy tuned with reinforcement learning", checks=_checks,
+            base_model_from_run=True, base_key="rl.policy")

@@ -44,9 +44,11 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
-    def line(self) -> str:
-        more = f", {len(self.warnings)} warning(s)" if self.warnings else ""
-        return f"preflight: {len(self.passed)} checks passed{more}"
+    def line(self) -> str | None:
+        """What the checks found, for the log; None when none applied (nothing to say)."""
+        parts = [f"{n} check{'s' if n != 1 else ''} passed" for n in [len(self.passed)] if n]
+        parts += [f"{n} warning{'s' if n != 1 else ''}" for n in [len(self.warnings)] if n]
+        return f"preflight: {', '.join(parts)}" if parts else None
 
     def record(self) -> dict[str, Any]:
         return {"passed": self.passed, "warnings": self.warnings, "failed": self.failed}
@@ -104,7 +106,8 @@ def run_checks(recipe: Recipe, model: torch.nn.Module, train_arrays: Any, tokeni
         raise PreflightError("the checks on the first batches failed, before the first step:\n  - "
                              + "\n  - ".join(report.failed)
                              + "\n(train.preflight=false skips these checks)")
-    log.info("%s", report.line())
+    if report.line() is not None:
+        log.info("%s", report.line())
     return report
 
 

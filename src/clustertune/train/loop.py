@@ -319,8 +319,10 @@ def train_loop(
                 held["built"] = int(strategy.built_bytes)
                 per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
                 metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
-                log.info("state held per rank after step %d (MiB): %s", step, "; ".join(
-                    f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items()) for i, r in enumerate(per_rank)))
+                if len(per_rank) > 1:  # one process: the metrics row has it, the screen need not
+                    log.info("state held per rank after step %d (MiB): %s", step, "; ".join(
+                        f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items())
+                        for i, r in enumerate(per_rank)))
             n_since_log += 1
             if stop is not None:
                 stop.beat()  # the hang watchdog counts from the last step (armed by the first)

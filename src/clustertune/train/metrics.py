@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import TrackingError
+from clustertune.extras import install_hint
 from clustertune.fsutil import atomic_write_text
 from clustertune.runs.metrics_file import read_metrics
 
@@ -21,7 +22,7 @@ def check_trackers(trackers: list[str]) -> None:
     if missing:
         raise TrackingError(
             f"tracking.trackers: {', '.join(missing)} asked for but not installed; "
-            f"`pip install {' '.join(TRACKER_PACKAGES[m] for m in missing)}` or remove it from the recipe"
+            f"`{install_hint(*missing)}` or remove it from the recipe"
         )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from clustertune.errors import OptimizerError
+from clustertune.extras import install_hint
 from clustertune.recipe.schema import Recipe
 from clustertune.train.fastpath import use_fused_adamw
 
@@ -47,7 +48,6 @@ def _bitsandbytes(recipe: Recipe, groups: list[dict[str, Any]]) -> torch.optim.O
     try:
         import bitsandbytes as bnb
     except ImportError:
-        raise OptimizerError(f"train.optimizer: {t.optimizer} needs bitsandbytes: pip install 'clustertune[qlora]' "
-                         "(or pip install bitsandbytes)") from None
+        raise OptimizerError(f"train.optimizer: {t.optimizer} needs bitsandbytes: {install_hint('qlora')}") from None
     cls = bnb.optim.PagedAdamW8bit if t.optimizer == "paged_adamw_8bit" else bnb.optim.AdamW8bit
     return cls(groups, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)

@@ -1,4 +1,4 @@
-"""EleutherAI's lm-eval harness on a loaded model: the extra ``clustertune[lm-eval]``.
+"""EleutherAI's lm-eval harness on a loaded model: the ``lm-eval`` extra.
 
 The model and tokenizer objects already loaded (on their device, in their dtype) are handed to
 lm-eval's ``HFLM`` wrapper, so an adapter run is evaluated merged onto its base and nothing is
@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import EvalError
+from clustertune.extras import install_hint
 from clustertune.use.load import Loaded
 
 log = logging.getLogger("clustertune")
-
-INSTALL_HINT = "pip install 'clustertune[lm-eval]'"
-
 
 def require_lm_eval() -> Any:
     try:
@@ -30,7 +28,7 @@ def require_lm_eval() -> Any:
         from lm_eval.models.huggingface import HFLM  # noqa: F401  (its [hf] extra: transformers, peft...)
     except ImportError as exc:
         raise EvalError(f"--tasks needs EleutherAI's lm-eval harness, which is not installed ({exc}); "
-                        f"install it with `{INSTALL_HINT}`") from None
+                        f"install it with `{install_hint('lm-eval')}`") from None
     return lm_eval
 
 

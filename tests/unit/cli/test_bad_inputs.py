@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from clustertune.cli.main import main
+from clustertune.extras import install_hint
 from tests.helpers import TINY_CAUSAL, TINY_CLS, cli, tree_snapshot, with_
 
 Setup = Callable[[Path], list[str]]
@@ -577,7 +578,7 @@ def test_a_tracker_that_is_not_installed_is_named(tmp_path: Path, monkeypatch: p
     rc = main(["run", recipe_file(tmp_path, TINY_CAUSAL), "tracking.trackers=[wandb]", "--no-progress",
                "--runs-root", str(tmp_path / "runs")])
     err = capsys.readouterr().err
-    assert rc == 2 and "tracking.trackers: wandb asked for but not installed; `pip install wandb`" in err, err
+    assert rc == 2 and f"tracking.trackers: wandb asked for but not installed; `{install_hint('wandb')}`" in err, err
     assert not (tmp_path / "runs").exists()
 
 

@@ -210,6 +210,24 @@ def test_a_missing_shipped_base_is_trained_first_so_validate_says_what_it_did_no
         assert "model.name_or_path: no run 'quickstart'" in err and "`clustertune run quickstart`" in err, err
 
 
+def test_a_missing_shipped_policy_is_trained_first_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """RL starts from another run's model as SFT does: `rl.policy: run:quickstart` (the RL starters
+    and the shipped offline RL recipes) validates before the quickstart run exists."""
+    from clustertune import api
+    from clustertune.errors import RecipeError
+
+    monkeypatch.setenv("CLUSTERTUNE_RUNS", str(tmp_path / "runs"))
+    assert main(["validate", "rlhf-dpo-offline"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "not checked offline: rl.policy: run:quickstart" in out and "`clustertune run quickstart`" in out, out
+    with pytest.raises(RecipeError, match=r"rl\.policy: no run 'quickstart'.*`clustertune run quickstart`"):
+        api.validate("rlhf-dpo-offline", need_base=True)  # prepare and estimate-memory need it now
+    # a run that is no shipped recipe's is an error as before
+    with pytest.raises(RecipeError, match=r"rl\.policy: no run 'nosuch'"):
+        api.validate("rlhf-dpo-offline", ["rl.policy=run:nosuch"])
+
+
 def test_a_hub_model_with_nothing_cached_is_one_line_not_checked(capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))

@@ -116,6 +116,48 @@ def test_env_values_expand_on_the_node_exactly_as_the_pure_function_says(value: 
     assert not Path("/tmp/pwned-ct-env").exists()
 
 
+def _node_env_after_the_batch_shell(text: str, plan, node: dict[str, str]) -> dict[str, str]:
+    """The environment a step of the rendered script sees on a node: the batch shell's lines (on
+    the first node) run, then the step started the way srun starts it there: the batch shell's
+    environment, with the node's own SLURM variables (``node``) over it."""
+    import json
+    import shlex
+    import sys
+
+    from clustertune.launch.sbatch import on_each_node
+
+    batch = text[text.index("CT_RUN_DIR="):text.index("if ! [ -x")]  # launch.env and the setup lines
+    dump = f"{shlex.quote(sys.executable)} -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+    step = " ".join(f"{k}={v}" for k, v in node.items()) + " " + on_each_node(plan, dump)
+    first = {"PATH": "/usr/bin:/bin", "SLURM_NODEID": "0", "SLURM_TMPDIR": "/tmp/n0/7", "SLURM_JOB_ID": "7"}
+    out = subprocess.run(["bash", "-c", batch + step], capture_output=True, text=True, env=first, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_env_values_naming_variables_expand_on_each_node_in_its_own_srun_step() -> None:
+    launch = {"backend": "slurm", "nodes": 2,
+              "env": {"STAGE_DIR": "$SLURM_TMPDIR/stage", "NODE_TAG": "node-${SLURM_NODEID}-of-$SLURM_JOB_ID",
+                      "A_EARLY": "${B_LATE}/a", "B_LATE": "/b", "Z_LATE": "$STAGE_DIR/z", "PATH": "/opt/tools:$PATH",
+                      "PLAIN": "$$HOME"},
+              "setup": ["export PATH=/venv/bin:$PATH"]}
+    plan = plan_of(launch)
+    text = render_sbatch(plan)
+    for node, tmp in (("0", "/tmp/n0/7"), ("1", "/tmp/n1/7")):
+        env = _node_env_after_the_batch_shell(text, plan, {"SLURM_NODEID": node, "SLURM_TMPDIR": tmp})
+        # Each node's own values, not the first node's that srun hands on...
+        assert env["STAGE_DIR"] == f"{tmp}/stage" and env["Z_LATE"] == f"{tmp}/stage/z"
+        assert env["NODE_TAG"] == f"node-{node}-of-7"
+        # ...expanded as the batch shell expanded them: in sorted order (B_LATE was not set yet)...
+        assert env["A_EARLY"] == "/a" and env["B_LATE"] == "/b" and env["PLAIN"] == "$HOME"
+        # ...and a value adding to itself added once, with what the setup lines added kept.
+        assert env["PATH"] == "/venv/bin:/opt/tools:/usr/bin:/bin"
+    # Both steps expand on their node: the data step and the training step.
+    assert text.count("""/bin/bash -c "$CT_NODE_ENV"'; exec "$@"' ct-node /opt/venv/bin/python -m""") == 2
+    # Nothing to expand, nothing added: the steps run their commands as they are.
+    plain = render_sbatch(plan_of({"backend": "slurm", "env": {"HF_HOME": "/scratch/hf"}}))
+    assert "CT_NODE_ENV" not in plain and "ct-node" not in plain
+
+
 def test_local_runs_expand_env_values_the_same_way() -> None:
     plan = build_plan(recipe_of({"procs_per_node": 2, "env": {"HF_HOME": "$SCRATCH/hf", "Z": "${HF_HOME}/z"}}),
                       "r", "/tmp/r", "python")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from clustertune.errors import UserError, ModelError, RecipeError
+from clustertune.extras import install_hint
 from tests.adapter_fixtures import lora_recipe
 from tests.helpers import with_
 
@@ -74,7 +76,7 @@ def test_a_module_peft_cannot_wrap_is_a_model_error(llama_base: Path, runs_root:
 def test_qlora_without_bitsandbytes_says_how_to_install(llama_base: Path, runs_root: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # as if it were not installed: import fails
-    run_fails(lora_recipe(llama_base, type="qlora"), runs_root, r"pip install 'clustertune\[qlora\]'")
+    run_fails(lora_recipe(llama_base, type="qlora"), runs_root, re.escape(f"`{install_hint('qlora')}`"))
 
 
 def test_unknown_trainable_token_is_named(llama_base: Path, runs_root: Path) -> None:

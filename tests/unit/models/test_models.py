@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clustertune.errors import ModelError
+from clustertune.errors import ModelError, RecipeError
 from clustertune.models import build_model, check_sequence_fits, load_tokenizer, resolve_config, train_bpe
 from clustertune.recipe import load_recipe
 from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
@@ -40,6 +40,42 @@ def test_unknown_override_attribute_is_an_error() -> None:
     r = load_recipe(TINY_CAUSAL, ["model.config_overrides.n_layers=3"])
     with pytest.raises(ModelError, match=r"gpt2 configs have no attribute 'n_layers' \(did you mean 'n_layer'\?\)"):
         resolve_config(r)
+
+
+@pytest.mark.parametrize("override", [
+    "model.config_overrides=n_embd=128,n_head=4,resid_pdrop=0,scale_attn_weights=false",  # as a shell passes it
+    'model.config_overrides="n_embd=128, n_head=4, resid_pdrop=0, scale_attn_weights=false"',
+])
+def test_run_clm_string_form_of_config_overrides_takes_the_config_s_types(override: str) -> None:
+    r = load_recipe(TINY_CAUSAL, [override])
+    # Added to the recipe's own overrides, as {n_embd: 128, ...} would be (n_layer stays 2).
+    assert r.model.config_overrides == {"n_layer": 2, "n_embd": 128, "n_head": 4, "n_positions": 64,
+                                        "resid_pdrop": 0, "scale_attn_weights": False}
+    cfg = resolve_config(r)
+    assert (cfg.n_layer, cfg.n_embd, cfg.n_head) == (2, 128, 4) and type(cfg.n_embd) is int
+    assert cfg.resid_pdrop == 0.0 and type(cfg.resid_pdrop) is float  # a float attribute stays a float
+    assert cfg.scale_attn_weights is False
+
+
+def test_config_overrides_text_in_a_recipe_file_and_its_errors() -> None:
+    r = load_recipe(with_(TINY_CAUSAL, model={"config_overrides": "n_layer=1,layer_norm_epsilon=1e-6,n_inner=256"}))
+    cfg = resolve_config(r)
+    assert (cfg.n_layer, cfg.layer_norm_epsilon, cfg.n_inner) == (1, 1e-6, 256)
+    # Quoted numbers take the config's type too; words where a number goes do not.
+    cfg = resolve_config(load_recipe(with_(TINY_CAUSAL, model={"config_overrides": {"n_layer": "3"}})))
+    assert cfg.n_layer == 3 and type(cfg.n_layer) is int
+    with pytest.raises(ModelError, match=r"model.config_overrides.n_layer: 'two' does not fit .* holds int values"):
+        resolve_config(load_recipe(TINY_CAUSAL, ["model.config_overrides=n_layer=two"]))
+    with pytest.raises(ModelError, match=r"model.config_overrides.scale_attn_weights: 'maybe' does not fit"):
+        resolve_config(load_recipe(TINY_CAUSAL, ["model.config_overrides=scale_attn_weights=maybe"]))
+    with pytest.raises(ModelError, match=r"no attribute 'n_lyer' \(did you mean 'n_layer'\?\)"):
+        resolve_config(load_recipe(TINY_CAUSAL, ["model.config_overrides=n_embd=128,n_lyer=4"]))
+    with pytest.raises(ModelError, match=r"n_embd=0: sizes and counts must be at least 1"):
+        resolve_config(load_recipe(TINY_CAUSAL, ["model.config_overrides=n_embd=0"]))
+    with pytest.raises(RecipeError, match=r"model.config_overrides: 'n_embd128' is not name=value"):
+        load_recipe(TINY_CAUSAL, ["model.config_overrides=n_embd128"])
+    with pytest.raises(RecipeError, match=r"model.config_overrides: .*'n_head' is given twice"):
+        load_recipe(with_(TINY_CAUSAL, model={"config_overrides": "n_head=2,n_head=4"}))
 
 
 def test_block_size_larger_than_positions() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import clustertune as ct
+from clustertune.api import validate
 from clustertune.errors import DataError, ModelError, RecipeError, RewardError, RunError
 from clustertune.recipe.rl_schema import RLSection, RewardSpec
 from clustertune.rewards import char_fraction, word_fraction
@@ -40,6 +41,85 @@ def reward_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.chdir(tmp_path)
     yield name
     sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def trlx_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A user's reward module ported from TRLX scripts, in the current directory."""
+    name = f"trlx_rewards_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(
+        "seen = []\n"
+        "def reward_fn(samples, **kwargs):\n"
+        "    seen.append((list(samples), sorted(kwargs)))\n"
+        "    return [float(len(s)) for s in samples]\n"
+        "def with_outputs(samples, prompts, outputs, bonus=0.0):\n"
+        "    return [float(s == p + o) + bonus for s, p, o in zip(samples, prompts, outputs)]\n"
+        "def samples_only(samples):\n"
+        "    return [1.0] * len(samples)\n"
+        "def needs_tokenizer(samples, tokenizer):\n"
+        "    return [1.0] * len(samples)\n"
+        "def neither(texts):\n"
+        "    return [0.0] * len(texts)\n"
+        "def trl_without_kwargs(prompts, completions):\n"
+        "    return [0.0] * len(completions)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    yield importlib.import_module(name)
+    sys.modules.pop(name, None)
+
+
+# -- reward functions: TRL's and TRLX's calling styles ------------------------------------------
+
+def test_trlx_style_reward_function_scores_prompt_plus_completion_samples(trlx_module: Any) -> None:
+    from clustertune.train.rl.rewards import build_rewards
+
+    name = trlx_module.__name__
+    specs = [RewardSpec(function=f"{name}:reward_fn"), RewardSpec(function=f"{name}:with_outputs", kwargs={"bonus": 1}),
+             RewardSpec(function=f"{name}:samples_only"), RewardSpec(function="clustertune.rewards:char_fraction")]
+    rewards = build_rewards(specs, [None] * len(specs))
+    # As TRL's GRPO calls each reward (with its own extra keyword arguments).
+    scores = [r.trl_function()(prompts=["Q: a", "Q: bb"], completions=[" yes", " no"], completion_ids=[[1], [2]])
+              for r in rewards]
+    assert scores[0] == [8.0, 8.0]  # len("Q: a yes"), len("Q: bb no"): the samples are prompt + completion
+    assert trlx_module.seen == [(["Q: a yes", "Q: bb no"], ["outputs", "prompts"])]  # and, like TRLX, the parts
+    assert scores[1] == [2.0, 2.0] and scores[2] == [1.0, 1.0]
+    assert scores[3] == [1 / 3, 0.0]  # TRL's style, unchanged: the completions alone (" yes": 1 e in 3)
+
+
+def test_reward_function_of_neither_style_is_a_typed_error_naming_it_and_the_fix(trlx_module: Any) -> None:
+    from clustertune.train.reward_style import load_reward
+
+    name = trlx_module.__name__
+    with pytest.raises(RewardError) as ei:
+        load_reward(f"{name}:neither", {}, "rl.rewards.0.function")
+    msg = str(ei.value)
+    assert msg.startswith(f"rl.rewards.0.function: reward function {name}:neither(texts) fits neither calling style")
+    assert "def neither(prompts, completions, **kwargs)" in msg and "def neither(samples, **kwargs)" in msg
+    with pytest.raises(RewardError, match=r"TRLX's call would fail: missing a required argument: 'tokenizer'"):
+        load_reward(f"{name}:needs_tokenizer", {}, "rl.rewards.1.function")
+    with pytest.raises(RewardError, match=r"unexpected keyword argument 'chars'.*remove them from rl.rewards.2.kwargs"):
+        load_reward(f"{name}:trl_without_kwargs", {"chars": "e"}, "rl.rewards.2.function")
+    with pytest.raises(RewardError, match=r"rl.rewards.3.kwargs: samples is passed by clustertune itself"):
+        load_reward(f"{name}:reward_fn", {"samples": ["x"]}, "rl.rewards.3.function")
+
+
+def test_validate_refuses_a_reward_function_of_neither_style(trlx_module: Any, tmp_path: Path) -> None:
+    name = trlx_module.__name__
+    r = recipe_with(grpo_recipe("gpt2", tmp_path / "runs"), rewards=[{"function": f"{name}:reward_fn"},
+                                                                     {"function": f"{name}:neither"}])
+    with pytest.raises(RecipeError) as ei:
+        validate(r)
+    found = {p.key: p.message for p in ei.value.problems}
+    assert "rl.rewards.0.function" not in found  # TRLX's style is accepted
+    assert "fits neither calling style" in found["rl.rewards.1.function"]
+    p = tmp_path / "grpo.yaml"
+    p.write_text(json.dumps(r))
+    res = cli("validate", str(p), cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"{name}:neither(texts) fits neither calling style" in res.stderr
 
 
 # -- schema: cross-field checks (no files, no network) ------------------------------------------

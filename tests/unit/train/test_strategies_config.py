@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from clustertune.errors import RecipeError, UserError
+from clustertune.extras import install_hint
 from clustertune.recipe.load import load_recipe
 from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_multiple
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory, next_strategy
@@ -106,7 +107,8 @@ def test_missing_deepspeed_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(DeepSpeedMissing) as err:
         check_strategy(recipe(strategy="deepspeed"), "no")
     assert isinstance(err.value, UserError)
-    assert "pip install 'clustertune[deepspeed]'" in str(err.value) and "train.strategy" in str(err.value)
+    # how to install it into this install (clustertune is on no index: not `pip install 'clustertune[...]'`)
+    assert f"`{install_hint('deepspeed')}`" in str(err.value) and "train.strategy" in str(err.value)
     check_strategy(recipe(strategy="fsdp"), "no")  # other strategies do not need it
 
 

@@ -5,6 +5,7 @@ hub tasks use (those need internet and are not run here); and the typed errors."
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 import clustertune as ct
 from clustertune.errors import EvalError
+from clustertune.extras import install_hint
 from clustertune.use.evaluate import evaluate_lm_eval
 
 QUESTIONS = [
@@ -69,5 +71,5 @@ def test_what_lm_eval_cannot_run_is_a_typed_error(tiny_policy_run: ct.Run, task_
     with pytest.raises(EvalError, match=r"--include-path .*nowhere: no such directory"):
         evaluate_lm_eval(tiny_policy_run.id, ["ct_python_mc"], include_path=str(tmp_path / "nowhere"), runs_root=root)
     monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if the extra were not installed
-    with pytest.raises(EvalError, match=r"pip install 'clustertune\[lm-eval\]'"):
+    with pytest.raises(EvalError, match=re.escape(f"`{install_hint('lm-eval')}`")):
         evaluate_lm_eval(tiny_policy_run.id, ["ct_python_mc"], include_path=str(task_dir), runs_root=root)

@@ -23,7 +23,8 @@ from clustertune.recipe.load import load_recipe
 from clustertune.remote.cluster import Cluster
 from clustertune.calls.host_job import HostJob, cluster_of
 from clustertune.remote.transport import shell_join
-from clustertune.runs.paths import CANCEL_FILE, STOP_FILE, HostRunPaths, checkpoint_step
+from clustertune.launch.command import root_cause, root_cause_time
+from clustertune.runs.paths import CANCEL_FILE, LOGS_DIR, STOP_FILE, HostRunPaths, checkpoint_step, rank_log_name
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
@@ -101,7 +102,8 @@ class SshJob(HostJob):
             state, reason = RunState.COMPLETED, None
         else:
             why = "; ".join(f"node {i}: {s.get('reason') or s.get('state')}" for i, s in zip(self._nodes(), states))
-            state, reason = RunState.FAILED, f"{why}\nlast lines:\n{self._tail(cluster)}"
+            own = self._failing_rank(cluster) if self.run.paths.is_command else None
+            state, reason = RunState.FAILED, f"{why}\n{own}" if own else f"{why}\nlast lines:\n{self._tail(cluster)}"
         self.run.reload()
         if final is not None and final[2] and self.run.last_attempt is not None \
                 and not self.run.last_attempt.resumed_from:
@@ -130,6 +132,31 @@ class SshJob(HostJob):
             except ClusterError as exc:
                 out.append({"state": "UNREACHABLE", "reason": f"{cluster.hosts[i].label} unreachable ({str(exc)[:300]})"})
         return out
+
+    def _failing_rank(self, cluster: Cluster) -> str | None:
+        """A command's failure in its failing ranks' own words: torchrun's summary on each host
+        names the rank that failed there, and that rank's log on its host has its last lines
+        (its traceback, its ``SystemExit`` message). The one that failed first (by the summary's
+        time, then by when its log was last written) comes first: the others usually failed in
+        the collectives it left. None when no host's summary names a rank."""
+        found = []
+        for i in self._nodes():
+            try:
+                text = cluster.helper(i, "logs", self.key).text
+                cause = root_cause(text)
+                if cause is None:
+                    continue
+                log = HostRunPaths(cluster.root(i), self.run.id).file(LOGS_DIR, rank_log_name(cause[0]))
+                # GNU date: the log's last write, to the nanosecond.
+                r = cluster.conn(i).run(shell_join(["date", "-r", log, "+%s.%N"], ";", ["tail", "-n", "15", log]))
+            except ClusterError:
+                continue  # an unreachable host: another may name a rank
+            when, _, lines = r.text.partition("\n")
+            if lines.strip():
+                found.append((root_cause_time(text), when.strip(), i, cause, lines.rstrip()))
+        parts = [f"rank {rank} {how} on {cluster.hosts[i].label}; its last lines:\n{lines}"
+                 for _, _, i, (rank, how), lines in sorted(found)]
+        return "\n".join(parts) or None
 
     def _tail(self, cluster: Cluster, lines: int = 15) -> str:
         out = []

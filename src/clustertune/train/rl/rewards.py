@@ -15,15 +15,10 @@ from typing import Any
 
 from clustertune.errors import RewardError
 from clustertune.recipe.rl_schema import RewardSpec
-from clustertune.train.user_code import import_function
+from clustertune.train.reward_style import load_reward
 from clustertune.train.user_code import user_traceback as _user_traceback
 from clustertune.models.tokenizer import load_tokenizer
 from clustertune.errors import ModelError
-
-
-def import_reward_function(spec: str, key: str) -> Callable[..., Any]:
-    """``module:attr`` -> the callable; RewardError says which module and what sys.path was."""
-    return import_function(spec, key, "reward function", RewardError)
 
 
 def check_scores(scores: Any, n: int, name: str) -> list[float]:
@@ -46,17 +41,18 @@ def check_scores(scores: Any, n: int, name: str) -> list[float]:
 
 
 class FunctionReward:
-    """A user's reward function, called with prompts and completions as text."""
+    """A user's reward function, called with prompts and completions as text (TRL's way) or with
+    prompt + completion samples (TRLX's way), as its signature asks."""
 
     def __init__(self, spec: RewardSpec, key: str):
         assert spec.function is not None
         self.spec, self.key = spec, key
-        self.fn = import_reward_function(spec.function, f"{key}.function")
+        self.call = load_reward(spec.function, spec.kwargs, f"{key}.function")
         self.name = spec.function.rsplit(":", 1)[1]
 
     def __call__(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
         try:
-            scores = self.fn(prompts=list(prompts), completions=list(completions), **self.spec.kwargs)
+            scores = self.call(prompts, completions)
         except Exception as exc:
             raise RewardError(f"reward function {self.spec.function} raised:\n{_user_traceback(exc)}") from exc
         return check_scores(scores, len(completions), self.spec.function or self.name)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from clustertune.errors import UserError
+from clustertune.extras import install_hint
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module, use_compile
@@ -40,9 +41,8 @@ def require_deepspeed() -> Any:
         import deepspeed
     except ImportError as exc:
         raise DeepSpeedMissing(
-            "train.strategy: deepspeed is not installed here; install it with "
-            "`DS_BUILD_OPS=0 pip install 'clustertune[deepspeed]'` (its ops build on first use), "
-            f"or choose train.strategy=fsdp ({exc})"
+            f"train.strategy: deepspeed is not installed here; install it with `{install_hint('deepspeed')}` "
+            f"(its ops build on first use), or choose train.strategy=fsdp ({exc})"
         ) from exc
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
     return deepspeed
