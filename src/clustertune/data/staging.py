@@ -19,7 +19,8 @@ import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ from clustertune.data.stream import BlockStream, texts_of_source
 log = logging.getLogger("clustertune")
 
 STAGE_TOKEN_ENV = "CLUSTERTUNE_STAGE_TOKEN"
+# Seconds between a long copy's progress lines.
+PROGRESS_SECONDS = 10.0
 STAGE_TIMEOUT_ENV = "CLUSTERTUNE_STAGE_TIMEOUT"
 
 
@@ -150,6 +153,8 @@ def stage(source: Path, dest_root: Path) -> StageResult:
         raise DataError(f"stage destination {dest_root} is not writable; point data.stage_to (or DEST) elsewhere")
     dest = dest_root / fp
     t0 = time.perf_counter()
+    log.info("data: staging %s to %s (%d files, %.1f MB; what an earlier copy there holds is checked, not copied)",
+             fp, dest, len(man.files), man.total_bytes / 1e6)
     with file_lock(dest_root / f".{fp}.lock", f"the staging of {fp} to {dest_root}"):
         dest.mkdir(exist_ok=True)
         with ThreadPoolExecutor(min(_workers(), max(1, len(man.files)))) as pool:
@@ -185,8 +190,17 @@ def stage(source: Path, dest_root: Path) -> StageResult:
         # Largest first, several files at once: one file's check overlaps another's copy.
         order = sorted(todo, key=lambda n: -todo[n].bytes)
         with ThreadPoolExecutor(min(_workers(), max(1, len(order)))) as pool:
-            for fut in [pool.submit(copy_one, n) for n in order]:
-                fut.result()
+            pending = {pool.submit(copy_one, n): todo[n].bytes for n in order}
+            copied = 0
+            while pending:
+                # A large copy says how far it is every so often: no silent minutes.
+                done, _ = futures_wait(pending, timeout=PROGRESS_SECONDS, return_when=FIRST_EXCEPTION)
+                for fut in done:
+                    fut.result()
+                    copied += pending.pop(fut)
+                if pending:
+                    log.info("data: staging %s: %.1f of %.1f MB copied (%d files to go)", fp, copied / 1e6,
+                             need / 1e6, len(pending))
         atomic_write_bytes(dest / MANIFEST, (source / MANIFEST).read_bytes())
     res = StageResult(dest, len(man.files), len(todo), need, time.perf_counter() - t0)
     log.info("data: staged %s to %s: %.1f MB copied (%d of %d files; the rest were there and valid) "

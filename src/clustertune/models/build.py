@@ -242,12 +242,37 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
     return model
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+
+
+def weights_line(path: str, revision: str | None = None) -> str:
+    """What loading pretrained weights from ``path`` is about to do, in one line: read a local
+    folder (its size), load from the Hugging Face cache, or download into it (first use)."""
+    local = Path(path)
+    if local.is_dir():
+        size = sum(f.stat().st_size for pattern in WEIGHT_FILES for f in local.glob(pattern))
+        return f"model: loading the weights of {path} ({size / 1e6:,.1f} MB)"
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = any(isinstance(try_to_load_from_cache(path, name, revision=revision), str)
+                     for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                                  "pytorch_model.bin.index.json"))
+    except ValueError:  # not a hub name either (huggingface_hub's validation error is one): the load says why
+        return f"model: loading the weights of {path}"
+    if cached:
+        return f"model: loading the weights of {path} from the Hugging Face cache"
+    return (f"model: downloading the weights of {path} from the Hugging Face Hub into its cache "
+            "(first use here; later runs load them from there)")
+
+
 def _load_pretrained(auto: Any, path: str, config: Any, recipe: Recipe, kwargs: dict[str, Any]) -> Any:
     """Pretrained weights into a model of ``config``. A tensor whose shape changed is
     re-initialised when it belongs to the task head (a classifier reused with another
     ``num_labels``); in the body (``config_overrides`` that change a width) it is an error naming
     the tensors, unless ``model.ignore_mismatched_sizes`` says to re-initialise them too."""
     m = recipe.model
+    log.info("%s", weights_line(path, kwargs.get("revision")))  # a download or a large load takes a while
     model, info = auto.from_pretrained(path, config=config,  # always low-memory in transformers 5
                                        ignore_mismatched_sizes=True, output_loading_info=True, **kwargs)
     mismatched = sorted((str(k), tuple(a), tuple(b)) for k, a, b in info.get("mismatched_keys") or ())

@@ -17,6 +17,7 @@ file is opened before the signature and its digest are checked (see ``sealed``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -36,6 +37,8 @@ from clustertune.runs.paths import RunPaths, checkpoint_step
 from clustertune.train import faults
 # Listing and signatures live in sealed (no torch: launchers use them); callers reach them here too.
 from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verified_state
+
+log = logging.getLogger("clustertune")
 
 FORMAT = 1
 WEIGHTS = "model.safetensors"
@@ -425,6 +428,9 @@ def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, sche
             f"checkpoint {ckpt} holds {saved} shards of {world} processes; resume it with {world} "
             f"processes (this run has {strategy.num_processes})"
         )
+    if strategy.is_main_process:  # a large checkpoint takes a while to read: say so first
+        size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
+        log.info("resuming: loading %s (%.1f MB) into the model and optimizer", ckpt.name, size / 1e6)
     try:
         strategy.load_state(model, optimizer, scheduler, ckpt)
         set_rng_state(load_tensors(rng_file(ckpt, strategy.process_index)))

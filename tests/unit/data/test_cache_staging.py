@@ -56,6 +56,30 @@ def test_stage_copies_verifies_and_skips_valid_files(src: Path, tmp_path: Path) 
     assert third.copied_files == 1 and shard.read_bytes() == (src / shard.name).read_bytes()
 
 
+def test_a_copy_says_what_it_stages_then_how_far_it_is(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import time
+
+    real = staging._copy_checked
+
+    def slow(*args: Any) -> Any:
+        time.sleep(0.2)  # a large file on a slow disk
+        return real(*args)
+
+    monkeypatch.setattr(staging, "_copy_checked", slow)
+    monkeypatch.setattr(staging, "PROGRESS_SECONDS", 0.05)
+    monkeypatch.setattr(staging, "_workers", lambda: 1)
+    with caplog.at_level(logging.INFO, logger="clustertune"):
+        stage(src, tmp_path / "node")
+    lines = caplog.messages
+    files = len(json.loads((src / MANIFEST).read_text())["files"])
+    assert lines[0].startswith(f"data: staging {src.name} to ") and f"({files} files, " in lines[0], lines
+    progress = [ln for ln in lines if " MB copied (" in ln and "files to go)" in ln]
+    assert progress, lines  # while the copies went on, not only once they were done
+    assert lines[-1].startswith(f"data: staged {src.name} to "), lines
+
+
 def _drop_xxh3(src: Path) -> None:
     """Make ``src``'s manifest look like one written before entries carried an XXH3-128."""
     man = json.loads((src / MANIFEST).read_text())

@@ -143,3 +143,25 @@ def test_only_multi_process_fsdp_without_adapter_loads_from_rank0() -> None:
     assert loads_from_rank0(fsdp, {"WORLD_SIZE": "2"})
     assert not loads_from_rank0(fsdp, {})  # one process: it builds the model itself
     assert not loads_from_rank0(load_recipe(with_(TINY_CAUSAL, train={"strategy": "ddp"})), {"WORLD_SIZE": "2"})
+
+
+def test_a_weight_load_says_first_what_it_reads_or_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from clustertune.models.build import weights_line
+
+    local = tmp_path / "my-model"
+    local.mkdir()
+    (local / "model.safetensors").write_bytes(b"\0" * 2_500_000)
+    assert weights_line(str(local)) == f"model: loading the weights of {local} (2.5 MB)"
+    cache = tmp_path / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    assert "downloading the weights of acme/tiny-lm from the Hugging Face Hub" in weights_line("acme/tiny-lm")
+    # Once it is in the cache (the hub's own layout), the line says it loads from there.
+    repo = cache / "models--acme--tiny-lm"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "model.safetensors").write_bytes(b"\0")
+    assert weights_line("acme/tiny-lm") == "model: loading the weights of acme/tiny-lm from the Hugging Face cache"
+    assert weights_line("/no/such/dir/../x y") == "model: loading the weights of /no/such/dir/../x y"

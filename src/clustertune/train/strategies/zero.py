@@ -26,10 +26,14 @@ from clustertune.train import memory
 from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
+from clustertune.train.strategies.ds_ops import build_line
 from clustertune.train.ds_config import deepspeed_config, with_deepspeed_json
 from clustertune.train.gather import ZERO_TAG as TAG  # DeepSpeed's own checkpoint layout lives in this subdirectory
 from clustertune.train.trainable import trainable_parameters
 
+
+
+log = logging.getLogger("clustertune")
 
 
 class DeepSpeedMissing(UserError):
@@ -229,6 +233,8 @@ class DeepSpeedStrategy(AcceleratorRanks):
             # 0.19, stage_1_and_2.py initialize_optimizer_states): a second group would be lost and
             # its step fail. One group, so the JSON's weight decay reaches biases and norms too.
             groups = [p for p in model.parameters() if p.requires_grad]
+        if self.is_main_process and (line := build_line(cfg, torch.cuda.is_available())):
+            log.info("%s", line)  # minutes of silence otherwise
         engine, optimizer, _, scheduler = self.ds.initialize(
             model=model, model_parameters=groups,
             # A scheduler in the user's JSON is DeepSpeed's to build; otherwise the recipe's.
