@@ -214,6 +214,8 @@ def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholder
         log = run.paths.node_log(node).read_text()
         assert f"rank {node} of 2 sum 3.0 attempt 1" in log, log
     assert not list(run.paths.logs_dir.glob("rank-*.log"))  # the command's own processes: one log per node
+    # `clustertune logs RUN` (and --follow) shows the command's own output, the first node's.
+    assert "rank 0 of 2 sum 3.0 attempt 1" in cli("logs", run.id).stdout
 
 
 @pytest.mark.usefixtures("slurm_cluster")

@@ -234,6 +234,9 @@ class SlurmJob:
         return [node]
 
     def read_log(self, node: int | None, offset: int) -> bytes:
+        if node is None:
+            # A user's own command has no run.log of clustertune's: the first node's output is its log.
+            node = 0 if self.run.paths.is_command else None
         return read_file_from(self.run.paths.log if node is None else self.run.paths.node_log(node), offset)
 
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> RunState:
@@ -242,8 +245,10 @@ class SlurmJob:
     def logs(self, node: int | None = None) -> str:
         if node is not None:
             return read_logs(self, node)
-        # The batch script's own lines (data step, requeues, signals), then the ranks' run log.
-        parts = [self.run.paths.logs_dir / batch_log_name(self.job_id), self.run.paths.log]
+        # The batch script's own lines (data step, requeues, signals), then the ranks' run log
+        # (a command's: its first node's output).
+        own = self.run.paths.node_log(0) if self.run.paths.is_command else self.run.paths.log
+        parts = [self.run.paths.logs_dir / batch_log_name(self.job_id), own]
         return "".join(read_file_from(p, 0).decode("utf-8", "replace") for p in parts)
 
     def cancel(self) -> None:
