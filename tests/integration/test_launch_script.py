@@ -395,11 +395,7 @@ def test_on_ssh_hosts_a_failing_script_is_reported_in_its_failing_ranks_own_word
     work = tmp_path / "proj"
     work.mkdir()
     # A DDP script whose rank 1 stops on bad input: rank 0 then fails in the barrier it left.
-    (work / "fail.py").write_text(
-        "import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
-        "print('starting on rank', os.environ['RANK'])\n"
-        "if os.environ['RANK'] == '1':\n    raise SystemExit('rank one refuses: no data at /nope')\n"
-        "dist.barrier()\n")
+    (work / "fail.py").write_text(FAILING_DDP)
     out = cli("launch", "launch.backend=ssh", "launch.cluster=loop", "launch.nodes=2", "launch.procs_per_node=1",
               f"launch.site_packages_from={sys.executable}", "--", "python", "fail.py", cwd=work, timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr
@@ -422,3 +418,21 @@ def test_locally_launch_prepare_makes_what_launch_stage_copies_for_the_command(t
     assert "read 42" in out.stdout  # the command read the node-local copy of what prepare made
     run = _only_run(runs_root)
     assert (run / "prepared").is_file() and (run / "logs" / "prepare.log").is_file()
+
+
+FAILING_DDP = ("import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+               "print('starting on rank', os.environ['RANK'], flush=True)\n"
+               "if os.environ['RANK'] == '1':\n    raise SystemExit('rank one refuses: no data at /nope')\n"
+               "dist.barrier()\n")
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+def test_on_slurm_a_failing_script_is_reported_in_its_failing_ranks_own_words(tmp_path: Path, runs_root: Path) -> None:
+    (tmp_path / "fail.py").write_text(FAILING_DDP)
+    run = launch(None, user_command=[sys.executable, str(tmp_path / "fail.py")],
+                 overrides=["launch.backend=slurm", "launch.procs_per_node=2", "launch.cpus_per_task=1"])
+    assert job_for(run).wait(timeout=180) is RunState.FAILED
+    reason = run.reload().info.reason or ""
+    assert reason.index("rank 1 exited with code 1; its last lines") < reason.index("rank 0 exited"), reason
+    assert "rank one refuses: no data at /nope" in reason and "To enable traceback" not in reason, reason
+    assert "starting on rank 0" in cli("logs", run.id).stdout  # the script's own output, from its first node

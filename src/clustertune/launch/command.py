@@ -221,16 +221,30 @@ def tail(path: Path, lines: int = 20) -> str:
     return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
+def failing_ranks(paths: RunPaths, node_logs: list[str]) -> str | None:
+    """The failing ranks of a command in their own words, from its nodes' logs (``node_logs``:
+    their texts): torchrun's summary on each node names the rank that failed there, and that
+    rank's own log has its last lines (its traceback, its ``SystemExit`` message). The one that
+    failed first (the summary's time, then its log's last write) comes first: the others
+    usually failed in the collectives it left. None when no summary names a rank."""
+    found = []
+    for text in node_logs:
+        cause = root_cause(text)
+        own = paths.rank_log(cause[0]) if cause is not None else None
+        if own is not None and own.is_file():
+            found.append((root_cause_time(text), own.stat().st_mtime_ns, cause, own))
+    parts = [f"rank {rank} {how}; its last lines ({own}):\n{tail(own, 15)}" for _, _, (rank, how), own in sorted(found)]
+    return "\n".join(parts) or None
+
+
 def failure_text(paths: RunPaths, code: int, log: Path, log_text: str) -> str:
-    """Why a command failed, in its own words: the failing rank (torchrun's summary names it)
-    and the last lines of that rank's own output (its traceback, its ``SystemExit`` message),
-    not torchrun's block; the node's last lines where no rank is named (``runner: none``)."""
+    """Why a command failed on this host, in its failing rank's own words (:func:`failing_ranks`);
+    the node's last lines where no rank is named (``runner: none``)."""
     cannot = _CANNOT_START.findall(log_text)
     first = f"{cannot[0]}\n" if cannot else ""
-    cause = root_cause(log_text)
-    if cause is not None and paths.rank_log(cause[0]).is_file():
-        own = paths.rank_log(cause[0])
-        return f"{first}rank {cause[0]} {cause[1]}; its last lines ({own}):\n{tail(own, 15)}"
+    own = failing_ranks(paths, [log_text])
+    if own is not None:
+        return first + own
     return f"{first}the command exited with code {code}; last lines of {log}:\n{tail(log)}"
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, RunError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
+from clustertune.launch.command import failing_ranks
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan
 from clustertune.launch.sbatch import SCRIPT_NAME, batch_log_name, job_name, render_sbatch, sbatch_argv
 from clustertune.runs.paths import node_log_name
@@ -292,7 +293,9 @@ def command_state(run: Run, job_id: str, view: SchedulerView) -> RunState:
         if final is RunState.FAILED:
             tails = node_log_tails(run)
             cannot = re.search(r"^clustertune: cannot start .*$", tails, re.M)
-            why = (f"{cannot.group(0)}\n" if cannot else "") + f"{why}" + (f"\n{tails}" if tails else "")
+            logs = sorted(run.paths.logs_dir.glob(node_log_name("*")))
+            own = failing_ranks(run.paths, [p.read_text(encoding="utf-8", errors="replace") for p in logs])
+            why = (f"{cannot.group(0)}\n" if cannot else "") + f"{why}" + (f"\n{own or tails}" if own or tails else "")
         run.transition(final, reason=why)
     return run.state
 
