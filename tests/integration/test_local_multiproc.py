@@ -182,7 +182,10 @@ def test_max_restarts_restarts_failed_workers_from_the_last_checkpoint(runs_root
     # it recorded its own failure first (an ended attempt), and the restart opened another.
     assert run.attempts[-1].resumed_from == "step-00000004" and len(run.attempts) in (1, 2)
     assert all(a.ended_at and a.reason for a in run.attempts[:-1])
-    assert "restart" in (run.paths.logs_dir / "launcher.log").read_text().lower()
+    # torchrun started the ranks again, and they said where they resumed from (in the run's log too).
+    launcher = (run.paths.logs_dir / "launcher.log").read_text()
+    assert launcher.count("rank 0/2 on node 0") == 2 and "rank 0/2 on node 0, resuming from step-00000004" in launcher
+    assert "rank 0/2 on node 0, resuming from step-00000004" in run.paths.log.read_text()
     steps = [r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert steps == list(range(1, 9))  # the killed workers' rows for steps 5-6 were dropped, then redone
     got, want = train_losses(run.paths.root), train_losses(steady.paths.root)

@@ -19,7 +19,8 @@ def test_quickstart_perplexity_falls_at_least_5x(quickstart_cli_run: QuickstartR
     res, tmp_path = quickstart_cli_run.result, quickstart_cli_run.runs_root
     assert res.returncode == 0, res.stderr[-3000:]
     # Not a terminal: plain periodic progress lines instead of a bar.
-    assert re.search(r"^step 10/200  loss [\d.]+  tok/s [\d,.]+", res.stderr, re.M), res.stderr[-2000:]
+    assert re.search(r"^step 10/200  loss [\d.]+ \| eval@0 perplexity [\d,.]+ \| tok/s [\d,.]+", res.stderr, re.M), \
+        res.stderr[-2000:]
     assert re.search(r"^step 200/200 ", res.stderr, re.M)
     m = re.search(r"^run (\S+) COMPLETED\n  model:   (\S+)\n  metrics: (\S+)$", res.stdout, re.M)
     assert m, res.stdout
@@ -44,9 +45,12 @@ def test_quickstart_terminal_output_and_plot(quickstart_cli_run: QuickstartRun) 
     run_id = re.search(r"^run (\S+) COMPLETED$", res.stdout, re.M).group(1)
     for step in (50, 100, 150):
         assert re.search(rf"^checkpoint step-{step:08d} written \(", res.stderr, re.M), res.stderr[-3000:]
-    # The log step at 50 comes before that step's evaluation; from step 60 on, the line shows it.
-    assert re.search(r"^step 50/200  .*  eval@0 perplexity [\d,.]+  eta \d+:\d\d$", res.stderr, re.M), res.stderr[-3000:]
-    assert re.search(r"^step 60/200  .*  eval@50 perplexity [\d,.]+  eta ", res.stderr, re.M), res.stderr[-3000:]
+    # The log step at 50 comes before that step's evaluation; from step 60 on, the line shows it
+    # (the loss, the newest evaluation, then the other figures).
+    assert re.search(r"^step 50/200  loss [\d.]+ \| eval@0 perplexity [\d,.]+ \| .*  eta \d+:\d\d$", res.stderr, re.M), \
+        res.stderr[-3000:]
+    assert re.search(r"^step 60/200  loss [\d.]+ \| eval@50 perplexity [\d,.]+ \| .*  eta ", res.stderr, re.M), \
+        res.stderr[-3000:]
     assert "Setting accelerator" not in res.stderr and "warn" not in res.stderr.lower(), res.stderr[-3000:]
     run_log = (root / run_id / "logs" / "run.log").read_text()
     # Libraries' warnings go to the run's log (DeepSpeed's, on a machine without a GPU); GPT-2's
