@@ -46,6 +46,32 @@ TINY_CLS: dict[str, Any] = {
     "train": {"precision": "fp32", "batch_size": 16, "lr": 2e-3, "max_steps": 12, "log_every": 4, "cpu_threads": 1},
 }
 
+# Hugging Face's stock DeepSpeed JSONs (the transformers docs' ZeRO-2 and ZeRO-3 examples, the
+# second with the docs' WarmupDecayLR, whose total_num_steps is "auto" too): "auto" wherever the
+# Trainer fills a value, the optimizer (and the parameters) offloaded to the CPU.
+HF_AUTO: dict[str, Any] = {
+    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+             "hysteresis": 2, "min_loss_scale": 1},
+    "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                 "warmup_num_steps": "auto"}},
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": False,
+}
+HF_ZERO2: dict[str, Any] = {**HF_AUTO, "zero_optimization": {
+    "stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": True}, "allgather_partitions": True,
+    "allgather_bucket_size": 2e8, "overlap_comm": True, "reduce_scatter": True, "reduce_bucket_size": 2e8,
+    "contiguous_gradients": True}}
+HF_ZERO3: dict[str, Any] = {**HF_AUTO, "zero_optimization": {
+    "stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+    "offload_param": {"device": "cpu", "pin_memory": True}, "overlap_comm": True, "contiguous_gradients": True,
+    "sub_group_size": 1e9, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+    "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": True},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                      "warmup_num_steps": "auto", "total_num_steps": "auto"}}}
+
 
 def with_(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``base`` with some keys of some sections replaced."""

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import HF_ZERO2, TINY_CAUSAL, read_jsonl, with_
 
 pytestmark = pytest.mark.slow
 
@@ -79,12 +79,15 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def job_dir(where: Path, recipe: dict[str, Any], baseline: Path) -> Path:
-    """A run directory as the submitting side leaves it: resolved recipe, tokenizer and the
-    reference to the prepared data (the baseline's: the strategy does not change the data)."""
+    """A run directory as the submitting side leaves it: resolved recipe (a DeepSpeed JSON's values
+    in it, for the 2 ranks of :func:`launch`), tokenizer and the reference to the prepared data
+    (the baseline's: the strategy does not change the data)."""
     import clustertune as ct
+    from clustertune.train.ds_config import resolve_deepspeed_json
 
     where.mkdir(parents=True)
-    (where / "recipe.yaml").write_text(yaml.safe_dump(ct.load_recipe(recipe).to_plain()))
+    resolved = resolve_deepspeed_json(ct.load_recipe(recipe), 2).recipe
+    (where / "recipe.yaml").write_text(yaml.safe_dump(resolved.to_plain()))
     shutil.copytree(baseline / "tokenizer", where / "tokenizer")
     shutil.copy2(baseline / "data.json", where / "data.json")
     return where
@@ -316,6 +319,8 @@ def test_each_cpu_optimizer_of_a_users_deepspeed_json_trains_on_two_ranks(baseli
     for name, ds in DS_JSONS.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(ds))
         recipe = with_(BASE, train={**train, "deepspeed_config": str(tmp_path / f"{name}.json")})
+        if ds["optimizer"]["params"]["lr"] != "auto":
+            del recipe["train"]["lr"]  # the JSON's own rate: the recipe leaves it to the JSON
         dirs.append(job_dir(tmp_path / name, recipe, baseline))
     launch(dirs[0], also=[str(d) for d in dirs[1:]])  # one launch: 4 runs in the same 2 processes
     curves = {d.name: train_losses(d) for d in dirs}
@@ -332,3 +337,27 @@ def test_each_cpu_optimizer_of_a_users_deepspeed_json_trains_on_two_ranks(baseli
     assert max(lrs.values()) == pytest.approx(0.01), lrs
     for d in dirs:
         assert abs(plain_eval_loss(d / "model", d) - final_eval_loss(d)) < 1e-4, d.name
+
+
+def test_hugging_faces_stock_zero2_json_runs_on_two_local_ranks(runs_root: Path, tmp_path: Path) -> None:
+    """The transformers docs' ZeRO-2 JSON, "auto" everywhere the Trainer fills a value, beside a
+    recipe that names only it: `clustertune run` with 2 local ranks trains it to COMPLETED, with
+    the recipe it validated (strategy, stage, offload and schedule from the JSON)."""
+    import clustertune as ct
+    from clustertune import api
+    from clustertune.runs.state import RunState
+
+    need_deepspeed({"strategy": "deepspeed"})
+    (tmp_path / "ds.json").write_text(json.dumps(HF_ZERO2))
+    recipe = {**BASE, "train": {"deepspeed_config": "ds.json", "precision": "fp32", "max_steps": 4, "log_every": 1,
+                                "cpu_threads": 1},
+              "launch": {"procs_per_node": 2}}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    validated = api.validate(str(tmp_path / "r.yaml")).recipe
+    run = ct.run(str(tmp_path / "r.yaml"), show_progress=False)  # DeepSpeed's CPU Adam builds on first use
+    assert run.state is RunState.COMPLETED, run.info.reason
+    assert sorted(train_losses(run.paths.root)) == [1, 2, 3, 4]
+    ran = ct.load_recipe(run.paths.recipe).train
+    assert ran == validated.train.model_copy(update={"deepspeed_config": ran.deepspeed_config})  # its own copy
+    assert (ran.strategy, ran.zero_stage, ran.offload, ran.lr_scheduler) == ("deepspeed", 2, "optimizer", "constant")
+    assert abs(plain_eval_loss(run.paths.model, run.paths.root) - final_eval_loss(run.paths.root)) < 1e-4

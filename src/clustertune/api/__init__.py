@@ -47,7 +47,8 @@ def devices_of(recipe: Recipe) -> int:
 
 def _recipe(source: Source | None, overrides: list[str] | None) -> Recipe:
     if isinstance(source, Recipe):
-        return source if not overrides else load_recipe(source.to_plain(), overrides)
+        # From the keys set explicitly, so the recipe keeps knowing which ones the caller set.
+        return source if not overrides else load_recipe(source.explicit_plain(), overrides)
     if source is None:
         raise UserError("give a recipe (a YAML file or a shipped name; `clustertune recipes` lists them)")
     return load_recipe(source, overrides)
@@ -225,13 +226,14 @@ def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = Non
     return resolve_base_model(recipe, runs_root_dir, train_missing=False)
 
 
-def check_for_nodes(recipe: Recipe) -> None:
+def check_for_nodes(recipe: Recipe) -> Recipe:
     """What the nodes would read too late to fail early (a DeepSpeed JSON's contradictions): checked
-    here, so that a typo fails before a job queues."""
+    here, so that a typo fails before a job queues. Returns the recipe resolved against the JSON."""
     # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
-    from clustertune.train.ds_config import check_deepspeed_json
+    from clustertune.launch.submit import planned_world_size
+    from clustertune.train.ds_config import resolve_deepspeed_json
 
-    check_deepspeed_json(recipe)
+    return resolve_deepspeed_json(recipe, planned_world_size(recipe)).recipe
 
 
 # -- removing runs ------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ bases and the models of the ``rl`` section read from the runs directory, the mod
 with its ``config_overrides`` applied, that config built on the meta device (so the model class
 itself checks names, sizes and head divisibility; nothing is allocated), the sequence length
 against the model's positions, the adapter, the task's own checks (a chat template compiles),
-user code a recipe names (metrics, reward functions), trackers and a DeepSpeed JSON. What it
+user code a recipe names (metrics, reward functions), trackers and a DeepSpeed JSON (the recipe
+returned is resolved against it with the plan's number of processes: what the run trains). What it
 cannot know offline, a hub model with nothing cached here, it lists as not checked.
 
 torch and transformers are imported only when there is a config to build.
@@ -119,9 +120,26 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
                           "loads it" for key, ref in model_refs(recipe.rl)
                           if not ref.startswith(RUN_PREFIX) and not Path(ref).expanduser().exists() and _cached(ref) is None]
     _user_code_checks(recipe, g)
+    recipe = _deepspeed_json(recipe, g)
     if g.found:
         raise RecipeError(located(g.found, where.file, where.lines, list(where.overrides)))
     return Checked(recipe, g.not_checked)
+
+
+def _deepspeed_json(recipe: Recipe, g: _Gather) -> Recipe:
+    """The recipe resolved against its DeepSpeed JSON with the plan's number of processes: what
+    the run trains (the JSON's values for the keys the recipe leaves unset), or its problems."""
+    # Deferred: the launcher's modules, for recipes with a DeepSpeed JSON only.
+    from clustertune.launch.submit import planned_world_size
+    from clustertune.train.ds_config import resolve_deepspeed_json
+
+    if not recipe.train.deepspeed_config or recipe.train.strategy != "deepspeed":
+        return recipe
+    resolved = g.run("train.deepspeed_config", resolve_deepspeed_json, recipe, planned_world_size(recipe))
+    if resolved is None:
+        return recipe
+    g.not_checked += resolved.not_checked
+    return resolved.recipe
 
 
 def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> None:
@@ -289,10 +307,9 @@ def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
 
 def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
     """What the recipe names that this machine must import or read: metric and reward functions,
-    trackers, a DeepSpeed JSON; and a recipe always runs under torchrun."""
+    trackers; and a recipe always runs under torchrun."""
     # Deferred: the training side's checks import torch and the trackers' registries.
     from clustertune.errors import LaunchError
-    from clustertune.train.ds_config import check_deepspeed_json
     from clustertune.train.metrics import check_trackers
     from clustertune.train.reward_style import load_reward
 
@@ -312,7 +329,6 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
     if recipe.train.optimizer.endswith("_8bit") and importlib.util.find_spec("bitsandbytes") is None:
         g.add([("train.optimizer", f"{recipe.train.optimizer} needs bitsandbytes, which is not installed here: "
                                    f"{install_hint('qlora')}, or use adamw")])
-    g.run("train.deepspeed_config", check_deepspeed_json, recipe)
     if recipe.train.metrics:
         # Deferred: it imports the metric libraries, which only recipes naming metrics need.
         from clustertune.train.cls_metrics import metric_functions

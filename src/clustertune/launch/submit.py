@@ -25,6 +25,7 @@ from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.models.local import checkpoint_refs
 from clustertune.recipe.checked import Checked
+from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
@@ -33,7 +34,7 @@ from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.tasks import task_of
-from clustertune.train.ds_config import check_deepspeed_json
+from clustertune.train.ds_config import resolve_deepspeed_json
 from clustertune.train.metrics import check_trackers
 
 log = logging.getLogger("clustertune")
@@ -46,6 +47,21 @@ def needs_launcher(recipe: Recipe, env: dict[str, str] | None = None) -> bool:
     if ln.backend != "local":
         return True
     return (ln.procs_per_node or (0 if recipe.train.device == "cpu" else visible_gpus(env))) > 1
+
+
+def planned_world_size(recipe: Recipe) -> int | None:
+    """The training processes a run of ``recipe`` starts, where that is known before it is
+    submitted: nodes x ``launch.procs_per_node``; unset, this host's GPUs for a local run (one
+    process on CPU), the GPUs asked of SLURM per node (else 1). None for SSH hosts, whose GPUs are
+    counted there. (A DeepSpeed JSON's ``train_batch_size`` is checked against it.)"""
+    ln = recipe.launch
+    if ln.procs_per_node:
+        return ln.nodes * ln.procs_per_node
+    if ln.backend == "local":
+        return 1 if recipe.train.device == "cpu" else max(visible_gpus(), 1)
+    if ln.backend == "slurm":
+        return ln.nodes * (gpus_requested(ln) or 1)
+    return None
 
 
 def missing_passthrough(plan: LaunchPlan) -> list[str]:
@@ -242,20 +258,21 @@ def decide_launch(recipe: Recipe | Checked | None, *, resume: str | None = None,
     if isinstance(recipe, Checked):
         recipe = recipe.recipe
     else:  # a caller that skipped the preflight gets the checks a run cannot start without
-        check_unchecked(recipe)
+        recipe = check_unchecked(recipe)
     return decide_recipe(recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
 
 
-def check_unchecked(recipe: Recipe) -> None:
+def check_unchecked(recipe: Recipe) -> Recipe:
     """What a recipe that did not pass the preflight (:func:`clustertune.api.validate`) is checked
     for before a run of it starts: it runs under torchrun, its trackers, its local files and its
-    DeepSpeed JSON (each a typed error of its own)."""
+    DeepSpeed JSON (each a typed error of its own). Returns the recipe the run trains: resolved
+    against its DeepSpeed JSON, as the preflight resolves it."""
     if recipe.launch.runner != "torchrun":
         raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
                           "a recipe always runs under torchrun")
     check_trackers(list(recipe.tracking.trackers))
     check_exist(recipe)
-    check_deepspeed_json(recipe)
+    return resolve_deepspeed_json(recipe, planned_world_size(recipe)).recipe
 
 
 def start_launch(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,

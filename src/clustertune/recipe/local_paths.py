@@ -114,7 +114,7 @@ def _set(plain: dict[str, Any], key: str, value: str) -> None:
     *parents, last = key.split(".")
     node: Any = plain
     for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
+        node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
     if isinstance(node, list):
         node[int(last)] = value
     else:
@@ -143,4 +143,5 @@ def absolute_paths(recipe: Recipe, base: Path | None = None) -> Recipe:
             values[n.key] = str(found)
     if not values:
         return recipe
-    return Recipe.model_validate(with_values(recipe.to_plain(), values))
+    # From the keys set explicitly: the recipe made again still knows which ones the user set.
+    return Recipe.model_validate(with_values(recipe.explicit_plain(), values))

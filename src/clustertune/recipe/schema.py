@@ -358,7 +358,7 @@ class TrainSection(Section):
     """How work is split across processes: ``ddp`` (each process holds the whole model),
     ``fsdp`` (PyTorch FSDP2: parameters, gradients and optimizer state sharded), ``deepspeed``
     (DeepSpeed ZeRO, stage from ``zero_stage``; the ``deepspeed`` extra: ``clustertune doctor``
-    prints how to install it here)."""
+    prints how to install it here). Unset with ``deepspeed_config``: ``deepspeed``."""
 
     zero_stage: Literal[0, 1, 2, 3] | None = None
     """DeepSpeed ZeRO stage: 0 shards nothing (DeepSpeed's engine, each process holds
@@ -376,10 +376,11 @@ class TrainSection(Section):
     and ``offload``; setting them too is an error when they disagree."""
 
     deepspeed_config: str | None = None
-    """Path to your DeepSpeed JSON config. It is the source of truth for the ZeRO stage, offload,
-    optimizer and scheduler (the recipe's keys may restate them; a contradiction names both
-    places); its ``"auto"`` values are filled from the recipe as Hugging Face's integration
-    fills them; other keys the recipe also sets (batch sizes, clipping, precision) must agree."""
+    """Path to your DeepSpeed JSON config (implies ``strategy: deepspeed``). It is the source of
+    truth: a recipe key you leave unset takes the JSON's value (ZeRO stage, offload, optimizer
+    and scheduler values, batch sizes, clipping, ``fp16``/``bf16`` for ``precision: auto``); a key
+    you set yourself may restate it, and a different value is an error naming both places. Its
+    ``"auto"`` values are filled from the recipe as Hugging Face's integration fills them."""
 
     compile: bool | None = None
     """``torch.compile`` the model: on by default on a GPU, off on CPU. When compilation fails,
@@ -400,6 +401,15 @@ class TrainSection(Section):
     collective_timeout_minutes: float = Field(default=30.0, gt=0.0)
     """How long a rank waits in a collective (a barrier, an all-reduce) before the job fails.
     Raise it when sealing large checkpoints on a slow shared filesystem takes longer."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_implies_deepspeed(cls, data: Any) -> Any:
+        # A DeepSpeed JSON is run by DeepSpeed: naming one is choosing the strategy (a recipe
+        # that also names another strategy is refused by strategy_problems).
+        if isinstance(data, dict) and data.get("deepspeed_config") and "strategy" not in data:
+            return {**data, "strategy": "deepspeed"}
+        return data
 
     @field_validator("eval_every", mode="before")
     @classmethod
@@ -617,3 +627,9 @@ class Recipe(Section):
     def to_plain(self) -> dict[str, Any]:
         """The fully resolved recipe as plain data (what runs/<id>/recipe.yaml holds)."""
         return self.model_dump(mode="json")
+
+    def explicit_plain(self) -> dict[str, Any]:
+        """Only the keys set explicitly (in the YAML, an override, by a caller), as plain data: a
+        recipe made again from it still knows which keys the user set, which a user's DeepSpeed
+        JSON may not contradict while it decides the others (train/ds_config.py)."""
+        return self.model_dump(mode="json", exclude_unset=True)

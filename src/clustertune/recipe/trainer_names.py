@@ -46,7 +46,7 @@ TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
     "torch_compile": ("train.compile", None),
     "use_cpu": ("train.device", "train.device: cpu"),
     "no_cuda": ("train.device", "train.device: cpu"),
-    "deepspeed": ("train.deepspeed_config", "with train.strategy: deepspeed"),
+    "deepspeed": ("train.deepspeed_config", "the path of your DeepSpeed JSON; it implies train.strategy: deepspeed"),
     "fsdp": ("train.strategy", "train.strategy: fsdp"),
     "dataloader_num_workers": ("data.workers", "workers that tokenize when the data is prepared"),
     "output_dir": ("tracking.runs_root", "each run gets its own directory under it"),

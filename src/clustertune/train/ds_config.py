@@ -1,29 +1,36 @@
-"""The DeepSpeed config a recipe implies, and a user's own JSON.
+"""The DeepSpeed config a run trains with: the recipe's own, or a user's JSON.
 
 Pure data: nothing here imports DeepSpeed, so configs are built and checked (and tested)
 on machines without it. Without a JSON the recipe says everything. With one
-(``train.deepspeed_config``) the JSON is the source of truth for the ZeRO stage, offload,
-optimizer and scheduler: the recipe may restate them, and a recipe key set to something else
-is a contradiction naming both places; the JSON's ``"auto"`` values are filled from the recipe
-as Hugging Face's integration fills them (optimizer and scheduler values, step counts, ZeRO
-bucket sizes from the hidden size). The keys the recipe's loop owns (batch sizes, clipping,
-precision) may be ``"auto"`` or repeated with the same value; a different value is reported
-key by key with both values.
+(``train.deepspeed_config``) the recipe is first resolved against it (train/ds_json.py: the
+JSON is the source of truth; a key the user set may restate it, not contradict it):
+:func:`resolve_deepspeed_json` does that before anything is submitted, with the plan's number
+of processes, and checks the config as the nodes will build it, so ``validate`` equals ``run``.
+The JSON's ``"auto"`` values are filled from that recipe as Hugging Face's integration fills
+them (optimizer and scheduler values, step counts, ZeRO bucket sizes from the hidden size); the
+keys the loop owns (batch sizes, clipping, precision) are compared once more on the nodes.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from clustertune.errors import UserError
-from clustertune.recipe.schema import Recipe, TrainSection, strategy_problems
+from clustertune.recipe.schema import Recipe, TrainSection
+from clustertune.train.ds_json import (
+    DeepSpeedConfigError,
+    Resolved,
+    adopt_json,
+    normalize_user_config,
+    read_user_config,
+    same_value,
+    with_deepspeed_json,
+)
 from clustertune.train.schedule import warmup_steps
 
-
-class DeepSpeedConfigError(UserError):
-    """A DeepSpeed JSON that is unreadable or contradicts the recipe."""
+# Also the names of a user's JSON that the nodes and tests take from here.
+__all__ = ["DeepSpeedConfigError", "Resolved", "build_config", "check_deepspeed_json", "deepspeed_config",
+           "merge_user_config", "resolve_deepspeed_json", "with_deepspeed_json"]
 
 
 def _cuda() -> bool:
@@ -92,9 +99,6 @@ def build_config(t: TrainSection, world_size: int | None, mixed_precision: str |
 ADAMW_TYPES = ("adamw", "adam")
 
 
-# DeepSpeed's schedulers that are one of the recipe's (train.lr_scheduler); the others
-# (OneCycle, LRRangeTest) have no recipe counterpart.
-SCHEDULER_OF = {"WarmupLR": "constant", "WarmupDecayLR": "linear", "WarmupCosineLR": "cosine"}
 # DeepSpeed optimizer types that exist only as CUDA kernels (no CPU path, whatever the offload).
 CUDA_ONLY_OPTIMIZERS = {"lamb": "Lamb", "onebitadam": "OneBitAdam", "onebitlamb": "OneBitLamb",
                         "zerooneadam": "ZeroOneAdam"}
@@ -109,92 +113,9 @@ HIDDEN_SIZE_AUTO = {
 }
 
 
-def normalize_user_config(user: dict[str, Any]) -> dict[str, Any]:
-    """Legacy spellings mapped onto what they mean (a copy): ``zero_optimization: false`` is
-    stage 0 and ``true`` stage 1 to DeepSpeed; ``cpu_offload: true`` is the optimizer offload."""
-    user = json.loads(json.dumps(user))
-    zero = user.get("zero_optimization")
-    if isinstance(zero, bool):
-        user["zero_optimization"] = zero = {"stage": 1 if zero else 0}
-    if isinstance(zero, dict) and "cpu_offload" in zero:
-        if zero.pop("cpu_offload") is True:
-            zero.setdefault("offload_optimizer", {"device": "cpu"})
-    return user
-
-
-def _json_stage(user: dict[str, Any]) -> Any:
-    zero = user.get("zero_optimization")
-    stage = zero.get("stage") if isinstance(zero, dict) else None
-    return None if stage == "auto" else stage
-
-
-def _json_offload(user: dict[str, Any]) -> str | None:
-    """What the JSON offloads (``none``/``optimizer``/``params``), None where it does not say."""
-    zero = user.get("zero_optimization")
-    if not isinstance(zero, dict):
-        return None
-    said = {}
-    for section in ("offload_optimizer", "offload_param"):
-        block = zero.get(section)
-        device = block.get("device") if isinstance(block, dict) else None
-        if device not in (None, "auto"):
-            said[section] = device != "none"
-    if said.get("offload_param"):
-        return "params"
-    if said.get("offload_optimizer"):
-        return "optimizer"
-    return "none" if said else None
-
-
-def _recipe_origin(t: TrainSection, key: str) -> str:
-    """Where the recipe's ZeRO stage or offload comes from, for messages."""
-    if getattr(t, key) is not None:
-        return f"train.{key}"
-    return f"train.deepspeed_preset={t.deepspeed_preset}"
-
-
-def with_deepspeed_json(recipe: Recipe) -> Recipe:
-    """The recipe with the ZeRO stage and offload of its ``train.deepspeed_config`` (the JSON is
-    the source of truth; the recipe may restate them). A recipe that says otherwise, itself or
-    through a preset, is refused naming both places."""
-    t = recipe.train
-    if t.strategy != "deepspeed" or not t.deepspeed_config:
-        return recipe
-    path = t.deepspeed_config
-    user = normalize_user_config(read_user_config(path))
-    clashes, update = [], {}
-    stage = _json_stage(user)
-    if stage is not None:
-        if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-            clashes.append(f"zero_optimization.stage: {stage!r} in {path} is not a ZeRO stage; write 0, 1, 2 or 3")
-        elif (t.zero_stage is not None or t.deepspeed_preset) and t.effective_zero_stage != stage:
-            clashes.append(f"zero_optimization.stage: {stage} in {path}, but {t.effective_zero_stage} from "
-                           f"{_recipe_origin(t, 'zero_stage')}")
-        else:
-            update["zero_stage"] = stage
-    offload = _json_offload(user)
-    if offload is not None:
-        if (t.offload is not None or t.deepspeed_preset) and t.effective_offload != offload:
-            clashes.append(f"zero_optimization.offload_*: {offload!r} offloaded in {path}, but {t.effective_offload!r} "
-                           f"from {_recipe_origin(t, 'offload')}")
-        else:
-            update["offload"] = offload
-    if clashes:
-        raise DeepSpeedConfigError("train.deepspeed_config contradicts the recipe:\n  - " + "\n  - ".join(clashes)
-                                   + "\nchange one of the two places (or remove the key from the recipe: the JSON decides)")
-    resolved = t.model_copy(update=update)
-    wrong = [f"{key}: {msg}" for key, msg in strategy_problems(resolved) if key in ("train.offload", "train.zero_stage")]
-    if wrong:
-        raise DeepSpeedConfigError(f"train.deepspeed_config: {path} asks for a combination DeepSpeed cannot run: "
-                                   + "; ".join(wrong))
-    return recipe.model_copy(update={"train": resolved})
-
-
-def _optimizer_block(opt: Any, t: TrainSection, path: str, cuda: bool | None,
-                     explicit: set[str]) -> tuple[dict[str, Any], list[str]]:
-    """The JSON's optimizer with its "auto" values filled from the recipe; contradictions with
-    the ``explicit`` keys (those the recipe sets itself). ``cuda`` False: this machine trains on
-    CPU; None: not known yet."""
+def _optimizer_block(opt: Any, t: TrainSection, path: str, cuda: bool | None) -> tuple[dict[str, Any], list[str]]:
+    """The JSON's optimizer with its "auto" values filled from the (resolved) recipe, and what
+    cannot run here. ``cuda`` False: this machine trains on CPU; None: not known yet."""
     if not isinstance(opt, dict) or not isinstance(opt.get("type", "AdamW"), str):
         return {}, [f"optimizer: {path} needs a \"type\" (SGD, Adam, AdamW, Adagrad...) in its optimizer block"]
     # No type: the recipe's own optimizer, AdamW, with the block's parameters.
@@ -206,17 +127,11 @@ def _optimizer_block(opt: Any, t: TrainSection, path: str, cuda: bool | None,
     elif kind.lower() not in DEEPSPEED_OPTIMIZERS and not _torch_optimizer(kind):
         problems.append(f"optimizer.type: {kind!r} in {path} is neither a DeepSpeed optimizer nor a torch.optim "
                         "class; use SGD, Adam, AdamW, Adagrad (any machine) or Lamb (GPUs)")
-    # (value, the recipe keys behind it): "auto" takes the recipe's value, as HF's integration does.
-    ours = {"lr": (t.lr, ("lr",)), "betas": ([t.adam_beta1, t.adam_beta2], ("adam_beta1", "adam_beta2")),
-            "eps": (t.adam_eps, ("adam_eps",)), "weight_decay": (t.weight_decay, ("weight_decay",))}
+    # "auto" takes the recipe's value, as HF's integration does.
+    ours = {"lr": t.lr, "betas": [t.adam_beta1, t.adam_beta2], "eps": t.adam_eps, "weight_decay": t.weight_decay}
     for name, value in list(params.items()):
-        if name in ours:
-            mine, keys = ours[name]
-            if value == "auto":
-                params[name] = mine
-            elif explicit.intersection(keys) and not _same(value, mine):
-                problems.append(f"optimizer.params.{name}: {value!r} in {path}, but {mine!r} from "
-                                + "/".join(f"train.{k}" for k in keys))
+        if value == "auto" and name in ours:
+            params[name] = ours[name]
         elif value == "auto":
             problems.append(f"optimizer.params.{name}: \"auto\" in {path}, but the recipe has no value for it; write one")
     params.setdefault("lr", t.lr)  # torch's optimizers default to another rate (SGD: 0.001)
@@ -232,44 +147,39 @@ def _torch_optimizer(name: str) -> bool:
     return isinstance(getattr(torch.optim, name, None), type)
 
 
-def _scheduler_block(sched: Any, t: TrainSection, path: str, lr: Any, total_steps: int | None,
-                     explicit: set[str]) -> tuple[dict[str, Any], list[str]]:
-    """The JSON's scheduler with its "auto" values filled (the step counts once the run knows
-    them); contradictions with the recipe's own schedule keys."""
+def _scheduler_block(sched: Any, path: str, lr: Any, warm: int | None,
+                     total_steps: int | None) -> tuple[dict[str, Any], list[str]]:
+    """The JSON's scheduler with its "auto" values filled (the step counts once the run knows them)."""
     if not isinstance(sched, dict) or not isinstance(sched.get("type"), str):
         return {}, [f"scheduler: {path} needs a \"type\" (WarmupLR, WarmupDecayLR, WarmupCosineLR...) in its scheduler block"]
-    kind, params = sched["type"], dict(sched.get("params") or {})
-    problems = []
-    if "lr_scheduler" in explicit and SCHEDULER_OF.get(kind) != t.lr_scheduler:
-        problems.append(f"scheduler.type: {kind!r} in {path} ({SCHEDULER_OF.get(kind, 'no recipe schedule')}), "
-                        f"but {t.lr_scheduler!r} from train.lr_scheduler")
-    warm = max(1, warmup_steps(t, total_steps)) if total_steps else None  # DeepSpeed wants at least 1
-    fills = {"warmup_min_lr": (0, ()), "warmup_max_lr": (lr, ("lr",)),
-             "warmup_num_steps": (warm, ("warmup_steps", "warmup_ratio")),
-             "total_num_steps": (total_steps, ("max_steps", "epochs"))}
-    for name, (mine, keys) in fills.items():
-        value = params.get(name)
-        if value == "auto":
-            if mine is not None:
-                params[name] = mine
-        elif value is not None and mine is not None and explicit.intersection(keys) and not _same(value, mine):
-            problems.append(f"scheduler.params.{name}: {value!r} in {path}, but {mine!r} from "
-                            + "/".join(f"train.{k}" for k in keys))
-    return {"type": kind, "params": params}, problems
+    params = dict(sched.get("params") or {})
+    fills = {"warmup_min_lr": 0, "warmup_max_lr": lr, "warmup_num_steps": warm, "total_num_steps": total_steps}
+    for name, mine in fills.items():
+        if params.get(name) == "auto" and mine is not None:
+            params[name] = mine
+    return {"type": sched["type"], "params": params}, []
 
 
-def read_user_config(path: str) -> dict[str, Any]:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} does not exist")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} is not valid JSON: {exc} (JSON writes "
-                                   "true/false/null, quotes keys with \", and allows no trailing commas)") from exc
-    if not isinstance(data, dict):
-        raise DeepSpeedConfigError(f"train.deepspeed_config: {path!r} must hold a JSON object")
-    return data
+def resolve_deepspeed_json(recipe: Recipe, world_size: int | None, cuda: bool | None = None) -> Resolved:
+    """The recipe a run with ``train.deepspeed_config`` trains, decided before anything is
+    submitted, with ``world_size`` processes (the plan's; None where only the nodes know it).
+    ``validate``, the dry run and ``run`` all call this and the run directory gets its recipe:
+    the JSON's values for the keys the recipe did not set, the config checked as the nodes will
+    build it (every problem a DeepSpeedConfigError). ``cuda``: whether the run has GPUs (None:
+    not known here, unless ``train.device`` is cpu, or the run is local and this machine says)."""
+    t = recipe.train
+    if t.strategy != "deepspeed" or not t.deepspeed_config:
+        return Resolved(recipe, [])
+    if t.device == "cpu":
+        cuda = False
+    elif cuda is None and recipe.launch.backend == "local":
+        cuda = _cuda()  # a local run trains on this machine
+    user = normalize_user_config(read_user_config(t.deepspeed_config))
+    resolved, notes = adopt_json(recipe, user, world_size, cuda)
+    # Precision auto is decided on the node; any other is compared here.
+    mixed = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}.get(resolved.train.precision)
+    _build(resolved, user, world_size, mixed, cuda=cuda)
+    return Resolved(resolved, notes)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -283,22 +193,12 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
-    return bool(a == b)
-
-
 def merge_user_config(built: dict[str, Any], origin: dict[str, str], user: dict[str, Any], path: str) -> dict[str, Any]:
     """``user`` deep-merged over ``built``; DeepSpeedConfigError lists every contradicted key."""
     flat_built, flat_user = _flatten(built), _flatten(user)
     clashes = []
     for key, theirs in sorted(flat_user.items()):
-        if key in origin and theirs != "auto" and not _same(theirs, flat_built.get(key)):
+        if key in origin and theirs != "auto" and not same_value(theirs, flat_built.get(key)):
             clashes.append(f"{key}: {theirs!r} in {path}, but {flat_built.get(key)!r} from {origin[key]}")
     if clashes:
         raise DeepSpeedConfigError(
@@ -334,56 +234,58 @@ FILLED_ON_THE_NODE = (*HIDDEN_SIZE_AUTO, "scheduler.params.warmup_num_steps", "s
 def deepspeed_config(recipe: Recipe, world_size: int | None, mixed_precision: str | None, *,
                      total_steps: int | None = None, hidden_size: int | None = None,
                      cuda: bool | None = None) -> dict[str, Any]:
-    """The recipe's config, or with ``train.deepspeed_config`` the user's JSON: its stage,
-    offload, optimizer and scheduler as written, its "auto" values filled from the recipe,
-    the keys the recipe owns checked against it. ``total_steps`` and ``hidden_size`` are given
-    on the node, where every "auto" must be filled; ``cuda`` says whether the run has GPUs
-    (None: not known here, unless ``train.device`` is cpu)."""
-    recipe = with_deepspeed_json(recipe)  # stage and offload from the JSON
-    t = recipe.train
-    cfg, origin = build_config(t, world_size, mixed_precision)
-    if not t.deepspeed_config:
-        return cfg
-    path = t.deepspeed_config
+    """The recipe's config, or with ``train.deepspeed_config`` the user's JSON: the recipe
+    resolved against it (:func:`resolve_deepspeed_json`'s rules; on the nodes the run
+    directory's recipe, resolved already, agrees with it key for key), its "auto" values filled.
+    ``total_steps`` and ``hidden_size`` are given on the node, where every "auto" must be filled;
+    ``cuda`` says whether the run has GPUs (None: not known here, unless ``train.device`` is cpu)."""
+    if recipe.train.strategy != "deepspeed" or not recipe.train.deepspeed_config:
+        return build_config(with_deepspeed_json(recipe).train, world_size, mixed_precision)[0]
+    user = normalize_user_config(read_user_config(recipe.train.deepspeed_config))
+    recipe, _ = adopt_json(recipe, user, world_size, False if recipe.train.device == "cpu" else cuda)
+    return _build(recipe, user, world_size, mixed_precision, total_steps=total_steps, hidden_size=hidden_size,
+                  cuda=cuda)
+
+
+def _build(recipe: Recipe, user: dict[str, Any], world_size: int | None, mixed_precision: str | None, *,
+           total_steps: int | None = None, hidden_size: int | None = None, cuda: bool | None = None) -> dict[str, Any]:
+    """The config of a recipe resolved against ``user`` (its JSON): its stage, offload, optimizer
+    and scheduler as written, "auto" filled from the recipe, what cannot run here refused."""
+    t, path = recipe.train, recipe.train.deepspeed_config or ""
     if cuda is None and t.device == "cpu":
         cuda = False
-    user = normalize_user_config(read_user_config(path))
-    # The JSON owns these: checked against the recipe's explicit keys above and below, not its defaults.
+    user = json.loads(json.dumps(user))  # popped from below
+    cfg, origin = build_config(t, world_size, mixed_precision)
+    # The JSON owns these (resolved into the recipe already); the keys the loop owns stay checked.
     origin = {k: v for k, v in origin.items() if not k.startswith(("optimizer.", "zero_optimization."))}
-    # The keys the recipe sets itself, which may restate the JSON but not contradict it. Checked
-    # before the run starts: the run directory's recipe is the resolved one, every key written.
     final = total_steps is not None
-    explicit = set() if final else set(t.model_fields_set)
     problems: list[str] = []
     if "optimizer" in user:
-        cfg["optimizer"], found = _optimizer_block(user.pop("optimizer"), t, path, cuda, explicit)
+        cfg["optimizer"], found = _optimizer_block(user.pop("optimizer"), t, path, cuda)
         problems += found
     if "scheduler" in user:
         lr = cfg["optimizer"].get("params", {}).get("lr", t.lr)
         steps = total_steps if final else t.max_steps  # a run counted in epochs knows its steps on the node
-        cfg["scheduler"], found = _scheduler_block(user.pop("scheduler"), t, path, lr, steps, explicit)
+        warm = max(1, warmup_steps(t, steps)) if steps else None  # DeepSpeed wants at least 1
+        cfg["scheduler"], found = _scheduler_block(user.pop("scheduler"), path, lr, warm, steps)
         problems += found
     if problems:
-        raise DeepSpeedConfigError("train.deepspeed_config contradicts the recipe or cannot run here:\n  - "
-                                   + "\n  - ".join(problems))
+        raise DeepSpeedConfigError("train.deepspeed_config cannot run here:\n  - " + "\n  - ".join(problems))
     cfg = merge_user_config(cfg, origin, user, path)
     flat = _flatten(cfg)
     if hidden_size:
         for key, size in HIDDEN_SIZE_AUTO.items():
             if flat.get(key) == "auto":
                 _set(cfg, key, size(hidden_size))
-    left = [k for k, v in _flatten(cfg).items() if v == "auto" and (final or k not in FILLED_ON_THE_NODE)]
+    later = (*FILLED_ON_THE_NODE, *(("train_batch_size",) if world_size is None else ()))
+    left = [k for k, v in _flatten(cfg).items() if v == "auto" and (final or k not in later)]
     if left:
         raise DeepSpeedConfigError(f"train.deepspeed_config: {path}: nothing in the recipe or the model fills "
                                    f"\"auto\" for {', '.join(left)}; write values there")
     return cfg
 
 
-def check_deepspeed_json(recipe: Recipe) -> None:
-    """Before anything is submitted (validate, dry run, launch): the user's JSON parses and
-    agrees with the recipe. Precision ``auto`` is decided on the node, so not compared here."""
-    t = recipe.train
-    if t.strategy == "deepspeed" and t.deepspeed_config:
-        # A local run trains on this machine: whether it has a GPU is known here.
-        cuda = _cuda() if recipe.launch.backend == "local" else None
-        deepspeed_config(recipe, None, {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}.get(t.precision), cuda=cuda)
+def check_deepspeed_json(recipe: Recipe, world_size: int | None = None) -> Recipe:
+    """Before anything is submitted: the user's JSON parses and agrees with the recipe; the
+    recipe resolved against it (:func:`resolve_deepspeed_json`)."""
+    return resolve_deepspeed_json(recipe, world_size).recipe

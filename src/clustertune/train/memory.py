@@ -386,7 +386,9 @@ def persistence_threshold(recipe: Any, world: int, mixed_precision: str) -> int:
     if recipe.train.strategy != "deepspeed":
         return ZERO3_PERSISTENCE_THRESHOLD
 
-    zero = deepspeed_config(recipe, world, mixed_precision).get("zero_optimization", {})
+    # Without the world size: the ZeRO section does not depend on it, and an estimate for another
+    # number of devices (--devices) is no run whose batch a JSON's train_batch_size must fit.
+    zero = deepspeed_config(recipe, None, mixed_precision).get("zero_optimization", {})
     value = zero.get("stage3_param_persistence_threshold", ZERO3_PERSISTENCE_THRESHOLD)
     return int(value) if isinstance(value, (int, float)) else ZERO3_PERSISTENCE_THRESHOLD
 

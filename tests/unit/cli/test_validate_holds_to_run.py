@@ -7,6 +7,7 @@ list of checks that need the data, a GPU or the network."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from clustertune.cli.main import main
-from tests.helpers import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
+from tests.helpers import HF_ZERO2, HF_ZERO3, TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "clustertune"
 Make = Callable[[Path], dict[str, Any]]
@@ -81,6 +82,29 @@ def ds_json(content: dict[str, Any], **train: Any) -> Make:
     return make
 
 
+# "Finetuning at scale" guides: no ZeRO, SGD, a global batch of 64.
+SGD_64 = {"zero_optimization": False, "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
+          "train_batch_size": 64}
+# A JSON with numbers where the recipe says nothing: they are the run's.
+NUMBERS = {"zero_optimization": {"stage": 1},
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}},
+           "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": "auto",
+                                                             "warmup_num_steps": 2, "total_num_steps": "auto"}},
+           "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "gradient_clipping": 0.5}
+# The tiny recipe without its optimizer, schedule and batch keys: left to the JSON.
+DS_TRAIN = {"precision": "fp32", "max_steps": 4, "log_every": 2, "cpu_threads": 1}
+
+
+def ds_beside(content: dict[str, Any], strategy: bool = True, launch: dict[str, Any] | None = None,
+              **train: Any) -> Make:
+    """A recipe naming its DeepSpeed JSON as users do: a file beside it, by a relative path."""
+    def make(d: Path) -> dict[str, Any]:
+        (d / "ds.json").write_text(json.dumps(content))
+        section = {**DS_TRAIN, **({"strategy": "deepspeed"} if strategy else {}), "deepspeed_config": "ds.json", **train}
+        return {**TINY_CAUSAL, "train": section, **({"launch": launch} if launch else {})}
+    return make
+
+
 # (id, recipe made under the case's directory (holding runs/ with a completed run "base"), key named)
 TABLE: list[tuple[str, Make, str]] = [
     ("override-unknown-name", lambda d: with_(TINY_CAUSAL, model={"config_overrides": {"n_layers": 2}}),
@@ -122,6 +146,18 @@ TABLE: list[tuple[str, Make, str]] = [
                                                     offload="none"), "train.deepspeed_config"),
     ("deepspeed-json-zero-one-adam-on-cpu", ds_json({"optimizer": {"type": "ZeroOneAdam"}}, device="cpu"),
      "train.deepspeed_config"),
+    # train_batch_size against the plan's processes: 8 x 1 x 2, both set in the recipe.
+    ("deepspeed-json-train-batch-size-not-the-plans", ds_beside(SGD_64, launch={"procs_per_node": 2}, batch_size=8,
+                                                                gradient_accumulation_steps=1),
+     "train_batch_size: 64 in"),
+    ("deepspeed-json-train-batch-size-not-a-multiple", ds_beside({**SGD_64, "train_batch_size": 20}, batch_size=8),
+     "train_batch_size: 20 in"),
+    ("deepspeed-json-bf16-and-fp16", ds_beside({"bf16": {"enabled": True}, "fp16": {"enabled": True}},
+                                               precision="auto"), "bf16.enabled and fp16.enabled"),
+    ("deepspeed-json-fp16-on-cpu", ds_beside({"fp16": {"enabled": True}}, precision="auto", device="cpu"),
+     "fp16.enabled: true in"),
+    ("deepspeed-json-warmup-of-no-steps", ds_beside({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}}),
+     "warmup_num_steps: 0 in {json}: DeepSpeed needs a whole number of steps, 1 or more"),
     ("tracker-not-installed", lambda d: with_(TINY_CAUSAL, tracking={"trackers": ["wandb"]}), "tracking.trackers"),
     ("metric-not-importable", lambda d: with_(TINY_CLS, train={"metrics": ["no_such_module_here:f1"]}),
      "train.metrics.0"),
@@ -154,7 +190,7 @@ NOT_OFFLINE = {
 
 # The modules whose typed errors a run raises before its first step.
 BEFORE_FIRST_STEP = ["train/preflight.py", "models/build.py", "models/adapters.py", "models/local.py",
-                     "train/ds_config.py", "train/metrics.py", "launch/submit.py", "recipe/launch_checks.py",
+                     "train/ds_config.py", "train/ds_json.py", "train/metrics.py", "launch/submit.py", "recipe/launch_checks.py",
                      "train/rl/sources.py", "data/templates.py"]
 
 
@@ -179,8 +215,102 @@ def test_validate_refuses_what_run_refuses_naming_the_same_key(case_dir: Path, c
         rc = main(argv)
         err = capsys.readouterr().err
         assert rc == 2, (argv, err)
-        assert key in err and "Traceback" not in err, (argv, err)
+        assert key.format(json=case_dir / "ds.json") in err and "Traceback" not in err, (argv, err)
         assert tree_snapshot(case_dir) == before, argv  # no run directory, nothing written
+
+
+# DeepSpeed JSONs that run: (id, recipe, the train keys of the recipe the run gets). The recipes
+# leave the JSON's keys unset (DS_TRAIN), so the JSON decides them.
+ACCEPTED: list[tuple[str, Make, dict[str, Any]]] = [
+    ("hf-zero2-stock", ds_beside(HF_ZERO2), {"strategy": "deepspeed", "zero_stage": 2, "offload": "optimizer",
+                                             "lr_scheduler": "constant", "lr": 5e-5, "batch_size": 8}),
+    ("hf-zero3-stock", ds_beside(HF_ZERO3), {"zero_stage": 3, "offload": "params", "lr_scheduler": "linear"}),
+    ("the-json-alone-is-strategy-deepspeed", ds_beside(HF_ZERO2, strategy=False), {"strategy": "deepspeed"}),
+    # 64 = micro batch x 1 x 2 processes: the micro batch is the JSON's.
+    ("sgd-64-over-2-processes", ds_beside(SGD_64, launch={"procs_per_node": 2}),
+     {"zero_stage": 0, "lr": 0.05, "batch_size": 32, "gradient_accumulation_steps": 1}),
+    # 64 = 8 (the recipe's) x accumulation x 2 processes.
+    ("sgd-64-recipe-micro-batch-8", ds_beside(SGD_64, launch={"procs_per_node": 2}, batch_size=8),
+     {"batch_size": 8, "gradient_accumulation_steps": 4}),
+    ("the-jsons-numbers-where-the-recipe-is-silent", ds_beside(NUMBERS),
+     {"zero_stage": 1, "lr": 1e-3, "adam_beta1": 0.8, "adam_beta2": 0.95, "adam_eps": 1e-6, "weight_decay": 0.1,
+      "lr_scheduler": "linear", "warmup_steps": 2, "batch_size": 4, "gradient_accumulation_steps": 2,
+      "max_grad_norm": 0.5}),
+    # No recipe schedule is DeepSpeed's OneCycle: the recipe's lr_scheduler (unset) does not apply.
+    ("one-cycle-has-no-recipe-schedule", ds_beside({"scheduler": {"type": "OneCycle", "params": {
+        "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3, "cycle_first_step_size": 2}}}), {"lr_scheduler": "linear"}),
+    ("bf16-in-the-json-is-precision-auto", ds_beside({"bf16": {"enabled": True}}, precision="auto"),
+     {"precision": "bf16"}),
+    ("no-16-bit-in-the-json-is-fp32", ds_beside({"bf16": {"enabled": False}, "fp16": {"enabled": False}},
+                                                precision="auto"), {"precision": "fp32"}),
+]
+
+
+def deepspeed_reads(cfg: dict[str, Any], world: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSpeed's own reading of ``cfg`` on ``world`` processes, as ``deepspeed.initialize`` reads
+    it (its batch arithmetic), and its scheduler built over an optimizer (its parameter checks)."""
+    if importlib.util.find_spec("deepspeed") is None:
+        return  # the arithmetic above stands for it
+    import torch
+    from deepspeed.runtime import config as ds, lr_schedules
+
+    monkeypatch.setattr(ds.dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(ds.dist, "get_world_size", lambda *a, **k: world)
+    read = ds.DeepSpeedConfig(json.loads(json.dumps(cfg)))
+    assert read.train_batch_size == cfg["train_batch_size"]
+    assert read.train_micro_batch_size_per_gpu == cfg["train_micro_batch_size_per_gpu"]
+    if "scheduler" in cfg:
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=cfg["optimizer"]["params"]["lr"])
+        getattr(lr_schedules, cfg["scheduler"]["type"])(opt, **cfg["scheduler"]["params"])
+
+
+@pytest.mark.parametrize(("make", "expected"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_validate_accepts_what_the_run_trains_and_the_run_gets_the_recipe_it_accepted(
+        case_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        make: Make, expected: dict[str, Any]) -> None:
+    from clustertune import api
+    from clustertune.launch.submit import planned_world_size
+    from clustertune.recipe.load import dump_recipe, load_recipe
+    from clustertune.train.ds_config import deepspeed_config
+    from clustertune.train.precision import mixed_precision
+
+    path = case_dir / "r.yaml"
+    path.write_text(yaml.safe_dump(make(case_dir)))
+    for argv in (["validate", str(path)], ["run", str(path), "--dry-run"]):
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+    # The recipe run hands to its backend (and writes into the run directory) is validate's.
+    recipe = api.decide(str(path), dry=True).recipe
+    assert recipe == api.validate(str(path)).recipe
+    assert {k: getattr(recipe.train, k) for k in expected} == expected
+    # The nodes read it back with every key written, build the config, and find nothing to change.
+    node = load_recipe(yaml.safe_load(dump_recipe(recipe)))
+    world = planned_world_size(node)
+    cfg = deepspeed_config(node, world, mixed_precision(node), total_steps=4, hidden_size=64, cuda=False)
+    assert '"auto"' not in json.dumps(cfg), cfg
+    t = node.train
+    assert cfg["train_batch_size"] == t.batch_size * t.gradient_accumulation_steps * world
+    assert (cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]) == (
+        t.batch_size, t.gradient_accumulation_steps)
+    deepspeed_reads(cfg, world, monkeypatch)
+
+
+def test_only_a_key_set_explicitly_may_contradict_the_json(case_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The recipe's defaults follow the JSON; a key set in the YAML or as an override may restate
+    it, and a different value is refused by validate and run alike, naming both places."""
+    path = case_dir / "r.yaml"
+    path.write_text(yaml.safe_dump(ds_beside(NUMBERS)(case_dir)))
+    before = tree_snapshot(case_dir)
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    assert main(["validate", str(path), "train.lr=0.001", "train.batch_size=4"]) == 0, capsys.readouterr().err
+    for override, said in [("train.lr=3e-4", "optimizer.params.lr: 0.001 in {json}, but 0.0003 from train.lr"),
+                           ("train.batch_size=8", "train_micro_batch_size_per_gpu: 4 in {json}, but 8 from train.batch_size"),
+                           ("train.lr_scheduler=cosine", "scheduler.type: 'WarmupDecayLR' in {json} (linear), but 'cosine'"),
+                           ("train.max_grad_norm=1.0", "gradient_clipping: 0.5 in {json}, but 1.0 from train.max_grad_norm")]:
+        for argv in (["validate", str(path), override], ["run", str(path), override, "--no-progress"]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert said.format(json=case_dir / "ds.json") in err and "remove the key from the recipe" in err, (argv, err)
+    assert tree_snapshot(case_dir) == before  # no run directory, nothing written
 
 
 def test_every_problem_at_once(case_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
