@@ -177,6 +177,36 @@ def _how(code: int) -> str:
     return f"exited with code {code}"
 
 
+def failed_ranks(log_text: str) -> list[tuple[int, int]]:
+    """Every rank torchrun's latest failure summary lists, with its exit code (negative: the
+    signal that killed it), the "first observed failure" first; the ranks torchrun itself
+    stopped once another had failed (SIGTERM, SIGINT, SIGHUP) are left out. Empty without one."""
+    found = list(_ROOT_CAUSE.finditer(log_text))
+    if not found:
+        return []
+    last = found[-1]
+    block = last.group("block")  # the latest summary (a restarted job writes one per failure)
+    rank, code = re.search(r"rank\s*:\s*(\d+)", block), _RANK_EXIT.search(block)
+    if rank is None or code is None:
+        return []
+    entries = [(int(rank.group(1)), int(code.group(1)))]
+    failures = [m for m in _FAILURES.finditer(log_text[:last.end()])]
+    if failures:
+        entries += [(int(r), int(c)) for r, c in _ENTRY.findall(failures[-1].group("block"))]
+    # A user's command under its wrapper reports such a signal as the shell does: 128 + its number.
+    stopped = [-int(sig) for sig in _SHUTDOWN_SIGNALS] + [128 + int(sig) for sig in _SHUTDOWN_SIGNALS]
+    seen: dict[int, int] = {}
+    for r, c in entries:
+        if c not in stopped:
+            seen.setdefault(r, c)
+    return list(seen.items()) or entries[:1]
+
+
+def crashed(code: int) -> bool:
+    """Killed by a signal of its own (a crash, the OOM killer), not stopped by torchrun."""
+    return code < 0
+
+
 def root_cause(log_text: str) -> tuple[int, str] | None:
     """The rank that caused a torchrun failure and how, from its failure summary: ``(1, "died
     of SIGSEGV (signal 11)")`` or ``(0, "exited with code 1")``; None when there is no summary.
@@ -184,20 +214,10 @@ def root_cause(log_text: str) -> tuple[int, str] | None:
     A rank killed by a signal of its own (a crash, the OOM killer) is the cause wherever torchrun
     lists it: the others then fail in the collective it left (exit code 1), and which of them
     torchrun observes first is a race. Otherwise torchrun's "first observed failure" counts."""
-    found = list(_ROOT_CAUSE.finditer(log_text))
-    if not found:
+    entries = failed_ranks(log_text)
+    if not entries:
         return None
-    last = found[-1]
-    block = last.group("block")  # the latest summary (a restarted job writes one per failure)
-    rank, code = re.search(r"rank\s*:\s*(\d+)", block), _RANK_EXIT.search(block)
-    if rank is None or code is None:
-        return None
-    entries = [(int(rank.group(1)), int(code.group(1)))]
-    failures = [m for m in _FAILURES.finditer(log_text[:last.end()])]
-    if failures:
-        entries += [(int(r), int(c)) for r, c in _ENTRY.findall(failures[-1].group("block"))]
-    crashed = [(r, c) for r, c in entries if c < 0 and -c not in [int(sig) for sig in _SHUTDOWN_SIGNALS]]
-    r, c = crashed[0] if crashed else entries[0]
+    r, c = next(((r, c) for r, c in entries if crashed(c)), entries[0])
     return r, _how(c)
 
 
@@ -223,17 +243,19 @@ def tail(path: Path, lines: int = 20) -> str:
 
 def failing_ranks(paths: RunPaths, node_logs: list[str]) -> str | None:
     """The failing ranks of a command in their own words, from its nodes' logs (``node_logs``:
-    their texts): torchrun's summary on each node names the rank that failed there, and that
-    rank's own log has its last lines (its traceback, its ``SystemExit`` message). The one that
-    failed first (the summary's time, then its log's last write) comes first: the others
-    usually failed in the collectives it left. None when no summary names a rank."""
+    their texts): torchrun's summary on each node lists the ranks that failed there, and each
+    one's own log has its last lines (its traceback, its ``SystemExit`` message). The cause
+    comes first: a rank that crashed, else the one whose summary time, then whose log's last
+    write, is earliest (the others usually failed in the collectives it left, after it had
+    written its last line). None when no summary names a rank."""
     found = []
     for text in node_logs:
-        cause = root_cause(text)
-        own = paths.rank_log(cause[0]) if cause is not None else None
-        if own is not None and own.is_file():
-            found.append((root_cause_time(text), own.stat().st_mtime_ns, cause, own))
-    parts = [f"rank {rank} {how}; its last lines ({own}):\n{tail(own, 15)}" for _, _, (rank, how), own in sorted(found)]
+        when = root_cause_time(text)
+        for rank, code in failed_ranks(text):
+            own = paths.rank_log(rank)
+            if own.is_file():
+                found.append((not crashed(code), when, own.stat().st_mtime_ns, rank, _how(code), own))
+    parts = [f"rank {rank} {how}; its last lines ({own}):\n{tail(own, 15)}" for *_, rank, how, own in sorted(found)]
     return "\n".join(parts) or None
 
 
