@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -241,22 +242,42 @@ def tail(path: Path, lines: int = 20) -> str:
     return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
 
+@dataclass(frozen=True)
+class FailedRank:
+    """One rank torchrun's summary lists as failed, with its own last lines, wherever read."""
+
+    rank: int
+    code: int
+    summary_time: str
+    """The node summary's time (:func:`root_cause_time`), sortable as text."""
+    last_write: float
+    """When its own log was last written (seconds): the cause wrote its last line first."""
+    where: str
+    """Its log's path on this machine, as the reason names it ("" where it is on a host)."""
+    lines: str
+    host: str = ""
+    """The host it ran on, where that is not this machine."""
+
+
+def describe_failed(found: list[FailedRank]) -> str | None:
+    """The failing ranks in their own words, the cause first: a rank that crashed, else the one
+    whose summary time, then whose log's last write, is earliest (the others usually failed in
+    the collectives it left, after it had written its last line). None when there are none."""
+    order = sorted(found, key=lambda f: (not crashed(f.code), f.summary_time, f.last_write, f.rank))
+    return "\n".join(f"rank {f.rank} {_how(f.code)}" + (f" on {f.host}" if f.host else "") + "; its last lines"
+                     + (f" ({f.where})" if f.where else "") + f":\n{f.lines}" for f in order) or None
+
+
 def failing_ranks(paths: RunPaths, node_logs: list[str]) -> str | None:
-    """The failing ranks of a command in their own words, from its nodes' logs (``node_logs``:
-    their texts): torchrun's summary on each node lists the ranks that failed there, and each
-    one's own log has its last lines (its traceback, its ``SystemExit`` message). The cause
-    comes first: a rank that crashed, else the one whose summary time, then whose log's last
-    write, is earliest (the others usually failed in the collectives it left, after it had
-    written its last line). None when no summary names a rank."""
+    """:func:`describe_failed` for the ranks the nodes' logs (``node_logs``: their texts) name,
+    their own logs read from this machine's run directory."""
     found = []
     for text in node_logs:
-        when = root_cause_time(text)
         for rank, code in failed_ranks(text):
             own = paths.rank_log(rank)
             if own.is_file():
-                found.append((not crashed(code), when, own.stat().st_mtime_ns, rank, _how(code), own))
-    parts = [f"rank {rank} {how}; its last lines ({own}):\n{tail(own, 15)}" for *_, rank, how, own in sorted(found)]
-    return "\n".join(parts) or None
+                found.append(FailedRank(rank, code, root_cause_time(text), own.stat().st_mtime, str(own), tail(own, 15)))
+    return describe_failed(found)
 
 
 def failure_text(paths: RunPaths, code: int, log: Path, log_text: str) -> str:

@@ -23,7 +23,7 @@ from clustertune.recipe.load import load_recipe
 from clustertune.remote.cluster import Cluster
 from clustertune.calls.host_job import HostJob, cluster_of
 from clustertune.remote.transport import shell_join
-from clustertune.launch.command import root_cause, root_cause_time
+from clustertune.launch.command import FailedRank, describe_failed, failed_ranks, root_cause_time
 from clustertune.runs.paths import CANCEL_FILE, LOGS_DIR, STOP_FILE, HostRunPaths, checkpoint_step, rank_log_name
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
@@ -134,29 +134,23 @@ class SshJob(HostJob):
         return out
 
     def _failing_rank(self, cluster: Cluster) -> str | None:
-        """A command's failure in its failing ranks' own words: torchrun's summary on each host
-        names the rank that failed there, and that rank's log on its host has its last lines
-        (its traceback, its ``SystemExit`` message). The one that failed first (by the summary's
-        time, then by when its log was last written) comes first: the others usually failed in
-        the collectives it left. None when no host's summary names a rank."""
+        """A command's failure in its failing ranks' own words (:func:`describe_failed`), each
+        rank's last lines read from its log on its host."""
         found = []
         for i in self._nodes():
             try:
                 text = cluster.helper(i, "logs", self.key).text
-                cause = root_cause(text)
-                if cause is None:
-                    continue
-                log = HostRunPaths(cluster.root(i), self.run.id).file(LOGS_DIR, rank_log_name(cause[0]))
-                # GNU date: the log's last write, to the nanosecond.
-                r = cluster.conn(i).run(shell_join(["date", "-r", log, "+%s.%N"], ";", ["tail", "-n", "15", log]))
-            except ClusterError:
-                continue  # an unreachable host: another may name a rank
-            when, _, lines = r.text.partition("\n")
-            if lines.strip():
-                found.append((root_cause_time(text), when.strip(), i, cause, lines.rstrip()))
-        parts = [f"rank {rank} {how} on {cluster.hosts[i].label}; its last lines:\n{lines}"
-                 for _, _, i, (rank, how), lines in sorted(found)]
-        return "\n".join(parts) or None
+                for rank, code in failed_ranks(text):
+                    log = HostRunPaths(cluster.root(i), self.run.id).file(LOGS_DIR, rank_log_name(rank))
+                    # GNU date: the log's last write, to the nanosecond.
+                    r = cluster.conn(i).run(shell_join(["date", "-r", log, "+%s.%N"], ";", ["tail", "-n", "15", log]))
+                    when, _, lines = r.text.partition("\n")
+                    if r.rc == 0 and lines.strip():
+                        found.append(FailedRank(rank, code, root_cause_time(text), float(when.strip() or 0), "",
+                                                lines.rstrip(), host=cluster.hosts[i].label))
+            except (ClusterError, ValueError):
+                continue  # an unreachable host (or an unreadable log): another may name a rank
+        return describe_failed(found)
 
     def _tail(self, cluster: Cluster, lines: int = 15) -> str:
         out = []
