@@ -65,10 +65,12 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
             first.kill()
     assert first.returncode == 1 and "CANCELLED" in out, out
     # The terminal that started it showed the ranks' lines through the [node N] stream as they came:
-    # step lines, then the stop request they were cancelled with.
+    # step lines, then the stop request they were cancelled with. Each poll reads the nodes one
+    # after another, so lines keep their order within a node (not across nodes): read rank 0's.
     streamed = [ln for ln in out.splitlines() if ln.startswith("[node ")]
-    first_step = next(i for i, ln in enumerate(streamed) if " INFO step " in ln and "  loss " in ln)
-    assert first_step < next(i for i, ln in enumerate(streamed) if "stop request" in ln), out[-3000:]
+    step_line = next(ln for ln in streamed if " rank0 INFO step " in ln and "  loss " in ln)
+    rank0 = [ln for ln in streamed if ln.startswith(step_line[:len("[node N]")])]
+    assert rank0.index(step_line) < next(i for i, ln in enumerate(rank0) if "stop request" in ln), out[-3000:]
     assert "CANCELLED" in cli("status", run_id).stdout
     logs = cli("logs", run_id)
     assert logs.returncode == 0
