@@ -108,6 +108,7 @@ def answer_once_loaded(c: openai.OpenAI, model: str, question: str, max_tokens: 
             time.sleep(0.3)
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_a_chat_answer_equals_generate_streamed_or_not(chat_server: Running, chat_gen: Generator) -> None:
     c = chat_server.client()
     assert [m.id for m in c.models.list().data] == [chat_server.model]
@@ -170,6 +171,8 @@ def test_bad_requests_get_openai_errors_naming_the_field(chat_server: Running, c
         ({"stop": ["a", "b", "c", "d", "e"]}, openai.BadRequestError, "stop"),
         ({"top_logprobs": 2}, openai.BadRequestError, "top_logprobs"),
         ({"presence_penalty": 1.0}, openai.BadRequestError, "presence_penalty"),
+        ({"seed": -1}, openai.BadRequestError, "seed"),
+        ({"logit_bias": {"5": 10}}, openai.BadRequestError, "logit_bias"),
         ({"model": "gpt-4o"}, openai.NotFoundError, "model"),
     ]
     for extra, err, param in cases:
@@ -288,6 +291,8 @@ def test_bad_serve_options_exit_2_before_anything_listens(plain_base: Path, chat
         (["serve", str(plain_base), "--max-running", "0"], "--max-running 0"),
         (["serve", str(plain_base), "--api-key", " "], "--api-key"),
         (["serve", str(plain_base), "--device", "cuda:0"], "--device cuda:0"),
+        (["serve", str(plain_base), "--dtype", "fp64"], "--dtype 'fp64'"),
+        (["serve", str(plain_base), "--template", str(tmp_path / "nope.jinja")], "--template"),
     ]
     for argv, words in cases:
         assert main(argv) == 2, argv

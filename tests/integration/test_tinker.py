@@ -93,6 +93,7 @@ def train(tc: Any, data: list[Any], steps: int, lr: float = 1e-2) -> list[float]
     return losses
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_a_supervised_loop_on_the_sdk_lowers_the_loss(service: Any, chat_base: Path) -> None:
     tc = service.create_lora_training_client(base_model=str(chat_base), rank=8, seed=0).result()
     tok = tc.get_tokenizer()  # loaded by the client, offline, from the id the server reported
@@ -279,6 +280,10 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs advantages"):
         tc.forward_backward([datum(target_tokens=ids[1:], logprobs=[0.0] * (len(ids) - 1))],
                             "importance_sampling").result()
+    # A NaN never reaches the gradients: refused at the edge, naming the datum and the field.
+    with pytest.raises(tinker.BadRequestError, match=r"datum 0: loss_fn_inputs\['weights'\] holds nan"):
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[float("nan")] * (len(ids) - 1))],
+                            "cross_entropy").result()
     with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
         tc.forward_backward([datum(target_tokens=[10**6] * (len(ids) - 1), weights=[1.0] * (len(ids) - 1))],
                             "cross_entropy").result()
@@ -290,6 +295,8 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     with pytest.raises(tinker.RequestFailedError, match="topk_prompt_logprobs: not supported"):
         sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=2),
                        topk_prompt_logprobs=2).result()
+    with pytest.raises(tinker.BadRequestError, match="sampling_params.max_tokens"):
+        sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=0)).result()
     tail = sampler.compute_logprobs(types.ModelInput.from_ints(ids), prompt_logprobs_last_n=2).result()
     assert tail[:-2] == [None] * (len(ids) - 2) and None not in tail[-2:]
     with pytest.raises(tinker.BadRequestError, match="not supported by this server"):

@@ -24,7 +24,8 @@ from clustertune.runs.paths import HostRunPaths
 from clustertune.runs.run import Run
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Limits
-from clustertune.serve.server import API_KEY_ENV, Served, Server, model_id_of, prepare, resolve_api_key
+from clustertune.serve.server import (API_KEY_ENV, Served, Server, check_options, model_id_of, prepare,
+                                       resolve_api_key)
 from clustertune.use.load import find_target
 
 __all__ = ["Forward", "Limits", "Served", "Submitted", "forward", "serve", "start", "submit"]
@@ -78,13 +79,17 @@ def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | No
         tinker_dir = Path(run_dir) / "tinker" if run_dir else default_runs_root(runs_root) / "tinker"
     if save_every < 0:
         raise UserError(f"--tinker-save-every {save_every}: a number of optimizer steps, or 0 for none")
+    check_options(dtype=dtype)  # bases load when clients ask: a wrong --dtype is refused now
     return TinkerService(Path(tinker_dir), runs_root=str(runs_root) if runs_root is not None else None,
                          device=device, dtype=dtype, save_every=save_every)
 
 
-def serve(model: str, *, on_listening: Callable[[Served], Any] | None = None, **options: Any) -> None:
-    """Serve ``model`` until Ctrl-C or SIGTERM (options as :func:`start`)."""
-    start(model, **options).run(on_listening)
+def serve(model: str, *, on_listening: Callable[[Served], Any] | None = None,
+          on_ready: Callable[[Served], Any] | None = None, **options: Any) -> None:
+    """Serve ``model`` until Ctrl-C or SIGTERM (options as :func:`start`): ``on_listening`` once
+    the port is bound, ``on_ready`` once the model has loaded. A model that fails to load stops
+    the server with :class:`~clustertune.serve.listen.ModelLoadError` (exit 1)."""
+    start(model, **options).run(on_listening, on_ready)
 
 
 @dataclass(frozen=True)
@@ -144,9 +149,11 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
         raise UserError("serving as a run takes launch.backend=slurm (and the job's launch.* keys: partition, "
                         "gpus_per_node, time...) or launch.backend=ssh launch.cluster=NAME; without launch keys "
                         "`clustertune serve` serves from this process")
+    check_options(dtype=dtype, template=template, max_body=limits.max_body)
     options = ["--host", host, "--port", str(port), "--dtype", dtype,
                "--max-running", str(limits.running), "--max-waiting", str(limits.waiting),
                "--max-tokens", str(limits.max_tokens)]
+    options += ["--max-body", str(limits.max_body)] if limits.max_body is not None else []
     options += (["--device", device] if device else []) + (["--template", template] if template else [])
     options += ["--log-prompts"] if log_prompts else []
     if tinker:

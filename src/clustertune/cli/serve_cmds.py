@@ -32,6 +32,8 @@ def serve(
     max_waiting: int = typer.Option(64, "--max-waiting", help="Requests that may wait for a place; past that, 429."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Longest answer when a request does not say "
                                    "(less if the context is full)."),
+    max_body: Optional[int] = typer.Option(None, "--max-body", help="Largest request body in bytes; larger ones get "
+                                           "413 (default: 64 bytes per token of the model's context, at least 4 MiB)."),
     log_prompts: bool = typer.Option(False, "--log-prompts", help="Log every prompt and answer (off by default)."),
     name: Optional[str] = typer.Option(None, "--name", help="The model's id in /v1/models (default: the run id, "
                                        "or the model directory's name)."),
@@ -54,7 +56,7 @@ def serve(
     # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
     from clustertune.api import serving
 
-    limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens)
+    limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens, max_body=max_body)
     if model is not None and model.startswith("launch.") and "=" in model:
         launch_keys, model = [model, *(launch_keys or [])], None
     if launch_keys and tinker and model is not None:
@@ -93,13 +95,18 @@ def serve(
 
     def listening(served: Any) -> None:
         if model is not None:
-            print(f"serving {served.model_id} at {served.base_url} (loading the model; GET /health says when ready)",
+            # Not "serving" yet: that is said once the model has loaded (a model that fails to
+            # load stops the server with the error, exit 1).
+            print(f"listening at {served.base_url}: loading {served.model_id} (GET /health says when ready)",
                   file=sys.stderr, flush=True)
         if tinker:
             print(f"Tinker API at {served.root_url}: tinker.ServiceClient(base_url={served.root_url!r}) with "
                   "TINKER_API_KEY=tml-... set (any key unless --api-key is given)", file=sys.stderr, flush=True)
 
-    serving.serve(model, on_listening=listening, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
+    def ready(served: Any) -> None:
+        print(f"serving {served.model_id} at {served.base_url}", file=sys.stderr, flush=True)
+
+    serving.serve(model, on_listening=listening, on_ready=ready if model is not None else None, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
                   limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir,
                   tinker_save_every=tinker_save_every)

@@ -4,11 +4,13 @@
 each streaming as server-sent events when asked (``data: {...}`` lines, ``data: [DONE]`` last).
 With an API key set, every route but ``/health`` wants it as ``Authorization: Bearer KEY`` or
 ``X-API-Key: KEY``. Prompts and answers are never logged unless the server was started with
-``log_prompts``.
+``log_prompts``. A body larger than the engine's ``max_body`` is refused with 413 before it is
+read whole; prompts are tokenized off the event loop, so ``/health`` answers meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -72,11 +74,28 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
             raise ApiError(401, "a valid API key is needed: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`",
                            kind="authentication_error", code="invalid_api_key")
 
+    def too_large(size: str, limit: int) -> ApiError:
+        return ApiError(413, f"the request body is {size} bytes; this server takes at most {limit} (--max-body)",
+                        code="request_too_large")
+
     async def body_of(request: Request) -> Any:
+        limit = engine.max_body
+        declared = request.headers.get("content-length") or ""
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large(declared, limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():  # counted as it arrives: a body without a length too
+            size += len(chunk)
+            if size > limit:
+                raise too_large(f"over {limit}", limit)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
-            return json.loads(await request.body() or b"null")
+            # A large body is parsed off the event loop, as prompts are tokenized.
+            body = json.loads(raw or b"null") if size < _PARSE_ON_LOOP else await asyncio.to_thread(json.loads, raw)
         except ValueError as exc:
             raise ApiError(400, f"the request body is not JSON: {exc}") from None
+        return body
 
     def check_model(ask: Ask) -> None:
         if ask.model != engine.model_id:
@@ -106,7 +125,7 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
 
     async def serve(request: Request, ask: Ask) -> Any:
         check_model(ask)
-        ids, chat = engine.encode(ask)
+        ids, chat = await engine.encode_off_loop(ask)
         engine.room(len(ids), ask.sampled)  # 413 before a place is taken
         if log_prompts:
             log.info("%s: %s", ask.id, json.dumps(ask.messages if chat else ask.prompt))
@@ -161,6 +180,9 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
         return await serve(request, read_completion(await body_of(request)))
 
     return app
+
+
+_PARSE_ON_LOOP = 64 << 10  # bytes
 
 
 def _sse(obj: dict[str, Any]) -> str:

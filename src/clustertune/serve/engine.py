@@ -25,9 +25,11 @@ import math
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from clustertune.errors import UserError
 from clustertune.serve.protocol import ApiError, Ask, Choice, Sampled
 from clustertune.use.generate import Generator, seed as seed_all
 
@@ -35,6 +37,10 @@ from clustertune.use.generate import Generator, seed as seed_all
 # but long prompts; GPUs are sized by transformers from their free memory instead.
 _CPU_BATCH_TOKENS = 512
 _PAGE = 32
+# The default --max-body: generous for any prompt the model can read (a token is a few
+# characters, at most 6 bytes each as JSON escapes them), and never under a few MB.
+_BODY_FLOOR = 4 << 20
+_BODY_PER_TOKEN = 64
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Limits:
     running: int = 16
     waiting: int = 64
     max_tokens: int = 512
+    max_body: int | None = None  # bytes of a request body; None: sized from the model's context
 
 
 class TextCut:
@@ -122,11 +129,15 @@ class Engine:
         self.limits = limits
         self.gen: Generator | None = None
         self.failed: str | None = None
+        self.error: BaseException | None = None  # why loading failed
         self._manager: Any = None
         self._exact = threading.Lock()
         self._busy = 0
         self._admit: asyncio.Semaphore | None = None
         self._closed = False
+        # Prompts are tokenized (and templates rendered) here, one at a time, off the event loop:
+        # a long prompt never holds up /health or the streams being answered.
+        self._prompts = ThreadPoolExecutor(1, thread_name_prefix="serve-prompts")
 
     # ------------------------------------------------------------------ loading
     def load(self) -> None:
@@ -135,15 +146,25 @@ class Engine:
             gen = self._load_fn()
             self._manager = _start_batching(gen, self.limits)
             self.gen = gen
-        except Exception as exc:  # reported by /health and every request
-            self.failed = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # reported by /health and every request; the server then stops
+            self.error = exc
+            self.failed = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
 
     @property
     def ready(self) -> bool:
         return self.gen is not None
 
+    @property
+    def max_body(self) -> int:
+        """The largest request body taken, in bytes (``Limits.max_body``, else from the context)."""
+        if self.limits.max_body is not None:
+            return self.limits.max_body
+        context = self.gen.context if self.gen is not None else None
+        return max(_BODY_FLOOR, _BODY_PER_TOKEN * (context or 0))
+
     def close(self) -> None:
         self._closed = True
+        self._prompts.shutdown(wait=False, cancel_futures=True)
         if self._manager is not None:
             with contextlib.suppress(Exception):
                 self._manager.stop(block=True, timeout=10)
@@ -186,6 +207,10 @@ class Engine:
             ticket.release()
 
     # ------------------------------------------------------------------ prompts
+    async def encode_off_loop(self, ask: Ask) -> tuple[list[int], bool]:
+        """:meth:`encode` on the prompt thread, the event loop free meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._prompts, self.encode, ask)
+
     def encode(self, ask: Ask) -> tuple[list[int], bool]:
         """The prompt's token ids, and whether it is a chat (answers stripped, marker stops)."""
         gen = self.require_ready()
@@ -193,7 +218,13 @@ class Engine:
             if not gen.chat:
                 raise ApiError(400, f"{self.model_id} has no chat template, so it cannot answer a conversation: "
                                     "send plain text to /v1/completions", param="messages")
-            return gen.encode(ask.messages), True
+            from jinja2 import TemplateError
+
+            try:
+                return gen.encode(ask.messages), True
+            except TemplateError as exc:  # the template's own raise_exception ("roles must alternate")
+                raise ApiError(400, f"messages: the chat template of {self.model_id} refuses this conversation: "
+                                    f"{exc}", param="messages") from None
         ids = gen.tokenizer(ask.prompt, add_special_tokens=True, verbose=False)["input_ids"]
         if not ids:
             raise ApiError(400, "prompt: empty; send some text to continue", param="prompt")

@@ -13,6 +13,12 @@ class ServeError(UserError):
     """A serving option that cannot work (exit 2)."""
 
 
+class ModelLoadError(ServeError):
+    """The model failed to load after the server started listening: it stops (exit 1)."""
+
+    exit_code = 1
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket (port 0: any free one), or a clear error when it is taken."""
     if not 0 <= port <= 65535:

@@ -2,9 +2,12 @@
 
 A request body is checked field by field before anything is generated; a bad field is a
 :class:`ApiError` with status 400 naming it (``param``), in the shape OpenAI's clients parse:
-``{"error": {"message", "type", "param", "code"}}``. Fields the server does not act on
-(``user``, ``presence_penalty`` at 0, ...) are accepted and ignored, as OpenAI's own server
-does for those it deprecates; fields it cannot honour with a different value are refused.
+``{"error": {"message", "type", "param", "code"}}``. Fields that change nothing about an answer
+(``user``, ``metadata``, ``store``...) are accepted and ignored; fields that would change it are
+honoured or, where the server cannot (``logit_bias``, ``presence_penalty`` other than 0, tools,
+audio...), refused by name, as is a field OpenAI's protocol does not have: never silently ignored.
+
+The sampling rules (:func:`check_sampling`) are shared with the Tinker API's ``sampling_params``.
 """
 
 from __future__ import annotations
@@ -75,8 +78,23 @@ class Ask:
     created: int = field(default_factory=lambda: int(time.time()))
 
 
-def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
-    v = body.get(key)
+# A seed seeds Python's, NumPy's and torch's generators; NumPy takes 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+# What each route reads. A field not listed is refused by name (OpenAI's own server answers
+# "Unrecognized request argument"); listed fields that change an answer and that this server
+# cannot honour are refused unless neutral (see _refuse_unhonoured).
+_SAMPLING_FIELDS = {"model", "max_tokens", "temperature", "top_p", "stop", "seed", "n", "stream", "stream_options",
+                    "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user"}
+CHAT_FIELDS = frozenset(_SAMPLING_FIELDS | {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "functions", "tool_choice", "function_call",
+    "parallel_tool_calls", "response_format", "metadata", "store", "service_tier", "safety_identifier",
+    "prompt_cache_key", "modalities", "audio", "prediction", "reasoning_effort", "web_search_options", "verbosity"})
+COMPLETION_FIELDS = frozenset(_SAMPLING_FIELDS | {"prompt", "echo", "best_of", "suffix"})
+
+
+def check_number(v: Any, key: str, default: float, lo: float, hi: float) -> float:
+    """``v`` as a finite number from ``lo`` to ``hi`` (``default`` when absent)."""
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
@@ -84,8 +102,8 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     return float(v)
 
 
-def _count(body: dict[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
-    v = body.get(key)
+def check_count(v: Any, key: str, lo: int, hi: int | None = None) -> int | None:
+    """``v`` as a whole number from ``lo`` (to ``hi``), None when absent."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
@@ -93,49 +111,96 @@ def _count(body: dict[str, Any], key: str, lo: int, hi: int | None = None) -> in
     return v
 
 
-def _ignored_at_zero(body: dict[str, Any]) -> None:
+def check_seed(v: Any, key: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED:
+        raise bad(key, f"must be a whole number from 0 to {MAX_SEED} (2**32 - 1), not {v!r}")
+    return v
+
+
+def check_stops(v: Any, key: str, most: int | None = MAX_STOPS) -> tuple[str, ...]:
+    """Stop strings: one non-empty text or a list of them (at most ``most``)."""
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else v
+    if (not isinstance(items, list) or (most is not None and len(items) > most)
+            or not all(isinstance(s, str) and s for s in items)):
+        raise bad(key, "must be a non-empty string or a list of " + (f"at most {most} of them" if most else "them"))
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class SamplingFields:
+    """The sampling settings both servers take, checked by :func:`check_sampling`."""
+
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    seed: int | None
+    n: int
+
+
+def check_sampling(body: dict[str, Any], *, prefix: str = "", max_tokens_keys: tuple[str, ...] = ("max_tokens",),
+                   n_key: str = "n", max_n: int = MAX_N) -> SamplingFields:
+    """The rules both servers hold sampling settings to (OpenAI's routes, and the Tinker API's
+    ``sampling_params``, named with ``prefix``): a length of at least 1 token, a temperature from
+    0 (greedy) to 2, top-p from 0 to 1 (0 and 1: no cut), a seed from 0 to 2**32 - 1, from 1 to
+    ``max_n`` answers; every number finite. A bad one is a 400 :class:`ApiError` naming it."""
+    max_tokens = None
+    for key in max_tokens_keys:
+        max_tokens = check_count(body.get(key), prefix + key, 1)
+        if max_tokens is not None:
+            break
+    return SamplingFields(max_tokens=max_tokens,
+                          temperature=check_number(body.get("temperature"), prefix + "temperature", 1.0, 0.0, 2.0),
+                          top_p=check_number(body.get("top_p"), prefix + "top_p", 1.0, 0.0, 1.0) or 1.0,
+                          seed=check_seed(body.get("seed"), prefix + "seed"),
+                          n=check_count(body.get(n_key), prefix + n_key, 1, max_n) or 1)
+
+
+def _refuse_unhonoured(body: dict[str, Any], known: frozenset[str]) -> None:
+    """Refuse, by name, every field that would change the answer and that this server would
+    otherwise ignore, and every field the route does not have."""
+    unknown = sorted(k for k in body if k not in known)
+    if unknown:
+        raise bad(unknown[0], "is not a field this server reads (clustertune serve); leave it out")
     for key in ("presence_penalty", "frequency_penalty"):
         v = body.get(key)
         if v not in (None, 0, 0.0):
             raise bad(key, "is not supported by this server; leave it out or set it to 0")
+    if body.get("logit_bias") not in (None, {}):
+        raise bad("logit_bias", "is not supported by this server; leave it out")
     if body.get("tools") or body.get("functions"):
         raise bad("tools", "tool calls are not supported by this server")
+    for key in ("tool_choice", "function_call"):
+        if body.get(key) not in (None, "none"):
+            raise bad(key, "tool calls are not supported by this server; leave it out")
     fmt = body.get("response_format")
     if fmt not in (None, {"type": "text"}) and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
         raise bad("response_format", "only {\"type\": \"text\"} is supported by this server")
-
-
-def _stops(body: dict[str, Any]) -> tuple[str, ...]:
-    v = body.get("stop")
-    if v is None:
-        return ()
-    items = [v] if isinstance(v, str) else v
-    if not isinstance(items, list) or len(items) > MAX_STOPS or not all(isinstance(s, str) and s for s in items):
-        raise bad("stop", f"must be a non-empty string or a list of at most {MAX_STOPS} of them")
-    return tuple(items)
+    if body.get("modalities") not in (None, ["text"]):
+        raise bad("modalities", "only [\"text\"] is supported by this server")
+    for key in ("audio", "prediction", "reasoning_effort", "web_search_options", "verbosity"):
+        if body.get(key) is not None:
+            raise bad(key, "is not supported by this server; leave it out")
 
 
 def _sampled(body: dict[str, Any], chat: bool) -> Sampled:
-    _ignored_at_zero(body)
-    max_tokens = _count(body, "max_completion_tokens", 1) if chat else None
-    if max_tokens is None:
-        max_tokens = _count(body, "max_tokens", 1)
+    _refuse_unhonoured(body, CHAT_FIELDS if chat else COMPLETION_FIELDS)
+    fields = check_sampling(body, max_tokens_keys=("max_completion_tokens", "max_tokens") if chat else ("max_tokens",))
     if chat:
         logprobs = body.get("logprobs")
         if logprobs is not None and not isinstance(logprobs, bool):
             raise bad("logprobs", f"must be true or false, not {logprobs!r}")
-        top = _count(body, "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
+        top = check_count(body.get("top_logprobs"), "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
         if top and not logprobs:
             raise bad("top_logprobs", "needs \"logprobs\": true")
     else:  # completions: logprobs is the number of alternatives (0..5)
-        k = _count(body, "logprobs", 0, 5)
+        k = check_count(body.get("logprobs"), "logprobs", 0, 5)
         logprobs, top = k is not None, k or 0
-    seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise bad("seed", f"must be a whole number, not {seed!r}")
-    return Sampled(max_tokens=max_tokens, temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-                   top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0, seed=seed,
-                   n=_count(body, "n", 1, MAX_N) or 1, stop=_stops(body), logprobs=bool(logprobs), top_logprobs=top)
+    return Sampled(max_tokens=fields.max_tokens, temperature=fields.temperature, top_p=fields.top_p, seed=fields.seed,
+                   n=fields.n, stop=check_stops(body.get("stop"), "stop"), logprobs=bool(logprobs), top_logprobs=top)
 
 
 def _stream(body: dict[str, Any]) -> tuple[bool, bool]:

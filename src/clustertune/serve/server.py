@@ -1,8 +1,11 @@
 """Start a server: bind the port first, answer ``/health`` with 503 while the model loads, then serve.
 
 What is served is named as everywhere else (a run id, prefix or name, ``last``, a run or model
-directory; an adapter run is served on its base). It is checked before the port is bound, so a
-name that means nothing is an error with exit 2, not a server that fails later.
+directory; an adapter run is served on its base). It is checked before the port is bound, with
+every option that can be checked without loading the model (``--dtype``, ``--template``,
+``--device``, the limits), so a name or an option that means nothing is an error with exit 2, not
+a server that fails later. A model that fails to load all the same stops the server: :meth:`Server.run`
+raises :class:`ModelLoadError` (exit 1) and nothing is ever announced as served.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Engine, Limits
-from clustertune.serve.listen import ServeError, bind
-from clustertune.use.generate import Generator
-from clustertune.use.load import Loaded, Target, find_target, load_model_for, load_tokenizer_for, pick_device
+from clustertune.serve.listen import ModelLoadError, ServeError, bind
+from clustertune.use.generate import Generator, resolve_chat_template
+from clustertune.use.load import (DTYPES, Loaded, Target, find_target, load_model_for, load_tokenizer_for,
+                                  pick_device)
 
 API_KEY_ENV = "CLUSTERTUNE_API_KEY"
 TINKER_ONLY = "tinker"  # the served name of a server without a model (the Tinker API alone)
@@ -59,6 +63,7 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
     if limits.running < 1 or limits.waiting < 0 or limits.max_tokens < 1:
         raise ServeError(f"--max-running {limits.running}, --max-waiting {limits.waiting}, --max-tokens "
                          f"{limits.max_tokens}: running and max-tokens must be at least 1, waiting at least 0")
+    check_options(dtype=dtype, template=template, max_body=limits.max_body)
     target = find_target(ref, runs_root)
     if target.classifier:
         raise ServeError(f"{target.label} is a sequence classifier: it labels text and has nothing to write; "
@@ -71,6 +76,17 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
         return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
 
     return Engine(load, name or model_id_of(target), limits)
+
+
+def check_options(*, dtype: str, template: str | None = None, max_body: int | None = None) -> None:
+    """The serving options that can be checked before anything loads (exit 2 when wrong)."""
+    if dtype not in DTYPES:
+        raise ServeError(f"--dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    if template is not None:
+        resolve_chat_template(template, None)  # a built-in's name, or a Jinja file that parses
+    if max_body is not None and max_body < 1:
+        raise ServeError(f"--max-body {max_body}: the largest request body in bytes (leave it out for a size "
+                         "from the model's context)")
 
 
 class Server:
@@ -102,6 +118,7 @@ class Server:
                                 timeout_graceful_shutdown=5)
         self._uvicorn = _uvicorn_server()(config)
         self._done_loading = threading.Event()
+        self._on_ready: Callable[[Served], Any] | None = None
         self._loader = threading.Thread(target=self._load, name="serve-load", daemon=True)
 
     def _load(self) -> None:
@@ -110,12 +127,20 @@ class Server:
                 self.engine.load()
         finally:
             self._done_loading.set()
+        if self.engine is not None and self.engine.failed is not None:
+            # Nothing this server could answer would work: stop it, and run() says why.
+            self._uvicorn.should_exit = True
+        elif self._on_ready is not None:
+            self._on_ready(self.served)
 
-    def run(self, on_listening: Callable[[Served], Any] | None = None) -> None:
+    def run(self, on_listening: Callable[[Served], Any] | None = None,
+            on_ready: Callable[[Served], Any] | None = None) -> None:
         """Serve until stopped. In a thread other than the main one, signals stay with the main
         thread (uvicorn installs its handlers only there) and :meth:`stop` ends it. Started as a
         run (``$CLUSTERTUNE_RUN_DIR`` set: a SLURM job, an SSH host), the address is written into
-        the run directory for the side that submitted it."""
+        the run directory for the side that submitted it. ``on_ready`` is called once the model
+        has loaded; a model that fails to load stops the server with :class:`ModelLoadError`."""
+        self._on_ready = on_ready
         self._loader.start()
         run_dir = os.environ.get(RUN_DIR_ENV)
         if run_dir:
@@ -130,6 +155,9 @@ class Server:
             if self.tinker is not None:
                 self.tinker.close()
             self.sock.close()
+        if self.engine is not None and self.engine.failed is not None:
+            raise ModelLoadError(f"{self.engine.model_id} failed to load, so the server stopped: "
+                                 f"{self.engine.failed}") from self.engine.error
 
     def wait_loaded(self, timeout: float | None = None) -> bool:
         """Whether the model loaded (False: it failed, see ``engine.failed``, or time ran out)."""

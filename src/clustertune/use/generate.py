@@ -71,11 +71,26 @@ def resolve_chat_template(name: str | None, tokenizer: Any) -> str | None:
         if not path.is_file():
             raise GenerationError(f"--template {name!r}: neither a built-in template "
                                   f"({', '.join(BUILTIN_TEMPLATES)}) nor an existing Jinja file")
-        return path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise GenerationError(f"--template {name!r}: unreadable ({exc})") from None
+        _check_jinja(name, text)
+        return text
     own = getattr(tokenizer, "chat_template", None)
     if isinstance(own, dict):  # several named templates: the default one
         own = own.get("default")
     return str(own) if own else None
+
+
+def _check_jinja(name: str, text: str) -> None:
+    """A template file that is not Jinja is refused when named, not when the first prompt comes."""
+    import jinja2
+
+    try:
+        jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
+    except jinja2.TemplateSyntaxError as exc:
+        raise GenerationError(f"--template {name!r}: not a Jinja template (line {exc.lineno}: {exc.message})") from None
 
 
 def context_length(model: Any, tokenizer: Any) -> int | None:

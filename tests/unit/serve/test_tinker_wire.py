@@ -5,6 +5,7 @@ request id is 410 and an unknown route a 400 naming it."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -104,3 +105,50 @@ def test_telemetry_config_and_unknown_routes(app: tuple[TestClient, TinkerServic
     assert bad.status_code == 400 and "/api/v1/save_weights_external is not supported" in bad.json()["error"]
     refused = client.post("/api/v1/forward_backward", content=b"{}", headers={"Content-Type": "application/json"})
     assert refused.status_code == 400 and "protobuf" in refused.json()["error"]
+
+
+def test_a_nan_or_infinity_in_any_tensor_input_is_a_400_naming_it(app: tuple[TestClient, TinkerService]) -> None:
+    """Refused before anything is queued: a NaN that reached the gradients would be written into
+    the adapter by the next optim_step, and every later loss and sample would be NaN."""
+    client, _ = app
+    good = types.Datum(model_input=types.ModelInput.from_ints([5, 6, 7]),
+                       loss_fn_inputs={"target_tokens": [6, 7, 8], "weights": [1.0, 1.0, 1.0]})
+    cases = [
+        ({"target_tokens": [6, 7, 8], "weights": [1.0, float("nan"), 1.0]}, "cross_entropy", r"'weights'.* position 1"),
+        ({"target_tokens": [6, 7, 8], "logprobs": [-1.0, -1.0, -1.0], "advantages": [0.0, 0.0, float("inf")]},
+         "importance_sampling", r"'advantages'.* position 2"),
+        ({"target_tokens": [6, 7, 8], "logprobs": [-float("inf"), -1.0, -1.0], "advantages": [1.0, 1.0, 1.0]},
+         "ppo", r"'logprobs'.* position 0"),
+        ({"target_tokens": torch.tensor([6.0, float("nan"), 8.0]), "weights": [1.0, 1.0, 1.0]}, "cross_entropy",
+         r"'target_tokens'"),
+    ]
+    for inputs, loss, where in cases:
+        bad = types.Datum(model_input=types.ModelInput.from_ints([5, 6, 7]), loss_fn_inputs=inputs)
+        r = client.post("/api/v1/forward_backward", content=_encoded([good, bad], loss),
+                        headers={"Content-Type": wire.PROTOBUF})
+        assert r.status_code == 400, r.text
+        assert r.json()["category"] == "user" and "datum 1: loss_fn_inputs" in r.json()["error"], r.json()
+        assert re.search(where, r.json()["error"]), r.json()["error"]
+
+
+def test_sampling_parameters_follow_the_openai_routes_rules(app: tuple[TestClient, TinkerService]) -> None:
+    client, _ = app
+    cases = [({"max_tokens": 0}, "sampling_params.max_tokens"), ({"temperature": -1.0}, "sampling_params.temperature"),
+             ({"temperature": 2.5}, "sampling_params.temperature"), ({"top_p": 1.5}, "sampling_params.top_p"),
+             ({"seed": -1}, "sampling_params.seed"), ({"top_k": -3}, "sampling_params.top_k"),
+             ({"stop": ["a", 3]}, "sampling_params.stop"), ({"max_new_tokens": 4}, "sampling_params.max_new_tokens")]
+    body = {"sampling_session_id": "s:sample:0", "seq_id": 1, "num_samples": 1,
+            "prompt": {"chunks": [{"type": "encoded_text", "tokens": [1, 2]}]}}
+    for params, field in cases:
+        r = client.post("/api/v1/asample", json={**body, "sampling_params": {"max_tokens": 4, **params}})
+        assert r.status_code == 400 and r.json()["error"].startswith(field), (params, r.text)
+    r = client.post("/api/v1/asample", json={**body, "num_samples": 0, "sampling_params": {"max_tokens": 4}})
+    assert r.status_code == 400 and r.json()["error"].startswith("num_samples"), r.text
+    # JSON's NaN (Python's json reads it) is no number either.
+    r = client.post("/api/v1/asample", content=b'{"sampling_session_id": "s:sample:0", "num_samples": 1, '
+                    b'"sampling_params": {"temperature": NaN}}', headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "sampling_params.temperature" in r.json()["error"], r.text
+    # Adam's settings likewise, before anything is queued.
+    r = client.post("/api/v1/optim_step", content=b'{"model_id": "s:train:0", "seq_id": 2, '
+                    b'"adam_params": {"learning_rate": NaN}}', headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "adam_params.learning_rate" in r.json()["error"], r.text

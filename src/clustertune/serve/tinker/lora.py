@@ -15,6 +15,7 @@ embedding keeps the base's weights.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import json
@@ -250,20 +251,58 @@ def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: 
 
 
 ADAM_KEYS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
+ADAM_DEFAULTS = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-12, "weight_decay": 0.0,
+                 "grad_clip_norm": 0.0}
+
+
+def adam_params(adam: Any) -> dict[str, float]:
+    """``adam_params`` as AdamW's settings (the SDK's defaults where absent), each a finite
+    number in its range, else :class:`TinkerUserError` naming it."""
+    if not isinstance(adam, dict):
+        raise TinkerUserError("adam_params: must be an object (the SDK's AdamParams)")
+    p = dict(ADAM_DEFAULTS)
+    for key in ADAM_KEYS:
+        v = adam.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise TinkerUserError(f"adam_params.{key}: must be a finite number, not {v!r}")
+        p[key] = float(v)
+    if p["learning_rate"] < 0 or not 0 <= p["beta1"] < 1 or not 0 <= p["beta2"] < 1 or p["eps"] < 0 \
+            or p["weight_decay"] < 0 or p["grad_clip_norm"] < 0:
+        raise TinkerUserError(f"adam_params {p}: learning_rate, eps, weight_decay and grad_clip_norm >= 0 and "
+                              "0 <= beta1, beta2 < 1 are needed")
+    return p
 
 
 def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
-    """One AdamW step (decoupled weight decay, torch's) on the gradients gathered since the last."""
+    """One AdamW step (decoupled weight decay, torch's) on the gradients gathered since the last.
+
+    A step that would leave a weight NaN or infinite is refused (:class:`TinkerUserError`) with
+    the client's weights, Adam state and step count as they were: gradients that are not finite
+    are found before anything changes (and dropped, so the client can go on), and a step that
+    overflows all the same (a huge learning rate; eps 0 over a zero gradient) is undone from a
+    copy taken before it."""
     import torch
 
-    p = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-12, "weight_decay": 0.0, "grad_clip_norm": 0.0}
-    p.update({k: float(v) for k, v in adam.items() if k in ADAM_KEYS and v is not None})
-    if p["learning_rate"] < 0 or not 0 <= p["beta1"] < 1 or not 0 <= p["beta2"] < 1 or p["eps"] < 0:
-        raise TinkerUserError(f"adam_params {p}: learning_rate >= 0, 0 <= beta1, beta2 < 1 and eps >= 0 are needed")
+    p = adam_params(adam)
     params = t.base.params(t.adapter)
+    grads = [q.grad for q in params if q.grad is not None]
+    if grads and not bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()):  # one sync
+        for q in params:
+            q.grad = None
+        raise TinkerUserError(
+            f"optim_step refused for {t.model_id}: the gradients gathered since its last step are not finite (NaN or "
+            "infinite: a loss that overflowed, inputs too large?); its weights and Adam state are unchanged and "
+            "those gradients are dropped: send forward_backward again with smaller inputs")
+    had_optimizer = t.optimizer is not None
     if t.optimizer is None:
         t.optimizer = torch.optim.AdamW(params, lr=p["learning_rate"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
                                         weight_decay=p["weight_decay"])
+    # The state as it is, to put back if the step goes wrong (the adapter and its moments are
+    # small beside the base model).
+    weights = [q.detach().clone() for q in params]
+    state = copy.deepcopy(t.optimizer.state_dict()) if had_optimizer else None
     for group in t.optimizer.param_groups:
         group.update(lr=p["learning_rate"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
                      weight_decay=p["weight_decay"])
@@ -271,7 +310,34 @@ def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
     if p["grad_clip_norm"] > 0:
         norm = torch.nn.utils.clip_grad_norm_(params, p["grad_clip_norm"])
         metrics["grad_norm:mean"] = float(norm)
-    t.optimizer.step()
+
+    def put_back() -> None:
+        with torch.no_grad():
+            for q, w in zip(params, weights):
+                q.copy_(w)
+        if state is not None:
+            t.optimizer.load_state_dict(state)  # its moments, step count and settings
+        else:
+            t.optimizer = None
+        if p["grad_clip_norm"] > 0:  # the gradients were scaled in place: not the ones sent
+            for q in params:
+                q.grad = None
+
+    kept = "dropped (clipping scaled them)" if p["grad_clip_norm"] > 0 else "kept"
+    why = ("a learning rate too large, or eps 0 over a zero gradient; its weights and Adam state are unchanged and "
+           f"the gradients are {kept}: step again with a smaller learning_rate or eps > 0")
+    try:
+        t.optimizer.step()
+    except RuntimeError as exc:  # torch stops half way (its moments updated) when a value overflows float
+        put_back()
+        if "overflow" in str(exc):
+            raise TinkerUserError(f"optim_step refused for {t.model_id}: with adam_params {p} the step overflows "
+                                  f"({exc}): {why}") from None
+        raise
+    if not bool(torch.stack([torch.isfinite(q).all() for q in params]).all()):
+        put_back()
+        raise TinkerUserError(f"optim_step refused for {t.model_id}: with adam_params {p} this step would make "
+                              f"weights NaN or infinite: {why}")
     t.optimizer.zero_grad(set_to_none=True)
     t.steps += 1
     return metrics
@@ -358,6 +424,7 @@ class Sampling:
     seed: int | None = None
     stop_tokens: tuple[int, ...] = ()
     stop_strings: tuple[str, ...] = ()
+    end_of_text: bool = False  # no stop given: the base's end-of-text ids are to be filled in
 
 
 def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling,

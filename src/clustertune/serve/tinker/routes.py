@@ -116,7 +116,10 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         if PROTOBUF not in (request.headers.get("content-type") or ""):
             raise _Refused(f"forward_backward takes a protobuf body ({PROTOBUF}), as the tinker SDK sends it")
         raw = await request.body()
-        return future(service.forward_backward(raw, request.headers.get("content-encoding")))
+        try:
+            return future(service.forward_backward(raw, request.headers.get("content-encoding")))
+        except TinkerUserError as exc:  # refused at the edge: nothing was queued
+            raise _Refused(str(exc)) from None
 
     def queued(name: str, start: Callable[[dict[str, Any]], str]) -> None:
         """A route that queues its work and answers ``{"request_id"}`` at once."""

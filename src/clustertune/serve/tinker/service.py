@@ -12,6 +12,7 @@ that id itself when it creates a client from a checkpoint), a sampler ``SESSION:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import uuid
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.serve.protocol import ApiError, bad, check_count, check_sampling, check_stops
 from clustertune.serve.tinker import lora, wire
 from clustertune.serve.tinker.losses import LossError, check
 from clustertune.serve.tinker.lora import Base, LoraSpec, Trainee, TinkerUserError
@@ -32,6 +34,9 @@ log = logging.getLogger("clustertune.serve.tinker")
 # Sampler adapters kept loaded per base (each RL iteration makes one); older ones load again
 # from disk if asked for.
 LOADED_SAMPLERS = 4
+# Sequences one sample request may ask for (RL loops draw a group per prompt).
+MAX_SAMPLES = 128
+SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_k", "top_p", "seed", "stop"})  # the SDK's SamplingParams
 
 
 @dataclass(frozen=True)
@@ -239,11 +244,14 @@ class TinkerService:
                                 once=(model_id, int(seq)) if seq is not None else None)
 
     def forward_backward(self, raw: bytes, encoding: str | None) -> str:
+        """Queue a forward(-backward); a NaN or an infinity in the inputs raises
+        :class:`TinkerUserError` at once (the route's 400), before anything is queued."""
         try:
             req = wire.read_forward_backward(raw, encoding)
             check(req["loss"], req["config"])
         except (TinkerUserError, LossError) as exc:
             return self.failed(str(exc))
+        wire.check_finite(req["data"])
 
         def run(t: Trainee) -> Any:
             outputs, metrics = lora.forward_backward(t, req["data"], req["loss"], req["config"],
@@ -257,6 +265,8 @@ class TinkerService:
         if params is None:
             kind = (body.get("optimizer_params") or {}).get("type")
             return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only")
+        params = lora.adam_params(params)  # refused at the edge (400) when a number is wrong
+
         def run(t: Trainee) -> Any:
             metrics = lora.optim_step(t, params)
             if self.save_every and t.steps % self.save_every == 0:
@@ -349,16 +359,17 @@ class TinkerService:
         return {"sampler_id": s.sampler_id, "base_model": s.base, "model_path": s.model_path}
 
     def sample(self, body: dict[str, Any]) -> tuple[str, list[str]]:
+        """Queue a sample; its sampling parameters are checked at once, by the OpenAI routes'
+        rules (a bad one raises :class:`TinkerUserError`: the route's 400, nothing queued)."""
         sampler_id = str(body.get("sampling_session_id") or "")
-        n = int(body.get("num_samples") or 1)
+        n, sampling = read_sampling(body)
         seq = body.get("seq_id")
-        ids = [f"{sampler_id}:{seq}:{i}" for i in range(max(n, 0))]
+        ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
         s = self.samplers.get(sampler_id)
         if s is None:
             return self.failed(f"sampling_session_id {sampler_id!r} is not known to this server"), ids
         try:
             prompt = [t for c in (body.get("prompt") or {}).get("chunks", []) for t in _text_chunk(c)]
-            params = body.get("sampling_params") or {}
             asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
                      if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
             if asked:
@@ -371,7 +382,7 @@ class TinkerService:
         def run() -> Any:
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
-            sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _sampling(params, base),
+            sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _with_end_of_text(sampling, base),
                                                bool(body.get("prompt_logprobs")))
             if prompt_lp is not None and last_n is not None:
                 keep = max(int(last_n), 0)
@@ -420,23 +431,61 @@ def _text_chunk(chunk: dict[str, Any]) -> list[int]:
     return [int(t) for t in chunk.get("tokens", [])]
 
 
-def _sampling(p: dict[str, Any], base: Base) -> lora.Sampling:
-    stop = p.get("stop")
-    tokens: tuple[int, ...] = ()
-    strings: tuple[str, ...] = ()
-    if stop is None:  # the model's end of text
-        eos = base.tokenizer.eos_token_id
-        gen = getattr(base._plain().generation_config, "eos_token_id", None)
-        tokens = tuple(sorted({x for x in (eos, *(gen if isinstance(gen, list) else [gen])) if x is not None}))
-    elif isinstance(stop, str):
-        strings = (stop,)
-    elif all(isinstance(x, int) for x in stop):
-        tokens = tuple(stop)
-    else:
-        strings = tuple(str(x) for x in stop)
-    return lora.Sampling(max_tokens=int(p.get("max_tokens") or 16), temperature=float(p.get("temperature", 1.0)),
-                         top_k=int(p.get("top_k", -1)), top_p=float(p.get("top_p", 1.0)), seed=p.get("seed"),
-                         stop_tokens=tokens, stop_strings=strings)
+def read_sampling(body: dict[str, Any]) -> tuple[int, lora.Sampling]:
+    """``num_samples`` and ``sampling_params``, checked by the rules of the OpenAI routes
+    (:func:`~clustertune.serve.protocol.check_sampling`: ``max_tokens`` at least 1, ``temperature``
+    from 0 to 2, ``top_p`` from 0 to 1, ``seed`` from 0 to 2**32 - 1, every number finite), with
+    Tinker's own ``top_k`` (-1 or 0: no cut) and ``stop`` (strings or token ids, not both;
+    absent: the base's end of text, filled in once the base is known by :func:`_with_end_of_text`).
+    A bad one raises :class:`TinkerUserError` naming it."""
+    p = body.get("sampling_params")
+    if p is None:
+        p = {}
+    if not isinstance(p, dict):
+        raise TinkerUserError("sampling_params: must be an object (the SDK's SamplingParams)")
+    unknown = sorted(set(p) - SAMPLING_KEYS)
+    if unknown:
+        raise TinkerUserError(f"sampling_params.{unknown[0]}: not a sampling parameter this server reads "
+                              f"({', '.join(sorted(SAMPLING_KEYS))}); leave it out")
+    try:
+        n = check_count(body.get("num_samples"), "num_samples", 1, MAX_SAMPLES) or 1
+        fields = check_sampling(p, prefix="sampling_params.")
+        top_k = p.get("top_k")
+        if top_k is not None and top_k not in (-1, 0):
+            check_count(top_k, "sampling_params.top_k", 1)
+        stop = p.get("stop")
+        strings: tuple[str, ...] = ()
+        tokens: tuple[int, ...] | None = None
+        if isinstance(stop, list) and stop and all(isinstance(x, int) and not isinstance(x, bool) for x in stop):
+            bad_ids = [x for x in stop if x < 0]
+            if bad_ids:
+                raise bad("sampling_params.stop", f"token id {bad_ids[0]} is negative")
+            tokens = tuple(stop)
+        elif stop == []:
+            tokens = ()  # nothing stops it but max_tokens (the SDK's meaning of [])
+        elif stop is not None:
+            try:
+                strings = check_stops(stop, "sampling_params.stop", None)
+            except ApiError:
+                raise bad("sampling_params.stop", "must be a string, a list of strings or a list of token ids "
+                                                  "(not a mix)") from None
+    except ApiError as exc:
+        raise TinkerUserError(exc.message) from None
+    # 16 tokens where max_tokens is not given, as the SDK's documentation has it.
+    return n, lora.Sampling(max_tokens=fields.max_tokens or 16, temperature=fields.temperature,
+                            top_k=int(top_k or -1), top_p=fields.top_p, seed=fields.seed,
+                            stop_tokens=tokens if tokens is not None else (), stop_strings=strings,
+                            end_of_text=tokens is None and not strings)
+
+
+def _with_end_of_text(s: lora.Sampling, base: Base) -> lora.Sampling:
+    """``s`` with the base's end-of-text ids as its stop tokens, where ``stop`` was not given."""
+    if not s.end_of_text:
+        return s
+    eos = base.tokenizer.eos_token_id
+    gen = getattr(base._plain().generation_config, "eos_token_id", None)
+    tokens = tuple(sorted({x for x in (eos, *(gen if isinstance(gen, list) else [gen])) if x is not None}))
+    return dataclasses.replace(s, stop_tokens=tokens, end_of_text=False)
 
 
 def resolve_base(ref: str, runs_root: str | None) -> tuple[Any, Path]:

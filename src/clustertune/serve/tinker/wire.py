@@ -52,6 +52,25 @@ def tensor(t: Any) -> Any:
     return flat.reshape(shape) if shape else flat
 
 
+def check_finite(data: list[dict[str, Any]]) -> None:
+    """Refuse a NaN or an infinity in any datum's ``loss_fn_inputs`` (weights, advantages,
+    logprobs, target tokens sent as floats...): one would reach the gradients, and the next
+    optimizer step would write it into the adapter."""
+    import numpy as np
+
+    for i, d in enumerate(data):
+        for name, array in sorted(d["inputs"].items()):
+            if not np.issubdtype(array.dtype, np.floating):
+                continue
+            wrong = np.flatnonzero(~np.isfinite(array))
+            if wrong.size:
+                at = np.unravel_index(int(wrong[0]), array.shape) if array.ndim > 1 else int(wrong[0])
+                value = array.reshape(-1)[int(wrong[0])]
+                raise TinkerUserError(f"datum {i}: loss_fn_inputs[{name!r}] holds {value} at position {at} "
+                                      f"({wrong.size} of {array.size} values are not finite): every value must be "
+                                      "a finite number")
+
+
 def read_forward_backward(raw: bytes, encoding: str | None) -> dict[str, Any]:
     """The request as plain values: model_id, seq_id, forward_only, loss, config and data
     (``{"tokens": [...], "inputs": {name: array}}`` per datum)."""
