@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Set up (first time only) and run the whole test suite. Extra arguments go to pytest.
+# Set up (first time only) and run the tests on two workers (pytest-xdist; tests/workers.py says
+# which tests share a worker). Extra arguments go to pytest.
+#   bash scripts/test.sh          the whole suite: what CI runs
+#   bash scripts/test.sh --fast   every unit test plus one end-to-end check per backend and server
+# A test over 30 s that tests/slow_tests.txt does not list fails the run (tests/timing.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+select=()
+if [[ "${1:-}" == "--fast" ]]; then
+    shift
+    select=(-m "unit or smoke")
+fi
 bash scripts/setup.sh test
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec .venv/bin/python -m pytest --durations=20 "$@"
+exec .venv/bin/python -m pytest -n "${CLUSTERTUNE_TEST_WORKERS:-2}" --dist loadgroup --durations=20 --slow-limit 30 \
+    "${select[@]}" "$@"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # script -> extra arguments beside --smoke

@@ -17,6 +17,8 @@ from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, list_runs
 from tests.helpers import TINY_CAUSAL, cli, with_
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 
 @pytest.fixture
 def small_device(tmp_path: Path) -> Iterator[Path]:

@@ -25,6 +25,8 @@ from clustertune.runs.paths import RunPaths
 from tests.helpers import (TINY_CAUSAL, cli, read_jsonl, start_and_inject, steps_redone, weight_difference,
                            with_)
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 SAVE_EVERY = 3
 TRAIN = {"max_steps": 9, "log_every": 1, "save_every": SAVE_EVERY, "keep_last": 3, "eval_at_start": False}
 ONE = with_(TINY_CAUSAL, train=TRAIN)

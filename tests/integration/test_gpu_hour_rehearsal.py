@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

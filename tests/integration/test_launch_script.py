@@ -318,6 +318,7 @@ def test_an_accelerate_script_runs_on_two_ranks(tmp_path: Path, runs_root: Path)
 # -- the same script on the 2 SSH test hosts ---------------------------------------------------
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across_both(
         ssh_cluster, tmp_path: Path, uninterrupted_loss: float) -> None:
     work = tmp_path / "proj"
@@ -343,6 +344,8 @@ def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across
 LIVE_SCRIPT = """\
 import os, sys, time
 from pathlib import Path
+
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 rank = int(os.environ["RANK"])
 print(f"hello from rank {rank}")  # no flush: a script as people write it
 go = Path(sys.argv[1])

@@ -13,6 +13,8 @@ from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
 from tests.helpers import TINY_CAUSAL, cli, read_jsonl, wait_for_step, with_
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 
 
@@ -25,6 +27,7 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "train"}
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from clustertune.api import run as api_run
 

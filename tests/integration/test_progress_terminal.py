@@ -17,6 +17,8 @@ import yaml
 
 from tests.helpers import TINY_CAUSAL, with_
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 RECIPE = with_(TINY_CAUSAL, train={"max_steps": 12, "log_every": 4, "eval_every": 4, "save_every": 4})
 
 

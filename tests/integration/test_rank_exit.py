@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 SCRIPT = Path(__file__).with_name("exit_race_rank.py")
 
 

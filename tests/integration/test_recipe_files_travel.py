@@ -22,6 +22,8 @@ from clustertune.runs.state import RunState
 from tests.helpers import read_jsonl
 from tests.sft_fixtures import arithmetic_rows, make_base, write_jsonl
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 STEPS = 4
 
 

@@ -13,11 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import clustertune as ct
 from clustertune.recipe import dump_recipe
 from clustertune.runs.run import Run
 from tests.helpers import read_jsonl
 from tests.rl_fixtures import grpo_recipe
+
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 
 NODE_SCRIPT = """
 import sys

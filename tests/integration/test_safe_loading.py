@@ -23,6 +23,8 @@ from clustertune.train.loop import KILL_AT_STEP_ENV
 from clustertune.train.sealed import SIGNATURE
 from tests.helpers import TINY_CAUSAL, cli, with_
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 RECIPE = with_(TINY_CAUSAL, train={"max_steps": 4, "save_every": 2, "log_every": 2, "eval_at_start": False})
 
 

@@ -14,6 +14,8 @@ from clustertune.runs.state import RunState
 from tests.helpers import read_jsonl
 from tests.sft_fixtures import arithmetic_rows, sft_recipe, write_jsonl
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 
 def _losses(run: Any) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"}

@@ -72,6 +72,7 @@ def test_cli_job_in_a_hostile_directory_runs_to_completed_with_logs_and_status(t
     assert scontrol_view(att.job_id).raw == squeue_view(att.job_id).raw == "COMPLETED"
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: Path) -> None:
     # Each node stages the prepared data into its own directory ($SLURMD_NODENAME expands on the
     # node): on this loopback cluster both nodes share one disk, so the copies are told apart.

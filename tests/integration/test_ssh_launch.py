@@ -18,6 +18,8 @@ import yaml
 from clustertune.identity import derived_checkpoint_key
 from tests.helpers import TINY_CAUSAL, cli, read_jsonl, tree_snapshot, with_
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 STEPS = 40
 SECRET = "s3cr3t-value-never-in-files"
 SECRET_ENV = {"CT_TEST_HF_TOKEN": SECRET}

@@ -29,7 +29,7 @@ import yaml
 
 from tests.helpers import HF_ZERO2, TINY_CAUSAL, read_jsonl, with_
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ranks]
 
 DRIVER = Path(__file__).with_name("strategy_driver.py")
 STEPS, SAVE_AT = 20, 10

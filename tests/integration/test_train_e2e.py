@@ -23,6 +23,7 @@ def _reload_and_eval_loss(model_dir: Path, auto: type, block: torch.Tensor, **kw
         return float(model(input_ids=block, **kwargs).loss)
 
 
+@pytest.mark.smoke  # one end-to-end check of this backend in `scripts/test.sh --fast`
 def test_causal_lm_run_directory_and_reloadable_model(runs_root: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -1,0 +1,75 @@
+"""How the suite shares two cores under pytest-xdist (``-n 2 --dist loadgroup``).
+
+- Every test that starts several training processes of its own (ranks under torchrun, nodes of
+  a SLURM job, the hosts of a 2-host run) is in one group, ``ranks``, so one worker runs them one
+  after another: two of them never share the two cores. A module says it starts ranks with
+  ``pytestmark = pytest.mark.ranks``; every test of the SLURM cluster is in the group (so the
+  cluster is started once).
+- The other tests of the sshd hosts (remote calls, syncs, a server behind a forward: one process
+  at a time on a host) are the ``ssh`` group: one worker, one pair of hosts.
+- Every other test is grouped by its module, so module-scoped fixtures are built once.
+- ``once_across_workers`` builds a costly base (the quickstart run) once for all workers: each
+  worker is its own pytest session, so a session fixture alone would build it once per worker.
+
+Tests under ``tests/unit`` get the ``unit`` marker, and ``scripts/test.sh --fast`` runs
+``unit or smoke``: every unit test and one end-to-end check per backend and per server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filelock import FileLock
+
+RANKS, SSH = "ranks", "ssh"
+SSH_FIXTURES = {"sshd_service", "ssh_cluster", "jump_host"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ranks: starts several processes of its own (ranks, nodes, hosts); "
+                                       "runs on one worker, never beside another such test")
+    config.addinivalue_line("markers", "smoke: one end-to-end check per backend and server, run by `test.sh --fast`")
+    config.addinivalue_line("markers", "unit: in tests/unit (given by the path)")
+
+
+def group_of(item: pytest.Item) -> str:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("ranks") is not None or "slurm_cluster" in fixtures:
+        return RANKS
+    if SSH_FIXTURES & fixtures:
+        return SSH
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith("tests/unit/"):
+            item.add_marker(pytest.mark.unit)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temp directory every worker of this run sees (pytest's own base without workers)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once_across_workers(tmp_path_factory: pytest.TempPathFactory, name: str,
+                        build: Callable[[Path], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    """``build(folder)`` once per test run, whichever worker asks first; the others wait for it
+    and get the same folder and the JSON it returned. What is in the folder is shared: read it,
+    do not change it."""
+    root = shared_root(tmp_path_factory)
+    folder, done = root / f"once-{name}", root / f"once-{name}.json"
+    with FileLock(str(root / f"once-{name}.lock")):
+        if not done.is_file():
+            folder.mkdir(exist_ok=True)
+            done.write_text(json.dumps(build(folder)))
+    return folder, json.loads(done.read_text())
