@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ import pytest
 from filelock import FileLock
 
 RANKS, SSH = "ranks", "ssh"
+# Where the workers leave each test's group for the controller's scheduler (see make_scheduler).
+GROUPS_ENV = "CT_XDIST_GROUPS"
 SSH_FIXTURES = {"sshd_service", "ssh_cluster", "jump_host"}
 
 
@@ -35,6 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "runs on one worker, never beside another such test")
     config.addinivalue_line("markers", "smoke: one end-to-end check per backend and server, run by `test.sh --fast`")
     config.addinivalue_line("markers", "unit: in tests/unit (given by the path)")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and GROUPS_ENV not in os.environ:
+        # The controller, before it starts its workers (they inherit the environment).
+        fd, path = tempfile.mkstemp(prefix="ct-xdist-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[GROUPS_ENV] = path
 
 
 def group_of(item: pytest.Item) -> str:
@@ -46,13 +54,43 @@ def group_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
         if item.nodeid.startswith("tests/unit/"):
             item.add_marker(pytest.mark.unit)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+        groups[item.nodeid] = group_of(item)
+    path = os.environ.get(GROUPS_ENV)
+    if path and os.environ.get("PYTEST_XDIST_WORKER"):
+        # Every worker collects the same tests and writes the same map; the controller reads it
+        # once all have collected, before it hands out any test.
+        tmp = f"{path}.{os.environ['PYTEST_XDIST_WORKER']}"
+        Path(tmp).write_text(json.dumps(groups))
+        os.replace(tmp, path)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by the groups above. pytest-xdist's own loadgroup renames test ids
+    (``item._nodeid``), which pytest 9 no longer reads, so it would spread a group over workers:
+    this scheduler takes each test's group from the map its workers wrote instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    path = Path(os.environ[GROUPS_ENV])
+
+    class ByGroup(LoadScopeScheduling):
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                text = path.read_text() if path.is_file() else ""
+                self._groups = json.loads(text) if text else {}
+            return self._groups.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return ByGroup(config, log)
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
