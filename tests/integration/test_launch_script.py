@@ -22,6 +22,8 @@ from clustertune.runs.state import RunState
 from tests.helpers import as_from_a_terminal, cli
 from tests.integration.script_fixtures import ACCELERATE_SCRIPT, DDP_SCRIPT
 
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
+
 STEPS = 30
 
 
@@ -345,7 +347,6 @@ LIVE_SCRIPT = """\
 import os, sys, time
 from pathlib import Path
 
-pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 rank = int(os.environ["RANK"])
 print(f"hello from rank {rank}")  # no flush: a script as people write it
 go = Path(sys.argv[1])
