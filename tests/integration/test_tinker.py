@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -355,16 +356,17 @@ def test_the_cli_serves_a_model_and_the_tinker_api_behind_one_key(chat_base: Pat
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([str(exe), "serve", str(chat_base), "--tinker", "--tinker-dir", str(tmp_path / "state"),
                              "--port", "0", "--device", "cpu", "--dtype", "fp32", "--api-key", KEY],
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=(tmp_path / "serve.err").open("w"), text=True, env=env)
+    said = (tmp_path / "serve.err").read_text  # the server's own words, whole, when a check fails
     try:
-        lines: list[str] = []
-        while not any("Tinker API at" in line for line in lines) and len(lines) < 20 and proc.poll() is None:
-            lines.append(proc.stderr.readline())
-        url = re.search(r"Tinker API at (http://\S+):", "".join(lines))
-        assert url, lines
+        deadline = time.monotonic() + 120
+        while "Tinker API at" not in said() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        url = re.search(r"Tinker API at (http://\S+):", said())
+        assert url, said()
         tc = tinker.ServiceClient(base_url=url.group(1)).create_lora_training_client(
             base_model=str(chat_base), rank=4).result()
-        assert train(tc, supervised_batch(tc.get_tokenizer()), 1)[0] > 0
+        assert train(tc, supervised_batch(tc.get_tokenizer()), 1)[0] > 0, said()
         with pytest.raises(tinker.AuthenticationError):
             tinker.ServiceClient(base_url=url.group(1), api_key="tml-wrong").create_lora_training_client(
                 base_model=str(chat_base), rank=4).result()
@@ -372,7 +374,7 @@ def test_the_cli_serves_a_model_and_the_tinker_api_behind_one_key(chat_base: Pat
         with urllib.request.urlopen(request, timeout=30) as resp:
             assert chat_base.name in resp.read().decode()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        assert proc.wait(60) == 0, said()
         assert (tmp_path / "state" / tc.model_id / "model.json").is_file()
     finally:
         if proc.poll() is None:

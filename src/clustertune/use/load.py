@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,9 +202,22 @@ def adapter_base(adapter_dir: Path) -> str:
     return str(base)
 
 
+# transformers' from_pretrained switches process-wide state while it builds a model (the default
+# dtype, torch.nn.init patched out, the meta device), so two threads loading at once can break each
+# other's load. A server loads on more than one thread (the OpenAI model, the Tinker API's bases):
+# one load at a time in a process.
+_LOADING = threading.Lock()
+
+
 def load_model_for(target: Target, *, device: str, dtype: str = "auto", merge: bool = False) -> Any:
     """The model in eval mode on ``device``. An adapter is loaded onto its base unmerged (the
-    base unquantized, even for QLoRA: 4-bit kernels need a GPU), merged when ``merge``."""
+    base unquantized, even for QLoRA: 4-bit kernels need a GPU), merged when ``merge``. Loads
+    in one process take turns (see ``_LOADING``)."""
+    with _LOADING:
+        return _load_model_for(target, device=device, dtype=dtype, merge=merge)
+
+
+def _load_model_for(target: Target, *, device: str, dtype: str, merge: bool) -> Any:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     auto = AutoModelForSequenceClassification if target.classifier else AutoModelForCausalLM

@@ -119,3 +119,30 @@ def test_what_cannot_be_used_gets_a_typed_error(tmp_path: Path) -> None:
     (tmp_path / "cls").mkdir()
     (tmp_path / "cls" / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"]}))
     assert find_target(str(tmp_path / "cls")).classifier
+
+
+def test_two_threads_loading_at_once_each_get_a_whole_model_in_their_dtype(base: Path) -> None:
+    """A server loads on two threads (its OpenAI model, a Tinker base). transformers switches
+    process-wide state while it builds a model, so two loads at once left parameters on the meta
+    device or in the other load's dtype, and the server stopped."""
+    import threading
+
+    from clustertune.use.load import load_model_for
+
+    target = find_target(str(base))
+    problems: list[str] = []
+
+    def load(dtype: str, want: torch.dtype) -> None:
+        for _ in range(6):
+            model = load_model_for(target, device="cpu", dtype=dtype)
+            kinds = {(p.device.type, p.dtype) for p in model.parameters()}
+            if kinds != {("cpu", want)}:
+                problems.append(f"{dtype}: {kinds}")
+
+    threads = [threading.Thread(target=load, args=a) for a in (("fp32", torch.float32), ("bf16", torch.bfloat16))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not problems, problems
+    assert torch.get_default_dtype() == torch.float32
