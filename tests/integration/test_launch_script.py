@@ -407,9 +407,12 @@ def test_on_ssh_hosts_a_failing_script_is_reported_in_its_failing_ranks_own_word
     assert any(ln.startswith("[node ") and "starting on rank 0" in ln for ln in out.stderr.splitlines()), out.stderr
     info = _info(_only_run(Path(os.environ["CLUSTERTUNE_RUNS"])))
     assert info["state"] == "FAILED", info
-    # Rank 1's own message, and its rank, lead: rank 0 failed in the barrier it left.
-    assert info["reason"].index("rank 1 exited with code 1 on ") < info["reason"].index("rank 0 exited"), info["reason"]
-    assert "rank one refuses: no data at /nope" in info["reason"] and "To enable traceback" not in info["reason"]
+    # Rank 1's own message, and its rank, lead. Rank 0 either failed in the barrier rank 1 left
+    # (then it follows) or was stopped by its torchrun first (then it is left out): a race.
+    reason = info["reason"]
+    assert "rank 1 exited with code 1 on " in reason, reason
+    assert "rank 0 exited" not in reason or reason.index("rank 1 exited") < reason.index("rank 0 exited"), reason
+    assert "rank one refuses: no data at /nope" in reason and "To enable traceback" not in reason
 
 
 def test_locally_launch_prepare_makes_what_launch_stage_copies_for_the_command(tmp_path: Path, runs_root: Path) -> None:
