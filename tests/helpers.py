@@ -102,6 +102,35 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
     return subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
+def cli_here(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`clustertune ARGS` through the CLI's ``main()`` in this process, with what it prints and its
+    exit code, as :func:`cli` gives them. A check of bad input or a dry run then costs no new
+    interpreter (importing torch and transformers: about 5 s on these machines); the console entry
+    point itself is exercised in fresh processes by the tests that use :func:`cli`. ``env`` and
+    ``cwd`` hold for the call and are restored after it."""
+    import contextlib
+    import io
+
+    from clustertune.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        os.environ.update(env or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(args))
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["clustertune", *args], rc, out.getvalue(), err.getvalue())
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

@@ -15,7 +15,7 @@ import clustertune
 from clustertune.cli.main import main
 from clustertune.recipe.load import shipped_recipes
 from clustertune.recipe.starters import STARTERS
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -73,7 +73,7 @@ def test_init_keeps_an_existing_file_unless_forced(capsys: pytest.CaptureFixture
     assert rc == 2 and "should end in .yaml" in err and not (tmp_path / "x.txt").exists()
     done = cli("init", str(path), "--force")  # the installed entry point, end to end
     assert done.returncode == 0, done.stderr
-    assert cli("validate", str(path)).returncode == 0
+    assert cli_here("validate", str(path)).returncode == 0
     assert path.read_text().startswith("# A small GPT-2-style language model")
 
 

@@ -19,7 +19,7 @@ from clustertune.data.staging import open_run_data, resolve_stage_root, stage, w
 from clustertune.errors import DataError, RunError
 from clustertune.recipe import load_recipe
 from clustertune.runs.paths import RunPaths
-from tests.helpers import TINY_CAUSAL, cli, read_jsonl, with_
+from tests.helpers import TINY_CAUSAL, read_jsonl, with_
 
 
 @pytest.fixture(scope="module")
@@ -226,27 +226,6 @@ def test_run_prepares_once_writes_the_run_dir_and_stages(runs_root: Path, tmp_pa
     data_file.write_text(json.dumps(ref))
     with pytest.raises(RunError, match="trained on prepared data 0000.*start a new run"):
         ct.run(resume=run.id)
-
-
-def test_cli_prepare_cache_and_stage(tmp_path: Path) -> None:
-    env = {"CLUSTERTUNE_CACHE": str(tmp_path / "c")}
-    args = ["data.max_eval_samples=8"]
-    first = cli("prepare", "quickstart", *args, "--workers", "1", env=env)
-    assert first.returncode == 0, first.stderr
-    assert "prepared in" in first.stdout and "train " in first.stdout
-    fp = first.stdout.split()[1]
-    second = cli("prepare", "quickstart", *args, env=env)
-    assert f"fingerprint {fp} (cache hit" in second.stdout
-    ls = cli("cache", "ls", env=env)
-    assert fp in ls.stdout and "builtin:pydoc" in ls.stdout
-    st = cli("stage", "quickstart", str(tmp_path / "node"), *args, env=env)
-    assert st.returncode == 0 and "staged" in st.stdout, st.stderr
-    shard = tmp_path / "c" / fp / "train.input_ids.00000.bin"
-    shard.write_bytes(shard.read_bytes()[:-2] + b"\x00\x01")
-    bad = cli("cache", "verify", env=env)
-    assert bad.returncode == 2 and "checksum error in" in bad.stdout and "--force" in bad.stdout
-    rm = cli("cache", "rm", fp[:8], env=env)
-    assert rm.returncode == 0 and not (tmp_path / "c" / fp).exists()
 
 
 def test_data_read_in_place_is_checked_before_first_use_with_a_flip_that_keeps_ids_in_range(

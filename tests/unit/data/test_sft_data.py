@@ -16,7 +16,7 @@ from clustertune.data.sft import tokenize_conversations
 from clustertune.data.templates import BUILTIN_TEMPLATES, ChatRenderer
 from clustertune.errors import DataError
 from clustertune.recipe.sft_schema import SFTSection
-from tests.helpers import cli
+from tests.helpers import cli_here
 from tests.sft_fixtures import CHATS, arithmetic_rows, sft_recipe, write_jsonl
 
 # A template of a third shape, as a tokenizer's own: role tags on their own line, the
@@ -151,7 +151,7 @@ def test_packed_rows_restart_positions_and_prepare_reports_counts(sft_base: Path
                                             sft={"packing": True}))
     s2 = [prep2.manifest.split(k) for k in ("train", "validation")]
     assert sum(s.truncated for s in s2) == 1 and sum(s.dropped_no_loss for s in s2) == 1
-    res = cli("prepare", _yaml(tmp_path, recipe))
+    res = cli_here("prepare", _yaml(tmp_path, recipe))
     assert res.returncode == 0, res.stderr
     assert "dropped" in res.stdout + res.stderr
 
@@ -237,7 +237,7 @@ def test_template_problems_and_everything_dropped(sft_base: Path, tmp_path: Path
         prepare(ct.load_recipe(sft_recipe(sft_base, train, max_length=8, sft={"too_long": "drop"})),
                 cache_dir=tmp_path / "c")
     assert [p.name for p in (tmp_path / "c").iterdir() if not p.name.startswith(".")] == []
-    res = cli("prepare", _yaml(tmp_path, sft_recipe(sft_base, train, sft={"chat_template": "nope"})))
+    res = cli_here("prepare", _yaml(tmp_path, sft_recipe(sft_base, train, sft={"chat_template": "nope"})))
     assert res.returncode == 2 and "data.sft.chat_template" in res.stderr and "Traceback" not in res.stderr
 
 

@@ -12,7 +12,7 @@ import yaml
 from clustertune.errors import LaunchError, UserError
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
-from tests.helpers import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli_here, with_
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def recipe_file(tmp_path: Path) -> Path:
 
 
 def test_dry_run_prints_the_sbatch_script_and_starts_nothing(recipe_file: Path, runs_root: Path) -> None:
-    out = cli("run", str(recipe_file), "launch.backend=slurm", "launch.nodes=2", "launch.time=01:00:00", "--dry-run")
+    out = cli_here("run", str(recipe_file), "launch.backend=slurm", "launch.nodes=2", "launch.time=01:00:00", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "#SBATCH --nodes=2" in out.stdout and "#SBATCH --time=01:00:00" in out.stdout
     assert "srun --kill-on-bad-exit=1" in out.stdout and '"nodes": 2' in out.stdout
@@ -31,7 +31,7 @@ def test_dry_run_prints_the_sbatch_script_and_starts_nothing(recipe_file: Path, 
 
 
 def test_dry_run_of_a_local_multi_process_run_prints_the_torchrun_command(recipe_file: Path, runs_root: Path) -> None:
-    out = cli("run", str(recipe_file), "launch.procs_per_node=2", "--dry-run")
+    out = cli_here("run", str(recipe_file), "launch.procs_per_node=2", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "torch.distributed.run" in out.stdout and "--nproc-per-node=2" in out.stdout and "--standalone" in out.stdout
     assert not runs_root.exists()
@@ -43,7 +43,7 @@ def test_dry_run_of_a_local_multi_process_run_prints_the_torchrun_command(recipe
     (["launch.procs_per_node=4096"], "procs_per_node=4096"),
 ])
 def test_bad_launch_input_exits_2_without_traceback(recipe_file: Path, runs_root: Path, args: list[str], says: str) -> None:
-    out = cli("run", str(recipe_file), *args)
+    out = cli_here("run", str(recipe_file), *args)
     assert out.returncode == 2, out.stdout + out.stderr
     assert says in out.stderr and "Traceback" not in out.stderr
     assert not runs_root.exists() or not any(runs_root.iterdir())
@@ -51,7 +51,7 @@ def test_bad_launch_input_exits_2_without_traceback(recipe_file: Path, runs_root
 
 @pytest.mark.parametrize("command", ["cancel", "logs", "status"])
 def test_unknown_run_id_exits_2(runs_root: Path, command: str) -> None:
-    out = cli(command, "no-such-run")
+    out = cli_here(command, "no-such-run")
     assert out.returncode == 2 and "no run 'no-such-run'" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -15,7 +15,7 @@ from clustertune.errors import ClusterError, LaunchError, RecipeError
 from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.config import HostSpec, add_cluster
-from tests.helpers import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli_here, with_
 
 HOSTILE_ROOT = "/tmp/ct root 'x'; touch /tmp/pwned"
 
@@ -68,7 +68,7 @@ def test_more_nodes_than_hosts_is_refused_before_anything_runs(two_hosts, runs_r
 def test_dry_run_shows_each_hosts_command_with_quoted_paths(two_hosts, runs_root: Path, tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(TINY_CAUSAL))
-    out = cli("run", str(recipe), "launch.backend=ssh", "launch.cluster=gpu-boxes", "launch.nodes=2",
+    out = cli_here("run", str(recipe), "launch.backend=ssh", "launch.cluster=gpu-boxes", "launch.nodes=2",
               "launch.procs_per_node=2", "--dry-run")
     assert out.returncode == 0, out.stderr
     text = out.stdout
@@ -95,7 +95,7 @@ def test_unreachable_host_fails_the_run_with_a_clear_error(two_hosts, runs_root:
     info = json.loads((run_dir / "run.json").read_text())
     assert info["state"] == "FAILED" and "unreachable" in info["reason"]
     # The CLI says the same without a traceback, exit 2; status names the failure.
-    status = cli("status", run_dir.name)
+    status = cli_here("status", run_dir.name)
     assert status.returncode == 0 and "FAILED" in status.stdout and "unreachable" in status.stdout
     assert not Path("/tmp/pwned").exists()
 
@@ -103,7 +103,7 @@ def test_unreachable_host_fails_the_run_with_a_clear_error(two_hosts, runs_root:
 def test_unreachable_host_from_the_cli_exits_2(two_hosts, runs_root: Path, tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(_ssh_recipe(cluster="gpu-boxes", nodes=2)))
-    out = cli("run", str(recipe))
+    out = cli_here("run", str(recipe))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "unreachable" in out.stderr and "Traceback" not in out.stderr
 

@@ -13,7 +13,7 @@ from clustertune.api import devices_of
 from clustertune.launch.submit import dry_run_text, launch
 from clustertune.recipe.load import load_recipe
 from clustertune.train.ds_config import DeepSpeedConfigError, check_deepspeed_json, deepspeed_config, with_deepspeed_json
-from tests.helpers import TINY_CAUSAL, cli, with_
+from tests.helpers import TINY_CAUSAL, cli_here, with_
 
 
 def ds_recipe(tmp_path: Path, content: object, **train):
@@ -40,12 +40,12 @@ def test_validate_exits_2_on_a_contradicting_json_and_estimate_memory_uses_the_l
     r = ds_recipe(tmp_path, {"zero_optimization": {"stage": 3}}, zero_stage=2)
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(r.to_plain()))
-    out = cli("validate", str(recipe))
+    out = cli_here("validate", str(recipe))
     assert out.returncode == 2, out.stderr
     assert f"zero_optimization.stage: 3 in {tmp_path / 'ds.json'}, but 2 from train.zero_stage" in out.stderr
     assert "Traceback" not in out.stderr
     # 2 nodes x 4 GPUs: ZeRO-3 shards over 8 devices, not 1.
-    est = cli("estimate-memory", str(recipe), "train.deepspeed_config=null", "train.zero_stage=3")
+    est = cli_here("estimate-memory", str(recipe), "train.deepspeed_config=null", "train.zero_stage=3")
     assert est.returncode == 0, est.stderr
     assert "8 device(s)" in est.stdout
 

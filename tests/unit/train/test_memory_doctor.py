@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from clustertune.train import memory
-from tests.helpers import cli
+from tests.helpers import cli, cli_here
 
 
 @pytest.mark.parametrize("layers,width,vocab", [(2, 64, 512), (4, 128, 2048), (6, 256, 4096)])
@@ -55,13 +55,13 @@ def test_each_strategy_holds_what_it_shards_and_keeps_small_tensors_whole_under_
 
 
 def test_estimate_memory_command(tmp_path: Path) -> None:
-    res = cli("estimate-memory", "quickstart", "--devices", "4", "--gpu", "A100")
+    res = cli_here("estimate-memory", "quickstart", "--devices", "4", "--gpu", "A100")
     assert res.returncode == 0, res.stderr
     lines = {ln.split()[0]: ln.split() for ln in res.stdout.splitlines()[2:] if ln.strip() and ln.split()[0] in memory.STRATEGIES}
     assert set(lines) == set(memory.STRATEGIES)
     assert float(lines["zero3"][6]) < float(lines["ddp"][6])  # per-device total shrinks when sharded
     assert lines["ddp"][-1] == "yes"  # a 4M-parameter model fits an A100
-    bad = cli("estimate-memory", "quickstart", "--gpu", "TPU-v9")
+    bad = cli_here("estimate-memory", "quickstart", "--gpu", "TPU-v9")
     assert bad.returncode == 2 and "unknown GPU 'TPU-v9'" in bad.stderr
 
 

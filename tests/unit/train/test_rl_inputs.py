@@ -17,7 +17,7 @@ from clustertune.rewards import char_fraction, word_fraction
 from clustertune.train.rl import preflight_rl
 from clustertune.train.rl.rewards import check_scores
 from clustertune.train.rl.sources import builtin_rl_rows
-from tests.helpers import cli, tree_snapshot
+from tests.helpers import cli_here, tree_snapshot
 from tests.rl_fixtures import dpo_recipe, grpo_recipe
 
 
@@ -117,7 +117,7 @@ def test_validate_refuses_a_reward_function_of_neither_style(trlx_module: Any, t
     assert "fits neither calling style" in found["rl.rewards.1.function"]
     p = tmp_path / "grpo.yaml"
     p.write_text(json.dumps(r))
-    res = cli("validate", str(p), cwd=tmp_path)
+    res = cli_here("validate", str(p), cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"{name}:neither(texts) fits neither calling style" in res.stderr
 
@@ -214,7 +214,7 @@ def test_cli_validate_exits_2_without_traceback(tmp_path: Path) -> None:
     p = tmp_path / "ppo.yaml"
     p.write_text("task: rlhf\ndata: {dataset: 'builtin:pydoc-prompts'}\n"
                  "rl: {algorithm: ppo, policy: gpt2, rewards: [{function: 'clustertune.rewards:char_fraction'}]}\n")
-    res = cli("validate", str(p))
+    res = cli_here("validate", str(p))
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "not a reward function" in res.stderr
 

@@ -1,4 +1,6 @@
-"""`clustertune fetch` against a hub-shaped HTTP server on 127.0.0.1, then offline runs."""
+"""The data commands end to end, each a fresh `clustertune` process: `fetch` from a hub-shaped
+HTTP server on 127.0.0.1 and then offline runs that never touch it; `prepare`, `cache` and `stage`
+on the builtin corpus."""
 
 from __future__ import annotations
 
@@ -74,3 +76,24 @@ def test_fetch_then_offline_runs_never_touch_the_network(tmp_path: Path) -> None
         assert off.returncode == 0, off.stderr
         assert off.stdout.split()[1] == on.stdout.split()[1] and "(cache hit" in off.stdout
         assert len(hub.requests) == served, hub.requests[served:]
+
+
+def test_cli_prepare_cache_and_stage(tmp_path: Path) -> None:
+    env = {"CLUSTERTUNE_CACHE": str(tmp_path / "c")}
+    args = ["data.max_eval_samples=8"]
+    first = cli("prepare", "quickstart", *args, "--workers", "1", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "prepared in" in first.stdout and "train " in first.stdout
+    fp = first.stdout.split()[1]
+    second = cli("prepare", "quickstart", *args, env=env)
+    assert f"fingerprint {fp} (cache hit" in second.stdout
+    ls = cli("cache", "ls", env=env)
+    assert fp in ls.stdout and "builtin:pydoc" in ls.stdout
+    st = cli("stage", "quickstart", str(tmp_path / "node"), *args, env=env)
+    assert st.returncode == 0 and "staged" in st.stdout, st.stderr
+    shard = tmp_path / "c" / fp / "train.input_ids.00000.bin"
+    shard.write_bytes(shard.read_bytes()[:-2] + b"\x00\x01")
+    bad = cli("cache", "verify", env=env)
+    assert bad.returncode == 2 and "checksum error in" in bad.stdout and "--force" in bad.stdout
+    rm = cli("cache", "rm", fp[:8], env=env)
+    assert rm.returncode == 0 and not (tmp_path / "c" / fp).exists()
