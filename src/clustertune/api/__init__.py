@@ -264,6 +264,29 @@ def remove_runs(run_ids: list[str], force: bool = False,
         yield r, remove_run(r, force=True)
 
 
+def trust_checkpoint(ref: str, runs_root_dir: str | os.PathLike[str] | None = None) -> tuple[Path, str | None]:
+    """Sign a run's checkpoint (``RUN@step-N``; ``RUN``: its newest) with this user's key: the
+    user vouches for its files (an unsigned one, or one another user or machine signed), which
+    must still match its state.json. Returns the checkpoint and what was wrong with its
+    signature (None: this user's key had signed it; nothing changed)."""
+    # Deferred: train/ is the node side; this module stays light at the CLI's start-up.
+    from clustertune.runs.paths import split_step
+    from clustertune.train.sealed import vouch_for
+
+    run_ref, step = split_step(ref)
+    run = get_run(run_ref, runs_root_dir)
+    found = run.paths.complete_checkpoints()
+    if step is None:
+        ckpt = found[-1] if found else None
+    else:
+        ckpt = run.paths.checkpoint(step) if run.paths.checkpoint(step) in found else None
+    if ckpt is None:
+        what = f"no checkpoint of step {step}" if step is not None else "no checkpoint"
+        raise RunError(f"run {run.id} has {what} here (its checkpoints: {run.paths.checkpoint_list()}); "
+                       f"`clustertune runs show {run.id}` lists them")
+    return ckpt, vouch_for(ckpt)
+
+
 # -- following a run, whatever runs it ---------------------------------------------------------
 
 
@@ -300,4 +323,4 @@ def kept_result_lines(run: Run) -> list[str]:
 
 
 __all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
-           "refreshed", "run"]
+           "refreshed", "run", "trust_checkpoint"]

@@ -13,6 +13,7 @@ import json
 import os
 import posixpath
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from clustertune.remote.runner_sockets import _frame, _recv_frame
 from clustertune.remote.transport import shell_join
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
-from clustertune.runs.store import get_run, runs_root
+from clustertune.runs.store import get_run, remove_run, runs_root
 
 
 class ConnectionLost(RemoteCallError):
@@ -150,6 +151,7 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     from concurrent.futures import ThreadPoolExecutor
 
     runtime_vars = env.runtime_vars()
+    created = run is None
     if run is None:
         run = Run.create(runs_root(), name, f"remote_{kind}", "", [kind, name], backend=BACKEND)
     run.set_remote({
@@ -170,13 +172,20 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
                 return answer
         return _start_on_host(cluster, i, env, key, kind, data, wait=wait, stream=stream, several=len(nodes) > 1)
 
+    futures: list[Future[Any]] = []
     try:
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            answers = dict(zip(nodes, pool.map(one, nodes)))
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # leaving it waits for every host
+            futures = [pool.submit(one, i) for i in nodes]
+        answers = {i: f.result() for i, f in zip(nodes, futures)}  # the first host's error, if any
     except ConnectionLost:
         run.start_attempt(job_id=key)
         raise
     except BaseException as exc:
+        if created and futures and not any(_may_have_started(f) for f in futures):
+            # Nothing started on any host: no logs, no result, nothing to follow. A run made
+            # here for it would only be a FAILED entry in `clustertune runs` (the error says why).
+            remove_run(run.reload(), force=True)
+            raise
         run.reload()
         if not run.state.terminal:
             run.transition(RunState.FAILED, reason=f"could not start: {exc}")
@@ -184,6 +193,18 @@ def start_remote(cluster: Cluster, nodes: list[int], kind: str, name: str, env: 
     pids = ",".join(f"{cluster.hosts[i].label}:{a.get('pid', '') if isinstance(a, dict) else ''}" for i, a in answers.items())
     run.start_attempt(job_id=f"{key}@{pids}")
     return run, answers
+
+
+def _may_have_started(f: Future[Any]) -> bool:
+    """Whether a host's start may have started the run there: it did, its connection was lost
+    after the start, or it is not known (interrupted while waiting). Any other error of
+    :func:`_start_on_host` comes before anything starts."""
+    if not f.done():
+        return True
+    if f.cancelled():
+        return False
+    exc = f.exception()
+    return exc is None or isinstance(exc, ConnectionLost)
 
 
 def _node_header(cluster: Cluster, i: int, header: dict[str, Any],
@@ -230,6 +251,11 @@ def _start_on_host(cluster: Cluster, i: int, env: Env, key: str, kind: str, data
         raise ConnectionLost(f"connection to {cluster.hosts[i].label} lost during run {key}; it goes on "
                              f"remotely: `clustertune logs {key} --follow`, or get_ref({key!r}).result() "
                              f"({exc})", key) from None
+    if r.rc == EXIT_MISSING:  # the check before the start says nothing of its own
+        raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key}: clustertune's helper "
+                              f"({cluster.runner_path(i)}) or the env's Python ({py}) is still missing there after "
+                              f"they were set up; check that the host's root {cluster.root(i)!r} is writable and "
+                              f"stays there (`clustertune cluster check {cluster.name}`)")
     if r.rc != 0:
         raise RemoteCallError(f"{cluster.hosts[i].label}: could not start run {key} (exit {r.rc}): {r.err.strip()[-1500:]}")
     if wait:

@@ -1,4 +1,4 @@
-"""``runs`` (list, show, rm), ``logs``, ``status`` and ``cancel``."""
+"""``runs`` (list, show, trust, rm), ``logs``, ``status`` and ``cancel``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from clustertune.runs.store import get_run, list_runs
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
 
 
-runs_app = typer.Typer(help="List runs; `runs show ID` for one, `runs rm ID` to delete.", invoke_without_command=True,
+runs_app = typer.Typer(help="List runs; `runs show ID` for one, `runs rm ID` to delete, `runs trust ID@step-N` to "
+                       "sign a checkpoint.", invoke_without_command=True,
                        no_args_is_help=False)
 RunId = typer.Argument(..., help="Run id, a unique prefix of one, or `last` (the newest run).",
                        autocompletion=complete_run_id)
@@ -64,6 +65,20 @@ def runs_show(
     print(report.show_text(r))
     if plot:
         print(f"plot      {report.plot(r)}")
+
+@runs_app.command("trust")
+def runs_trust(
+    ref: str = typer.Argument(..., metavar="RUN@step-N", help="The checkpoint to sign (RUN alone: its newest).",
+                              autocompletion=complete_run_id),
+    runs_root: Optional[Path] = RunsRoot,
+) -> None:
+    """Sign a run's checkpoint with your key, so it may be loaded: you vouch for its files (it
+    is unsigned, or another user or machine signed it). Its files must still match its
+    state.json. `run --resume ID --trust-checkpoint` does this for the checkpoint a resume
+    starts from."""
+    ckpt, problem = api.trust_checkpoint(ref, runs_root)
+    print(f"{ckpt}: signed with your key ({problem})" if problem else f"{ckpt}: already signed with your key; "
+          "nothing changed")
 
 @runs_app.command("rm")
 def runs_rm(

@@ -35,14 +35,12 @@ from clustertune.errors import DataError, LaunchError
 from clustertune.fsutil import build_dir_once
 from clustertune.recipe.local_paths import Named, locate, named_paths, with_values
 from clustertune.recipe.schema import Recipe
+from clustertune.recipe.sent_files import SKIP, sent_files_problems
 from clustertune.runs.run import Run
 from clustertune.tasks import task_of
 
 # Under the data cache root: the local store of snapshots, by digest.
 STORE_DIR = "files"
-# Never part of a snapshot: version-control internals (a model cloned with git keeps its LFS
-# objects twice there) and interpreter caches.
-SKIP = frozenset({".git", "__pycache__"})
 IN_PLACE, SNAPSHOT, SHIPPED, PREPARED_HERE = "in place", "snapshot", "shipped", "prepared here"
 
 
@@ -133,12 +131,18 @@ def decide(recipe: Recipe, backend: str, run_dir: Path, cache: Path, nodes_read_
 
 
 def check_exist(recipe: Recipe) -> None:
-    """Every local path the recipe names exists here: checked before a run directory is made."""
+    """Every local path the recipe names exists here, and what launch.files sends can be sent
+    (:mod:`clustertune.recipe.sent_files`, as `clustertune validate` checks it): checked before
+    a run directory is made."""
     missing = [n for n in named_paths(recipe) if not locate(n.value).exists()]
     if missing:
         error = DataError if all(n.role == "data" for n in missing) else LaunchError
         raise error("; ".join(f"{n.key}: {n.value!r} does not exist on this machine (relative paths start at "
                               f"{os.getcwd()})" for n in missing) + "; fix the path(s) before submitting")
+    found = sent_files_problems(recipe.launch.files)
+    if found:
+        raise LaunchError("launch.files cannot be sent to the nodes as they are:\n  - "
+                          + "\n  - ".join(f"{key}: {message}" for key, message in found))
 
 
 def describe(placed: list[Placed], backend: str) -> list[str]:

@@ -36,6 +36,7 @@ from clustertune.runs.store import get_run, runs_root
 from clustertune.tasks import task_of
 from clustertune.train.ds_config import resolve_deepspeed_json
 from clustertune.train.metrics import check_trackers
+from clustertune.train.sealed import trust_command
 
 log = logging.getLogger("clustertune")
 
@@ -352,6 +353,14 @@ def decide_resume(run_id: str, overrides: list[str], *, runs_root_dir: str | os.
         except UserError as exc:  # no SLURM commands here, a host down: what run.json says stands
             log.warning("could not ask the %s backend how run %s's last attempt ended (%s); going on with what "
                         "run.json records", run.info.backend, run.id, exc)
+    if trust_checkpoint and run.reload().state is RunState.COMPLETED:
+        # What a finished run's unsigned checkpoint needs to be loaded is a signature, not a resume.
+        found = run.paths.complete_checkpoints()
+        if not found:
+            raise RunError(f"run {run.id} already COMPLETED and has no checkpoint: nothing to resume or sign")
+        raise RunError(f"run {run.id} already COMPLETED: there is nothing to resume, so --trust-checkpoint has no "
+                       f"checkpoint to sign. To load one of its checkpoints ({run.paths.checkpoint_list()}), "
+                       f"`{trust_command(found[-1])}` signs the newest with your key (another: its @step-N)")
     run.reload().check_resumable()
     resuming, root = Resuming(run, trust_checkpoint), run.paths.root.parent
     if run.paths.is_command:  # the same command again, as the next attempt

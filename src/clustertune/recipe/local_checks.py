@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from clustertune.errors import Problem
-from clustertune.recipe.local_paths import BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, absolute_paths, locate, pathish
+from clustertune.recipe.local_paths import (BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, absolute_paths, locate, not_found,
+                                            pathish)
+from clustertune.recipe.sent_files import sent_files_problems
 from clustertune.recipe.schema import Recipe
 
 # Where a model's config says how many positions it has, in the order transformers' configs
@@ -24,16 +25,6 @@ from clustertune.recipe.schema import Recipe
 POSITION_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
 # The files `datasets.save_to_disk` writes: a Dataset's state, or a DatasetDict's index.
 SAVED_DATASET_MARKERS = ("state.json", "dataset_dict.json")
-
-
-def _where(value: str, base: Path | None = None) -> str:
-    if Path(value).expanduser().is_absolute():
-        rel = ""
-    elif base is not None and base.resolve() != Path.cwd().resolve():
-        rel = f" (relative paths start beside the recipe, {base}, then at {os.getcwd()})"
-    else:
-        rel = f" (relative paths start at {os.getcwd()})"
-    return f"{value!r} does not exist{rel}"
 
 
 def _files(recipe: Recipe) -> list[tuple[str, str]]:
@@ -52,7 +43,7 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
             out.append((key, f"{f!r} is a symbolic link that cannot be opened (it points nowhere, or at itself); "
                         "point it at the file or give the file's own path"))
         elif not p.exists():
-            out.append((key, f"file {_where(f, base)}; fix the path or remove the entry"))
+            out.append((key, f"file {not_found(f, base)}; fix the path or remove the entry"))
         elif not p.is_file():
             out.append((key, f"{f!r} is not a regular file; give a .txt, .json/.jsonl, .csv or .parquet file"))
     ds = recipe.data.dataset or ""
@@ -64,7 +55,7 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
         elif p.is_file():
             out.append(("data.dataset", f"{ds!r} is a file; local files go in data.train_files"))
         elif not p.exists() and pathish(ds):
-            out.append(("data.dataset", f"directory {_where(ds, base)}; give a save_to_disk directory, a hub dataset "
+            out.append(("data.dataset", f"directory {not_found(ds, base)}; give a save_to_disk directory, a hub dataset "
                         "name, or local files in data.train_files"))
     m = recipe.model
     if m.name_or_path and not m.name_or_path.startswith(RUN_PREFIX):
@@ -73,17 +64,18 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
             out.append(("model.name_or_path", f"directory {m.name_or_path!r} has no config.json; give a directory "
                         "written by save_pretrained"))
         elif not p.exists() and pathish(m.name_or_path):
-            out.append(("model.name_or_path", f"directory {_where(m.name_or_path, base)}; give a save_pretrained "
+            out.append(("model.name_or_path", f"directory {not_found(m.name_or_path, base)}; give a save_pretrained "
                         "directory or a hub name"))
+    out += _revision_problems(recipe, base)
     if m.config:
         p = locate(m.config, base)
         if p.is_dir() and not (p / "config.json").is_file():
             out.append(("model.config", f"directory {m.config!r} has no config.json"))
         elif not p.exists() and (pathish(m.config) or m.config.endswith(".json")):
-            out.append(("model.config", f"{_where(m.config, base)}; give a config.json, a directory holding one, or a "
+            out.append(("model.config", f"{not_found(m.config, base)}; give a config.json, a directory holding one, or a "
                         "model type such as gpt2"))
     if m.tokenizer and pathish(m.tokenizer) and not locate(m.tokenizer, base).is_dir():
-        out.append(("model.tokenizer", f"directory {_where(m.tokenizer, base)}; give a saved tokenizer directory, a hub "
+        out.append(("model.tokenizer", f"directory {not_found(m.tokenizer, base)}; give a saved tokenizer directory, a hub "
                     "name, or 'train'"))
     template = recipe.data.sft.chat_template
     if recipe.task == "sft" and template and template not in BUILTIN_CHAT_TEMPLATES:
@@ -91,24 +83,38 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
             close = difflib.get_close_matches(template, BUILTIN_CHAT_TEMPLATES, n=1, cutoff=0.6)
             out.append(("data.sft.chat_template", (f"{template!r}: did you mean {close[0]!r}? " if close else "")
                         + f"{template!r} is neither a built-in template ({', '.join(BUILTIN_CHAT_TEMPLATES)}) "
-                        f"nor a Jinja file here: {_where(template, base)}"))
+                        f"nor a Jinja file here: {not_found(template, base)}"))
     if recipe.rl is not None:
         policy = recipe.rl.policy or ""
         if pathish(policy) and not locate(policy, base).is_dir():
-            out.append(("rl.policy", f"directory {_where(policy, base)}; give a save_pretrained directory, a hub name or "
+            out.append(("rl.policy", f"directory {not_found(policy, base)}; give a save_pretrained directory, a hub name or "
                         "run:<run-id>"))
     ds = recipe.train.deepspeed_config
     if ds and not locate(ds, base).is_file():
-        out.append(("train.deepspeed_config", f"file {_where(ds, base)}; give the path of your DeepSpeed JSON, or drop "
+        out.append(("train.deepspeed_config", f"file {not_found(ds, base)}; give the path of your DeepSpeed JSON, or drop "
                     "the key to use the one clustertune writes from the recipe"))
-    for i, f in enumerate(recipe.launch.files):
-        if not locate(f, base).exists():
-            out.append((f"launch.files.{i}", f"{_where(f, base)}; fix the path or remove the entry"))
-    names = [locate(f, base).name for f in recipe.launch.files]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            out.append((f"launch.files.{i}", f"{recipe.launch.files[i]!r} has the same name ({name!r}) as "
-                        f"launch.files.{names.index(name)}; both would land at files/{name} on the nodes: rename one"))
+    out += sent_files_problems(recipe.launch.files, base)  # as `clustertune launch` checks a command's
+    return out
+
+
+def _revision_problems(recipe: Recipe, base: Path | None) -> list[tuple[str, str]]:
+    """``model.revision`` names a revision of a hub model: the schema refuses it beside a model
+    written as a local path; here, beside a bare name that is a folder on this machine (which
+    transformers reads instead of the hub), and as a local path or model folder itself."""
+    m = recipe.model
+    if m.revision is None:
+        return []
+    out = []
+    name = m.name_or_path or ""
+    if name and not name.startswith(RUN_PREFIX) and not pathish(name) and locate(name, base).exists():
+        out.append(("model.revision", f"{m.revision!r} is a hub revision, but model.name_or_path {name!r} is the local "
+                    f"folder {locate(name, base)} here, which has no revisions (transformers reads the folder, not "
+                    "the hub): drop model.revision, or move the folder away to load the hub model"))
+    # Bare, only a model folder counts: a branch may share its name with some other folder here.
+    if pathish(m.revision) or (locate(m.revision, base) / "config.json").is_file():
+        out.append(("model.revision", f"{m.revision!r} is a local folder; model.revision takes a hub revision of the "
+                    "hub model in model.name_or_path (a branch such as main, a tag or a commit sha): for weights in a "
+                    "folder, set model.name_or_path to the folder and drop model.revision"))
     return out
 
 

@@ -55,6 +55,17 @@ def locate(value: str, base: Path | None = None) -> Path:
     return Path(os.path.abspath(p))
 
 
+def not_found(value: str, base: Path | None = None) -> str:
+    """``value`` (a path as written) does not exist, and where relative paths were looked for."""
+    if Path(value).expanduser().is_absolute():
+        rel = ""
+    elif base is not None and base.resolve() != Path.cwd().resolve():
+        rel = f" (relative paths start beside the recipe, {base}, then at {os.getcwd()})"
+    else:
+        rel = f" (relative paths start at {os.getcwd()})"
+    return f"{value!r} does not exist{rel}"
+
+
 def _maybe_local(value: str | None, base: Path | None) -> bool:
     """A model-like reference (hub name or directory) that is a local path: written as one,
     or a directory that exists (transformers takes an existing directory before the hub)."""
@@ -138,6 +149,8 @@ def absolute_paths(recipe: Recipe, base: Path | None = None) -> Recipe:
     for n in named_paths(recipe, base):
         if n.role == "extra" and n.key.startswith("rl."):
             continue  # a module name, not a path
+        if n.key == "model.name_or_path" and recipe.model.revision is not None:
+            continue  # a hub revision beside a local folder: the preflight names the problem
         found = locate(n.value, base)
         if found.exists() and str(found) != n.value:
             values[n.key] = str(found)

@@ -31,6 +31,23 @@ _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 DEFAULT_ROOT = ".clustertune"  # relative to the login directory on the host
 
 
+def login_relative(root: str, address: str) -> str:
+    """A host's root as every command and rsync use it, quoted, so that no shell on the host
+    expands it: ``~`` and ``~/X`` (the login directory, where ssh starts) as ``.`` and ``X``.
+    A root that needs the host's shell (another user's home, a variable) is refused."""
+    if root == "~" or root.startswith("~/"):
+        return root[2:].strip("/") or "."
+    if root.startswith("~"):
+        user, _, rest = root[1:].partition("/")
+        raise ClusterError(f"remote root {root!r} of host {address}: '~{user}' (another user's home) is not expanded "
+                           f"on the host; give the absolute path, e.g. /home/{user}/{rest or 'ct'}")
+    if "$" in root or "`" in root:
+        raise ClusterError(f"remote root {root!r} of host {address}: variables are not expanded on the host (every "
+                           "path is quoted); give the path itself, absolute (/scratch/me/ct) or relative to the login "
+                           "directory (ct)")
+    return root
+
+
 def clusters_file() -> Path:
     return config_dir() / "clusters.yaml"
 
@@ -52,7 +69,7 @@ class HostSpec:
     """Jump host, as for ``ssh -J``."""
     root: StrictStr = DEFAULT_ROOT
     """Directory for clustertune's files on the host (envs, code snapshots, runs); relative
-    paths are under the login directory."""
+    paths are under the login directory, and so is ``~/X`` (kept as ``X``)."""
     known_hosts: StrictStr | None = None
     """known_hosts file to verify the host key against (default: ssh's own)."""
     python: StrictStr = "python3"
@@ -72,6 +89,8 @@ class HostSpec:
             raise ClusterError(f"python {self.python!r} of host {self.address} is not a command or path")
         if not self.root or "\n" in self.root or "\x00" in self.root:
             raise ClusterError(f"remote root {self.root!r} of host {self.address} is not a usable path")
+        # Frozen: the one field kept in another spelling (same place), before anything uses it.
+        object.__setattr__(self, "root", login_relative(self.root, self.address))
 
     def jump_hops(self) -> list[HostSpec]:
         """The jump hosts, first hop first (``jump`` is ``[user@]host[:port]``, comma-separated

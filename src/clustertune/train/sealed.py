@@ -10,7 +10,8 @@ Some files of a checkpoint are pickles that libraries load as they are: the ``.m
 an RL checkpoint. Loading one that someone else wrote could run their code, and checkpoints
 travel between hosts. So nothing of a checkpoint is opened before its signature and then every
 file's digest have been checked; a checkpoint without a valid signature is refused, unless the
-user vouches for it (``clustertune run --resume RUN_ID --trust-checkpoint`` signs it).
+user vouches for it: ``clustertune run --resume RUN_ID --trust-checkpoint`` signs the one a run
+resumes from, ``clustertune runs trust RUN@step-N`` any one (a finished run's, to load it).
 
 No torch here: a launcher checks the signature before it starts anything.
 """
@@ -21,13 +22,15 @@ import hashlib
 import hmac
 import json
 import logging
+import shlex
 from pathlib import Path
 from typing import Any
 
 from clustertune.errors import CheckpointError
 from clustertune.fsutil import sha256_file
 from clustertune.identity import checkpoint_key, identity_file, key_id
-from clustertune.runs.paths import CHECKPOINT_INDEX, RunPaths
+from clustertune.runs.paths import CHECKPOINT_INDEX, RunPaths, checkpoint_ref, checkpoint_step
+from clustertune.runs.store import runs_root
 
 log = logging.getLogger("clustertune")
 
@@ -97,12 +100,31 @@ def signature_problem(ckpt: Path, state_bytes: bytes, key: bytes, shown: str | N
     return f"checkpoint {name} was changed after it was signed (its {STATE} does not match its {SIGNATURE})"
 
 
-def _refusal(ckpt: Path, problem: str, run_id: str | None = None, shown: str | None = None) -> CheckpointError:
-    run_id = run_id or ckpt.parent.parent.name
+def trust_command(ckpt: Path) -> str:
+    """The command that signs ``ckpt`` (a run's checkpoint directory) with this user's key."""
+    run_dir = ckpt.parent.parent
+    step = checkpoint_step(ckpt.name)
+    ref = checkpoint_ref(run_dir.name, step) if step is not None else run_dir.name
+    where = "" if run_dir.parent.resolve() == runs_root() else f" --runs-root {shlex.quote(str(run_dir.parent))}"
+    return f"clustertune runs trust {ref}{where}"
+
+
+def _refusal(ckpt: Path, problem: str, run_id: str | None = None, shown: str | None = None,
+             resuming: bool = False) -> CheckpointError:
+    """The refusal of a checkpoint whose signature does not vouch for it, with the command that
+    signs it: ``--resume --trust-checkpoint`` where the run is being resumed from it (the only
+    checkpoint a resume signs is its newest), else ``runs trust`` for this very checkpoint (a
+    finished run cannot resume; a resume would train on and sign another one)."""
+    head = f"{problem}. Some of its files are pickles that loading would run, so none of it was loaded. "
+    if resuming:
+        run_id = run_id or ckpt.parent.parent.name
+        return CheckpointError(
+            head + f"If you wrote it and trust its files, `clustertune run --resume {run_id} --trust-checkpoint` signs "
+            f"it with your key and resumes; otherwise delete {shown or ckpt} to resume from an earlier checkpoint"
+        )
     return CheckpointError(
-        f"{problem}. Some of its files are pickles that loading would run, so none of it was loaded. If you "
-        f"wrote it and trust its files, `clustertune run --resume {run_id} --trust-checkpoint` signs it with "
-        f"your key and resumes; otherwise delete {shown or ckpt} to resume from an earlier checkpoint"
+        head + f"If you wrote it and trust its files, `{trust_command(ckpt)}` signs it with your key (nothing else "
+        "changes); otherwise load another checkpoint of the run, or its final model"
     )
 
 
@@ -118,7 +140,7 @@ def vouch_for_copy(copy: Path, run_id: str, shown: str, trust: bool) -> bool:
     if problem is None:
         return False
     if not trust:
-        raise _refusal(copy, problem, run_id=run_id, shown=shown)
+        raise _refusal(copy, problem, run_id=run_id, shown=shown, resuming=True)
     sign_state(copy, state_bytes, key)
     log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
     return True
@@ -140,6 +162,13 @@ def verified_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
     size and sha256, and that it holds no other file (libraries find some of theirs by name
     pattern); a CheckpointError names the checkpoint or the file that does not match."""
     state = signed_state(ckpt, key)
+    _check_files(ckpt, state)
+    return state
+
+
+def _check_files(ckpt: Path, state: dict[str, Any]) -> None:
+    """Every file ``state`` (``ckpt``'s state.json) lists matches its size and sha256, and no
+    other file is there."""
     listed = set(state.get("files", {}))
     extra = sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*")
                    if not p.is_dir() and str(p.relative_to(ckpt)) not in listed | {STATE, SIGNATURE})
@@ -158,7 +187,23 @@ def verified_state(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
                 f"checkpoint file {f} is corrupt (size or sha256 differs from {ckpt / STATE}); "
                 f"delete {ckpt} to resume from an earlier checkpoint"
             )
-    return state
+
+
+def vouch_for(ckpt: Path) -> str | None:
+    """Sign ``ckpt`` with this user's key when its signature does not vouch for it (``clustertune
+    runs trust``): the user vouches for the files its state.json lists, which must match it
+    first (a changed file is never signed). Returns what was wrong with the signature; None
+    when this user's key had signed it already (nothing is written)."""
+    state_bytes = _read_state_bytes(ckpt)
+    state = _parse(ckpt, state_bytes)  # a corrupt state.json is named as such, and never signed
+    key = checkpoint_key()
+    problem = signature_problem(ckpt, state_bytes, key)
+    if problem is not None:
+        _check_files(ckpt, state)
+        sign_state(ckpt, state_bytes, key)
+        log.warning("%s; signed with your key as asked (clustertune runs trust)", problem)
+    verified_state(ckpt, key)
+    return problem
 
 
 def accept_for_resume(paths: RunPaths, trust: bool = False) -> Path | None:
@@ -177,7 +222,7 @@ def accept_for_resume(paths: RunPaths, trust: bool = False) -> Path | None:
     problem = signature_problem(newest, state_bytes, key)
     if problem is not None:
         if not trust:
-            raise _refusal(newest, problem)
+            raise _refusal(newest, problem, resuming=True)
         sign_state(newest, state_bytes, key)
         log.warning("%s; signed with your key as asked (--trust-checkpoint)", problem)
     verified_state(newest, key)  # a changed or missing file stops the resume here, on every backend

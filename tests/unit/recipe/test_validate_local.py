@@ -117,3 +117,36 @@ def test_a_cross_field_message_with_a_semicolon_stays_whole() -> None:
     assert len(err.value.problems) == 1
     (p,) = err.value.problems
     assert p.key == "launch.gres" and p.message.endswith("; keep the one your site uses"), p
+
+
+def test_model_revision_with_a_local_folder_is_a_typed_error_naming_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hub revision applies to a hub name: beside a model read from a local folder (written
+    bare, as transformers takes it), or given a local folder itself, it is refused naming
+    model.revision and what it takes, not a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "distgpt2").mkdir()
+    (tmp_path / "distgpt2" / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_positions": 64}))
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (tmp_path / "main").mkdir()  # a folder that shares a branch's name is no model: not taken for one
+    pretrained = with_(TINY_CAUSAL, model={"config": None, "name_or_path": "distgpt2", "tokenizer": "train",
+                                           "config_overrides": {}})
+    for verb in ("validate", "run"):
+        f = tmp_path / "r.yaml"
+        f.write_text(yaml.safe_dump(pretrained))
+        rc = main([verb, str(f), "model.revision=main", *(["--no-progress"] if verb == "run" else [])])
+        text = capsys.readouterr().err
+        assert rc == 2 and "Traceback" not in text, text
+        assert (f"model.revision: 'main' is a hub revision, but model.name_or_path 'distgpt2' is the local folder "
+                f"{tmp_path / 'distgpt2'}") in text, text
+        assert "drop model.revision" in text
+    hub = with_(pretrained, model={"name_or_path": "gpt2"})
+    for revision in ("ckpt", "./ckpt"):
+        rc, text = validate(tmp_path, hub, f"model.revision={revision}", capsys=capsys)
+        assert rc == 2 and "Traceback" not in text, text
+        assert (f"model.revision: {revision!r} is a local folder; model.revision takes a hub revision of the hub "
+                "model in model.name_or_path (a branch such as main, a tag or a commit sha)") in text, text
+    rc, text = validate(tmp_path, hub, "model.revision=main", capsys=capsys)
+    assert rc == 0, text
+    assert not (tmp_path / "runs").exists()

@@ -191,3 +191,24 @@ def test_concurrent_first_uses_share_one_identity_key(tmp_path, monkeypatch):
     assert len(got) == 8 and len(set(got)) == 1
     assert [p.name for p in (tmp_path / "cfg").iterdir()] == ["identity.key"]  # no temporary files left
     assert ((tmp_path / "cfg" / "identity.key").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_tilde_root_is_the_login_directory_as_a_relative_root_is(ct_config):
+    """Every remote path is quoted, so no shell on the host would expand a '~': `~/X` is kept as
+    `X` (relative roots are under the login directory, as '~' is), the same for every command
+    and rsync; a root that needs another user's home or a variable is refused with the fix."""
+    from clustertune.cli.main import main
+    from clustertune.remote.cluster import Cluster
+
+    assert HostSpec(address="h", root="~/ct work").root == "ct work"
+    assert HostSpec(address="h", root="~").root == "."
+    assert HostSpec(address="h", root="~/").root == "."
+    assert HostSpec(address="h", root="/abs/~x").root == "/abs/~x"  # not at the start: a plain name
+    assert main(["cluster", "add", "tl", "127.0.0.1", "--root", "~/X"]) == 0
+    (host,) = get_cluster("tl").hosts
+    assert host.root == "X" and "root: X" in clusters_file().read_text()
+    cluster = Cluster.named("tl")
+    assert "~" not in cluster.runner_path(0) and cluster.runner_path(0).startswith("X/")
+    for bad, says in (("~bob/X", "another user's home"), ("$HOME/X", "not expanded"), ("${SCRATCH}/ct", "not expanded")):
+        with pytest.raises(ClusterError, match=re.escape(f"remote root {bad!r} of host h") + ".*" + says):
+            HostSpec(address="h", root=bad)

@@ -63,7 +63,8 @@ def test_files_rewritten_with_recomputed_digests_are_refused_before_any_is_opene
         ckpt.verify_checkpoint(d)
     msg = str(err.value)
     assert f"checkpoint {d} was changed after it was signed" in msg
-    assert "clustertune run --resume my-run --trust-checkpoint" in msg and f"delete {d}" in msg
+    # Loaded, not resumed: the command that signs this very checkpoint, and nothing is to be deleted.
+    assert "`clustertune runs trust my-run@step-3 --runs-root" in msg and "delete" not in msg
 
 
 def test_a_file_added_beside_the_listed_ones_is_refused(saved) -> None:
@@ -78,7 +79,7 @@ def test_a_file_added_beside_the_listed_ones_is_refused(saved) -> None:
 def test_an_unsigned_checkpoint_is_refused_with_how_to_accept_it(saved) -> None:
     _, d = saved
     (d / SIGNATURE).unlink()
-    with pytest.raises(CheckpointError, match=f"checkpoint {d} is not signed .*--trust-checkpoint"):
+    with pytest.raises(CheckpointError, match=f"checkpoint {d} is not signed .*`clustertune runs trust my-run@step-3"):
         ckpt.verify_checkpoint(d)
     (d / SIGNATURE).write_text("garbage")
     with pytest.raises(CheckpointError, match="is not a clustertune signature"):
@@ -99,7 +100,7 @@ def test_a_checkpoint_signed_with_another_key_is_refused(saved, monkeypatch) -> 
 def test_trust_signs_an_unsigned_checkpoint_only_when_asked(saved) -> None:
     paths, d = saved
     (d / SIGNATURE).unlink()
-    with pytest.raises(CheckpointError, match="not signed"):
+    with pytest.raises(CheckpointError, match="not signed .*`clustertune run --resume my-run --trust-checkpoint`"):
         accept_for_resume(paths)
     assert not (d / SIGNATURE).exists()  # refused: nothing written
     assert accept_for_resume(paths, trust=True) == d
