@@ -70,7 +70,7 @@ def test_kto_on_completions_marked_desirable(tiny_policy_run: Run, rl_runs_root:
 def test_bad_kto_inputs_name_the_key(tiny_policy_run: Run, rl_runs_root: Path, tmp_path: Path) -> None:
     policy = str(tiny_policy_run.paths.model)
     bad = _unpaired(tmp_path / "bad.jsonl", 20, label="maybe")
-    with pytest.raises(DataError, match=r"rl.label_column: row \d+ of the train data has 'maybe' in column 'label'"):
+    with pytest.raises(DataError, match=r"rl.label_column: '.*bad.jsonl' line \d+ \(train\) has 'maybe' in column 'label'"):
         ct.run(ct.load_recipe(_kto(policy, rl_runs_root, dataset=None, train_files=[str(bad)])), show_progress=False)
     one_sided = _unpaired(tmp_path / "up.jsonl", 20, label=True)
     with pytest.raises(DataError, match=r"every train row of column 'label' is True"):

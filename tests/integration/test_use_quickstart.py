@@ -48,7 +48,7 @@ def test_a_checkpoint_is_named_run_at_step_n_by_generate_and_export(
     earlier = load_for_use(f"{run.id}@step-{steps[0]}", runs_root=root, device="cpu", dtype="fp32")
     assert not torch.equal(earlier.model.get_input_embeddings().weight, newest.model.get_input_embeddings().weight)
     # What a tired user types: a step it does not have, a word for a step.
-    with pytest.raises(RunError, match=rf"has no checkpoint of step 7 \(its checkpoints: .*step-{steps[-1]}\)"):
+    with pytest.raises(RunError, match=rf"has no complete checkpoint of step 7 \(its checkpoints: .*step-{steps[-1]}\)"):
         find_target(f"{run.id}@step-7", root)
     with pytest.raises(RunError, match=r"after '@' name a checkpoint as step-N"):
         find_target(f"{run.id}@last", root)

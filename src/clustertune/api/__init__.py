@@ -79,8 +79,10 @@ def decide(
                              trust_checkpoint=trust_checkpoint, dry=dry)
     if trust_checkpoint:
         raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
-    checked = validate(source, overrides, runs_root_dir=runs_root_dir)
-    return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
+    held: list[Any] = []  # the libraries' warnings until the run's log exists
+    checked = validate(source, overrides, runs_root_dir=runs_root_dir, library_warnings=held)
+    return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry,
+                         library_warnings=held)
 
 
 def decide_command(
@@ -191,11 +193,24 @@ def dry_run(
 
 
 def validate(source: Source | None, overrides: list[str] | None = None, *,
-             runs_root_dir: str | os.PathLike[str] | None = None, need_base: bool = False) -> Checked:
+             runs_root_dir: str | os.PathLike[str] | None = None, need_base: bool = False,
+             library_warnings: list[Any] | None = None) -> Checked:
     """The recipe, checked as ``run`` would check it before it starts, with no GPU, network or
     data (:mod:`clustertune.api.preflight`): every problem at once as one RecipeError; what
     could not be checked offline in ``not_checked``. ``need_base``: a ``run:<name>`` base must
-    exist already (``run`` would train a shipped recipe's run first)."""
+    exist already (``run`` would train a shipped recipe's run first). What the libraries warn
+    while the model is built (PEFT, bitsandbytes, transformers) never reaches the terminal: it is
+    appended to ``library_warnings`` (a run writes it into its log), or dropped (``--debug``
+    prints it)."""
+    # Deferred: library_logs is light, but its package (train) is not the CLI's to load at start-up.
+    from clustertune.train.library_logs import libraries_quiet
+
+    with libraries_quiet(library_warnings):
+        return _validate(source, overrides, runs_root_dir, need_base)
+
+
+def _validate(source: Source | None, overrides: list[str] | None, runs_root_dir: str | os.PathLike[str] | None,
+              need_base: bool) -> Checked:
     # Deferred: the preflight imports transformers and torch when a recipe has a model to build.
     from clustertune.api.preflight import Where, check
 

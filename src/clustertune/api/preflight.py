@@ -107,6 +107,7 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     trained_first = None if need_base else _trained_first(recipe, root)
     if trained_first is not None:  # not there yet, and `run` makes it: not a problem, only not checked
         g.not_checked.append(trained_first)
+    g.add(_run_base_refused(recipe))
     g.add([p for p in g.run(f"task {recipe.task}", task.preflight, recipe, root) or []
            if trained_first is None or p[0] != task.base_key])
     _checkpoint_checks(recipe, root, g)
@@ -157,8 +158,8 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             src = _checkpoint_config(g.checkpoints[key], key, g)
             if src is None:
                 return
-        elif ref.startswith(RUN_PREFIX) and "@" in ref:
-            return  # its checkpoint is not there, or not one a model can be built from: said above
+        elif ref.startswith(RUN_PREFIX) and ("@" in ref or key in g.keys()):
+            return  # its checkpoint is not there, not one a model can be built from, or refused: said above
         elif ref.startswith(RUN_PREFIX):
             name = ref[len(RUN_PREFIX):]
             try:
@@ -206,6 +207,17 @@ def _trained_first(recipe: Recipe, root: str) -> str | None:
         return (f"{task.base_key}: {ref}: no {name} run with a final model under {root} yet; "
                 f"`clustertune run` trains it first (`clustertune run {name}`)")
     return None
+
+
+def _run_base_refused(recipe: Recipe) -> list[tuple[str, str]]:
+    """A ``run:`` name as the model of a task that cannot start from another run's model."""
+    task = task_of(recipe.task)
+    ref = task.base_ref(recipe) or ""
+    if task.base_model_from_run or not ref.startswith(RUN_PREFIX):
+        return []
+    return [(task.base_key, f"{ref}: task {task.name} cannot start from another run's model; name a hub model or a "
+                            "save_pretrained directory (a finished run's final model is its model/ directory: "
+                            "`clustertune runs show RUN` prints it)")]
 
 
 def _remote_code_refused(config_dir: Path, trusted: bool, g: _Gather) -> bool:

@@ -424,7 +424,7 @@ def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out
     t_write = 0.0
     traits = recipe.traits
     if traits.labelled:
-        labels = infer_labels(recipe, {"train": data.train, "validation": data.validation})
+        labels = infer_labels(recipe, {"train": data.train, "validation": data.validation}, data.origins)
         extra_manifest["labels"] = labels.to_json()
     renderer = None
     if traits.templated:

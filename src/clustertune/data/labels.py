@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from clustertune.data.origins import Origins, row_at
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 
@@ -75,10 +76,15 @@ def _kind(v: Any) -> str:
     return "other"
 
 
-def infer_labels(recipe: Recipe, splits: dict[str, Any]) -> LabelSet:
+def infer_labels(recipe: Recipe, splits: dict[str, Any], origins: dict[str, Origins] | None = None) -> LabelSet:
     """The classes of ``splits`` (name -> ``datasets.Dataset``, training split first), every
-    label checked: DataError names the split, the row and the fix."""
+    label checked: DataError names the row where it was read (``origins``: the file and line of
+    each split's rows, whatever the validation carve took), its split and the fix."""
     d, n_set = recipe.data, recipe.model.num_labels
+
+    def where(split: str, i: int) -> str:
+        return row_at((origins or {}).get(split), split, i)
+
     values: dict[str, list[Any]] = {}
     for split, ds in splits.items():
         require_label_column(recipe, ds, split)
@@ -89,7 +95,7 @@ def infer_labels(recipe: Recipe, splits: dict[str, Any]) -> LabelSet:
     if "other" in kinds or kinds == {"str", "int"}:
         split, i, v = next((s, i, v) for s, vs in values.items() for i, v in enumerate(vs)
                            if _kind(v) == "other" or (kinds == {"str", "int"} and _kind(v) == "int"))
-        raise DataError(f"data.label_column: {split} row {i} has label {v!r} ({type(v).__name__}); labels must be "
+        raise DataError(f"data.label_column: {where(split, i)} has label {v!r} ({type(v).__name__}); labels must be "
                         "all integers (class ids) or all strings (class names)")
     if kinds == {"str"}:
         if names is None:
@@ -99,8 +105,8 @@ def infer_labels(recipe: Recipe, splits: dict[str, Any]) -> LabelSet:
             bad = [(i, v) for i, v in enumerate(vs) if v not in index]
             if bad:
                 i, v = bad[0]
-                where = "data.label_names" if d.label_names else f"the {first} labels"
-                raise DataError(f"data.label_column: {split} row {i} has label {v!r}, which is not one of {where} "
+                known = "data.label_names" if d.label_names else f"the {first} labels"
+                raise DataError(f"data.label_column: {where(split, i)} has label {v!r}, which is not one of {known} "
                                 f"({', '.join(map(repr, names))}); {len(bad)} such row(s). List every class in "
                                 "data.label_names, or give each class some training rows")
         if n_set is not None and n_set != len(names):
@@ -120,7 +126,7 @@ def infer_labels(recipe: Recipe, splits: dict[str, Any]) -> LabelSet:
                 i, v = bad[0]
                 why = (f"labels must be integers below model.num_labels={n}" if n_set is not None or names
                        else f"labels must be integers from 0 (the largest here is {max(ints)})")
-                raise DataError(f"data.label_column: {split} row {i} has label {v!r}, outside 0..{n - 1} "
+                raise DataError(f"data.label_column: {where(split, i)} has label {v!r}, outside 0..{n - 1} "
                                 f"({len(bad)} bad row(s) in all); {why}")
     assert n is not None
     return LabelSet(n, tuple(names) if names else None)

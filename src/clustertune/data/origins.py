@@ -1,6 +1,8 @@
-"""Where each example came from: the file and its line (JSON lines, text), row (CSV, parquet) or
+"""Where each example came from: the file and its line (JSON lines, CSV, text), row (parquet) or
 element (a JSON array), or the dataset's row, so that a problem found after the files were
 concatenated, limited and carved into a validation split is named where the user can open it.
+Every per-example problem of the data (SFT conversations, class labels, KTO's desirable flags)
+names its example through :func:`row_at`, never by its index in a split.
 
 An :class:`Origins` maps the index of an example in a split to the row it was read from; only
 the few examples a message names are ever turned into lines (a file is scanned once then).
@@ -33,6 +35,22 @@ def _nonblank_lines(path: str) -> list[int]:
             if line.strip():
                 out.append(i)
     return out
+
+
+def _csv_record_lines(path: str) -> list[int]:
+    """The line (from 1) where each example of a CSV file starts: the records after the header,
+    blank lines skipped as pandas skips them, a quoted value over several lines counted whole."""
+    import csv
+
+    out: list[int] = []
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh)
+        end = 0  # the last line read so far
+        for record in reader:
+            start, end = end + 1, reader.line_num
+            if record:
+                out.append(start)
+    return out[1:]  # the first record is the header
 
 
 @dataclass
@@ -70,7 +88,10 @@ class Origins:
         name = repr(part.path)
         suffix = Path(part.path).suffix.lower()
         if suffix == ".csv":
-            return f"{name} row {row + 1} (after the header)"
+            lines = self._lines.get(part.path)
+            if lines is None:
+                lines = self._lines[part.path] = _csv_record_lines(part.path)
+            return f"{name} line {lines[row]}" if row < len(lines) else f"{name} row {row + 1} after the header"
         if suffix == ".parquet":
             return f"{name} row index {row}"
         if suffix in (".txt", ".text") and part.keep_linebreaks:
@@ -87,6 +108,15 @@ def _is_array(path: str) -> bool:
     with open(path, "rb") as fh:
         head = fh.read(4096).lstrip()
     return head.startswith(b"[")
+
+
+def row_at(origins: Origins | None, split: str, i: int) -> str:
+    """Example ``i`` of ``split`` as the user finds it: where it was read with the split in
+    brackets (``'train.jsonl' line 13 (validation)``), or the split's row where nothing says
+    where it came from (rows a caller made itself)."""
+    if origins is None:
+        return f"{split} row {i}"
+    return f"{origins.where(i)} ({split})"
 
 
 SHOWN = 5

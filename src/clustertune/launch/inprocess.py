@@ -68,7 +68,7 @@ class InProcessLauncher:
             checked = get_ready(recipe, resuming.run if resuming is not None else None, resume_from)
             self._ready = Ready(checked, resume_from)
         except BaseException:
-            libraries.stop()  # nothing will start: what they said is shown after all
+            libraries.stop()  # nothing will start: what they said is dropped (--debug shows it), the error stands alone
             raise
         self._held = libraries.hand_over()
 

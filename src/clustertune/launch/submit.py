@@ -12,7 +12,7 @@ import json
 import os
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from clustertune.launch.command import check_command, check_launch, create_run, 
 from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.models.local import checkpoint_refs
+from clustertune.models.run_models import resolve_run_model
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
@@ -35,6 +36,7 @@ from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.tasks import task_of
 from clustertune.train.ds_config import resolve_deepspeed_json
+from clustertune.train.library_logs import LibraryLogs, libraries_quiet, run_log_handler
 from clustertune.train.metrics import check_trackers
 from clustertune.train.sealed import trust_command
 
@@ -178,29 +180,30 @@ def _prepares_here(decided: Decided, backend: Launcher) -> bool:
 
 
 def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None,
-                       show_progress: bool = True, train_missing: bool = True) -> Recipe:
-    """A task that starts from another run's model (SFT's ``model.name_or_path``, RL's
-    ``rl.policy``: the task's ``base_key``) naming ``run:<run-id>``: the recipe with that run's
-    final model directory in its place (so the resolved recipe names what was trained). A missing
-    run named like a shipped recipe (``run:quickstart``) is trained first, once
+                       show_progress: bool = True, train_missing: bool = True,
+                       library_warnings: list[Any] | None = None) -> Recipe:
+    """A task that starts from another run's model (the task's ``base_key``: ``model.name_or_path``,
+    RL's ``rl.policy``) naming ``run:<run-id>``: the recipe with that run's final model directory
+    in its place (an adapter run's merged into its base), so the resolved recipe names what was
+    trained. A missing run named like a shipped recipe (``run:quickstart``) is trained first, once
     (``train_missing``; else the missing run is an error). A checkpoint ``run:<run>@step-N``
     named as any model (base, RL policy...) is written out as a model once and named by its
-    directory (:mod:`clustertune.use.bases`)."""
+    directory (:mod:`clustertune.use.bases`). Every name goes through
+    :func:`~clustertune.models.run_models.resolve_run_model`. What the libraries warn while a model
+    is written out or merged goes to ``library_warnings`` (for the run's log), never the terminal."""
     root = str(_root(recipe, runs_root_dir))
     if checkpoint_refs(recipe):
         # Deferred: writing a checkpoint out builds its model (torch, transformers).
         from clustertune.use.bases import with_checkpoint_models
 
-        recipe = with_checkpoint_models(recipe, root)
+        with libraries_quiet(library_warnings):
+            recipe = with_checkpoint_models(recipe, root)
     task = task_of(recipe.task)
     key, ref = task.base_key, task.base_ref(recipe) or ""
     if not task.base_model_from_run or not ref.startswith(RUN_PREFIX):
         return recipe
-    # Imported only here: it imports torch, transformers' trainer and PEFT (and what they warn).
-    from clustertune.train.rl.sources import resolve_model
-
     try:
-        path = resolve_model(ref, key, root)
+        found = resolve_run_model(ref, key, root)
     except RunError:
         name = ref[len(RUN_PREFIX):]
         if not train_missing or name not in shipped_recipes():
@@ -208,8 +211,13 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
         log.info("%s: no completed %r run under %s yet; training it first (`clustertune run %s`)",
                  key, name, root, name)
         launch(load_recipe(name), runs_root_dir=root, show_progress=show_progress)
-        path = resolve_model(ref, key, root)
-    return task.with_base(recipe, path)
+        found = resolve_run_model(ref, key, root)
+    assert found is not None
+    # Imported only here: merging an adapter run's model imports torch and PEFT (and what they warn).
+    from clustertune.models.adapters import plain_model
+
+    with libraries_quiet(library_warnings):
+        return task.with_base(recipe, str(plain_model(found)))
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,9 @@ class Decided:
     root: Path  # the runs root the run is made (or was found) under
     user_command: list[str] | None = None  # a user's own command instead of the trainer
     resuming: Resuming | None = None
+    # What the libraries warned while the launch was decided (the preflight, a base model written
+    # out or merged): written into the run's log once it exists, never to the terminal.
+    library_warnings: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
 def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
@@ -293,18 +304,29 @@ def start_launch(decided: Decided, *, command: list[str] | None = None, announce
     run_id, run_dir = _where(decided)
     # One plan, checked by the backend before anything is written, then submitted.
     plan = plan_for(recipe, run_id, run_dir, decided.user_command)
-    backend.check(recipe, plan, resuming)
+    backend.check(recipe, plan, resuming)  # the in-process backend keeps its libraries' warnings itself
     here = _prepares_here(decided, backend)
-    # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
-    prepared = prepare_new_run_data(recipe) if here and resuming is None else None
-    run = _record(decided, command, run_id)
+    # From here until the backend takes over, the libraries' warnings (and those held since the
+    # preflight) go to the run's log once it exists, never to the terminal.
+    libraries = LibraryLogs().hold(list(decided.library_warnings)).start()
+    to_log = None
     try:
-        recipe = _place_files(recipe, run, decided.backend, here)
-        if here:
-            prepare_run_data(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
-    except UserError as exc:
-        run.transition(RunState.FAILED, reason=str(exc))
-        raise
+        # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
+        prepared = prepare_new_run_data(recipe) if here and resuming is None else None
+        run = _record(decided, command, run_id)
+        to_log = run_log_handler(run.paths.log)
+        libraries.attach(to_log)
+        try:
+            recipe = _place_files(recipe, run, decided.backend, here)
+            if here:
+                prepare_run_data(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
+        except UserError as exc:
+            run.transition(RunState.FAILED, reason=str(exc))
+            raise
+    finally:
+        libraries.stop()
+        if to_log is not None:
+            to_log.close()
     # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
     return backend.submit(plan, run, recipe, announce, show_progress, wait=wait).run
 
@@ -387,13 +409,16 @@ def decide_command(section: Recipe, user_command: list[str], *,
 
 
 def decide_recipe(recipe: Recipe, *, runs_root_dir: str | os.PathLike[str] | None = None,
-                  show_progress: bool = True, dry: bool = False) -> Decided:
+                  show_progress: bool = True, dry: bool = False,
+                  library_warnings: list[Any] | None = None) -> Decided:
     """A new run of a checked recipe (the preflight's, or :func:`check_unchecked`'s). A
     ``run:<name>`` base is resolved here (trained first when it is a shipped recipe's run not
-    trained yet), not for a dry run (``dry``: the base stays as named)."""
+    trained yet), not for a dry run (``dry``: the base stays as named). ``library_warnings``: what
+    the libraries warned so far (the preflight's), for the run's log."""
+    held = list(library_warnings or [])
     if not dry:
-        recipe = resolve_base_model(recipe, runs_root_dir, show_progress)
-    return Decided(recipe, backend_for(recipe), _root(recipe, runs_root_dir))
+        recipe = resolve_base_model(recipe, runs_root_dir, show_progress, library_warnings=held)
+    return Decided(recipe, backend_for(recipe), _root(recipe, runs_root_dir), library_warnings=tuple(held))
 
 
 def _root(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None) -> Path:

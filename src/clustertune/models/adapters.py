@@ -21,6 +21,7 @@ from typing import Any
 
 from clustertune.models.heads import PEFT_TASK_TYPES, auto_class
 from clustertune.models.local import require_local
+from clustertune.models.run_models import RunModel
 from clustertune.errors import CheckpointError, ModelError
 from clustertune.extras import install_hint
 from clustertune.recipe.adapter_schema import ALL_LINEAR, AdapterSection
@@ -362,3 +363,25 @@ def merge_adapter(adapter_dir: Path, out_dir: Path, base: str | None = None) -> 
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
     return out_dir
+
+
+def plain_model(found: RunModel) -> Path:
+    """A run's model as a directory ``from_pretrained`` reads, for a run that starts from it (a
+    base, an RL policy or reference): its final model, an adapter run's merged into its base (the
+    copy ``model.adapter.save_merged`` wrote, or one merged here once, into ``model-merged/``),
+    or a checkpoint once written out as a model (:mod:`clustertune.use.bases` does that)."""
+    import logging
+
+    path = found.path
+    if found.step is not None:
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{found.name()} is a checkpoint, not yet written out as a model: `clustertune run` "
+                             "writes it out when a run starts from it")
+        return path
+    if not is_adapter_dir(path):
+        return path
+    merged = found.run.paths.merged_model
+    if not (merged / "config.json").is_file():
+        logging.getLogger("clustertune").info("merging the adapter of %s onto its base into %s", path, merged)
+        merge_adapter(path, merged)
+    return merged

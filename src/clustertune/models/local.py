@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clustertune.errors import ModelError, RunError
+from clustertune.errors import ModelError
+from clustertune.models.run_models import resolve_run_model
 from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
 from clustertune.runs.dependents import removed_run_of
-from clustertune.runs.paths import split_step
-from clustertune.runs.run import Run
-from clustertune.runs.store import get_run
 
 
 def is_pathish(s: str) -> bool:
@@ -41,52 +39,14 @@ def checkpoint_refs(recipe: Any) -> list[tuple[str, str]]:
     return [(k, v) for k, v in refs if v.startswith(RUN_PREFIX) and "@" in v]
 
 
-def run_checkpoint(ref: str, key: str, runs_root_dir: str | None = None) -> tuple[Run, int] | None:
-    """For ``run:<run>@step-N``: that run and N, once the run is found and its checkpoint of step
-    N is complete (a RunError naming ``key`` and the checkpoints it has otherwise); None for any
-    other reference."""
-    if not ref.startswith(RUN_PREFIX):
-        return None
-    try:
-        run_ref, step = split_step(ref[len(RUN_PREFIX):])
-        if step is None:
-            return None
-        run = get_run(run_ref, runs_root_dir)
-    except RunError as exc:
-        raise RunError(f"{key}: {exc}") from None
-    if run.paths.checkpoint(step) not in run.paths.complete_checkpoints():
-        raise RunError(f"{key}: run {run.id} has no complete checkpoint of step {step} (its checkpoints: "
-                       f"{run.paths.checkpoint_list()}); "
-                       f"`clustertune runs show {run.id}` lists them")
-    return run, step
-
-
-def run_with_model(ref: str, key: str, runs_root_dir: str | None = None) -> Run:
-    """The run ``run:<run>`` names (an id, a unique prefix, ``last`` or a name: its newest run
-    with a final model); a RunError naming ``key`` when there is none or it has no final model."""
-    try:
-        run = get_run(ref[len(RUN_PREFIX):], runs_root_dir, by_name="newest_model")
-    except RunError as exc:
-        raise RunError(f"{key}: {exc}") from None
-    if not run.paths.has_final_model:
-        raise RunError(f"{key}: run {run.id} is {run.state.value} and has no final model yet; finish it "
-                       "or name another run")
-    return run
-
-
 def locate_model(ref: str, key: str, runs_root_dir: str | None = None) -> Path | str:
     """Where the model ``ref`` names is, as it is written in a recipe, without loading or
-    writing anything: a run's final model directory for ``run:<run>`` (an adapter run's
-    adapter directory), for ``run:<run>@step-N`` that checkpoint (or, once written out for a run
-    that named it, its model directory), a local directory (holding a config.json), or the hub name itself.
-    Raises RunError or ModelError naming ``key`` and the fix."""
-    at_step = run_checkpoint(ref, key, runs_root_dir)
-    if at_step is not None:
-        run, step = at_step
-        made = run.paths.checkpoint_model(step)
-        return made if (made / "config.json").is_file() else run.paths.checkpoint(step)
-    if ref.startswith(RUN_PREFIX):
-        return run_with_model(ref, key, runs_root_dir).paths.model
+    writing anything: for ``run:<run>`` or ``run:<run>@step-N`` where that run's model is now
+    (:func:`~clustertune.models.run_models.resolve_run_model`), a local directory (holding a
+    config.json), or the hub name itself. Raises RunError or ModelError naming ``key`` and the fix."""
+    found = resolve_run_model(ref, key, runs_root_dir)
+    if found is not None:
+        return found.path
     p = Path(ref).expanduser()
     if p.exists():
         if not p.is_dir() or not ((p / "config.json").is_file() or (p / "adapter_config.json").is_file()):

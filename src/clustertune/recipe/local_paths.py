@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
 
-RUN_PREFIX = "run:"
 BUILTIN_CHAT_TEMPLATES = ("chatml", "llama3")
 
 # What a path is for, which decides whether it travels (see clustertune.launch.files):

@@ -64,8 +64,10 @@ def _mapping_or_text(schema: dict[str, Any]) -> None:
 
 class ModelSection(Section):
     name_or_path: str | None = None
-    """Pretrained weights: a Hugging Face Hub name (``gpt2``, ``bert-base-cased``) or a local
-    directory written by ``save_pretrained``. Exactly one of ``name_or_path`` and ``config``."""
+    """Pretrained weights: a Hugging Face Hub name (``gpt2``, ``bert-base-cased``), a local
+    directory written by ``save_pretrained``, or ``run:<run-id>`` for the final model of an
+    earlier clustertune run (``run:<run-id>@step-N``: its checkpoint of step N). Exactly one of
+    ``name_or_path`` and ``config``."""
 
     revision: str | None = None
     """Hub revision of ``name_or_path`` (a branch, tag or commit), as ``from_pretrained(...,

@@ -39,8 +39,9 @@ class Task:
     """Evaluations also generate answers to held-out prompts (exact match)."""
 
     base_model_from_run: bool = False
-    """``run:<id>`` in :attr:`base_key` starts from another run's final model; a shipped recipe's
-    run not trained yet (``run:quickstart``) is trained first."""
+    """``run:<id>`` in :attr:`base_key` starts from another run's final model (``run:<id>@step-N``:
+    its checkpoint of step N); a shipped recipe's run not trained yet (``run:quickstart``) is
+    trained first. A task without it refuses a ``run:`` name there at validation."""
 
     base_key: str = "model.name_or_path"
     """The recipe key naming the model a run starts from (``section.field``)."""

@@ -45,7 +45,7 @@ from clustertune.runs.topology import Topology
 from clustertune.train.user_code import use_run_files
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.execute import execute
-from clustertune.train.library_logs import LibraryLogs
+from clustertune.train.library_logs import LibraryLogs, run_log_handler
 from clustertune.train.precision import precision_name
 from clustertune.models.adapters import model_source
 from clustertune.train.stop import STOP_SIGNALS, StopFlag
@@ -117,9 +117,7 @@ def attempt_logging(paths: RunPaths, where: Placement, libraries: LibraryLogs | 
     ours.append(console)
     theirs: list[logging.Handler] = []
     if libraries is not None and rank == 0:
-        lib = logging.FileHandler(paths.log, encoding="utf-8")
-        lib.setLevel(logging.WARNING)
-        lib.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s"))
+        lib = run_log_handler(paths.log)
         libraries.attach(lib)
         theirs.append(lib)
     before = (log.level, log.propagate)

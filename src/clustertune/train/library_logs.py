@@ -1,18 +1,24 @@
 """Warnings of the libraries a run uses go to the run's log, not the terminal.
 
-transformers, DeepSpeed, bitsandbytes, torch (through Python's ``warnings``) and the rest
+transformers, DeepSpeed, bitsandbytes, PEFT, torch (through Python's ``warnings``) and the rest
 print on every run things a user cannot act on (bitsandbytes' "Failed to load CPU gemm_4bit_forward",
-"Setting accelerator to CPU"), in the middle of the progress bar. While a run trains in this
-process they are written to its ``logs/run.log`` instead; what comes before the run directory
-exists is held and written there once it does (or printed, if the run never starts).
+"Setting accelerator to CPU", deprecation notices of one library about another), in the middle of
+the progress bar or above an error. While a run trains in this process they are written to its
+``logs/run.log`` instead; what comes before the run directory exists (the preflight, resolving a
+base model, preparing the data) is held and written there once it does. Where no run follows (the
+preflight of ``validate``, a run refused before it starts) they are dropped, unless clustertune
+logs at DEBUG level (``--debug``): then they are printed after all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 # Libraries whose own logger writes to the terminal through a handler of its own (no
@@ -30,10 +36,34 @@ class _Sink(logging.Handler):
         self.target: logging.Handler | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if _ours(record.name):
+            # clustertune's own warnings are not the libraries': a handler on the root (this one)
+            # keeps Python from printing them, so where none of clustertune's own shows them, do.
+            if not _shown_before_root(record.name) and logging.lastResort is not None \
+                    and record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+            return
         if self.target is None:
             self.held.append(record)
         elif record.levelno >= self.target.level:
             self.target.handle(record)
+
+
+def _ours(name: str) -> bool:
+    return name == "clustertune" or name.startswith("clustertune.")
+
+
+def _shown_before_root(name: str) -> bool:
+    """Whether a record of logger ``name`` meets a handler before it reaches the root logger."""
+    lg: logging.Logger | None = logging.getLogger(name)
+    root = logging.getLogger()
+    while lg is not None and lg is not root:
+        if lg.handlers:
+            return True
+        if not lg.propagate:
+            return False
+        lg = lg.parent
+    return False
 
 
 class _Divert(logging.Filter):
@@ -94,12 +124,60 @@ class LibraryLogs:
         while self._undo:
             self._undo.pop()()
         if self.sink.target is None and self.sink.held:
-            # The run never started (a failure before its directory existed): show them after all.
-            fmt = logging.Formatter("%(name)s %(levelname)s: %(message)s")
-            for record in self.sink.held:
-                print(fmt.format(record), file=sys.stderr)
+            # No run took them (a failure before its directory existed, or none was to start).
+            show_if_debugging(self.sink.held)
         self.sink.held = []
         self.sink.target = None
+
+
+LIBRARY_LOG_FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
+
+
+def run_log_handler(path: Path) -> logging.FileHandler:
+    """A handler that appends the libraries' warnings to a run's log (``logs/run.log``), each with
+    its logger's name."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(LIBRARY_LOG_FORMAT))
+    return handler
+
+
+def show_if_debugging(records: list[logging.LogRecord]) -> None:
+    """Held warnings no run took: printed only when clustertune logs at DEBUG level (``--debug``)."""
+    if not logging.getLogger("clustertune").isEnabledFor(logging.DEBUG):
+        return
+    fmt = logging.Formatter("%(name)s %(levelname)s: %(message)s")
+    for record in records:
+        print(fmt.format(record), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def libraries_quiet(into: list[logging.LogRecord] | None = None) -> Iterator[None]:
+    """The libraries' warnings of the block, kept off the terminal: appended to ``into`` (for a run's
+    log, once the run exists), or, with no list or when the block fails, dropped (see
+    :func:`show_if_debugging`)."""
+    libraries = LibraryLogs().start()
+    try:
+        yield
+    except BaseException:
+        libraries.stop()
+        raise
+    if into is None:
+        libraries.stop()
+    else:
+        into.extend(libraries.hand_over())
+
+
+def write_to_run_log(records: list[logging.LogRecord] | tuple[logging.LogRecord, ...], path: Path) -> None:
+    """Append held warnings to a run's log once its directory exists."""
+    if not records:
+        return
+    handler = run_log_handler(path)
+    try:
+        for record in records:
+            handler.handle(record)
+    finally:
+        handler.close()
 
 
 class _SharedDiversion:

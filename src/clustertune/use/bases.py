@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
-from clustertune.models.local import checkpoint_refs, run_checkpoint
+from clustertune.models.local import checkpoint_refs
+from clustertune.models.run_models import resolve_run_model
 from clustertune.runs.paths import checkpoint_ref
 from clustertune.use.export import write_export
 from clustertune.use.load import Target, find_target
@@ -30,12 +31,11 @@ log = logging.getLogger("clustertune")
 def checkpoint_target(ref: str, key: str, runs_root: str | os.PathLike[str] | None = None) -> Target | None:
     """The checkpoint ``run:<run>@step-N`` names, checked as a model for another run (complete,
     signed, not TRL's); None for any other reference. Errors name ``key``."""
-    at_step = run_checkpoint(ref, key, str(runs_root) if runs_root is not None else None)
-    if at_step is None:
+    found = resolve_run_model(ref, key, runs_root)
+    if found is None or found.step is None:
         return None
-    run, step = at_step
     try:
-        return find_target(checkpoint_ref(str(run.paths.root), step), runs_root)
+        return find_target(checkpoint_ref(str(found.run.paths.root), found.step), runs_root)
     except UserError as exc:
         raise type(exc)(f"{key}: {exc}") from None
 

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.models.local import require_local
+from clustertune.models.run_models import RunModel, resolve_run_model
 from clustertune.errors import ModelError, RunError, UserError
 from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into_base
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths, checkpoint_ref, checkpoint_step, has_tokenizer, split_step
 from clustertune.runs.run import Run
-from clustertune.runs.state import RunState
-from clustertune.runs.store import get_run
 from clustertune.train.sealed import verified_state
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
@@ -95,39 +94,37 @@ def _target_from_dir(path: Path, run: Run | None) -> Target:
 
 def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Target:
     """``ref`` as a user types it: a run id (or prefix), a run's name (its newest run with a final
-    model) or ``last`` under the runs root, or a model directory."""
+    model) or ``last`` under the runs root, each with ``@step-N`` for a checkpoint
+    (:func:`~clustertune.models.run_models.resolve_run_model`), or a model directory."""
     ref = (ref or "").strip()
     if not ref:
         raise RunError("name a run id (`clustertune runs` lists them) or a model directory")
     run_ref, step = split_step(ref)
-    if step is not None:
-        if _looks_like_path(run_ref):
-            path = Path(run_ref).expanduser()
+    if _looks_like_path(run_ref):
+        path = Path(run_ref).expanduser()
+        if step is not None:
             if not RunPaths(path).run_json.is_file():
                 raise RunError(f"{run_ref}: not a run directory (no run.json); RUN@step-N names a run's checkpoint")
-            return _checkpoint_target(Run.load(path), step)
-        return _checkpoint_target(get_run(run_ref, runs_root), step)
-    if _looks_like_path(ref):
-        path = Path(ref).expanduser()
+            return _checkpoint_target(RunModel(Run.load(path), step, prefixed=False).checked())
         if not path.is_dir():
             raise ModelError(f"{ref}: no such directory; give a run id or a directory written by save_pretrained")
         if RunPaths(path).run_json.is_file():  # a run's directory: its final model, as for its id
-            return _run_target(Run.load(path))
+            return _run_target(RunModel(Run.load(path), prefixed=False).checked())
         step = checkpoint_step(path.name)
         run_dir = path.resolve().parent.parent
         if step is not None and RunPaths(run_dir).run_json.is_file():  # <run>/checkpoints/step-N
-            return _checkpoint_target(Run.load(run_dir), step)
+            return _checkpoint_target(RunModel(Run.load(run_dir), step, prefixed=False).checked())
         return _target_from_dir(path, None)
-    return _run_target(get_run(ref, runs_root, by_name="newest_model"))
+    found = resolve_run_model(ref, None, runs_root, prefixed=False)
+    assert found is not None  # without the prefix, every reference is a run's
+    return _checkpoint_target(found) if found.step is not None else _run_target(found)
 
 
-def _checkpoint_target(run: Run, step: int) -> Target:
+def _checkpoint_target(found: RunModel) -> Target:
     """``RUN@step-N``: the run's complete checkpoint of that step, its signature checked now."""
-
+    run, step = found.run, found.step
+    assert step is not None
     ckpt = run.paths.checkpoint(step)
-    if ckpt not in run.paths.complete_checkpoints():
-        raise RunError(f"run {run.id} has no checkpoint of step {step} (its checkpoints: {run.paths.checkpoint_list()}); "
-                       f"`clustertune runs show {run.id}` lists them")
     state = verified_state(ckpt)
     if state.get("kind") == "trl":
         raise ModelError(f"run {checkpoint_ref(run.id, step)} is a checkpoint of TRL's trainer (an RL run); use the run's "
@@ -137,18 +134,9 @@ def _checkpoint_target(run: Run, step: int) -> Target:
                   classifier=recipe.traits.head == "classifier", step=step)
 
 
-def _run_target(run: Run) -> Target:
-    model_dir = run.paths.model
-    if not (model_dir / "config.json").is_file() and not is_adapter_dir(model_dir):
-        ckpts = run.paths.complete_checkpoints()
-        newest = checkpoint_ref(run.id, checkpoint_step(ckpts[-1].name) or 0) if ckpts else None
-        if run.state in (RunState.PENDING, RunState.RUNNING):
-            raise RunError(f"run {run.id} is {run.state.value}: its final model comes when it ends"
-                           + (f"; its newest checkpoint is `{newest}`" if newest else ", and it has no checkpoint yet"))
-        hint = f"; its newest checkpoint is `{newest}`" if newest else ""
-        raise RunError(f"run {run.id} is {run.state.value} and has no final model yet ({model_dir} is missing){hint}; "
-                       f"finish it with `clustertune run --resume {run.id}` or name another run")
-    return _target_from_dir(model_dir, run)
+def _run_target(found: RunModel) -> Target:
+    """``RUN``: the run's final model (checked to be there)."""
+    return _target_from_dir(found.path, found.run)
 
 
 def pick_device(device: str | None = None) -> str:

@@ -1,5 +1,5 @@
 """Bad data found while it is prepared, before any model is loaded: every problem named by the
-file and line (JSON lines), row (CSV, parquet) it was read from, never by its index after the
+file and line (JSON lines, CSV), row (parquet) it was read from, never by its index after the
 validation split was carved; up to five shown with the count; exit 2, no traceback, no run
 directory. Each case is a file the test writes, run through the CLI in this process."""
 
@@ -78,7 +78,7 @@ CASES: list[Case] = [
      {}, ["only 1 training example(s)", "data.validation_files=FILE"]),
     ("csv-row", "train.csv",
      b"prompt,completion\n" + b"".join(f"q{i},a{i}\n".encode() for i in range(10)) + b"q10,\n",
-     {}, ["1 of 11 train and validation examples", "train.csv' row 11 (after the header): column 'completion' is empty"]),
+     {}, ["1 of 11 train and validation examples", "train.csv' line 12: column 'completion' is empty"]),
     ("truncated-answers", "train.jsonl",
      _with({i: _turns(("user", "word " * 70), ("assistant", "gone")) for i in range(0, 40, 4)}),
      {}, ["data.max_length: ", "examples (", "cut at data.max_length=64", "data.truncation=allow",

@@ -1,5 +1,6 @@
-"""Library warnings during a run go to the run's log, not the terminal, and everything is put
-back afterwards."""
+"""Library warnings during a run go to the run's log, not the terminal (nor above an error when no
+run started, unless --debug), clustertune's own warnings still show, and everything is put back
+afterwards."""
 
 from __future__ import annotations
 
@@ -66,16 +67,26 @@ def test_warnings_go_to_the_run_log_including_those_before_it_existed(
         assert message in text, text
 
 
-def test_everything_is_put_back_and_held_warnings_are_shown_if_no_run_started(
+def test_everything_is_put_back_and_held_warnings_are_dropped_if_no_run_started_but_for_debug(
         capfd: pytest.CaptureFixture[str]) -> None:
     shown_before = warnings.showwarning
     lib = logging.getLogger("transformers")
     hf_logging.get_logger()
     handlers_before, propagate_before = list(lib.handlers), lib.propagate
     libs = LibraryLogs().start()
-    hf_logging.get_logger("transformers.modeling_utils").warning("held, then shown")
-    libs.stop()  # the run never started (a failure before its directory existed)
-    assert "held, then shown" in capfd.readouterr().err
+    hf_logging.get_logger("transformers.modeling_utils").warning("held, then dropped")
+    libs.stop()  # the run never started (a failure before its directory existed): not above its error
+    assert "held, then dropped" not in capfd.readouterr().err
+    ours = logging.getLogger("clustertune")
+    level = ours.level
+    ours.setLevel(logging.DEBUG)  # what --debug sets
+    try:
+        again = LibraryLogs().start()
+        hf_logging.get_logger("transformers.modeling_utils").warning("held, then shown for --debug")
+        again.stop()
+    finally:
+        ours.setLevel(level)
+    assert "held, then shown for --debug" in capfd.readouterr().err
     assert warnings.showwarning is shown_before
     assert logging.getLogger().handlers == [h for h in logging.getLogger().handlers if h is not libs.sink]
     # transformers prints through its own handler again
@@ -98,3 +109,21 @@ def test_two_overlapping_runs_that_stop_out_of_order_put_everything_back() -> No
     assert warnings.showwarning is shown_before
     root = logging.getLogger().handlers
     assert first.sink not in root and second.sink not in root
+
+
+def test_clustertune_s_own_warnings_are_not_taken_for_a_library_s(capfd: pytest.CaptureFixture[str]) -> None:
+    """The diversion's handler on the root keeps Python from printing warnings that reach no other
+    handler: clustertune's own are printed still, once."""
+    ours = logging.getLogger("clustertune.launch")
+    saved = logging.getLogger("clustertune").handlers[:]
+    for h in saved:
+        logging.getLogger("clustertune").removeHandler(h)
+    libs = LibraryLogs().start()
+    try:
+        ours.warning("our own warning")
+    finally:
+        libs.stop()
+        for h in saved:
+            logging.getLogger("clustertune").addHandler(h)
+    err = capfd.readouterr().err
+    assert err.count("our own warning") == 1, err

@@ -15,14 +15,16 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from clustertune.data import builtin
-from clustertune.data.sources import RawData, carve_validation, load_raw
+from clustertune.data.origins import Origins, row_at
+from clustertune.data.sources import RawData, carve_indices, load_raw
 from clustertune.errors import DataError, ModelError
-from clustertune.models.adapters import is_adapter_dir, merge_adapter
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.models.adapters import plain_model
+from clustertune.models.run_models import resolve_run_model
 from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.rewards import char_fraction
-from clustertune.models.local import run_with_model
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
 PROMPT_WORDS = 4
@@ -31,10 +33,11 @@ PAIR_MARGIN = 0.05
 
 
 def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
-    """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it."""
-
-    if ref.startswith(RUN_PREFIX):
-        return _plain_model(run_with_model(ref, key, runs_root_dir).paths)
+    """A local directory or hub name that ``from_pretrained`` takes, for ``ref`` as users write it
+    (``run:<run>``: that run's model, an adapter run's merged into its base)."""
+    found = resolve_run_model(ref, key, runs_root_dir)
+    if found is not None:
+        return str(plain_model(found))
     p = Path(ref).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
@@ -43,20 +46,6 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     if ref.startswith(("/", "./", "../", "~")):
         raise ModelError(f"{key}: directory {ref!r} does not exist")
     return ref
-
-
-def _plain_model(paths: Any) -> str:
-    """A run's final model as a plain directory: an adapter run's merged copy (written by
-    ``model.adapter.save_merged``, or merged here once from the base and the adapter)."""
-    import logging
-
-    if not is_adapter_dir(paths.model):
-        return str(paths.model)
-    if not (paths.merged_model / "config.json").is_file():
-        logging.getLogger("clustertune").info("merging the adapter of %s onto its base into %s",
-                                              paths.model, paths.merged_model)
-        merge_adapter(paths.model, paths.merged_model)
-    return str(paths.merged_model)
 
 
 def _prose_windows() -> list[list[str]]:
@@ -116,8 +105,10 @@ def load_rl_data(recipe: RLRecipe) -> RawData:
         short = name[len(builtin.BUILTIN_PREFIX):]
         ds = _rename(Dataset.from_list(builtin_rl_rows(short, seed)),
                      {"prompt": rl.prompt_column, "chosen": rl.chosen_column, "rejected": rl.rejected_column})
-        train, val = carve_validation(ds, d.validation_fraction, seed)
-        raw = RawData(train=train, validation=val, identity={"kind": "builtin", "name": short}, carved=True)
+        keep, held = carve_indices(len(ds), d.validation_fraction, seed)
+        whole = Origins.of_dataset(f"data.dataset {name!r}", len(ds))
+        raw = RawData(train=ds.select(keep), validation=ds.select(held), identity={"kind": "builtin", "name": short},
+                      carved=True, origins={"train": whole.select(keep), "validation": whole.select(held)})
     elif name.startswith(builtin.BUILTIN_PREFIX) and name[len(builtin.BUILTIN_PREFIX):] in builtin.BUILTINS:
         raise DataError(f"data.dataset: {name!r} has no prompts; for task rlhf use "
                         + " or ".join(builtin.BUILTIN_PREFIX + b for b in RL_BUILTINS) + " or your own data")
@@ -134,8 +125,10 @@ def load_rl_data(recipe: RLRecipe) -> RawData:
             if col not in ds.column_names:
                 raise DataError(f"{key}: column {col!r} not in the {split} data; its columns are {', '.join(ds.column_names)}. "
                                 f"Set {key} to the column that holds it")
-    train = _clean(raw.train, rl.prompt_column, d.max_train_samples, "train")
-    val = _clean(raw.validation, rl.prompt_column, d.max_eval_samples, "validation")
+    # Where each row was read travels with it through the carve and the cleaning, for the messages.
+    train, train_from = _clean(raw.train, raw.origins.get("train"), rl.prompt_column, d.max_train_samples, "train")
+    val, val_from = _clean(raw.validation, raw.origins.get("validation"), rl.prompt_column, d.max_eval_samples,
+                           "validation")
     rename = {rl.prompt_column: "prompt"}
     if paired:
         rename.update({rl.chosen_column: "chosen", rl.rejected_column: "rejected"})
@@ -145,23 +138,25 @@ def load_rl_data(recipe: RLRecipe) -> RawData:
     train = _rename(train.select_columns(keep), rename)
     val = _rename(val.select_columns(keep), rename)
     if "label" in train.column_names:
-        train, val = _desirable(train, rl.label_column, "train"), _desirable(val, rl.label_column, "validation")
-    return RawData(train=train, validation=val, identity=raw.identity, carved=raw.carved)
+        train = _desirable(train, train_from, rl.label_column, "train")
+        val = _desirable(val, val_from, rl.label_column, "validation")
+    origins = {k: v for k, v in (("train", train_from), ("validation", val_from)) if v is not None}
+    return RawData(train=train, validation=val, identity=raw.identity, carved=raw.carved, origins=origins)
 
 
 _DESIRABLE = {1: True, 0: False, "true": True, "false": False, "1": True, "0": False}  # True == 1, False == 0
 
 
-def _desirable(ds: Any, col: str, split: str) -> Any:
+def _desirable(ds: Any, origins: Origins | None, col: str, split: str) -> Any:
     """KTO's labels as booleans: true/false, 1/0 (as numbers or text) are read as such; anything
-    else is named with its row."""
+    else is named where it was read (``origins``: its file and line)."""
     values = ds["label"]
     for i, v in enumerate(values):
         key = v.strip().lower() if isinstance(v, str) else v
         if isinstance(key, float) and key in (0.0, 1.0):
             key = int(key)
         if key not in _DESIRABLE or isinstance(key, float):
-            raise DataError(f"rl.label_column: row {i} of the {split} data has {v!r} in column {col!r}; KTO needs "
+            raise DataError(f"rl.label_column: {row_at(origins, split, i)} has {v!r} in column {col!r}; KTO needs "
                             "true/false (or 1/0): whether the completion is desirable")
     flags = [_DESIRABLE[v.strip().lower() if isinstance(v, str) else int(v)] for v in values]
     if split == "train" and len(set(flags)) < 2:
@@ -170,13 +165,16 @@ def _desirable(ds: Any, col: str, split: str) -> Any:
     return ds.remove_columns("label").add_column("label", flags)
 
 
-def _clean(ds: Any, col: str, limit: int | None, split: str) -> Any:
+def _clean(ds: Any, origins: Origins | None, col: str, limit: int | None, split: str) -> tuple[Any, Origins | None]:
+    """The rows with a prompt, up to ``limit``, and where each of them was read."""
     keep = [i for i, p in enumerate(ds[col]) if isinstance(p, str) and p.strip()]
     if not keep:
         raise DataError(f"rl.prompt_column: the {split} data has no non-empty prompts in column {col!r} "
                         f"({len(ds)} rows); give prompts as text")
-    ds = ds.select(keep) if len(keep) != len(ds) else ds
-    return ds.select(range(min(limit, len(ds)))) if limit else ds
+    keep = keep[:limit] if limit else keep
+    if len(keep) == len(ds):
+        return ds, origins
+    return ds.select(keep), origins.select(np.asarray(keep)) if origins is not None else None
 
 
 def eval_prompts(recipe: RLRecipe, raw: RawData) -> list[str]:
