@@ -49,7 +49,10 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess
         (where / "tmp").mkdir()
         env = {**os.environ, "CLUSTERTUNE_CACHE": str(where / "cache"), "CLUSTERTUNE_RUNS": str(where / "runs"),
                "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "TMPDIR": str(where / "tmp")}
+               "TMPDIR": str(where / "tmp"),
+               # Two scripts at once beside the other worker's test: torch's default of a thread per
+               # core would put three times as many spinning threads as cores on the machine.
+               "OMP_NUM_THREADS": "1"}
         try:
             out = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *SMOKE[script]], capture_output=True,
                                  text=True, timeout=240, env=env, cwd=where)

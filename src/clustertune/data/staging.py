@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data.cache import PreparedDataset
-from clustertune.fsutil import atomic_write_bytes, atomic_write_json, file_lock, fsync_file, replace_dir, sha256_file, temp_sibling
+from clustertune.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, file_lock, fsync_file, replace_dir, sha256_file, temp_sibling
 from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, file_matches, force_hint, load_manifest
 from clustertune.data.manifest_records import FileEntry
 from clustertune.errors import DataError
@@ -232,12 +232,12 @@ def stage_once_per_node(source: Path, dest_root: Path, local_rank: int, token: s
         except BaseException as exc:
             try:
                 dest_root.mkdir(parents=True, exist_ok=True)
-                failed.write_text(str(exc) or type(exc).__name__, encoding="utf-8")
+                atomic_write_text(failed, str(exc) or type(exc).__name__)  # whole, for the waiting ranks
             except OSError:
                 pass
             raise
         failed.unlink(missing_ok=True)
-        ready.write_text(str(res.dir), encoding="utf-8")
+        atomic_write_text(ready, str(res.dir))
         return res.dir
     limit = timeout if timeout is not None else float(os.environ.get(STAGE_TIMEOUT_ENV, "3600"))
     deadline = time.monotonic() + limit
@@ -267,9 +267,11 @@ def verify_once_per_node(man: Manifest, paths: RunPaths, local_rank: int, token:
         try:
             man.check_checksums()
         except DataError as exc:
-            bad.write_text(str(exc), encoding="utf-8")
+            # Whole or absent (written aside, then renamed): a waiting rank that saw a half-written
+            # verdict would report an empty error instead of the checksum that failed.
+            atomic_write_text(bad, str(exc))
             raise
-        ok.write_text(man.fingerprint, encoding="utf-8")
+        atomic_write_text(ok, man.fingerprint)
         log.info("data: checked %d files (%.1f MB) of %s in %.2fs", len(man.files), man.total_bytes / 1e6,
                  man.fingerprint, time.perf_counter() - t0)
         return
