@@ -19,12 +19,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
 from clustertune.serve.engine import Engine
 from clustertune.serve.protocol import (ApiError, Ask, Choice, chat_logprobs, completion_logprobs, read_chat,
                                         read_completion, usage)
+from clustertune.serve.responses import JSONAnswer
 
 log = logging.getLogger("clustertune.serve")
 
@@ -33,7 +34,8 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
              tinker: Any = None) -> Any:
     """The app; ``engine`` None serves the Tinker API alone, ``tinker`` (a
     :class:`~clustertune.serve.tinker.service.TinkerService`) adds it under ``/api/v1``."""
-    app = FastAPI(title="clustertune", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="clustertune", docs_url=None, redoc_url=None, openapi_url=None,
+                  default_response_class=JSONAnswer)
     started = int(time.time())
     if tinker is not None:
         # Deferred: the Tinker routes need the tinker SDK's protobuf schema (the tinker extra).
@@ -43,25 +45,25 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
         app.add_exception_handler(_Refused, refused)
     if engine is None:
         @app.get("/health")
-        async def tinker_health() -> JSONResponse:
-            return JSONResponse({"status": "ok", "tinker": True, "queued": tinker.work.queued()})
+        async def tinker_health() -> JSONAnswer:
+            return JSONAnswer({"status": "ok", "tinker": True, "queued": tinker.work.queued()})
 
         @app.api_route("/v1/{rest:path}", methods=["GET", "POST"])
-        async def no_model(rest: str) -> JSONResponse:
-            return JSONResponse(ApiError(404, "this server was started without a model (the Tinker API alone, "
+        async def no_model(rest: str) -> JSONAnswer:
+            return JSONAnswer(ApiError(404, "this server was started without a model (the Tinker API alone, "
                                               "under /api/v1): start `clustertune serve MODEL --tinker` to serve "
                                               "both", code="model_not_found").body(), status_code=404)
 
         return app
 
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+    async def _api_error(_: Request, exc: ApiError) -> JSONAnswer:
+        return JSONAnswer(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(Exception)
-    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+    async def _crash(_: Request, exc: Exception) -> JSONAnswer:
         log.exception("request failed")
-        return JSONResponse(ApiError(500, f"{type(exc).__name__}: {exc}", kind="server_error").body(), status_code=500)
+        return JSONAnswer(ApiError(500, f"{type(exc).__name__}: {exc}", kind="server_error").body(), status_code=500)
 
     def check_key(request: Request) -> None:
         if api_key is None:
@@ -81,7 +83,7 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
     async def body_of(request: Request) -> Any:
         limit = engine.max_body
         declared = request.headers.get("content-length") or ""
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:  # "²" is a digit to isdigit
             raise too_large(declared, limit)
         chunks, size = [], 0
         async for chunk in request.stream():  # counted as it arrives: a body without a length too
@@ -95,6 +97,8 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
             body = json.loads(raw or b"null") if size < _PARSE_ON_LOOP else await asyncio.to_thread(json.loads, raw)
         except ValueError as exc:
             raise ApiError(400, f"the request body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, "the request body is JSON nested too deeply to read") from None
         return body
 
     def check_model(ask: Ask) -> None:
@@ -103,12 +107,12 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
                            param="model", code="model_not_found")
 
     @app.get("/health")
-    async def health() -> JSONResponse:
-        if engine.failed:
-            return JSONResponse({"status": "failed", "error": engine.failed}, status_code=500)
+    async def health() -> JSONAnswer:
+        if engine.failed or engine.stopped:
+            return JSONAnswer({"status": "failed", "error": engine.failed or engine.stopped}, status_code=500)
         if not engine.ready:
-            return JSONResponse({"status": "loading"}, status_code=503, headers={"Retry-After": "2"})
-        return JSONResponse({"status": "ok", "model": engine.model_id, "requests": engine.busy})
+            return JSONAnswer({"status": "loading"}, status_code=503, headers={"Retry-After": "2"})
+        return JSONAnswer({"status": "ok", "model": engine.model_id, "requests": engine.busy})
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:

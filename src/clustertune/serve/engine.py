@@ -155,6 +155,15 @@ class Engine:
         return self.gen is not None
 
     @property
+    def stopped(self) -> str | None:
+        """Why the batch has stopped answering (its thread died), None while it runs: /health
+        says so, since no request would be answered."""
+        mgr = self._manager
+        if mgr is None or self._closed or mgr.is_running():
+            return None
+        return f"the batch stopped: {mgr.background_thread_status.fatal_error or 'no reason given'}"
+
+    @property
     def max_body(self) -> int:
         """The largest request body taken, in bytes (``Limits.max_body``, else from the context)."""
         if self.limits.max_body is not None:
@@ -323,13 +332,17 @@ class Engine:
                                       if s.greedy else {"do_sample": True, "temperature": s.temperature,
                                                         "top_p": s.top_p, "top_k": None})
             pad = tok.pad_token_id if tok.pad_token_id is not None else (gen.eos_ids or [0])[0]
+            # Greedy answers are all the same one, and generate refuses to draw it more than once.
+            drawn_n = 1 if s.greedy else s.n
             with torch.inference_mode():
                 out = gen.model.generate(input_ids=torch.tensor([ids], device=gen.device), max_new_tokens=max_new,
-                                         num_return_sequences=s.n, pad_token_id=pad, eos_token_id=gen.eos_ids or None,
-                                         output_logits=s.logprobs, return_dict_in_generate=True, **kwargs)
+                                         num_return_sequences=drawn_n, pad_token_id=pad,
+                                         eos_token_id=gen.eos_ids or None, output_logits=s.logprobs,
+                                         return_dict_in_generate=True, **kwargs)
         rows = out.sequences[:, len(ids):].tolist()
         choices = []
-        for i, row in enumerate(rows):
+        for i in range(s.n):
+            row = rows[i % drawn_n]
             cut = TextCut(tok, stops, gen.eos_ids, chat)
             text, _ = cut.feed(row, final=True)
             end = next((k for k, t in enumerate(row) if t in gen.eos_ids), None)
@@ -338,7 +351,7 @@ class Engine:
             c = Choice(index=i, text=text, tokens=len(drawn),
                        finish_reason="stop" if ended or len(drawn) < max_new else "length")
             if s.logprobs:
-                c.logprobs = _logprobs(tok, [lg[i] for lg in out.logits[: len(drawn)]], drawn, s.top_logprobs)
+                c.logprobs = _logprobs(tok, [lg[i % drawn_n] for lg in out.logits[: len(drawn)]], drawn, s.top_logprobs)
             choices.append(c)
         return choices
 

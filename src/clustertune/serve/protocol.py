@@ -80,6 +80,8 @@ class Ask:
 
 # A seed seeds Python's, NumPy's and torch's generators; NumPy takes 0 .. 2**32 - 1.
 MAX_SEED = 2**32 - 1
+# Temperatures from 0 up to this are greedy: float32 logits divided by 1e-30 overflow already.
+GREEDY_BELOW = 1e-5
 
 # What each route reads. A field not listed is refused by name (OpenAI's own server answers
 # "Unrecognized request argument"); listed fields that change an answer and that this server
@@ -93,12 +95,20 @@ CHAT_FIELDS = frozenset(_SAMPLING_FIELDS | {
 COMPLETION_FIELDS = frozenset(_SAMPLING_FIELDS | {"prompt", "echo", "best_of", "suffix"})
 
 
+def shown(v: Any, most: int = 60) -> str:
+    """``repr(v)`` cut to ``most`` characters, for messages (a body may hold a 4,000-digit number)."""
+    text = repr(v)
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
 def check_number(v: Any, key: str, default: float, lo: float, hi: float) -> float:
     """``v`` as a finite number from ``lo`` to ``hi`` (``default`` when absent)."""
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-        raise bad(key, f"must be a number from {lo:g} to {hi:g}, not {v!r}")
+    # The range is compared first: Python compares a huge int with a float exactly, where
+    # math.isfinite would have to convert it (OverflowError past 1.8e308). NaN fails both.
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or not math.isfinite(v):
+        raise bad(key, f"must be a number from {lo:g} to {hi:g}, not {shown(v)}")
     return float(v)
 
 
@@ -107,7 +117,8 @@ def check_count(v: Any, key: str, lo: int, hi: int | None = None) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        raise bad(key, f"must be a whole number from {lo}" + (f" to {hi}" if hi is not None else " up") + f", not {v!r}")
+        raise bad(key, f"must be a whole number from {lo}" + (f" to {hi}" if hi is not None else " up") +
+                  f", not {shown(v)}")
     return v
 
 
@@ -115,7 +126,18 @@ def check_seed(v: Any, key: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_SEED:
-        raise bad(key, f"must be a whole number from 0 to {MAX_SEED} (2**32 - 1), not {v!r}")
+        raise bad(key, f"must be a whole number from 0 to {MAX_SEED} (2**32 - 1), not {shown(v)}")
+    return v
+
+
+def check_text(v: str, key: str) -> str:
+    """``v`` unless it holds a lone surrogate (JSON's ``"\\ud800"`` escape reads as one): that is no
+    Unicode text, and no tokenizer can encode it."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad(key, f"holds {exc.object[exc.start:exc.end]!r} at position {exc.start}, half of a UTF-16 "
+                       "surrogate pair: not text; send the whole character") from None
     return v
 
 
@@ -146,14 +168,19 @@ def check_sampling(body: dict[str, Any], *, prefix: str = "", max_tokens_keys: t
     """The rules both servers hold sampling settings to (OpenAI's routes, and the Tinker API's
     ``sampling_params``, named with ``prefix``): a length of at least 1 token, a temperature from
     0 (greedy) to 2, top-p from 0 to 1 (0 and 1: no cut), a seed from 0 to 2**32 - 1, from 1 to
-    ``max_n`` answers; every number finite. A bad one is a 400 :class:`ApiError` naming it."""
+    ``max_n`` answers; every number finite. A temperature under :data:`GREEDY_BELOW` samples
+    greedily, as 0 does. A bad one is a 400 :class:`ApiError` naming it."""
     max_tokens = None
     for key in max_tokens_keys:
         max_tokens = check_count(body.get(key), prefix + key, 1)
         if max_tokens is not None:
             break
-    return SamplingFields(max_tokens=max_tokens,
-                          temperature=check_number(body.get("temperature"), prefix + "temperature", 1.0, 0.0, 2.0),
+    temperature = check_number(body.get("temperature"), prefix + "temperature", 1.0, 0.0, 2.0)
+    if temperature < GREEDY_BELOW:
+        # The logits divided by a temperature this small overflow (inf, then NaN probabilities,
+        # which stop the whole batch); the distribution it asks for is the greedy one anyway.
+        temperature = 0.0
+    return SamplingFields(max_tokens=max_tokens, temperature=temperature,
                           top_p=check_number(body.get("top_p"), prefix + "top_p", 1.0, 0.0, 1.0) or 1.0,
                           seed=check_seed(body.get("seed"), prefix + "seed"),
                           n=check_count(body.get(n_key), prefix + n_key, 1, max_n) or 1)
@@ -192,7 +219,7 @@ def _sampled(body: dict[str, Any], chat: bool) -> Sampled:
     if chat:
         logprobs = body.get("logprobs")
         if logprobs is not None and not isinstance(logprobs, bool):
-            raise bad("logprobs", f"must be true or false, not {logprobs!r}")
+            raise bad("logprobs", f"must be true or false, not {shown(logprobs)}")
         top = check_count(body.get("top_logprobs"), "top_logprobs", 0, MAX_TOP_LOGPROBS) or 0
         if top and not logprobs:
             raise bad("top_logprobs", "needs \"logprobs\": true")
@@ -206,7 +233,7 @@ def _sampled(body: dict[str, Any], chat: bool) -> Sampled:
 def _stream(body: dict[str, Any]) -> tuple[bool, bool]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
-        raise bad("stream", f"must be true or false, not {stream!r}")
+        raise bad("stream", f"must be true or false, not {shown(stream)}")
     opts = body.get("stream_options") or {}
     if not isinstance(opts, dict):
         raise bad("stream_options", "must be an object such as {\"include_usage\": true}")
@@ -222,13 +249,13 @@ def _model(body: dict[str, Any]) -> str:
 
 def _content(v: Any, where: str) -> str:
     if isinstance(v, str):
-        return v
+        return check_text(v, where)
     if isinstance(v, list):  # content parts: text only
         parts = []
         for i, p in enumerate(v):
             if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
                 raise bad(f"{where}[{i}]", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported")
-            parts.append(p["text"])
+            parts.append(check_text(p["text"], f"{where}[{i}].text"))
         return "".join(parts)
     raise bad(where, "must be text")
 
@@ -259,6 +286,7 @@ def read_completion(body: Any) -> Ask:
         prompt = prompt[0]
     if not isinstance(prompt, str):
         raise bad("prompt", "must be one text (token-id prompts and several prompts per request are not supported)")
+    check_text(prompt, "prompt")
     if body.get("echo"):
         raise bad("echo", "is not supported by this server")
     if body.get("best_of") not in (None, 1):

@@ -12,6 +12,7 @@ signature and every file's digest are checked; FSDP's and ZeRO's shards are gath
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -96,6 +97,18 @@ def find_target(ref: str, runs_root: str | os.PathLike[str] | None = None) -> Ta
     """``ref`` as a user types it: a run id (or prefix), a run's name (its newest run with a final
     model) or ``last`` under the runs root, each with ``@step-N`` for a checkpoint
     (:func:`~clustertune.models.run_models.resolve_run_model`), or a model directory."""
+    try:
+        return _find_target(ref, runs_root)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # Looking the name up as a path fails before any "no such run" could be said.
+        shown = ref if len(ref) <= 60 else f"{ref[:60]}... ({len(ref)} characters)"
+        raise ModelError(f"{shown!r}: too long for a file name on this machine; give a run id (`clustertune runs` "
+                         "lists them) or a model directory") from None
+
+
+def _find_target(ref: str, runs_root: str | os.PathLike[str] | None) -> Target:
     ref = (ref or "").strip()
     if not ref:
         raise RunError("name a run id (`clustertune runs` lists them) or a model directory")

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json, replace_dir, temp_sibling
+from clustertune.serve.protocol import shown
 from clustertune.serve.tinker.losses import LossError, check, datum_loss
 
 ATTN = re.compile(r"(^|\.)[^.]*(attn|attention)[^.]*\.")
@@ -52,12 +54,23 @@ class LoraSpec:
 
     @classmethod
     def of(cls, raw: dict[str, Any] | None) -> LoraSpec:
+        """The SDK's ``LoraConfig`` as sent, each field checked (:class:`TinkerUserError` names a wrong one)."""
         raw = dict(raw or {})
         rank = raw.get("rank")
         if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 4096:
-            raise TinkerUserError(f"lora_config.rank {rank!r}: give a whole number from 1 (8, 16, 32 are usual)")
-        return cls(rank=rank, seed=raw.get("seed"), train_mlp=bool(raw.get("train_mlp", True)),
-                   train_attn=bool(raw.get("train_attn", True)), train_unembed=bool(raw.get("train_unembed", True)))
+            raise TinkerUserError(f"lora_config.rank {shown(rank)}: give a whole number from 1 to 4096 (8, 16, 32 "
+                                  "are usual)")
+        seed = raw.get("seed")
+        # torch.manual_seed takes 64 bits; the SDK sends a plain int or nothing.
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
+            raise TinkerUserError(f"lora_config.seed {shown(seed)}: give a whole number from 0 to 2**63 - 1, or none")
+        switches = {}
+        for key in ("train_mlp", "train_attn", "train_unembed"):
+            v = raw.get(key, True)
+            if not isinstance(v, bool):
+                raise TinkerUserError(f"lora_config.{key} {shown(v)}: give true or false")
+            switches[key] = v
+        return cls(rank=rank, seed=seed, **switches)
 
 
 def layer_kinds(model: Any) -> dict[str, str]:
@@ -265,8 +278,9 @@ def adam_params(adam: Any) -> dict[str, float]:
         v = adam.get(key)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise TinkerUserError(f"adam_params.{key}: must be a finite number, not {v!r}")
+        # Compared, not converted: float() of a whole number past 1.8e308 raises OverflowError.
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not -sys.float_info.max <= v <= sys.float_info.max:
+            raise TinkerUserError(f"adam_params.{key}: must be a finite number, not {shown(v)}")
         p[key] = float(v)
     if p["learning_rate"] < 0 or not 0 <= p["beta1"] < 1 or not 0 <= p["beta2"] < 1 or p["eps"] < 0 \
             or p["weight_decay"] < 0 or p["grad_clip_norm"] < 0:
@@ -466,6 +480,12 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
         if n > 1:
             past = _repeat_cache(past, n)
         for step in range(steps):
+            if not bool(torch.isfinite(logits).all()):
+                # The weights give NaN or infinite outputs (trained with a learning rate far too
+                # large): there is no distribution to draw from.
+                raise TinkerUserError(f"sampling step {step}: the model's outputs are not finite (NaN or infinite); "
+                                      "these weights are broken (a learning rate too large?): sample from an earlier "
+                                      "checkpoint")
             logp = torch.log_softmax(logits, dim=-1)
             nxt = _draw(logits, s, gen)
             chosen = logp.gather(-1, nxt[:, None])[:, 0].cpu().tolist()

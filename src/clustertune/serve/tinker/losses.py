@@ -16,6 +16,7 @@ one of them is refused with a message naming it, as for any name the SDK does no
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 SUPPORTED = ("cross_entropy", "importance_sampling", "ppo")
@@ -42,6 +43,9 @@ def check(name: str, config: dict[str, Any] | None) -> None:
             if extra:
                 raise LossError(f"loss_fn_config {', '.join(extra)}: not a setting of {name!r} on this server"
                                 + (" (ppo takes clip_low_threshold and clip_high_threshold)" if name == "ppo" else ""))
+            for key, v in sorted(config.items()):  # the SDK's config may carry text as well as numbers
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                    raise LossError(f"loss_fn_config {key} {v!r}: must be a finite number")
         return
     if name in KNOWN_UNSUPPORTED:
         raise LossError(f"loss {name!r} is not implemented by this server (clustertune serve); it computes "

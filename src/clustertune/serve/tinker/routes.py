@@ -16,9 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from clustertune.errors import UserError
+from clustertune.serve.responses import JSONAnswer
 from clustertune.serve.tinker.lora import TinkerUserError
 from clustertune.serve.tinker.service import TinkerService, now
 from clustertune.serve.tinker.wire import PROTOBUF
@@ -27,13 +28,15 @@ LONG_POLL_S = 25.0
 
 
 def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter:
-    r = APIRouter(prefix="/api/v1")
+    r = APIRouter(prefix="/api/v1", default_response_class=JSONAnswer)
 
     async def body_of(request: Request) -> dict[str, Any]:
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError as exc:
             raise _Refused(f"the request body is not JSON: {exc}") from None
+        except RecursionError:
+            raise _Refused("the request body is JSON nested too deeply to read") from None
         if not isinstance(body, dict):
             raise _Refused("the request body must be a JSON object")
         return body
@@ -48,11 +51,13 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
     def future(rid: str, **extra: Any) -> dict[str, Any]:
         return {"request_id": rid, **extra}
 
+    # What may quote a client's own text is answered through JSONAnswer itself: FastAPI writes a
+    # returned dict with pydantic's encoder, which cannot write a lone surrogate either.
     async def direct(request: Request, fn: Any) -> Any:
         check_key(request)
         body = await body_of(request)
         try:
-            return fn(body)
+            return JSONAnswer(fn(body))
         except (TinkerUserError, UserError) as exc:
             raise _Refused(str(exc)) from None
 
@@ -60,7 +65,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         """``fn(ident)`` for a route that names a thing by its id: one that is not here is a 404."""
         check_key(request)
         try:
-            return fn(ident)
+            return JSONAnswer(fn(ident))
         except TinkerUserError as exc:
             raise _Refused(str(exc), 404) from None
 
@@ -155,7 +160,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         fut = service.work.future(rid)
         if fut is None:
             # 410: a sampling client submits again; a training client raises RetryableException.
-            return JSONResponse({"error": f"request {rid!r} is not known to this server (it restarted, or the "
+            return JSONAnswer({"error": f"request {rid!r} is not known to this server (it restarted, or the "
                                           "result expired)", "category": "server"}, status_code=410)
         try:
             kind, value = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), LONG_POLL_S)
@@ -163,7 +168,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
             return {"type": "try_again", "request_id": rid, "queue_state": "active"}
         if kind == "proto":
             return Response(content=value, media_type=PROTOBUF)
-        return value
+        return JSONAnswer(value)
 
     @r.get("/training_runs/{model_id}")
     async def training_run(model_id: str, request: Request) -> Any:
@@ -197,7 +202,8 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         s = service.sessions.get(session_id)
         if s is None:
             raise _Refused(f"session {session_id!r} is not known to this server", 404)
-        return {"training_run_ids": s["models"], "sampler_ids": s["samplers"], "user_metadata": s["user_metadata"]}
+        return JSONAnswer({"training_run_ids": s["models"], "sampler_ids": s["samplers"],
+                           "user_metadata": s["user_metadata"]})
 
     @r.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "DELETE"])
     async def unsupported(rest: str) -> Any:
@@ -213,10 +219,10 @@ class _Refused(Exception):
         self.status = status
 
 
-async def refused(_: Request, exc: _Refused) -> JSONResponse:
+async def refused(_: Request, exc: _Refused) -> JSONAnswer:
     # A 400 with a body: the SDK raises BadRequestError with the message (an empty 400 it would
     # take for a proxy's and retry).
-    return JSONResponse({"error": str(exc), "category": "user", "time": now()}, status_code=exc.status)
+    return JSONAnswer({"error": str(exc), "category": "user", "time": now()}, status_code=exc.status)
 
 
 __all__ = ["make_router", "refused", "_Refused"]

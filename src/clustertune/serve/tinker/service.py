@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
-from clustertune.serve.protocol import ApiError, bad, check_count, check_sampling, check_stops
-from clustertune.serve.tinker import lora, wire
+from clustertune.serve.protocol import ApiError, bad, check_count, check_sampling, check_stops, shown
+from clustertune.serve.tinker import fields, lora, wire
 from clustertune.serve.tinker.losses import LossError, check
 from clustertune.serve.tinker.lora import Base, LoraSpec, Trainee, TinkerUserError
 from clustertune.serve.tinker.store import Store
@@ -91,15 +91,14 @@ class TinkerService:
     def create_session(self, body: dict[str, Any]) -> dict[str, Any]:
         sid = f"s{uuid.uuid4().hex[:12]}"
         with self._lock:
-            self.sessions[sid] = {"started": now(), "tags": body.get("tags") or [], "models": [], "samplers": [],
-                                  "user_metadata": body.get("user_metadata") or {}}
+            self.sessions[sid] = {"started": now(), "tags": fields.plain_json(body, "tags", list), "models": [],
+                                  "samplers": [], "user_metadata": fields.plain_json(body, "user_metadata", dict)}
         return {"session_id": sid, "type": "create_session"}
 
     def session(self, sid: str) -> dict[str, Any]:
         """The session ``sid``; one this server has not seen (it was started again since) is
         taken as it comes, so its clients carry on."""
-        if not sid:
-            raise TinkerUserError("session_id is empty")
+        sid = fields.session_id({"session_id": sid})
         with self._lock:
             return self.sessions.setdefault(sid, {"started": now(), "tags": [], "models": [], "samplers": [],
                                                   "user_metadata": {}})
@@ -167,15 +166,15 @@ class TinkerService:
     # -- training clients ---------------------------------------------------------------------------
 
     def create_model(self, body: dict[str, Any]) -> str:
-        sid = str(body.get("session_id") or "")
-        model_id = f"{sid}:train:{int(body.get('model_seq_id') or 0)}"
+        sid = fields.session_id(body)
+        model_id = f"{sid}:train:{fields.whole(body, 'model_seq_id', 0, lo=0)}"
         try:
             self.session(sid)
-            spec = LoraSpec.of(body.get("lora_config"))
-            optimizer = (body.get("optimizer_config") or {}).get("type", "adamw")
+            spec = LoraSpec.of(fields.obj(body, "lora_config"))
+            optimizer = fields.obj(body, "optimizer_config").get("type", "adamw")
             if optimizer != "adamw":
                 raise TinkerUserError(f"optimizer_config type {optimizer!r}: this server trains with adamw only")
-            base_ref = str(body.get("base_model") or "")
+            base_ref = fields.text(body, "base_model")
             resolve_base(base_ref, self.runs_root)  # a wrong name fails now, not after the queue
         except (TinkerUserError, UserError) as exc:
             return self.failed(str(exc))
@@ -202,7 +201,7 @@ class TinkerService:
         return t
 
     def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
-        model_id = str(body.get("model_id") or "")
+        model_id = fields.text(body, "model_id")
         t = self.trainees.get(model_id)
         if t is not None:
             base_ref, rank, arch, tokenizer_dir = t.base_ref, t.spec.rank, type(t.base._plain()).__name__, t.base.tokenizer_dir
@@ -217,19 +216,19 @@ class TinkerService:
                 "model_data": {"arch": arch, "model_name": base_ref, "tokenizer_id": str(tokenizer_dir)}}
 
     def _training(self, body: dict[str, Any], fn: Any, what: str) -> str:
-        model_id = str(body.get("model_id") or "")
-        seq = body.get("seq_id")
+        model_id = fields.text(body, "model_id")
+        seq = fields.whole(body, "seq_id")
         if (model_id not in self.trainees and self.work.future_of(("create", model_id)) is None
                 and self.store.model_record(model_id) is None):
             return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
         if seq is not None:
             with self._lock:
-                self._received[model_id] = max(self._received.get(model_id, 0), int(seq))
+                self._received[model_id] = max(self._received.get(model_id, 0), seq)
 
         def run() -> Any:
             t = self.trainee(model_id)
             if seq is not None:
-                if t.restored_seq is not None and int(seq) > t.restored_seq + 1:
+                if t.restored_seq is not None and seq > t.restored_seq + 1:
                     # Restored from a save older than what the client did since: the server was
                     # killed, and carrying on would train from a state the client never had.
                     raise TinkerUserError(
@@ -237,11 +236,10 @@ class TinkerService:
                         f"(step {t.steps}); this is request {seq}: the server was killed and the requests between "
                         f"were lost; {self._fallback(model_id)}")
                 t.restored_seq = None
-                t.last_seq = int(seq)
+                t.last_seq = seq
             return fn(t)
 
-        return self.work.submit(model_id, self._run(run), int(seq) if seq is not None else None,
-                                once=(model_id, int(seq)) if seq is not None else None)
+        return self.work.submit(model_id, self._run(run), seq, once=(model_id, seq) if seq is not None else None)
 
     def forward_backward(self, raw: bytes, encoding: str | None) -> str:
         """Queue a forward(-backward); a NaN or an infinity in the inputs raises
@@ -263,7 +261,7 @@ class TinkerService:
     def optim_step(self, body: dict[str, Any]) -> str:
         params = body.get("adam_params")
         if params is None:
-            kind = (body.get("optimizer_params") or {}).get("type")
+            kind = fields.obj(body, "optimizer_params").get("type")
             return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only")
         params = lora.adam_params(params)  # refused at the edge (400) when a number is wrong
 
@@ -275,25 +273,28 @@ class TinkerService:
         return self._training(body, run, "optim_step")
 
     def save_weights(self, body: dict[str, Any]) -> str:
+        name, overwrite = fields.text(body, "path"), fields.flag(body, "overwrite")
+
         def run(t: Trainee) -> Any:
-            ref = self.store.ref(t.model_id, "weights", body.get("path"), f"step-{t.steps}")
-            if self.store.dir(ref).exists() and not body.get("overwrite"):
+            ref = self.store.ref(t.model_id, "weights", name, f"step-{t.steps}")
+            if self.store.dir(ref).exists() and not overwrite:
                 raise TinkerUserError(f"{ref.uri} exists: give another name, or overwrite=True")
             lora.save_state(t, self.store.dir(ref), optimizer=True, kind="weights")
             return ("json", {"path": ref.uri, "type": "save_weights"})
         return self._training(body, run, "save_state")
 
     def load_weights(self, body: dict[str, Any]) -> str:
-        path = str(body.get("path") or "")
-        optimizer = bool(body.get("optimizer"))
-        if body.get("model_id"):
+        path = fields.text(body, "path")
+        optimizer = fields.flag(body, "optimizer")
+        if fields.text(body, "model_id"):
             def run(t: Trainee) -> Any:
                 lora.load_state(t, self.store.existing(self.store.parse(path)), optimizer=optimizer)
                 return ("json", {"path": path, "model_id": t.model_id, "type": "load_weights"})
             return self._training(body, run, "load_state")
         # A new training client from a checkpoint (its first request).
-        sid = str(body.get("session_id") or "")
-        model_id = f"{sid}:train:{int(body.get('model_seq_id') or 0)}"
+        sid = fields.session_id(body)
+        model_id = f"{sid}:train:{fields.whole(body, 'model_seq_id', 0, lo=0)}"
+        base_ref = fields.text(body, "base_model")
         try:
             self.session(sid)
             directory = self.store.existing(self.store.parse(path))
@@ -302,7 +303,7 @@ class TinkerService:
 
         def create() -> Any:
             meta = lora.read_state(directory)
-            t = self._new_trainee(model_id, str(body.get("base_model") or meta["base_model"]),
+            t = self._new_trainee(model_id, base_ref or meta["base_model"],
                                   LoraSpec(**meta["lora"]))
             lora.load_state(t, directory, optimizer=optimizer)
             return ("json", {"path": path, "model_id": model_id, "type": "load_weights"})
@@ -311,14 +312,16 @@ class TinkerService:
         return self.work.submit(model_id, self._run(create), 0, once=("create", model_id))
 
     def save_weights_for_sampler(self, body: dict[str, Any]) -> str:
+        name = fields.text(body, "path")
+        n = fields.whole(body, "sampling_session_seq_id", lo=0)  # it names a directory: a number, nothing else
+
         def run(t: Trainee) -> Any:
             sid = t.model_id.rsplit(":train:", 1)[0]
-            if body.get("path"):
-                ref = self.store.ref(t.model_id, "sampler_weights", body["path"], "")
+            if name:
+                ref = self.store.ref(t.model_id, "sampler_weights", name, "")
                 lora.save_state(t, self.store.dir(ref), optimizer=False, kind="sampler")
                 return ("json", {"path": ref.uri, "type": "save_weights_for_sampler"})
             # save_weights_and_get_sampling_client: the weights as of now, for a sampler of its own.
-            n = body.get("sampling_session_seq_id")
             sampler_id = f"{sid}:sample:{n if n is not None else uuid.uuid4().hex[:8]}"
             directory = self.store.root / t.model_id / "ephemeral" / sampler_id.rsplit(":", 1)[1]
             lora.save_state(t, directory, optimizer=False, kind="ephemeral")
@@ -337,17 +340,17 @@ class TinkerService:
                                             "model_path": v.model_path} for k, v in self.samplers.items()})
 
     def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
-        sid = str(body.get("session_id") or "")
+        sid = fields.session_id(body)
         self.session(sid)
-        sampler_id = f"{sid}:sample:{int(body.get('sampling_session_seq_id') or 0)}"
-        path = body.get("model_path")
+        sampler_id = f"{sid}:sample:{fields.whole(body, 'sampling_session_seq_id', 0, lo=0)}"
+        path, base_ref = fields.text(body, "model_path"), fields.text(body, "base_model")
         if path:
             directory = self.store.existing(self.store.parse(path))
             meta = lora.read_state(directory)
             self._add_sampler(Sampler(sampler_id, meta["base_model"], directory, path), sid)
-        elif body.get("base_model"):
-            resolve_base(str(body["base_model"]), self.runs_root)
-            self._add_sampler(Sampler(sampler_id, str(body["base_model"]), None, None), sid)
+        elif base_ref:
+            resolve_base(base_ref, self.runs_root)
+            self._add_sampler(Sampler(sampler_id, base_ref, None, None), sid)
         else:
             raise TinkerUserError("create_sampling_session needs model_path (tinker://...) or base_model")
         return {"sampling_session_id": sampler_id, "type": "create_sampling_session"}
@@ -359,37 +362,35 @@ class TinkerService:
         return {"sampler_id": s.sampler_id, "base_model": s.base, "model_path": s.model_path}
 
     def sample(self, body: dict[str, Any]) -> tuple[str, list[str]]:
-        """Queue a sample; its sampling parameters are checked at once, by the OpenAI routes'
-        rules (a bad one raises :class:`TinkerUserError`: the route's 400, nothing queued)."""
-        sampler_id = str(body.get("sampling_session_id") or "")
+        """Queue a sample; its fields are checked at once, the sampling parameters by the OpenAI
+        routes' rules (a bad one raises :class:`TinkerUserError`: the route's 400, nothing queued)."""
+        sampler_id = fields.text(body, "sampling_session_id")
         n, sampling = read_sampling(body)
-        seq = body.get("seq_id")
+        seq = fields.whole(body, "seq_id")
+        prompt = _prompt_tokens(fields.obj(body, "prompt"))
+        last_n = fields.whole(body, "prompt_logprobs_last_n")
+        with_prompt = fields.flag(body, "prompt_logprobs")
         ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
         s = self.samplers.get(sampler_id)
         if s is None:
             return self.failed(f"sampling_session_id {sampler_id!r} is not known to this server"), ids
-        try:
-            prompt = [t for c in (body.get("prompt") or {}).get("chunks", []) for t in _text_chunk(c)]
-            asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
-                     if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
-            if asked:
-                raise TinkerUserError(f"sample with {', '.join(asked)}: not supported by this server (the "
-                                      "log-probabilities of sampled tokens and of the prompt are)")
-            last_n = body.get("prompt_logprobs_last_n")
-        except TinkerUserError as exc:
-            return self.failed(str(exc)), ids
+        asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
+                 if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
+        if asked:
+            return self.failed(f"sample with {', '.join(asked)}: not supported by this server (the log-probabilities "
+                               "of sampled tokens and of the prompt are)"), ids
 
         def run() -> Any:
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
             sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _with_end_of_text(sampling, base),
-                                               bool(body.get("prompt_logprobs")))
+                                               with_prompt)
             if prompt_lp is not None and last_n is not None:
-                keep = max(int(last_n), 0)
+                keep = max(last_n, 0)
                 prompt_lp = [None if i < len(prompt_lp) - keep else v for i, v in enumerate(prompt_lp)]
             return ("proto", wire.sample_response(sequences, prompt_lp))
 
-        once = (sampler_id, int(seq)) if seq is not None else None
+        once = (sampler_id, seq) if seq is not None else None
         return self.work.submit(sampler_id, self._run(run), None, once=once), ids
 
     def _sampler_adapter(self, base: Base, s: Sampler) -> str | None:
@@ -425,10 +426,23 @@ class TinkerService:
                 "train_attn": spec["train_attn"], "optimizer_config": {"type": "adamw"}}
 
 
-def _text_chunk(chunk: dict[str, Any]) -> list[int]:
-    if chunk.get("type", "encoded_text") != "encoded_text":
-        raise TinkerUserError(f"a {chunk.get('type')} chunk in the prompt: this server samples text models only")
-    return [int(t) for t in chunk.get("tokens", [])]
+def _prompt_tokens(prompt: dict[str, Any]) -> list[int]:
+    """The token ids of a ``ModelInput`` as JSON (``{"chunks": [{"type": "encoded_text", "tokens": [...]}]}``)."""
+    chunks = prompt.get("chunks", [])
+    if not isinstance(chunks, list):
+        raise TinkerUserError(f"prompt.chunks: must be a list of chunks, not {shown(chunks)}")
+    out: list[int] = []
+    for i, chunk in enumerate(chunks):
+        if not isinstance(chunk, dict):
+            raise TinkerUserError(f"prompt.chunks[{i}]: must be an object (an EncodedTextChunk), not {shown(chunk)}")
+        if chunk.get("type", "encoded_text") != "encoded_text":
+            raise TinkerUserError(f"prompt.chunks[{i}]: a {shown(chunk.get('type'))} chunk; this server samples text "
+                                  "models only (encoded_text)")
+        tokens = chunk.get("tokens", [])
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise TinkerUserError(f"prompt.chunks[{i}].tokens: must be a list of token ids (whole numbers)")
+        out.extend(tokens)
+    return out
 
 
 def read_sampling(body: dict[str, Any]) -> tuple[int, lora.Sampling]:
@@ -449,7 +463,7 @@ def read_sampling(body: dict[str, Any]) -> tuple[int, lora.Sampling]:
                               f"({', '.join(sorted(SAMPLING_KEYS))}); leave it out")
     try:
         n = check_count(body.get("num_samples"), "num_samples", 1, MAX_SAMPLES) or 1
-        fields = check_sampling(p, prefix="sampling_params.")
+        checked = check_sampling(p, prefix="sampling_params.")
         top_k = p.get("top_k")
         if top_k is not None and top_k not in (-1, 0):
             check_count(top_k, "sampling_params.top_k", 1)
@@ -472,8 +486,8 @@ def read_sampling(body: dict[str, Any]) -> tuple[int, lora.Sampling]:
     except ApiError as exc:
         raise TinkerUserError(exc.message) from None
     # 16 tokens where max_tokens is not given, as the SDK's documentation has it.
-    return n, lora.Sampling(max_tokens=fields.max_tokens or 16, temperature=fields.temperature,
-                            top_k=int(top_k or -1), top_p=fields.top_p, seed=fields.seed,
+    return n, lora.Sampling(max_tokens=checked.max_tokens or 16, temperature=checked.temperature,
+                            top_k=int(top_k or -1), top_p=checked.top_p, seed=checked.seed,
                             stop_tokens=tokens if tokens is not None else (), stop_strings=strings,
                             end_of_text=tokens is None and not strings)
 

@@ -76,10 +76,16 @@ class Store:
     # -- clients --------------------------------------------------------------------------------
 
     def record_model(self, model_id: str, info: dict[str, Any]) -> None:
+        if not _MODEL_ID.fullmatch(model_id):  # the callers made it from checked parts
+            raise ValueError(f"model id {model_id!r} cannot name a directory")
         (self.root / model_id).mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.root / model_id / "model.json", info)
 
     def model_record(self, model_id: str) -> dict[str, Any] | None:
+        """The client's record; None for one never recorded, and for an id that could not be one
+        (an absolute path, ``..``: nothing outside the root is read)."""
+        if not isinstance(model_id, str) or not _MODEL_ID.fullmatch(model_id):
+            return None
         try:
             return json.loads((self.root / model_id / "model.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -87,7 +93,9 @@ class Store:
 
     def checkpoints(self, model_id: str) -> list[dict[str, Any]]:
         """The model's checkpoints in the SDK's ``Checkpoint`` shape, oldest first."""
-        found = []
+        found: list[dict[str, Any]] = []
+        if not _MODEL_ID.fullmatch(model_id):
+            return found
         for kind, ctype in KINDS.items():
             for d in sorted((self.root / model_id / kind).glob("*")) if (self.root / model_id / kind).is_dir() else []:
                 if not (d / STATE).is_file():

@@ -31,24 +31,51 @@ def _dtype(code: int) -> Any:
     return table[code]
 
 
-def tensor(t: Any) -> Any:
-    """A ``Tensor`` message as a numpy array (dense or 2-d sparse CSR, absent cells 0)."""
+# The most bytes a compressed forward_backward body may decompress to.
+MAX_DECOMPRESSED = 1 << 30
+# The most cells one tensor may have once dense: a sparse tensor's shape is only a claim, and
+# 2**24 float32 cells (64 MiB) is far more than any datum's inputs.
+MAX_CELLS = 1 << 24
+
+
+def _values(raw: bytes, dtype: Any, what: str) -> Any:
+    """``raw`` read as an array of ``dtype``; a length that is not a whole number of values is refused."""
+    import numpy as np
+
+    size = np.dtype(dtype).itemsize
+    if len(raw) % size:
+        raise TinkerUserError(f"{what}: {len(raw)} bytes is not a whole number of {np.dtype(dtype).name} values")
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def tensor(t: Any, what: str = "a tensor") -> Any:
+    """A ``Tensor`` message as a numpy array (dense or 2-d sparse CSR, absent cells 0); one that
+    does not hold together (a shape its values do not fill, CSR indices out of range) is refused,
+    naming it as ``what``."""
     import numpy as np
 
     dtype, shape = _dtype(t.dtype), [int(s) for s in t.shape]
+    if any(s < 0 for s in shape) or math.prod(shape) > MAX_CELLS:
+        raise TinkerUserError(f"{what}: shape {shape}: every size must be 0 or more, at most {MAX_CELLS} cells in all")
     if t.WhichOneof("encoding") == "sparse_csr":
         if len(shape) != 2:
-            raise TinkerUserError(f"a sparse tensor must be 2-d (shape {shape})")
-        values = np.frombuffer(t.sparse_csr.values, dtype=dtype)
-        crow = np.frombuffer(t.sparse_csr.crow_indices, dtype=np.int64)
-        col = np.frombuffer(t.sparse_csr.col_indices, dtype=np.int64)
+            raise TinkerUserError(f"{what}: a sparse tensor must be 2-d (shape {shape})")
+        values = _values(t.sparse_csr.values, dtype, what)
+        crow = _values(t.sparse_csr.crow_indices, np.int64, f"{what} (crow_indices)")
+        col = _values(t.sparse_csr.col_indices, np.int64, f"{what} (col_indices)")
+        rows, cols = shape
+        if (len(crow) != rows + 1 or crow[0] != 0 or bool(np.any(np.diff(crow) < 0)) or crow[-1] != len(values)
+                or len(col) != len(values) or bool(np.any((col < 0) | (col >= cols)))):
+            raise TinkerUserError(f"{what}: not a sparse CSR tensor of shape {shape} (crow_indices: {rows + 1} "
+                                  f"non-decreasing offsets from 0 to the {len(values)} values; col_indices: one "
+                                  f"column from 0 to {cols - 1} per value)")
         out = np.zeros(shape, dtype=dtype)
-        for r in range(shape[0]):
+        for r in range(rows):
             out[r, col[crow[r]:crow[r + 1]]] = values[crow[r]:crow[r + 1]]
         return out
-    flat = np.frombuffer(t.dense, dtype=dtype).copy()  # writable: torch takes it as it is
+    flat = _values(t.dense, dtype, what).copy()  # writable: torch takes it as it is
     if shape and math.prod(shape) != flat.size:
-        raise TinkerUserError(f"a tensor of shape {shape} carries {flat.size} values")
+        raise TinkerUserError(f"{what}: a tensor of shape {shape} carries {flat.size} values")
     return flat.reshape(shape) if shape else flat
 
 
@@ -79,10 +106,20 @@ def read_forward_backward(raw: bytes, encoding: str | None) -> dict[str, Any]:
     if (encoding or "").lower() == "zstd":
         import zstandard
 
+        chunks: list[bytes] = []
+        size = 0
         try:
-            raw = zstandard.ZstdDecompressor().decompress(raw)
+            # Read through a stream, never past the limit: a few kB of zstd can claim gigabytes.
+            with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+                while size <= MAX_DECOMPRESSED and (chunk := reader.read(min(1 << 24, MAX_DECOMPRESSED + 1 - size))):
+                    chunks.append(chunk)
+                    size += len(chunk)
         except zstandard.ZstdError as exc:
             raise TinkerUserError(f"the zstd body does not decompress: {exc}") from None
+        raw = b"".join(chunks)
+        if size > MAX_DECOMPRESSED:
+            raise TinkerUserError(f"the zstd body decompresses to more than {MAX_DECOMPRESSED >> 20} MiB: send the "
+                                  "data in smaller forward_backward requests")
     msg = _pb().ForwardBackwardRequest()
     try:
         msg.ParseFromString(raw)
@@ -97,10 +134,16 @@ def read_forward_backward(raw: bytes, encoding: str | None) -> dict[str, Any]:
             kind = chunk.WhichOneof("chunk")
             if kind != "encoded_text":
                 raise TinkerUserError(f"datum {i}: a {kind} chunk; this server trains text models (encoded_text only)")
-            tokens.extend(np.frombuffer(chunk.encoded_text.tokens, dtype=np.int32).tolist())
-        data.append({"tokens": tokens, "inputs": {k: tensor(v) for k, v in d.loss_fn_inputs.items()}})
+            tokens.extend(_values(chunk.encoded_text.tokens, np.int32, f"datum {i}: model_input").tolist())
+        data.append({"tokens": tokens, "inputs": {k: tensor(v, f"datum {i}: loss_fn_inputs[{k!r}]")
+                                                  for k, v in sorted(d.loss_fn_inputs.items())}})
     if msg.loss_fn_config_v2:
-        config = {k: getattr(v, v.WhichOneof("value")) for k, v in msg.loss_fn_config_v2.items()}
+        config = {}
+        for k, v in msg.loss_fn_config_v2.items():
+            which = v.WhichOneof("value")
+            if which is None:
+                raise TinkerUserError(f"loss_fn_config[{k!r}] has no value (a number or a text)")
+            config[k] = getattr(v, which)
     else:
         config = dict(msg.loss_fn_config)
     return {"model_id": msg.model_id, "seq_id": int(msg.seq_id), "forward_only": bool(msg.forward_only),
