@@ -33,14 +33,19 @@ def obj(body: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
-def text(body: dict[str, Any], key: str, default: str = "") -> str:
-    """A string field; absent or null: ``default``."""
+def _typed(body: dict[str, Any], key: str, default: Any, kind: type, says: str) -> Any:
+    """The field ``key`` when it is a ``kind``; absent or null: ``default``."""
     v = body.get(key)
     if v is None:
         return default
-    if not isinstance(v, str):
-        raise TinkerUserError(f"{key}: must be a string, not {shown(v)}")
+    if not isinstance(v, kind):
+        raise TinkerUserError(f"{key}: must be {says}, not {shown(v)}")
     return v
+
+
+def text(body: dict[str, Any], key: str, default: str = "") -> str:
+    """A string field; absent or null: ``default``."""
+    return _typed(body, key, default, str, "a string")
 
 
 def whole(body: dict[str, Any], key: str, default: int | None = None, lo: int = -INT64, hi: int = INT64) -> int | None:
@@ -55,12 +60,7 @@ def whole(body: dict[str, Any], key: str, default: int | None = None, lo: int = 
 
 def flag(body: dict[str, Any], key: str, default: bool = False) -> bool:
     """A true/false field; absent or null: ``default``."""
-    v = body.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise TinkerUserError(f"{key}: must be true or false, not {shown(v)}")
-    return v
+    return _typed(body, key, default, bool, "true or false")
 
 
 def session_id(body: dict[str, Any], key: str = "session_id") -> str:
