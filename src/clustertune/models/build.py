@@ -13,6 +13,7 @@ from clustertune.models.local import hub_options, is_pathish as _is_pathish, req
 from clustertune.models.heads import auto_class, name_the_loss
 from clustertune.errors import ModelError
 from clustertune.models.adapters import apply_adapter, load_kwargs, record_base
+from clustertune.models.download import Download, plan_download, reporting
 from clustertune.models.tokenizer import hub_unreachable_message
 from clustertune.recipe.schema import Recipe
 
@@ -247,11 +248,18 @@ WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
 def weights_line(path: str, revision: str | None = None) -> str:
     """What loading pretrained weights from ``path`` is about to do, in one line: read a local
-    folder (its size), load from the Hugging Face cache, or download into it (first use)."""
+    folder (its size), load from the Hugging Face cache, or download into it (first use; how
+    many files and MB when the hub says)."""
+    return _weights_plan(path, revision)[0]
+
+
+def _weights_plan(path: str, revision: str | None) -> tuple[str, Download | None]:
+    """:func:`weights_line` and the download to report while the weights load (None: no
+    download, or one whose size the hub did not tell)."""
     local = Path(path)
     if local.is_dir():
         size = sum(f.stat().st_size for pattern in WEIGHT_FILES for f in local.glob(pattern))
-        return f"model: loading the weights of {path} ({size / 1e6:,.1f} MB)"
+        return f"model: loading the weights of {path} ({size / 1e6:,.1f} MB)", None
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -259,11 +267,13 @@ def weights_line(path: str, revision: str | None = None) -> str:
                      for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                                   "pytorch_model.bin.index.json"))
     except ValueError:  # not a hub name either (huggingface_hub's validation error is one): the load says why
-        return f"model: loading the weights of {path}"
+        return f"model: loading the weights of {path}", None
     if cached:
-        return f"model: loading the weights of {path} from the Hugging Face cache"
+        return f"model: loading the weights of {path} from the Hugging Face cache", None
+    download = plan_download(path, revision)  # None when the hub does not say: the line without sizes
+    size = f"{download.summary()}; " if download is not None else ""
     return (f"model: downloading the weights of {path} from the Hugging Face Hub into its cache "
-            "(first use here; later runs load them from there)")
+            f"({size}first use here; later runs load them from there)"), download
 
 
 def _load_pretrained(auto: Any, path: str, config: Any, recipe: Recipe, kwargs: dict[str, Any]) -> Any:
@@ -272,9 +282,11 @@ def _load_pretrained(auto: Any, path: str, config: Any, recipe: Recipe, kwargs: 
     ``num_labels``); in the body (``config_overrides`` that change a width) it is an error naming
     the tensors, unless ``model.ignore_mismatched_sizes`` says to re-initialise them too."""
     m = recipe.model
-    log.info("%s", weights_line(path, kwargs.get("revision")))  # a download or a large load takes a while
-    model, info = auto.from_pretrained(path, config=config,  # always low-memory in transformers 5
-                                       ignore_mismatched_sizes=True, output_loading_info=True, **kwargs)
+    line, download = _weights_plan(path, kwargs.get("revision"))
+    log.info("%s", line)  # a download or a large load takes a while
+    with reporting(download):  # huggingface_hub's bars are off (train/execute.py): bytes as they arrive instead
+        model, info = auto.from_pretrained(path, config=config,  # always low-memory in transformers 5
+                                           ignore_mismatched_sizes=True, output_loading_info=True, **kwargs)
     mismatched = sorted((str(k), tuple(a), tuple(b)) for k, a, b in info.get("mismatched_keys") or ())
     prefix = f"{model.base_model_prefix}."
     body = [t for t in mismatched if t[0].startswith(prefix)]
