@@ -121,6 +121,55 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     assert not [name for name, data in tree_snapshot(run_dir).items() if SECRET.encode() in data or ckpt_key in data]
 
 
+def test_logs_follow_shows_eval_and_checkpoint_lines_from_the_hosts_while_it_runs(ssh_cluster, tmp_path):
+    """Another process's `clustertune logs RUN --follow` shows rank 0's step, eval and checkpoint
+    lines as they happen on the hosts, each while the run is RUNNING."""
+    import threading
+
+    from clustertune.runs import get_run
+
+    runs = Path(os.environ["CLUSTERTUNE_RUNS"])
+    exe = Path(sys.executable).with_name("clustertune")
+    # No end of its own: whatever the follower shows, it shows while the run runs.
+    recipe = _recipe(tmp_path, nodes=1)
+    data = yaml.safe_load(recipe.read_text())
+    data["train"].update(max_steps=100000, log_every=5, eval_every=10, save_every=10)
+    data["launch"].pop("env_passthrough")
+    recipe.write_text(yaml.safe_dump(data))
+    first = subprocess.Popen([str(exe), "run", str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    follower = None
+    try:
+        run_id = _wait_for_run(runs, first)
+        follower = subprocess.Popen([str(exe), "logs", run_id, "--follow"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+        seen: list[tuple[str, str]] = []  # each line with the run's state when it arrived
+
+        def read() -> None:
+            assert follower is not None and follower.stdout is not None
+            for line in follower.stdout:
+                seen.append((line.rstrip("\n"), get_run(run_id).state.value))
+
+        threading.Thread(target=read, daemon=True).start()
+        wanted = ("eval @ step 10:", "checkpoint step-00000010 written")
+        deadline = time.monotonic() + 240
+        while not all(any(w in line for line, _ in seen) for w in wanted):
+            assert time.monotonic() < deadline and follower.poll() is None, [line for line, _ in seen]
+            time.sleep(0.2)
+        lines = [line for line, _ in seen]
+        arrived = {w: next(i for i, (line, _) in enumerate(seen) if w in line) for w in wanted}
+        assert arrived[wanted[0]] < arrived[wanted[1]], lines
+        assert all(state == "RUNNING" for _, state in seen[: arrived[wanted[1]] + 1]), seen
+        assert any(" INFO step 5/100000  loss " in line for line in lines), lines
+        cancelled = cli("cancel", run_id)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert follower.wait(timeout=120) == 0  # the follower ends by itself with the run
+        first.communicate(timeout=300)
+    finally:
+        for p in (first, follower):
+            if p is not None and p.poll() is None:
+                p.kill()
+
+
 def test_kept_on_cluster_checkpoints_reach_every_host_before_a_resume(ssh_cluster, tmp_path):
     """With results kept on the cluster only rank 0's host holds the checkpoints; a resume
     needs the newest on every host. It is relayed through the submitting machine, not kept there."""
