@@ -44,6 +44,10 @@ def cluster_add(
     specs = [HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
                             jump=jump, root=root, known_hosts=str(known_hosts.expanduser().resolve()) if known_hosts else None,
                             python=python) for h in hosts]
+    labels = [s.label for s in specs]
+    twice = sorted({lb for lb in labels if labels.count(lb) > 1})
+    if twice:  # one root for all: two nodes on one host would share their run and env folders
+        raise ClusterError(f"host {twice[0]} is given twice; name each host once (nothing was saved)")
     spec = add_cluster(name, specs)
     print(f"cluster {spec.name}: {len(spec.hosts)} host(s) saved in {clusters_file()}; "
           f"`clustertune cluster check {spec.name}` tries them")

@@ -64,6 +64,7 @@ def eval_(
         raise EvalError(f"{', '.join(lm_only)} only go with --tasks (lm-eval)")
     if tasks is not None and (data is not None or overrides):
         raise EvalError("--tasks runs lm-eval's own data; --data and key=value overrides are for the model's own metrics")
+    _check_options(limit, num_fewshot, batch_size, output)
     with _quiet_transformers():
         if tasks is not None:
             res = evaluate_lm_eval(ref, [t.strip() for t in tasks.split(",")], include_path=include_path, limit=limit,
@@ -80,3 +81,21 @@ def eval_(
     where = [str(p) for p in (res.path, output) if p is not None]
     if where:
         print("written to " + ", ".join(where))
+
+
+def _check_options(limit: Optional[float], num_fewshot: Optional[int], batch_size: Optional[int],
+                   output: Optional[Path]) -> None:
+    """The numbers and the --output path, refused before a model loads or an evaluation runs."""
+    bad = []
+    if limit is not None and not (0 < limit < float("inf")):
+        bad.append(f"--limit {limit:g}: use a count of examples per task (e.g. 200) or a fraction below 1 (e.g. 0.1)")
+    if num_fewshot is not None and num_fewshot < 0:
+        bad.append(f"--num-fewshot {num_fewshot}: use 0 (zero-shot) or a positive count")
+    if batch_size is not None and batch_size < 1:
+        bad.append(f"--batch-size {batch_size}: use a positive count, or leave it out for the default")
+    if output is not None and output.is_dir():
+        bad.append(f"--output {output}: a directory is there; name a file, e.g. {output / 'eval.json'}")
+    elif output is not None and not output.parent.is_dir():
+        bad.append(f"--output {output}: its directory {output.parent} does not exist; create it or name another file")
+    if bad:
+        raise EvalError("; ".join(bad))

@@ -91,6 +91,8 @@ def generate(
     rows = read_prompts_file(input_file) if input_file is not None else [{"prompt": p} for p in prompts or []]
     if output is not None and output.parent and not output.parent.is_dir():
         raise GenerationError(f"--output {output}: its directory {output.parent} does not exist")
+    if output is not None and output.is_dir():  # found before generating, not when writing the answers
+        raise GenerationError(f"--output {output}: a directory is there; name a file, e.g. {output / 'completions.jsonl'}")
     gen = _generator(model, runs_root, device, dtype, template, raw)
     items = [row_prompt(r) for r in rows]
     if input_file is None and output is None:  # a person reading: answers stream as they come

@@ -8,6 +8,7 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -152,8 +153,54 @@ def _json_kind(v: Any) -> str:
     return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), "number")
 
 
+def _kind_clash(value: Any, where: str, n: int, seen: dict[str, tuple[str, int]]) -> str | None:
+    """Record the JSON kind of ``value`` (line ``n``) and of everything in it, by path (list
+    items share one: ``messages[].content``), in ``seen``; the first path that held another kind
+    before is described. Nulls take no kind: any field may hold them."""
+    if value is None:
+        return None
+    kind = "text" if isinstance(value, str) else "object" if isinstance(value, dict) else _json_kind(value)
+    first, line = seen.setdefault(where, (kind, n))
+    if first != kind:
+        other = "elsewhere on the same line" if line == n else f"on line {line}"
+        return f"line {n}: {where} is {_a(kind)}, but {_a(first)} {other}"
+    children = ([(v, where + "[]") for v in value] if isinstance(value, list)
+                else [(v, f"{where}.{k}") for k, v in value.items()] if isinstance(value, dict) else [])
+    for v, path in children:
+        if (clash := _kind_clash(v, path, n, seen)) is not None:
+            return clash
+    return None
+
+
+def _mixed_types(path: Path, column: str) -> str | None:
+    """Where a JSON lines file's ``column`` holds values of different kinds (text in one row or
+    turn, a list or a number in another), which Arrow cannot put in one column: the first line
+    that differs, or None."""
+    import json
+
+    seen: dict[str, tuple[str, int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                row = json.loads(line) if line.strip() else None
+            except ValueError:
+                return None
+            if isinstance(row, dict) and (clash := _kind_clash(row.get(column), column, n, seen)) is not None:
+                return clash
+    return None
+
+
+def _a(kind: str) -> str:
+    return {"text": "text", "object": "an object", "array": "a list"}.get(kind, f"a {kind}")
+
+
 def _unreadable(path: Path, key: str, exc: Exception) -> DataError:
     suffix = path.suffix.lower()
+    failed = re.search(r"Conversion failed for column (\S+)", str(exc))
+    if failed and suffix in JSON_SUFFIXES and (where := _mixed_types(path, failed.group(1))):
+        return DataError(f"{key}: cannot read {str(path)!r}: {where}; every row must give a field the same kind "
+                         "of value (chat turns: \"content\" is text in every turn; turn a list of content parts "
+                         "such as [{\"type\": \"text\", \"text\": ...}] into its text)")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     hint = ("a column whose values have different types in different rows?" if isinstance(exc, TypeError)
             else _SHAPE[suffix] if suffix == ".parquet" else f"expected {_SHAPE[suffix]}" if suffix in _SHAPE else "")
@@ -294,7 +341,7 @@ def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_byt
 
 def _no_column(key: str, p: Path, column: str, names: list[str]) -> DataError:
     return DataError(f"data.text_column: column {column!r} not in {str(p)!r} ({key}); its columns are "
-                     f"{', '.join(names)}")
+                     f"{', '.join(names) or '(none)'}")
 
 
 def _text_file_chunks(p: Path, chunk_bytes: int, keep_linebreaks: bool) -> Iterator[list[str]]:
@@ -327,6 +374,8 @@ def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> It
 
     seen = False
     kinds: set[str] = set()  # the types of the column's values other than None
+    names: dict[str, None] = {}  # the columns met, in order (for the error naming them)
+    rows = 0
     with p.open(encoding="utf-8") as fh:
         start = 1
         while lines := fh.readlines(chunk_bytes):
@@ -339,14 +388,19 @@ def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> It
                 except ValueError as exc:
                     raise DataError(f"{key}: {str(p)!r} line {i} is not JSON: {exc}") from exc
                 row = row if isinstance(row, dict) else {}
+                rows += 1
                 seen = seen or column in row
+                if not seen and len(names) < 50:
+                    names.update(dict.fromkeys(row))
                 if row.get(column) is not None:
                     kinds.add(type(row[column]).__name__)
                 chunk.append(as_text(row.get(column)))
             start += len(lines)
             yield chunk
+    if not rows:  # blank lines only, or nothing: the caller names the file as holding no example
+        return
     if not seen:
-        raise _no_column(key, p, column, [])
+        raise _no_column(key, p, column, list(names))
     if "str" not in kinds:  # some values of other types among texts are read as their str
         problem = (f"holds {' and '.join(sorted(kinds))} values, not text" if kinds
                    else "holds no text: every value is null")

@@ -101,8 +101,10 @@ def resolve_recipe_path(name_or_path: str | os.PathLike[str]) -> Path:
     names = ", ".join(shipped) or "(none found)"
     close = difflib.get_close_matches(key, list(shipped), n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    if p.exists():
+    if p.is_dir():
         raise RecipeNotFound(f"recipe {key!r} is a directory, not a YAML file. Shipped recipes: {names}.")
+    if p.exists():  # a device, a pipe, a socket
+        raise RecipeNotFound(f"recipe {key!r} is not a regular file; give a YAML file (or a shipped name: {names}).")
     raise RecipeNotFound(f"no recipe file or shipped recipe named {key!r}.{hint} Shipped recipes: {names}.")
 
 

@@ -26,7 +26,7 @@ from clustertune.identity import config_dir, identity_key
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Addresses and users end up as ssh arguments: a leading "-" would be read as an option.
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$|^\[?[0-9A-Fa-f:]+\]?$")
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$|^\[[0-9A-Fa-f:]+\]$|^[0-9A-Fa-f:]+$")
 _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 DEFAULT_ROOT = ".clustertune"  # relative to the login directory on the host
 

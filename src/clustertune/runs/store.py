@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from pathlib import Path
@@ -70,7 +71,7 @@ def get_run(run_id: str, root: str | os.PathLike[str] | None = None, by_name: By
             raise RunError(f"no runs under {base} yet, so there is no last run "
                            "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)")
         return found[-1]
-    matches = [d for d in base.glob(f"{run_id}*") if (d / RUN_JSON).is_file()] if base.is_dir() else []
+    matches = [d for d in base.glob(f"{glob.escape(run_id)}*") if (d / RUN_JSON).is_file()] if base.is_dir() else []
     if len(matches) == 1:
         return Run.load(matches[0]).reconcile()
     if len(matches) > 1:
@@ -87,6 +88,11 @@ def get_run(run_id: str, root: str | os.PathLike[str] | None = None, by_name: By
         shown = ", ".join(sorted(m.name for m in matches)[-5:])
         hint = "; give the whole id" if one_name else ""
         raise RunError(f"run id {run_id!r} is ambiguous under {base}: {len(matches)} runs ({shown}){hint}")
+    head, at, step = run_id.partition("@")
+    if at and head and base.is_dir() and any((d / RUN_JSON).is_file() for d in base.glob(f"{glob.escape(head)}*")):
+        raise RunError(f"{run_id!r} names a checkpoint ({step or 'none'}) of run {head!r}; this command acts on "
+                       f"whole runs, so it takes the run id alone ({head!r}); checkpoints are named by generate, "
+                       "chat, eval, serve, export and `runs trust`")
     raise RunError(
         f"no run {run_id!r} under {base}; `clustertune runs` lists the runs there "
         "(set CLUSTERTUNE_RUNS or --runs-root to look elsewhere)"

@@ -109,6 +109,22 @@ def refuse_adapter_checkpoint(target: Target, merge: bool) -> None:
                          "export it with --merge (onto its base), or export the run's final model")
 
 
+def start_export_dir(out: Path, tmp: Path, to: str | os.PathLike[str]) -> None:
+    """Make ``out``'s parent folders and the empty ``tmp`` beside it (where an export is written
+    before it replaces ``out``), or a typed error naming ``--to`` where nothing can be made."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    except OSError as exc:  # /proc, a read-only mount, a path through a file
+        raise _cannot_write(to, out, exc) from exc
+
+
+def _cannot_write(to: str | os.PathLike[str], out: Path, exc: OSError) -> ModelError:
+    return ModelError(f"--to {to}: cannot write the export there ({exc.strerror or exc}); is "
+                      f"{out.parent} a writable directory with room to spare?")
+
+
 def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = False, repo_id: str | None = None,
                  to: str | os.PathLike[str] | None = None) -> Exported:
     """Write ``target`` to the directory ``out`` (checked already, or one clustertune owns, such
@@ -117,9 +133,7 @@ def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = F
     made = _missing_parents(out)
     tmp = temp_sibling(out, "export")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+        start_export_dir(out, tmp, to)
         if target.adapter and not merge:
             kind, written = "adapter", _write_adapter(target, tmp, want)
         else:
@@ -131,8 +145,7 @@ def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = F
     except BaseException as exc:
         undo_partial(tmp, made)
         if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
-            raise ModelError(f"--to {to}: cannot write the export there ({exc.strerror or exc}); is "
-                             f"{out.parent} a writable directory with room to spare?") from exc
+            raise _cannot_write(to, out, exc) from exc
         raise
     return Exported(path=out, kind=kind, dtype=written, source=target.label,
                     files=sorted(p.name for p in out.iterdir()))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
-from clustertune.use.export import _missing_parents, _write_model, check_destination, undo_partial
+from clustertune.use.export import _missing_parents, _write_model, check_destination, start_export_dir, undo_partial
 from clustertune.use.load import find_target, load_tokenizer_for
 from clustertune.use.modelfile import modelfile
 
@@ -145,15 +144,13 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
     tmp = temp_sibling(out, "export")
     name = f"model-{quant}.gguf"
     try:
+        start_export_dir(out, tmp, to)  # before the model is written out: a --to nothing can be made in fails first
         with tempfile.TemporaryDirectory(prefix="clustertune-gguf-") as scratch:
             merged = Path(scratch) / "model"
             merged.mkdir()
             _write_model(target, merged, None)
             pre = bpe_pre_tokenizer(merged)
             _converter_input(merged)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
             convert(merged, tmp / name, quant, pre)
             # Deferred: the check reads with numpy and gguf, which the CLI's start-up does without.
             from clustertune.use.gguf_check import check_gguf
