@@ -31,7 +31,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.serve.protocol import ApiError, Ask, Choice, Sampled
-from clustertune.use.generate import Generator, seed as seed_all
+from clustertune.use.generate import Generator, PromptTooLong, seed as seed_all, text_ids
 
 # Above this many tokens per batch step the CPU spends its time in attention over padding-free
 # but long prompts; GPUs are sized by transformers from their free memory instead.
@@ -221,8 +221,16 @@ class Engine:
         return await asyncio.get_running_loop().run_in_executor(self._prompts, self.encode, ask)
 
     def encode(self, ask: Ask) -> tuple[list[int], bool]:
-        """The prompt's token ids, and whether it is a chat (answers stripped, marker stops)."""
+        """The prompt's token ids, and whether it is a chat (answers stripped, marker stops); a
+        prompt longer than the model reads is refused (413) as it is counted."""
         gen = self.require_ready()
+        try:
+            return self._encode(gen, ask)
+        except PromptTooLong as exc:
+            self.room(exc.tokens, ask.sampled)
+            raise  # room() refuses every prompt over the context
+
+    def _encode(self, gen: Generator, ask: Ask) -> tuple[list[int], bool]:
         if ask.messages is not None:
             if not gen.chat:
                 raise ApiError(400, f"{self.model_id} has no chat template, so it cannot answer a conversation: "
@@ -230,14 +238,14 @@ class Engine:
             from jinja2 import TemplateError
 
             try:
-                return gen.encode(ask.messages), True
+                return gen.encode(ask.messages, most=gen.context), True
             except TemplateError as exc:  # the template's own raise_exception ("roles must alternate")
                 raise ApiError(400, f"messages: the chat template of {self.model_id} refuses this conversation: "
                                     f"{exc}", param="messages") from None
-        ids = gen.tokenizer(ask.prompt, add_special_tokens=True, verbose=False)["input_ids"]
+        ids = text_ids(gen.tokenizer, ask.prompt, add_special_tokens=True, most=gen.context)
         if not ids:
             raise ApiError(400, "prompt: empty; send some text to continue", param="prompt")
-        return [int(i) for i in ids], False
+        return ids, False
 
     def room(self, prompt_len: int, s: Sampled) -> int:
         gen = self.require_ready()

@@ -50,6 +50,8 @@ class Sampling:
             bad.append(f"--top-k {self.top_k}: use 0 (no cut) or a positive count")
         if self.max_new_tokens < 1:
             bad.append(f"--max-new-tokens {self.max_new_tokens}: use a positive count")
+        if self.seed is not None and not 0 <= self.seed < 2**32:
+            bad.append(f"--seed {self.seed}: use a whole number from 0 to {2**32 - 1}")
         if bad:
             raise GenerationError("; ".join(bad))
         return self
@@ -91,6 +93,35 @@ def _check_jinja(name: str, text: str) -> None:
         jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
     except jinja2.TemplateSyntaxError as exc:
         raise GenerationError(f"--template {name!r}: not a Jinja template (line {exc.lineno}: {exc.message})") from None
+
+
+class PromptTooLong(GenerationError):
+    """A prompt of more tokens than the model reads."""
+
+    def __init__(self, tokens: int, most: int, label: str = "the model"):
+        super().__init__(f"the prompt is {tokens} tokens and {label} reads at most {most}: shorten it")
+        self.tokens, self.most = tokens, most
+
+
+def text_ids(tokenizer: Any, text: str, *, add_special_tokens: bool, most: int | None = None) -> list[int]:
+    """``text``'s token ids; :class:`PromptTooLong` when there are more than ``most``.
+
+    Written for a server's thread pool: a fast tokenizer's Rust side encodes a batch with
+    Python's lock released, and a prompt too long to answer is counted there without a Python
+    list of its ids. transformers' own call holds the lock while it builds its Python objects
+    (about 0.15 s per million tokens), which stalled the event loop under one large prompt."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    # A tokenizer file may carry its own truncation or padding, which transformers' call turns
+    # off and a plain encode would apply: such a tokenizer takes the slow road.
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        encoding = backend.encode_batch([text], add_special_tokens=add_special_tokens)[0]
+        if most is not None and len(encoding) > most:
+            raise PromptTooLong(len(encoding), most)
+        return encoding.ids
+    ids = [int(i) for i in tokenizer(text, add_special_tokens=add_special_tokens, verbose=False)["input_ids"]]
+    if most is not None and len(ids) > most:
+        raise PromptTooLong(len(ids), most)
+    return ids
 
 
 def context_length(model: Any, tokenizer: Any) -> int | None:
@@ -203,11 +234,14 @@ class Generator:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         return self.renderer.render(messages, add_generation_prompt=True)
 
-    def encode(self, prompt: Prompt) -> list[int]:
+    def encode(self, prompt: Prompt, most: int | None = None) -> list[int]:
+        """``prompt``'s token ids; :class:`PromptTooLong` past ``most`` tokens (None: any length)."""
         text = self.prompt_text(prompt)
         # A rendered template carries its own special tokens (a BOS where it writes one).
-        ids = self.tokenizer(text, add_special_tokens=not self.chat, verbose=False)["input_ids"]
-        return [int(i) for i in ids]
+        try:
+            return text_ids(self.tokenizer, text, add_special_tokens=not self.chat, most=most)
+        except PromptTooLong as exc:
+            raise PromptTooLong(exc.tokens, exc.most, self.loaded.target.label) from None
 
     def room(self, prompt_len: int, max_new_tokens: int) -> int:
         """New tokens that fit after a prompt of ``prompt_len`` tokens (an error if none do)."""
@@ -292,6 +326,10 @@ def read_prompts_file(path: Path) -> list[dict[str, Any]]:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise GenerationError(f"--input {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[:exc.start].count(b"\n") + 1
+        raise GenerationError(f"--input {path}: not UTF-8 text (line {line}); give a JSONL file of "
+                              "{\"prompt\": ...} or {\"messages\": [...]} rows, saved as UTF-8") from None
     rows: list[dict[str, Any]] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -71,6 +71,25 @@ def test_a_body_over_max_body_is_413_in_openais_shape(engine: Engine) -> None:
     assert Engine(lambda: None, "x").max_body == 4 << 20
 
 
+def test_a_prompt_past_the_context_is_413_with_its_whole_length(engine: Engine) -> None:
+    """Counted as it is encoded (no list of its ids is built): the message gives the prompt's
+    full length, for a completion and for a chat."""
+    tok = engine.require_ready().tokenizer
+    text = "word " * 600  # 2,999 bytes of body: under this engine's 4,096
+    plain = len(tok(text)["input_ids"])
+    chat = len(tok(engine.require_ready().prompt_text([{"role": "user", "content": text}]),
+                   add_special_tokens=False)["input_ids"])
+
+    async def scenario(client: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await client.post("/v1/completions", json={"model": "chat", "prompt": text, "max_tokens": 2}),
+                await client.post("/v1/chat/completions", json=hi(messages=[{"role": "user", "content": text}]))]
+
+    for r, n in zip(run(engine, scenario), (plain, chat)):
+        assert r.status_code == 413, r.text
+        err = r.json()["error"]
+        assert err["code"] == "context_length_exceeded" and f"the prompt is {n} tokens and chat reads at most 128" in err["message"]
+
+
 def test_user_errors_are_400s_naming_the_field_not_500s(engine: Engine) -> None:
     async def scenario(client: httpx.AsyncClient) -> list[httpx.Response]:
         return [await client.post("/v1/chat/completions", json=hi(seed=-1)),

@@ -115,6 +115,35 @@ def test_prompt_and_answer_stay_within_the_context(chat_gen: Generator) -> None:
         chat_gen.complete(["word " * 130], Sampling(temperature=0, max_new_tokens=4))
 
 
+def test_prompt_ids_are_the_tokenizers_own_and_a_long_prompt_is_counted_whole(chat_gen: Generator,
+                                                                              plain_gen: Generator) -> None:
+    """The ids a server and generate use come from the Rust side directly (Python's lock
+    released); they are exactly transformers' call's, with and without special tokens, and a
+    prompt past the context is refused with its full length."""
+    from clustertune.use.generate import PromptTooLong, text_ids
+
+    texts = ["hi", "", "  Which keyword starts a loop?\n\tAnswer: for ", "ünïcode — 字 🙂",
+             chat_gen.prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])]
+    for gen in (chat_gen, plain_gen):
+        assert gen.tokenizer.backend_tokenizer.truncation is None  # so the direct road is the one tested
+        for text in texts:
+            for special in (True, False):
+                want = gen.tokenizer(text, add_special_tokens=special)["input_ids"]
+                assert text_ids(gen.tokenizer, text, add_special_tokens=special) == want, (text, special)
+    long = "word " * 5000
+    n = len(chat_gen.tokenizer(long, add_special_tokens=False)["input_ids"])
+    with pytest.raises(PromptTooLong, match=f"the prompt is {n} tokens and the model reads at most 128") as caught:
+        text_ids(chat_gen.tokenizer, long, add_special_tokens=False, most=128)
+    assert (caught.value.tokens, caught.value.most) == (n, 128)
+    # A tokenizer file that truncates by itself: transformers' call (which turns that off) counts.
+    chat_gen.tokenizer.backend_tokenizer.enable_truncation(16)
+    try:
+        with pytest.raises(PromptTooLong, match=f"the prompt is {n} tokens"):
+            text_ids(chat_gen.tokenizer, long, add_special_tokens=False, most=128)
+    finally:
+        chat_gen.tokenizer.backend_tokenizer.no_truncation()
+
+
 def test_an_adapter_run_generates_by_run_id_with_its_bases_template(chat_base: Path, tmp_path: Path) -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
