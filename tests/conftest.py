@@ -7,6 +7,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # Two workers on two cores: torch's default (one compute thread per core in every process,
+    # each spinning while it waits) oversubscribes them, and each worker's training runs
+    # (and the runs its tests start) took 3-4x their time alone. One thread per process.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import signal  # noqa: E402
 
