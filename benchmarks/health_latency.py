@@ -10,7 +10,7 @@ request in a thread while this process asks /health every 20 ms on its own conne
 
 - idle: no request (the floor of this machine);
 
-Each case sends its request again and again, one at a time, for at least 3 s.
+Each case sends its request again and again, one at a time, for at least 3 s (``--seconds``).
 - max-body chat: a user message just under the default --max-body (4 MB of text), tokenized
   and templated, then refused as longer than the model's context (400);
 - over-limit body: 16 MB to /v1/completions, refused with 413: back to back (a flood of some
@@ -99,9 +99,11 @@ def health_while(port: int, request: tuple[str, bytes] | None, for_s: float = 3.
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="the 2-layer test size")
+    ap.add_argument("--smoke", action="store_true", help="the 2-layer test size, each case for 1 s")
+    ap.add_argument("--seconds", type=float, default=3.0, help="how long each case sends its request")
     args = ap.parse_args()
     layers, width = (2, 128) if args.smoke else (4, 256)
+    seconds = 1.0 if args.smoke else args.seconds
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(Path(tmp) / "model", layers, width)
         port = free_port()
@@ -133,8 +135,8 @@ def main() -> None:
                 pause = 0.0
                 if name.endswith("apart"):
                     pause = 0.2
-                lat, outcome = health_while(port, request, pause=pause)
-                q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else lat * 99
+                lat, outcome = health_while(port, request, for_s=seconds, pause=pause)
+                q = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) >= 2 else lat * 99
                 worst = max(lat)
                 if name != "idle":
                     worst_all = max(worst_all, worst)

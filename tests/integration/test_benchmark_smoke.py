@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 # script -> extra arguments beside --smoke
 SMOKE: dict[str, list[str]] = {
-    "frameworks.py": [], "fsdp_build_memory.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
+    "frameworks.py": [], "fsdp_build_memory.py": [], "health_latency.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
     "parity_run_clm.py": [], "prepare.py": [], "prepare_memory.py": [], "remote_call.py": [],
     "rl_offline.py": [], "serve.py": [], "sft_prepare.py": [], "sft_recall.py": [], "stage.py": [],
     "stream_prefetch.py": [], "tinker_loop.py": [], "train_cpu.py": [],
