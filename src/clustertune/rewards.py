@@ -32,6 +32,7 @@ def char_fraction(prompts: Sequence[str], completions: Sequence[str], chars: str
     return out
 
 
+# Shipped for recipes (rl.rewards[].function: clustertune.rewards:word_fraction): referenced by name, not called here.
 def word_fraction(prompts: Sequence[str], completions: Sequence[str], words: Sequence[str] | str = ("the",)) -> list[float]:
     """Fraction of the completion's words that are among ``words`` (case-insensitive)."""
     wanted = {w.lower() for w in ([words] if isinstance(words, str) else words)}

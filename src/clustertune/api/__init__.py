@@ -241,16 +241,6 @@ def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = Non
     return resolve_base_model(recipe, runs_root_dir, train_missing=False)
 
 
-def check_for_nodes(recipe: Recipe) -> Recipe:
-    """What the nodes would read too late to fail early (a DeepSpeed JSON's contradictions): checked
-    here, so that a typo fails before a job queues. Returns the recipe resolved against the JSON."""
-    # Deferred: the launcher and its backends load cloudpickle and more; the CLI's start-up imports this module.
-    from clustertune.launch.submit import planned_world_size
-    from clustertune.train.ds_config import resolve_deepspeed_json
-
-    return resolve_deepspeed_json(recipe, planned_world_size(recipe)).recipe
-
-
 # -- removing runs ------------------------------------------------------------------------------
 
 
@@ -337,5 +327,5 @@ def kept_result_lines(run: Run) -> list[str]:
     return lines(run)
 
 
-__all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "check_for_nodes", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+__all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
            "refreshed", "run", "trust_checkpoint"]

@@ -60,13 +60,6 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     return MemoryReport(recipe, memory.model_shape(config, recipe.task, recipe), world, mixed, dev, rows, list(notes))
 
 
-def bench_sizes() -> tuple[str, ...]:
-    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
-    from clustertune.train.bench import SIZES
-
-    return tuple(SIZES)
-
-
 def bench_variants() -> tuple[str, ...]:
     # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
     from clustertune.train.bench import VARIANTS

@@ -21,8 +21,8 @@ from clustertune.data.labels import LabelSet, infer_labels, label_ids
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 
-__all__ = ["Arrays", "encode_flat", "encode_texts", "group_blocks", "causal_lm_arrays", "classification_arrays",
-           "prepare_split", "check_labels", "column"]
+__all__ = ["Arrays", "encode_flat", "encode_texts", "causal_lm_arrays", "classification_arrays", "prepare_split",
+           "column"]
 _BATCH = 1000
 log = logging.getLogger("clustertune")
 
@@ -45,18 +45,6 @@ class Arrays:
         if self.attention_mask is not None:
             return int(self.attention_mask.sum())
         return int(self.input_ids.size)
-
-
-def group_blocks(ids_per_text: list[list[int]], block_size: int, vocab: int) -> np.ndarray:
-    """Concatenate all ids and cut into full blocks; the remainder (< block_size) is dropped."""
-    total = sum(len(x) for x in ids_per_text)
-    flat = np.empty(total, dtype=id_dtype(vocab))
-    pos = 0
-    for x in ids_per_text:
-        flat[pos : pos + len(x)] = x
-        pos += len(x)
-    n_blocks = total // block_size
-    return flat[: n_blocks * block_size].reshape(n_blocks, block_size)
 
 
 def causal_lm_arrays(texts: list[str], tokenizer: Any, block_size: int, limit: int | None, split: str,
@@ -136,8 +124,3 @@ def select_shuffled(arrays: Arrays, n: int, seed: int) -> Arrays:
     idx = np.random.default_rng(seed).permutation(len(arrays))[:n]
     return replace(arrays, **{f.name: getattr(arrays, f.name)[idx] for f in fields(arrays)
                               if isinstance(getattr(arrays, f.name), np.ndarray)})
-
-
-def check_labels(recipe: Recipe, ds: Any, split: str) -> LabelSet | None:
-    """The labels of one split checked (column present, every label usable); None for other tasks."""
-    return infer_labels(recipe, {split: ds}) if recipe.traits.labelled else None

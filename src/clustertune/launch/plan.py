@@ -283,6 +283,7 @@ def srun_rank_args(plan: LaunchPlan) -> list[str]:
     return [plan.python, "-m", SCRIPT_MODULE, "--slurm-ranks", *plan.command]
 
 
+# rdzv_port and rdzv_id define what the sbatch script computes in shell (sbatch.py); the tests hold the script to them.
 def rdzv_port(job_id: int) -> int:
     """A port derived from the job id, so concurrent jobs on shared nodes rarely collide."""
     return 20000 + job_id % 20000

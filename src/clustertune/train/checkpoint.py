@@ -41,10 +41,9 @@ from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verifi
 log = logging.getLogger("clustertune")
 
 FORMAT = 1
-WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
 SCHEDULER = "scheduler.pt"
-RNG = "rng.pt"
+RNG = "rng.pt"  # written by single-process runs before each rank saved its own (rng-N.pt); still read
 RECIPE = "recipe.yaml"
 SCALER = "scaler.pt"
 # The pickled files whose format is ours: tensors and plain values only.
@@ -124,29 +123,6 @@ def rng_file(ckpt: Path, rank: int) -> Path:
         if (ckpt / name).is_file():
             return ckpt / name
     raise CheckpointError(f"checkpoint {ckpt} holds no RNG state ({RNG} or {rank_rng_name(0)})")
-
-
-def save_checkpoint(
-    paths: RunPaths,
-    step: int,
-    model: torch.nn.Module,
-    optimizer: Any,
-    scheduler: Any,
-    meta: dict[str, Any],
-    recipe_yaml: str,
-    keep_last: int,
-) -> Path:
-    """Write a complete checkpoint for ``step`` of a single-process run and prune older ones."""
-    from safetensors.torch import save_model
-
-    with out_of_space_is_typed(paths, step, _temp_name(paths, paths.checkpoint(step))):
-        final, tmp = _fresh_temp(paths, step)
-        save_model(model, str(tmp / WEIGHTS))
-        torch.save(optimizer.state_dict(), tmp / OPTIMIZER)
-        torch.save(scheduler.state_dict(), tmp / SCHEDULER)
-        _seal(tmp, final, step, meta, recipe_yaml)
-    prune(paths, keep_last)
-    return final
 
 
 @contextmanager
@@ -335,16 +311,12 @@ def collect_shares(tmp: Path) -> dict[str, dict[str, Any]]:
 
 
 def _seal(tmp: Path, final: Path, step: int, meta: dict[str, Any], recipe_yaml: str,
-          hashed: dict[str, dict[str, Any]] | None = None) -> None:
+          hashed: dict[str, dict[str, Any]]) -> None:
     """Recipe and state.json (every file with size and sha256) into ``tmp``, then rename.
-    ``hashed``: the files the ranks hashed and fsynced already (else RNG is written and all
-    files are hashed here, as for a single process)."""
-    if hashed is None:
-        torch.save(rng_state(), tmp / RNG)
+    ``hashed``: the files the ranks hashed and fsynced already (the rest are hashed here)."""
     (tmp / RECIPE).write_text(recipe_yaml, encoding="utf-8")
-    done = hashed or {}
-    written = [p for p in _files(tmp) if str(p.relative_to(tmp)) not in done]
-    files = dict(done)
+    written = [p for p in _files(tmp) if str(p.relative_to(tmp)) not in hashed]
+    files = dict(hashed)
     files.update({str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in written})
     files = dict(sorted(files.items()))
     state = {"format": FORMAT, "step": step, "saved_at": time.time(), "files": files, **meta}
@@ -394,21 +366,6 @@ def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
     state = verified_state(ckpt, key)
     if state.get("kind") != "trl":  # an RL checkpoint is the trainer's own directory
         check_tensor_files(ckpt, list(state.get("files", {})))
-    return state
-
-
-def load_checkpoint(ckpt: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> dict[str, Any]:
-    """Restore model, optimizer, scheduler and RNG from a verified checkpoint; returns its state."""
-    from safetensors.torch import load_model
-
-    state = verify_checkpoint(ckpt)
-    try:
-        load_model(model, str(ckpt / WEIGHTS))
-        optimizer.load_state_dict(load_tensors(ckpt / OPTIMIZER))
-        scheduler.load_state_dict(load_tensors(ckpt / SCHEDULER))
-        set_rng_state(load_tensors(rng_file(ckpt, 0)))
-    except (RuntimeError, ValueError, KeyError, OSError) as exc:
-        raise CheckpointError(f"checkpoint {ckpt} does not fit this model/optimizer: {exc}") from exc
     return state
 
 

@@ -29,8 +29,8 @@ from clustertune.train.ds_json import (
 from clustertune.train.schedule import warmup_steps
 
 # Also the names of a user's JSON that the nodes and tests take from here.
-__all__ = ["DeepSpeedConfigError", "Resolved", "build_config", "check_deepspeed_json", "deepspeed_config",
-           "merge_user_config", "resolve_deepspeed_json", "with_deepspeed_json"]
+__all__ = ["DeepSpeedConfigError", "Resolved", "build_config", "deepspeed_config", "merge_user_config",
+           "resolve_deepspeed_json", "with_deepspeed_json"]
 
 
 def _cuda() -> bool:
@@ -283,9 +283,3 @@ def _build(recipe: Recipe, user: dict[str, Any], world_size: int | None, mixed_p
         raise DeepSpeedConfigError(f"train.deepspeed_config: {path}: nothing in the recipe or the model fills "
                                    f"\"auto\" for {', '.join(left)}; write values there")
     return cfg
-
-
-def check_deepspeed_json(recipe: Recipe, world_size: int | None = None) -> Recipe:
-    """Before anything is submitted: the user's JSON parses and agrees with the recipe; the
-    recipe resolved against it (:func:`resolve_deepspeed_json`)."""
-    return resolve_deepspeed_json(recipe, world_size).recipe

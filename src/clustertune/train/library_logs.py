@@ -168,18 +168,6 @@ def libraries_quiet(into: list[logging.LogRecord] | None = None) -> Iterator[Non
         into.extend(libraries.hand_over())
 
 
-def write_to_run_log(records: list[logging.LogRecord] | tuple[logging.LogRecord, ...], path: Path) -> None:
-    """Append held warnings to a run's log once its directory exists."""
-    if not records:
-        return
-    handler = run_log_handler(path)
-    try:
-        for record in records:
-            handler.handle(record)
-    finally:
-        handler.close()
-
-
 class _SharedDiversion:
     """What belongs to the process, not to one run: ``warnings`` captured into logging and
     transformers' own stderr handler switched off. Runs in threads of one process may overlap

@@ -329,6 +329,7 @@ def estimate(shape: ModelShape, strategy: str, world: int, activations: int, mix
     return MemoryEstimate(strategy, p, g, o, activations, host, buffers)
 
 
+# The model of build-time host memory that tests/integration/test_strategies.py checks each rank's measured ``built`` against.
 def build_host_bytes(shape: ModelShape, strategy: str, world: int, rank: int, adapter: bool = False) -> int:
     """Host bytes one rank's model holds once built (fp32, before the strategy prepares it):
     under FSDP over more than one process without an adapter only rank 0 builds the real model

@@ -36,13 +36,14 @@ def test_an_unsigned_checkpoint_of_a_completed_run_is_refused_with_a_fix_that_wo
     from clustertune.runs.state import RunState
     from clustertune.train import checkpoint as ckpt
     from clustertune.train.sealed import SIGNATURE
+    from tests.checkpoint_fixtures import save_one_process
 
     root = tmp_path / "runs"
     run = Run.create(root, "tiny", "causal_lm", dump_recipe(load_recipe(TINY_CAUSAL)), ["test"])
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
-    d = ckpt.save_checkpoint(run.paths, 3, model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), {},
-                             "name: x\n", keep_last=2)
+    d = save_one_process(run.paths, 3, model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), {},
+                         "name: x\n", keep_last=2)
     run.start_attempt()
     run.transition(RunState.COMPLETED)
     (d / SIGNATURE).unlink()  # written before checkpoints were signed, or copied without it

@@ -17,7 +17,6 @@ import pytest
 from clustertune.data import builtin, cache, fingerprint
 from clustertune.data.cache import fingerprint_of, prepare
 from clustertune.data.manifest import load_manifest
-from clustertune.data.prepare import group_blocks
 from clustertune.errors import DataError
 from clustertune.recipe import load_recipe
 from tests.helpers import TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
@@ -183,12 +182,14 @@ def test_prepare_writes_manifest_and_memmaps_the_same_blocks(root: Path, files_r
     assert any(n.startswith("tokenizer/") for n in m["files"])
     train = p.open_split("train")
     assert isinstance(train.input_ids, np.memmap) and train.input_ids.shape[1] == 32
-    # The same blocks as tokenizing in memory with the transformers call (one global remainder).
+    # The same blocks as tokenizing in memory with the transformers call, every text's ids
+    # concatenated and cut into blocks of 32 (one global remainder, dropped).
     from clustertune.data.sources import load_raw
 
     raw = load_raw(r.data, r.train.seed)
     tok = p.tokenizer()
-    ref = group_blocks(tok(list(raw.train["text"]), verbose=False)["input_ids"], 32, len(tok))
+    ids = np.concatenate([np.asarray(x, dtype=np.int64) for x in tok(list(raw.train["text"]), verbose=False)["input_ids"]])
+    ref = ids[: len(ids) // 32 * 32].reshape(-1, 32)
     assert np.array_equal(np.asarray(train.input_ids), ref)
     assert train.tokens == ref.size == m["splits"]["train"]["tokens"]
     again = prepare(r, workers=1, force=True)  # worker count does not change the bytes

@@ -10,7 +10,8 @@ import pytest
 
 from clustertune.data import builtin
 from clustertune.data.loader import Position, TrainBatches, epoch_order, to_batch
-from clustertune.data.prepare import Arrays, check_labels, group_blocks, prepare_split
+from clustertune.data.labels import infer_labels
+from clustertune.data.prepare import Arrays, causal_lm_arrays, prepare_split
 from clustertune.data.sources import carve_validation, load_raw
 from clustertune.errors import DataError
 from clustertune.models.tokenizer import train_bpe
@@ -18,14 +19,30 @@ from clustertune.recipe import load_recipe
 from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
 
 
-def test_group_blocks_has_one_global_remainder() -> None:
-    texts = [[1, 2, 3], [4, 5], [6, 7, 8, 9, 10], [11]]
-    blocks = group_blocks(texts, 4, vocab=100)
+class _IdsTokenizer:
+    """A slow tokenizer whose texts are their ids ("1 2 3" -> [1, 2, 3]), ``vocab`` ids in all."""
+
+    is_fast = False
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+
+    def __len__(self) -> int:
+        return self.vocab
+
+    def __call__(self, texts: list[str], **_: object) -> dict[str, list[list[int]]]:
+        return {"input_ids": [[int(w) for w in t.split()] for t in texts]}
+
+
+def test_causal_blocks_have_one_global_remainder() -> None:
+    texts = ["1 2 3", "4 5", "6 7 8 9 10", "11"]
+    blocks = causal_lm_arrays(texts, _IdsTokenizer(100), 4, None, "train").input_ids
     assert blocks.tolist() == [[1, 2, 3, 4], [5, 6, 7, 8]]  # 9, 10, 11 dropped once, at the end
     # Splitting the same token stream differently gives the same blocks (no per-batch remainders).
-    assert group_blocks([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11]], 4, vocab=100).tolist() == blocks.tolist()
+    again = causal_lm_arrays(["1 2 3 4 5 6", "7 8 9 10 11"], _IdsTokenizer(100), 4, None, "train").input_ids
+    assert again.tolist() == blocks.tolist()
     assert blocks.dtype == np.uint16
-    assert group_blocks(texts, 4, vocab=70_000).dtype == np.int32
+    assert causal_lm_arrays(texts, _IdsTokenizer(70_000), 4, None, "train").input_ids.dtype == np.int32
 
 
 def test_causal_batches_use_inputs_as_labels() -> None:
@@ -139,10 +156,10 @@ def test_labels_checked_against_num_labels(tmp_path: Path) -> None:
     r = load_recipe(with_(TINY_CLS, data={"dataset": None, "train_files": [str(f)]}))  # num_labels 2
     raw = load_raw(r.data, 0)
     with pytest.raises(DataError, match=r"has label 2, outside 0..1 .* below model.num_labels=2"):
-        check_labels(r, raw.train, "train")
+        infer_labels(r, {"train": raw.train})
     r2 = load_recipe(with_(TINY_CLS, data={"dataset": None, "train_files": [str(f)], "label_column": "stars"}))
     with pytest.raises(DataError, match="data.label_column: column 'stars' not in the train data"):
-        check_labels(r2, load_raw(r2.data, 0).train, "train")
+        infer_labels(r2, {"train": load_raw(r2.data, 0).train})
 
 
 def test_classification_arrays_pad_truncate_and_frame() -> None:

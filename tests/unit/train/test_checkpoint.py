@@ -1,4 +1,5 @@
-"""Checkpoints: atomic, self-describing, verified, pruned."""
+"""Checkpoints: atomic, self-describing, verified, pruned (written and read as a one-process run
+does: save_distributed and load_distributed with its strategy)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from clustertune.errors import CheckpointError
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
+from tests.checkpoint_fixtures import load_one_process, save_one_process
 
 
 def setup(tmp_path: Path):
@@ -27,15 +29,16 @@ def setup(tmp_path: Path):
 def test_save_load_restores_everything(tmp_path: Path) -> None:
     paths, model, opt, sched = setup(tmp_path)
     meta = {"position": {"epoch": 0, "offset": 8, "samples_seen": 8}}
-    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, meta, "name: x\n", keep_last=2)
+    d = save_one_process(paths, 5, model, opt, sched, meta, "name: x\n", keep_last=2)
     state = json.loads((d / "state.json").read_text())
-    assert state["step"] == 5 and set(state["files"]) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.pt", "recipe.yaml"}
+    assert state["step"] == 5 and set(state["files"]) == {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng-0.pt", "recipe.yaml"}
+    assert (state["strategy"], state["world_size"]) == ("ddp", 1)
     expected_next = torch.rand(3)
     torch.manual_seed(123)  # move the RNG; loading must put it back
     fresh = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
     fopt = torch.optim.AdamW(fresh.parameters(), lr=0.1)
     fsched = torch.optim.lr_scheduler.LambdaLR(fopt, lambda s: 1.0 / (s + 1))
-    got = ckpt.load_checkpoint(d, fresh, fopt, fsched)
+    got = load_one_process(d, fresh, fopt, fsched)
     assert got["position"]["offset"] == 8
     for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
         assert torch.equal(a, b)
@@ -46,7 +49,7 @@ def test_save_load_restores_everything(tmp_path: Path) -> None:
 
 def test_corrupt_or_missing_file_is_named(tmp_path: Path) -> None:
     paths, model, opt, sched = setup(tmp_path)
-    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "", keep_last=2)
+    d = save_one_process(paths, 5, model, opt, sched, {}, "", keep_last=2)
     w = d / "optimizer.pt"
     w.write_bytes(w.read_bytes()[:-3] + b"xyz")
     with pytest.raises(CheckpointError, match=r"checkpoint file .*step-00000005/optimizer.pt is corrupt"):
@@ -62,10 +65,10 @@ def test_corrupt_or_missing_file_is_named(tmp_path: Path) -> None:
 def test_temp_dirs_are_never_listed_and_old_ones_pruned(tmp_path: Path) -> None:
     paths, model, opt, sched = setup(tmp_path)
     for step in (1, 2, 3):
-        ckpt.save_checkpoint(paths, step, model, opt, sched, {}, "", keep_last=2)
+        save_one_process(paths, step, model, opt, sched, {}, "", keep_last=2)
     (paths.checkpoints / ".tmp-step-00000004-999").mkdir()  # a crash mid-write
     assert [p.name for p in ckpt.list_checkpoints(paths)] == ["step-00000002", "step-00000003"]
-    ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "", keep_last=2)
+    save_one_process(paths, 5, model, opt, sched, {}, "", keep_last=2)
     assert not (paths.checkpoints / ".tmp-step-00000004-999").exists()
 
 
@@ -79,7 +82,7 @@ class _Payload:
         return (os.makedirs, (self.marker,))
 
 
-@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng.pt"])
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng-0.pt", "rng.pt"])
 def test_a_file_of_ours_that_would_run_code_is_refused_unopened(tmp_path: Path, name: str) -> None:
     # Even signed with the user's own key (a checkpoint they vouched for with
     # --trust-checkpoint), a file of ours that holds more than tensors is never unpickled.
@@ -88,11 +91,14 @@ def test_a_file_of_ours_that_would_run_code_is_refused_unopened(tmp_path: Path, 
     from clustertune.train.sealed import sign_state
 
     paths, model, opt, sched = setup(tmp_path)
-    d = ckpt.save_checkpoint(paths, 5, model, opt, sched, {}, "name: x\n", keep_last=2)
+    d = save_one_process(paths, 5, model, opt, sched, {}, "name: x\n", keep_last=2)
     marker = tmp_path / "ran"
-    good = ckpt.load_tensors(d / name)
-    torch.save({**good, "extra": _Payload(marker)}, d / name)
+    good = ckpt.load_tensors(d / ("rng-0.pt" if name == "rng.pt" else name))
     state = json.loads((d / "state.json").read_text())
+    if name == "rng.pt":  # the one RNG file of a checkpoint from before each rank saved its own
+        (d / "rng-0.pt").unlink()
+        del state["files"]["rng-0.pt"]
+    torch.save({**good, "extra": _Payload(marker)}, d / name)
     data = (d / name).read_bytes()
     state["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     (d / "state.json").write_text(json.dumps(state))
@@ -101,13 +107,13 @@ def test_a_file_of_ours_that_would_run_code_is_refused_unopened(tmp_path: Path, 
         ckpt.verify_checkpoint(d)
     assert str(d / name) in str(err.value)
     with pytest.raises(CheckpointError, match="could run code"):
-        ckpt.load_checkpoint(d, model, opt, sched)
+        load_one_process(d, model, opt, sched)
     assert not marker.exists()
 
 
 def test_leftovers_of_killed_writes_and_prunes_are_never_listed_and_cleaned_at_the_next_start(tmp_path: Path) -> None:
     paths, model, opt, sched = setup(tmp_path)
-    good = ckpt.save_checkpoint(paths, 4, model, opt, sched, {}, "name: x\n", keep_last=2)
+    good = save_one_process(paths, 4, model, opt, sched, {}, "name: x\n", keep_last=2)
     (paths.checkpoints / ".tmp-step-00000008").mkdir()  # a write killed before its rename
     (paths.checkpoints / ".tmp-step-00000008" / "optimizer.pt").write_bytes(b"partial")
     half = paths.checkpoints / "step-00000002"  # a removal cut short: state.json already gone

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from clustertune.api import devices_of
-from clustertune.launch.submit import dry_run_text, launch
+from clustertune.launch.submit import dry_run_text, launch, planned_world_size
 from clustertune.recipe.load import load_recipe
-from clustertune.train.ds_config import DeepSpeedConfigError, check_deepspeed_json, deepspeed_config, with_deepspeed_json
+from clustertune.train.ds_config import DeepSpeedConfigError, deepspeed_config, resolve_deepspeed_json, with_deepspeed_json
 from tests.helpers import TINY_CAUSAL, cli_here, with_
 
 
@@ -25,9 +25,15 @@ def ds_recipe(tmp_path: Path, content: object, **train):
                              launch={"backend": "slurm", "nodes": 2, "gpus_per_node": 4}))
 
 
+def check_json(r):
+    """The JSON checked before anything is submitted, as validate (api/preflight.py) and launch
+    (launch/submit.py) check it: resolved against the recipe with the plan's world size."""
+    return resolve_deepspeed_json(r, planned_world_size(r)).recipe
+
+
 def test_broken_json_fails_validate_dry_run_and_launch_before_anything_exists(tmp_path: Path) -> None:
     r = ds_recipe(tmp_path, '{"zero_optimization": {"stage": 2, "overlap_comm": False,},}')
-    for check in (lambda: check_deepspeed_json(r), lambda: dry_run_text(r, tmp_path / "runs"),
+    for check in (lambda: check_json(r), lambda: dry_run_text(r, tmp_path / "runs"),
                   lambda: launch(r, runs_root_dir=tmp_path / "runs")):
         with pytest.raises(DeepSpeedConfigError, match="not valid JSON.*true/false/null.*trailing commas"):
             check()
@@ -78,7 +84,7 @@ def test_contradictions_name_both_places_and_what_cannot_run_here_is_refused(
         tmp_path: Path, content: dict, train: dict, words: str) -> None:
     r = ds_recipe(tmp_path, content, **train)
     with pytest.raises(DeepSpeedConfigError, match=words):
-        check_deepspeed_json(r)
+        check_json(r)
 
 
 def test_the_json_decides_stage_offload_optimizer_and_scheduler(tmp_path: Path) -> None:
@@ -102,7 +108,7 @@ def test_the_json_decides_stage_offload_optimizer_and_scheduler(tmp_path: Path) 
                       **train)
         t = with_deepspeed_json(r).train
         assert (t.effective_zero_stage, t.effective_offload) == (3, "params")
-        check_deepspeed_json(r)  # before the run: the step counts and sizes are still to come
+        check_json(r)  # before the run: the step counts and sizes are still to come
         cfg = deepspeed_config(r, 2, "no", total_steps=50, hidden_size=64, cuda=False)
         zero = cfg["zero_optimization"]
         assert (zero["reduce_bucket_size"], zero["stage3_prefetch_bucket_size"],
@@ -127,12 +133,12 @@ def test_the_json_decides_stage_offload_optimizer_and_scheduler(tmp_path: Path) 
     assert cfg["optimizer"]["type"] == "Adam" and cfg["optimizer"]["params"]["torch_adam"] is True
     # CUDA-only optimizers are the GPU's: accepted where one is (or may be: a SLURM job with GPUs).
     lamb = ds_recipe(tmp_path, {"optimizer": {"type": "Lamb", "params": {"lr": "auto"}}})
-    check_deepspeed_json(lamb)
+    check_json(lamb)
     assert deepspeed_config(lamb, 8, "bf16", cuda=True)["optimizer"]["type"] == "Lamb"
     with pytest.raises(DeepSpeedConfigError, match="'Lamb' .* runs only on CUDA GPUs"):
         deepspeed_config(lamb, 8, "bf16", cuda=False)
     # precision: auto is decided on the node: a bf16 JSON is not a contradiction before launch.
-    check_deepspeed_json(ds_recipe(tmp_path, {"bf16": {"enabled": True}}))
+    check_json(ds_recipe(tmp_path, {"bf16": {"enabled": True}}))
 
 
 def test_memory_estimate_spans_the_launch_sections_devices(tmp_path: Path) -> None:

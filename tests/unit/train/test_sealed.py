@@ -16,6 +16,7 @@ from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key, derived_che
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.sealed import SIGNATURE, accept_for_resume, sign_state
+from tests.checkpoint_fixtures import save_one_process
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RunPaths, Pa
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     paths = RunPaths(tmp_path / "my-run")
-    return paths, ckpt.save_checkpoint(paths, 3, model, opt, sched, {}, "name: x\n", keep_last=2)
+    return paths, save_one_process(paths, 3, model, opt, sched, {}, "name: x\n", keep_last=2)
 
 
 def rewrite_as_an_attacker(d: Path, name: str, data: bytes) -> None:

@@ -197,10 +197,6 @@ class Trainee:
     restored_seq: int | None = None  # restored after a restart: the last seq_id its state includes
 
 
-def tokens_of(model_input: list[list[int]]) -> list[int]:
-    return [t for chunk in model_input for t in chunk]
-
-
 def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: dict[str, Any] | None,
                      backward: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Log-probabilities of each datum's target tokens, the loss summed over the data, and (with
