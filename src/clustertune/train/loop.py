@@ -1,5 +1,9 @@
 """The training loop: one function, read top to bottom.
 
+What it changes as it runs is one ``LoopState``, and what it works with one ``LoopParts``; the
+pieces of a step (forward and backward, the log row, an evaluation, a checkpoint) are functions
+of the two, called in order from ``train_loop``.
+
 How the model is spread across processes (DDP, FSDP, DeepSpeed ZeRO) and the precision live
 in the strategy handed in; the loop calls it the same way for all and never branches on it.
 The loss stays on the device between log intervals: reading it (``.item()``) is a host-device
@@ -172,6 +176,206 @@ def eval_interval(recipe: Recipe, steps_per_epoch: int | None) -> int | None:
     return steps_per_epoch if every == "epoch" else every
 
 
+@dataclass
+class LoopState:
+    """What the loop changes as it runs: its steps, log rows, evaluations and checkpoints all
+    read and write this one object."""
+    step: int
+    pos: Position
+    loss_sum: torch.Tensor  # the running loss since the last log row, left on the device
+    steps_since_log: int = 0
+    grad_norm: Any = None  # the latest step's gradient norm, for its log row
+    checked_norm: Any = None  # the same as divergence checks see it (None under fp16's loss scaler)
+    paused: float = 0.0  # seconds spent evaluating and checkpointing since the last log: not training
+    t_log: float = 0.0  # when the last log interval began (perf_counter)
+    steps_at_log: int = 0  # the step it began at
+    tok_s: float | None = None  # tokens/s over the last log interval
+    last_save: float = 0.0  # when the newest checkpoint was written, or the loop began (perf_counter)
+    saved_at: int = -1  # the step of the newest checkpoint this attempt wrote
+    last_eval: dict[str, float] = field(default_factory=dict)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """What the loop works with and never replaces: built once by ``train_loop``."""
+    recipe: Recipe
+    strategy: Strategy
+    model: Any  # as the strategy holds it (wrapped, maybe sharded)
+    optimizer: Any
+    scheduler: Any
+    steps: int  # the last step of the run
+    batches: Any  # the training batches (for the epoch of a position)
+    paths: RunPaths
+    recipe_yaml: str  # sealed into every checkpoint
+    metrics: MetricsWriter
+    progress: Progress
+    eval_arrays: Arrays
+    kept: TrainedPositions | None  # SFT: the output layer sees the trained positions only
+    metric_fns: list[MetricFn]
+    generation_check: Any  # SFT: answers generated at each evaluation, or None
+    hold_watchdog: Any  # holds the hang watchdog off while evaluating or checkpointing
+    scaled_loss: bool  # fp16's loss scaler: an infinite gradient norm is a skipped step
+    flops_tok: float
+    peak: float | None
+
+
+def resume(state: LoopState, checkpoint: Any, strategy: Strategy, model: Any, optimizer: Any, scheduler: Any,
+           paths: RunPaths) -> None:
+    """Load ``checkpoint`` into the model, optimizer, scheduler and ``state``; the metrics rows
+    the lost attempt wrote after it are dropped."""
+    saved = ckpt.load_distributed(checkpoint, strategy, model, optimizer, scheduler)
+    state.step, state.pos = int(saved["step"]), Position.from_dict(saved["position"])
+    state.loss_sum += float(saved.get("loss_since_log", 0.0))
+    state.steps_since_log = int(saved.get("steps_since_log", 0))
+    if strategy.is_main_process:
+        dropped = truncate_after(paths.metrics, state.step)
+        log.info("resumed from %s (step %d, %d samples seen); dropped %d metric rows of the lost attempt",
+                 checkpoint.name, state.step, state.pos.samples_seen, dropped)
+
+
+def train_step(parts: LoopParts, state: LoopState, micro_batches: list[dict[str, torch.Tensor]],
+               probe: bool) -> tuple[dict[str, int], dict[str, int]] | None:
+    """Forward and backward over the step's micro-batches, then the optimizer step. With
+    ``probe`` (this attempt's first step): what this rank held between micro-batches and just
+    before the optimizer step."""
+    model, strategy, optimizer = parts.model, parts.strategy, parts.optimizer
+    # SFT (the trained positions kept): the step's loss is the mean over its trained tokens.
+    shares = token_shares(micro_batches, strategy) if parts.kept is not None else None
+    held_between: dict[str, int] = {}
+    for i, batch in enumerate(micro_batches):
+        # Gradients are synchronised across ranks on the last micro-batch only.
+        with strategy.accumulating(model, last=i == len(micro_batches) - 1):
+            with strategy.autocast():
+                out = forward(model, batch, parts.kept)
+                # fp32 whatever the outputs' dtype
+                loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
+            # The step's middle: forward done, backward not.
+            faults.point("backward", state.step + 1, strategy.process_index)
+            strategy.backward(loss)
+        state.loss_sum += loss.detach()
+        if probe and i == 0 and len(micro_batches) > 1:
+            # Between micro-batches: what accumulation keeps (sharded or whole gradients).
+            held_between = strategy.state_bytes(model, optimizer)
+    held_before = strategy.state_bytes(model, optimizer) if probe else None
+    # Clip, optimizer and scheduler step, zero the gradients.
+    state.grad_norm = strategy.step(model, optimizer, parts.scheduler, parts.recipe.train.max_grad_norm)
+    # fp16's loss scaler meets infinite gradients by design and skips that step: only
+    # other precisions count a non-finite gradient norm as divergence.
+    state.checked_norm = None if parts.scaled_loss else state.grad_norm
+    return (held_between, held_before) if held_before is not None else None
+
+
+def record_state_memory(parts: LoopParts, step: int, held_between: dict[str, int],
+                        held_before: dict[str, int]) -> None:
+    """What each rank held around this attempt's first step, now just after it: a metrics row,
+    and a log line when there are several ranks. A collective, once per attempt."""
+    strategy = parts.strategy
+    held = memory.held_around_first_step(held_between, held_before, strategy.state_bytes(parts.model, parts.optimizer))
+    # Host bytes the model took when this rank built it (before any sharding).
+    held["built"] = int(strategy.built_bytes)
+    per_rank = memory.gather_per_rank(strategy, held)
+    parts.metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
+    if len(per_rank) > 1:  # one process: the metrics row has it, the screen need not
+        log.info("state held per rank after step %d (MiB): %s", step, "; ".join(
+            f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items())
+            for i, r in enumerate(per_rank)))
+
+
+def log_train_row(parts: LoopParts, state: LoopState, tokens_per_step: float) -> None:
+    """The log step's metrics row and progress figures; a new log interval begins."""
+    strategy, step = parts.strategy, state.step
+    # CPU-GPU sync point: the only place the loss leaves the device.
+    # After the last step the weights are checked too: they become the saved model.
+    loss_mean_sum, norm, finite = _finite_check(strategy, state.loss_sum, state.checked_norm,
+                                                parts.model if step == parts.steps else None)
+    if not finite:
+        raise diverged(parts.recipe, step, loss_mean_sum / state.steps_since_log, norm, "checked at a log step")
+    mean_loss = loss_mean_sum / state.steps_since_log
+    now = time.perf_counter()
+    tok_s = tokens_per_step * (step - state.steps_at_log) / max(now - state.t_log - state.paused, 1e-9)
+    per_dev = tok_s / strategy.num_processes
+    grad_norm = state.grad_norm
+    row = {
+        "kind": "train", "step": step, "epoch": round(parts.batches.epoch_of(state.pos), 4),
+        "loss": mean_loss, "lr": parts.scheduler.get_last_lr()[0],
+        "grad_norm": float(grad_norm) if grad_norm is not None else None,
+        "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
+        "mfu": mfu(per_dev, parts.flops_tok, parts.peak), "samples_seen": state.pos.samples_seen,
+        "time": time.time(),
+    }
+    if torch.cuda.is_available():
+        # The peak since the last log row (compile's and evaluation's peaks are not the step's).
+        row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        torch.cuda.reset_peak_memory_stats()
+    parts.metrics.log(row)
+    parts.progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"]})
+    state.loss_sum.zero_()
+    state.tok_s, state.steps_since_log, state.t_log, state.steps_at_log = tok_s, 0, now, step
+    state.paused = 0.0
+
+
+def run_eval(parts: LoopParts, state: LoopState) -> None:
+    """Evaluate at the current step: a metrics row, the progress bar, ``state.evals`` and
+    ``state.last_eval``."""
+    t = parts.recipe.train
+    t0 = time.perf_counter()
+    with parts.hold_watchdog():  # an evaluation may take longer than a step
+        res = evaluate(parts.model, parts.eval_arrays, parts.recipe.task, t.eval_batch_size or t.batch_size,
+                       parts.strategy, parts.metric_fns, parts.kept)
+        if parts.generation_check is not None:
+            res.update(parts.generation_check(parts.model))
+    state.paused += time.perf_counter() - t0
+    parts.metrics.log({"kind": "eval", "step": state.step, **res, "time": time.time()})
+    state.evals.append({"step": state.step, **res})
+    parts.progress.evaluated(state.step, res)  # the bar shows the newest evaluation from now on
+    state.last_eval = res
+
+
+def save_checkpoint(parts: LoopParts, state: LoopState) -> None:
+    """A checkpoint of the current step, unless the state diverged (then DivergedError)."""
+    strategy, at = parts.strategy, state.step
+    # The partial loss sum averaged over ranks (a collective: every rank is here), so a
+    # resume at any world size continues the same log interval.
+    partial, norm, finite = _finite_check(strategy, state.loss_sum, state.checked_norm, parts.model)
+    if not finite:  # never seal a diverged state
+        raise diverged(parts.recipe, at, partial, norm,
+                       "loss, gradient norm or weights checked before sealing a checkpoint")
+    meta = {"position": state.pos.to_dict(), "loss_since_log": partial,
+            "steps_since_log": state.steps_since_log, "total_steps": parts.steps}
+    # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
+    t0 = time.perf_counter()
+    with parts.hold_watchdog():
+        ckpt.save_distributed(parts.paths, at, strategy, parts.model, parts.optimizer, parts.scheduler, meta,
+                              parts.recipe_yaml, parts.recipe.train.keep_last)
+    state.paused += time.perf_counter() - t0
+    parts.progress.note(f"checkpoint {parts.paths.checkpoint(at).name} written ({time.perf_counter() - t0:.1f}s)")
+    state.last_save = time.perf_counter()
+    state.saved_at = at
+
+
+def save_due(parts: LoopParts, state: LoopState) -> bool:
+    """``train.save_every_minutes`` of training since the last checkpoint (or the start),
+    looked at on log steps; every rank takes part and they agree (any rank's clock)."""
+    t, strategy = parts.recipe.train, parts.strategy
+    if not t.save_every_minutes or state.step % t.log_every != 0:
+        return False
+    due = time.perf_counter() - state.last_save >= 60 * t.save_every_minutes
+    if strategy.num_processes == 1:
+        return due
+    flag = torch.tensor([1.0 if due else 0.0], device=strategy.device)
+    return bool(strategy.reduce(flag, reduction="sum").item() > 0)
+
+
+def stop_requested(stop: Any, strategy: Strategy, step: int, log_every: int) -> bool:
+    """Whether a stop request ends the loop after ``step``. Stop requests are agreed at log steps
+    only: the all-reduce is a sync point too. One process needs no agreement and stops at the
+    next step boundary."""
+    if strategy.num_processes == 1:
+        return bool(stop.local())
+    return step % log_every == 0 and bool(stop.agreed(strategy))
+
+
 def train_loop(
     recipe: Recipe,
     model: torch.nn.Module,
@@ -201,181 +405,72 @@ def train_loop(
     model, optimizer, scheduler = strategy.prepare(
         model, lambda m: make_optimizer(recipe, m), RecipeSchedule(recipe, steps))
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)
-    eval_bs = t.eval_batch_size or t.batch_size
     peak = device_peak_flops(t.peak_flops)
     rank = strategy.process_index
     generation_check = make_generation_check(recipe, eval_arrays, paths.tokenizer, strategy)
     metric_fns = metric_functions(t.metrics, getattr(strategy.unwrap(model).config, "num_labels", 2))
     eval_every = eval_interval(recipe, batches.steps_per_epoch)
 
-    step, pos = 0, Position()
-    loss_sum = torch.zeros((), device=strategy.device)  # running loss, read at log intervals
-    n_since_log = 0
+    state = LoopState(step=0, pos=Position(), loss_sum=torch.zeros((), device=strategy.device))
     resumed_step = None
     if resume_from is not None:
-        state = ckpt.load_distributed(resume_from, strategy, model, optimizer, scheduler)
-        step, pos = int(state["step"]), Position.from_dict(state["position"])
-        loss_sum += float(state.get("loss_since_log", 0.0))
-        n_since_log = int(state.get("steps_since_log", 0))
-        resumed_step = step
-        if main:
-            dropped = truncate_after(paths.metrics, step)
-            log.info("resumed from %s (step %d, %d samples seen); dropped %d metric rows of the lost attempt",
-                     resume_from.name, step, pos.samples_seen, dropped)
+        resume(state, resume_from, strategy, model, optimizer, scheduler, paths)
+        resumed_step = state.step
 
-    evals: list[dict[str, Any]] = []
-    paused = [0.0]  # seconds spent evaluating and checkpointing since the last log: not training
-    last_norm: list[Any] = [None]  # the latest step's gradient norm (checked with the loss)
-    scaled_loss = getattr(getattr(strategy, "accelerator", None), "mixed_precision", "no") == "fp16"
-
-    hold_watchdog = stop.paused if stop is not None else contextlib.nullcontext
-
-    def run_eval(at: int) -> dict[str, float]:
-        t0 = time.perf_counter()
-        with hold_watchdog():  # an evaluation may take longer than a step
-            res = evaluate(model, eval_arrays, recipe.task, eval_bs, strategy, metric_fns, kept)
-            if generation_check is not None:
-                res.update(generation_check(model))
-        paused[0] += time.perf_counter() - t0
-        metrics.log({"kind": "eval", "step": at, **res, "time": time.time()})
-        evals.append({"step": at, **res})
-        progress.evaluated(at, res)  # the bar shows the newest evaluation from now on
-        return res
-
-    def save(at: int) -> None:
-        # The partial loss sum averaged over ranks (a collective: every rank is here), so a
-        # resume at any world size continues the same log interval.
-        partial, norm, finite = _finite_check(strategy, loss_sum, last_norm[0], model)
-        if not finite:  # never seal a diverged state
-            raise diverged(recipe, at, partial, norm, "loss, gradient norm or weights checked before sealing a checkpoint")
-        meta = {"position": pos.to_dict(), "loss_since_log": partial,
-                "steps_since_log": n_since_log, "total_steps": steps}
-        # Every rank writes its part (shards under FSDP/ZeRO); the main process seals it.
-        t0 = time.perf_counter()
-        with hold_watchdog():
-            ckpt.save_distributed(paths, at, strategy, model, optimizer, scheduler, meta, recipe_yaml, t.keep_last)
-        paused[0] += time.perf_counter() - t0
-        progress.note(f"checkpoint {paths.checkpoint(at).name} written ({time.perf_counter() - t0:.1f}s)")
-        last_save[0] = time.perf_counter()
-
-    def save_due(at: int) -> bool:
-        """``train.save_every_minutes`` of training since the last checkpoint (or the start),
-        looked at on log steps; every rank takes part and they agree (any rank's clock)."""
-        if not t.save_every_minutes or at % t.log_every != 0:
-            return False
-        due = time.perf_counter() - last_save[0] >= 60 * t.save_every_minutes
-        if strategy.num_processes == 1:
-            return due
-        flag = torch.tensor([1.0 if due else 0.0], device=strategy.device)
-        return bool(strategy.reduce(flag, reduction="sum").item() > 0)
-
-    progress = Progress(steps, step, enabled=main, show=show_progress)
-    last_save = [time.perf_counter()]
-    saved_at = -1  # the step of the newest checkpoint this attempt wrote
+    progress = Progress(steps, state.step, enabled=main, show=show_progress)
+    parts = LoopParts(
+        recipe=recipe, strategy=strategy, model=model, optimizer=optimizer, scheduler=scheduler, steps=steps,
+        batches=batches, paths=paths, recipe_yaml=recipe_yaml, metrics=metrics,
+        progress=progress, eval_arrays=eval_arrays,
+        kept=kept, metric_fns=metric_fns, generation_check=generation_check,
+        hold_watchdog=stop.paused if stop is not None else contextlib.nullcontext,
+        scaled_loss=getattr(getattr(strategy, "accelerator", None), "mixed_precision", "no") == "fp16",
+        flops_tok=flops_tok, peak=peak,
+    )
+    state.last_save = time.perf_counter()
     stopped_by = None
-    last_eval: dict[str, float] = {}
     it = None
     try:
-        if step == 0 and t.eval_at_start:
-            last_eval = run_eval(0)
+        if state.step == 0 and t.eval_at_start:
+            run_eval(parts, state)
         model.train()
         # Real tokens: SFT rows are cut to the longest in the batch, and padding is not work done.
         tokens_per_step = batches.global_batch * getattr(batches, "tokens_per_sample", seq_len)
-        t_start = t_log = time.perf_counter()
-        paused[0] = 0.0  # an evaluation at the start came before t_log: not part of the first interval
-        steps_at_log = step
-        tok_s = None
-        it = batches.iterate(pos, strategy.device)
+        t_start = state.t_log = time.perf_counter()
+        state.paused = 0.0  # an evaluation at the start came before t_log: not part of the first interval
+        state.steps_at_log = state.step
+        it = batches.iterate(state.pos, strategy.device)
         progress.started()
-        probe_at = step + 1  # this attempt's first step: what each rank holds, recorded once
-        held_between: dict[str, int] = {}
-        while step < steps:
+        probe_at = state.step + 1  # this attempt's first step: what each rank holds, recorded once
+        while state.step < steps:
             micro_batches, next_pos = next(it)
-            shares = token_shares(micro_batches, strategy) if task.loss_on_trained_tokens else None
-            for i, batch in enumerate(micro_batches):
-                # Gradients are synchronised across ranks on the last micro-batch only.
-                with strategy.accumulating(model, last=i == len(micro_batches) - 1):
-                    with strategy.autocast():
-                        out = forward(model, batch, kept)
-                        # fp32 whatever the outputs' dtype
-                        loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
-                    faults.point("backward", step + 1, rank)  # the step's middle: forward done, backward not
-                    strategy.backward(loss)
-                loss_sum += loss.detach()
-                if step + 1 == probe_at and i == 0 and len(micro_batches) > 1:
-                    # Between micro-batches: what accumulation keeps (sharded or whole gradients).
-                    held_between = strategy.state_bytes(model, optimizer)
-            held_before = strategy.state_bytes(model, optimizer) if step + 1 == probe_at else None
-            # Clip, optimizer and scheduler step, zero the gradients.
-            grad_norm = strategy.step(model, optimizer, scheduler, t.max_grad_norm)
-            # fp16's loss scaler meets infinite gradients by design and skips that step: only
-            # other precisions count a non-finite gradient norm as divergence.
-            last_norm[0] = None if scaled_loss else grad_norm
-            step, pos = step + 1, next_pos
-            progress.advance(step)  # host-side only: the bar and its ETA move every step
-            if held_before is not None:
-                held = memory.held_around_first_step(held_between, held_before, strategy.state_bytes(model, optimizer))
-                # Host bytes the model took when this rank built it (before any sharding).
-                held["built"] = int(strategy.built_bytes)
-                per_rank = memory.gather_per_rank(strategy, held)  # a collective, once per attempt
-                metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
-                if len(per_rank) > 1:  # one process: the metrics row has it, the screen need not
-                    log.info("state held per rank after step %d (MiB): %s", step, "; ".join(
-                        f"rank {i}: " + ", ".join(f"{k} {v / 2**20:.2f}" for k, v in r.items())
-                        for i, r in enumerate(per_rank)))
-            n_since_log += 1
+            held = train_step(parts, state, micro_batches, probe=state.step + 1 == probe_at)
+            state.step, state.pos = state.step + 1, next_pos
+            progress.advance(state.step)  # host-side only: the bar and its ETA move every step
+            if held is not None:
+                record_state_memory(parts, state.step, *held)
+            state.steps_since_log += 1
             if stop is not None:
                 stop.beat()  # the hang watchdog counts from the last step (armed by the first)
 
-            if step % t.log_every == 0 or step == steps:
-                # CPU-GPU sync point: the only place the loss leaves the device.
-                # After the last step the weights are checked too: they become the saved model.
-                loss_mean_sum, norm, finite = _finite_check(strategy, loss_sum, last_norm[0],
-                                                            model if step == steps else None)
-                if not finite:
-                    raise diverged(recipe, step, loss_mean_sum / n_since_log, norm, "checked at a log step")
-                mean_loss = loss_mean_sum / n_since_log
-                now = time.perf_counter()
-                tok_s = tokens_per_step * (step - steps_at_log) / max(now - t_log - paused[0], 1e-9)
-                per_dev = tok_s / strategy.num_processes
-                row = {
-                    "kind": "train", "step": step, "epoch": round(batches.epoch_of(pos), 4),
-                    "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
-                    "grad_norm": float(grad_norm) if grad_norm is not None else None,
-                    "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
-                    "mfu": mfu(per_dev, flops_tok, peak), "samples_seen": pos.samples_seen, "time": time.time(),
-                }
-                if torch.cuda.is_available():
-                    # The peak since the last log row (compile's and evaluation's peaks are not the step's).
-                    row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
-                    torch.cuda.reset_peak_memory_stats()
-                metrics.log(row)
-                progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"]})
-                loss_sum.zero_()
-                n_since_log, t_log, steps_at_log = 0, now, step
-                paused[0] = 0.0
+            if state.step % t.log_every == 0 or state.step == steps:
+                log_train_row(parts, state, tokens_per_step)
+            if eval_every and state.step % eval_every == 0 and state.step != steps:
+                run_eval(parts, state)
+            if state.step != steps and ((t.save_every and state.step % t.save_every == 0) or save_due(parts, state)):
+                save_checkpoint(parts, state)
 
-            if eval_every and step % eval_every == 0 and step != steps:
-                last_eval = run_eval(step)
-            if step != steps and ((t.save_every and step % t.save_every == 0) or save_due(step)):
-                save(step)
-                saved_at = step
-
-            # Stop requests are agreed at log steps only: the all-reduce is a sync point too.
-            # One process needs no agreement and stops at the next step boundary.
-            alone = strategy.num_processes == 1
-            if stop is not None and step != steps and (stop.local() if alone else
-                                                       step % t.log_every == 0 and stop.agreed(strategy)):
-                if saved_at != step:
-                    save(step)
+            if stop is not None and state.step != steps and stop_requested(stop, strategy, state.step, t.log_every):
+                if state.saved_at != state.step:
+                    save_checkpoint(parts, state)
                 stopped_by = stop.requested_by or "another rank"
-                log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, step)
+                log.info("stop request (%s): checkpoint at step %d written; stopping", stopped_by, state.step)
                 break
-            faults.point("step", step, rank)
+            faults.point("step", state.step, rank)
 
         train_seconds = time.perf_counter() - t_start
         if stopped_by is None:
-            last_eval = run_eval(step)
+            run_eval(parts, state)
     finally:
         if it is not None:
             it.close()  # a prefetching thread ends with the loop, not at interpreter exit
@@ -383,7 +478,7 @@ def train_loop(
         if kept is not None:
             kept.remove()
     return LoopResult(
-        steps=step, final_eval=last_eval, tokens_per_s=tok_s, samples_seen=pos.samples_seen,
-        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=evals, model=model,
+        steps=state.step, final_eval=state.last_eval, tokens_per_s=state.tok_s, samples_seen=state.pos.samples_seen,
+        train_seconds=train_seconds, resumed_from_step=resumed_step, evals=state.evals, model=model,
         stopped_by=stopped_by,
     )
