@@ -91,7 +91,7 @@ def test_a_running_run_offers_its_newest_checkpoint_and_a_checkpoint_directory_n
         tmp = run.paths.checkpoints / f".tmp-{step}"
         tmp.mkdir(parents=True)
         (tmp / "model.safetensors").write_bytes(b"")
-        _seal(tmp, run.paths.checkpoint(step), step, {"strategy": "ddp", "world_size": 1}, "name: demo\n")
+        _seal(tmp, run.paths.checkpoint(step), step, {"strategy": "ddp", "world_size": 1}, "name: demo\n", hashed={})
     with pytest.raises(RunError, match=rf"is RUNNING: .*its newest checkpoint is `{run.id}@step-20`"):
         find_target(run.id, tmp_path)
     from tests.helpers import TINY_CAUSAL
