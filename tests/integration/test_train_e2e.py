@@ -59,6 +59,14 @@ def test_causal_lm_run_directory_and_reloadable_model(runs_root: Path) -> None:
     summary = json.loads(run.paths.summary.read_text())
     assert summary["steps"] == 12 and summary["final_eval"]["eval_loss"] == pytest.approx(evals[-1]["eval_loss"])
 
+    # What the run's log shows a person of a one-process run: its eval, checkpoint and end lines,
+    # and not the per-rank memory line (it is for several ranks; the metrics row has it) nor a
+    # "done" line that repeats where the model is (the summary below it says so).
+    log = run.paths.log.read_text()
+    assert "eval @ step 0:" in log and "checkpoint step-00000006" in log and "done at step 12" in log
+    assert "state held per rank" not in log and "done. model" not in log and str(run.paths.model) not in log
+    assert any(r["kind"] == "state_memory" for r in rows)
+
     # Lookup by id and listing see the same run.
     assert ct.get_run(run.id).state is RunState.COMPLETED
     assert [r.id for r in ct.list_runs()] == [run.id]

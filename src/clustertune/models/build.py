@@ -6,6 +6,8 @@ import difflib
 import json
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -246,20 +248,31 @@ def build_model(recipe: Recipe, config: Any, tokenizer: Any, on_meta: bool = Fal
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
 
-def weights_line(path: str, revision: str | None = None) -> str:
+def weights_line(path: str, revision: str | None = None, what: str = "model") -> str:
     """What loading pretrained weights from ``path`` is about to do, in one line: read a local
     folder (its size), load from the Hugging Face cache, or download into it (first use; how
-    many files and MB when the hub says)."""
-    return _weights_plan(path, revision)[0]
+    many files and MB when the hub says). ``what`` starts the line: the key the model is for."""
+    return _weights_plan(path, revision, what)[0]
 
 
-def _weights_plan(path: str, revision: str | None) -> tuple[str, Download | None]:
+@contextmanager
+def announced_load(path: str, what: str, revision: str | None = None) -> Iterator[None]:
+    """Around a ``from_pretrained`` that is not the run's own model (an RL reference, a reward
+    or value model): its :func:`weights_line` first, then a download's bytes as they arrive, so
+    no load is a silent minute."""
+    line, download = _weights_plan(path, revision, what)
+    log.info("%s", line)
+    with reporting(download):
+        yield
+
+
+def _weights_plan(path: str, revision: str | None, what: str = "model") -> tuple[str, Download | None]:
     """:func:`weights_line` and the download to report while the weights load (None: no
     download, or one whose size the hub did not tell)."""
     local = Path(path)
     if local.is_dir():
         size = sum(f.stat().st_size for pattern in WEIGHT_FILES for f in local.glob(pattern))
-        return f"model: loading the weights of {path} ({size / 1e6:,.1f} MB)", None
+        return f"{what}: loading the weights of {path} ({size / 1e6:,.1f} MB)", None
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -267,12 +280,12 @@ def _weights_plan(path: str, revision: str | None) -> tuple[str, Download | None
                      for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                                   "pytorch_model.bin.index.json"))
     except ValueError:  # not a hub name either (huggingface_hub's validation error is one): the load says why
-        return f"model: loading the weights of {path}", None
+        return f"{what}: loading the weights of {path}", None
     if cached:
-        return f"model: loading the weights of {path} from the Hugging Face cache", None
+        return f"{what}: loading the weights of {path} from the Hugging Face cache", None
     download = plan_download(path, revision)  # None when the hub does not say: the line without sizes
     size = f"{download.summary()}; " if download is not None else ""
-    return (f"model: downloading the weights of {path} from the Hugging Face Hub into its cache "
+    return (f"{what}: downloading the weights of {path} from the Hugging Face Hub into its cache "
             f"({size}first use here; later runs load them from there)"), download
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 STAGE_ENV = "CLUSTERTUNE_STAGE"  # the launcher's list of paths, as JSON
 STAGED_PREFIX = "CLUSTERTUNE_STAGED_"
+PROGRESS_SECONDS = 10.0  # a copy still going says how far it is this often: no silent minutes
 
 
 class StageError(Exception):
@@ -73,15 +74,44 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def copy_verified(src: Path, dest: Path, manifest: Path) -> None:
-    """``src`` copied to ``dest``, checked against it, then its manifest written (last)."""
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class _Counted:
+    """A copy function for ``shutil`` that counts the bytes copied and, every ``every`` seconds,
+    says how far the whole copy is."""
+
+    def __init__(self, src: Path, total: int, files: int, say: object, every: float) -> None:
+        self.src, self.total, self.files, self.say, self.every = src, total, files, say, every
+        self.done_bytes = self.done_files = 0
+        self.next_at = time.monotonic() + every
+
+    def __call__(self, a: str, b: str) -> str:
+        out = shutil.copy2(a, b)
+        self.done_bytes += os.path.getsize(b)
+        self.done_files += 1
+        if time.monotonic() >= self.next_at:
+            self.next_at = time.monotonic() + self.every
+            self.say(f"clustertune: staging {self.src}: {_mb(self.done_bytes)} of {_mb(self.total)} "  # type: ignore[operator]
+                     f"copied ({self.files - self.done_files} files to go)")
+        return out
+
+
+def copy_verified(src: Path, dest: Path, manifest: Path, say: object = print,
+                  every: float = PROGRESS_SECONDS) -> None:
+    """``src`` copied to ``dest``, checked against it, then its manifest written (last). Says
+    what it copies before it starts and, while it copies, how far it is."""
     listing = _listing(src)
+    total = sum(size for size, _ in listing.values())
+    say(f"clustertune: staging {src} -> {dest} ({len(listing)} files, {_mb(total)})")  # type: ignore[operator]
     partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
     _remove(partial)
+    counted = _Counted(src, total, len(listing), say, every)
     if src.is_file():
-        shutil.copy2(src, partial)
+        counted(str(src), str(partial))
     else:
-        shutil.copytree(src, partial)
+        shutil.copytree(src, partial, copy_function=counted)
     wrong, digests = [], {}
     for rel, (size, _) in listing.items():
         copied, original = (partial, src) if rel == "." else (partial / rel, src / rel)
@@ -110,7 +140,7 @@ def is_whole(src: Path, dest: Path, manifest: Path) -> bool:
 
 
 def stage(paths: list[str], env: dict[str, str], first: bool, timeout: float = 3600,
-          say: object = print) -> dict[str, str]:
+          say: object = print, every: float = PROGRESS_SECONDS) -> dict[str, str]:
     """Each path staged on this node (``first``: this process copies; the others wait for its
     copies); the variables that name the copies."""
     root = stage_root(env)
@@ -127,7 +157,7 @@ def stage(paths: list[str], env: dict[str, str], first: bool, timeout: float = 3
             else:
                 start = time.monotonic()
                 manifest.unlink(missing_ok=True)
-                copy_verified(src, dest, manifest)
+                copy_verified(src, dest, manifest, say, every)
                 say(f"clustertune: staged {src} -> {dest} in {time.monotonic() - start:.1f}s")  # type: ignore[operator]
         else:
             deadline = time.monotonic() + timeout

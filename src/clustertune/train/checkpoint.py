@@ -369,6 +369,12 @@ def verify_checkpoint(ckpt: Path, key: bytes | None = None) -> dict[str, Any]:
     return state
 
 
+def announce_load(ckpt: Path, into: str) -> None:
+    """The line before a resume reads ``ckpt``: a large checkpoint takes a while to read."""
+    size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
+    log.info("resuming: loading %s (%.1f MB) into %s", ckpt.name, size / 1e6, into)
+
+
 def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
     """Every rank calls this: verify, check the checkpoint fits the strategy, restore; returns state.json."""
     state = verify_checkpoint(ckpt)
@@ -385,9 +391,8 @@ def load_distributed(ckpt: Path, strategy: Any, model: Any, optimizer: Any, sche
             f"checkpoint {ckpt} holds {saved} shards of {world} processes; resume it with {world} "
             f"processes (this run has {strategy.num_processes})"
         )
-    if strategy.is_main_process:  # a large checkpoint takes a while to read: say so first
-        size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
-        log.info("resuming: loading %s (%.1f MB) into the model and optimizer", ckpt.name, size / 1e6)
+    if strategy.is_main_process:
+        announce_load(ckpt, "the model and optimizer")
     try:
         strategy.load_state(model, optimizer, scheduler, ckpt)
         set_rng_state(load_tensors(rng_file(ckpt, strategy.process_index)))

@@ -10,6 +10,7 @@ base under an adapter) were never checkpointed; they come from the base as the r
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from pathlib import Path
 import torch
 
 from clustertune.errors import CheckpointError
+
+log = logging.getLogger("clustertune")
 
 WEIGHTS = "model.safetensors"
 SHARDS = "shards"  # FSDP: torch.distributed.checkpoint's directory (train/strategies/accel.py)
@@ -42,6 +45,10 @@ def gathered_state(ckpt: Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(ckpt / WEIGHTS))
+    # Gathering reads every rank's shards on this one CPU: a large run's takes a while.
+    size = sum(p.stat().st_size for p in (ckpt / (SHARDS if how == "fsdp" else ZERO_TAG)).rglob("*") if p.is_file())
+    log.info("checkpoint: gathering the %s shards of %s (%.1f MB) into one set of weights",
+             "FSDP" if how == "fsdp" else "DeepSpeed", ckpt, size / 1e6)
     if how == "fsdp":
         from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 

@@ -165,3 +165,22 @@ def test_a_weight_load_says_first_what_it_reads_or_downloads(tmp_path: Path, mon
     (repo / "snapshots" / "abc123" / "model.safetensors").write_bytes(b"\0")
     assert weights_line("acme/tiny-lm") == "model: loading the weights of acme/tiny-lm from the Hugging Face cache"
     assert weights_line("/no/such/dir/../x y") == "model: loading the weights of /no/such/dir/../x y"
+
+
+def test_the_rl_runs_other_models_say_what_they_load(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An RL run loads more than its policy (a reference, reward and value models): each load
+    starts with the line a run's own model gets, named by the key it is for."""
+    import logging
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from clustertune.train.rl.ppo import value_model
+
+    folder = tmp_path / "backbone"
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=32, vocab_size=64)).save_pretrained(folder)
+    size = (folder / "model.safetensors").stat().st_size / 1e6
+    with caplog.at_level(logging.INFO, logger="clustertune"):
+        model = value_model(str(folder), pad_token_id=0)
+    assert model.config.num_labels == 1
+    assert [r.getMessage() for r in caplog.records if "weights" in r.getMessage()] == [
+        f"rl value model: loading the weights of {folder} ({size:,.1f} MB)"]

@@ -41,7 +41,11 @@ def test_first_process_copies_and_checks_the_others_wait_and_a_second_attempt_re
     assert got["w"] == got["f"] and copy == tmp_path / "node1" / "clustertune-stage" / "r1" / "my-set"
     assert (copy / "sub" / "b.bin").read_bytes() == (src / "sub" / "b.bin").read_bytes()
     assert Path(got["f"]["CLUSTERTUNE_STAGED_ONE_JSONL"]).read_text() == single.read_text()
-    assert len([s for s in said if "staged" in s]) == 2 and all(" in " in s for s in said)
+    staged = [s for s in said if "staged" in s]
+    assert len(staged) == 2 and all(" in " in s for s in staged)
+    # Each copy said what it copies before it began: the folder's two files, the single file's one.
+    assert f"clustertune: staging {src} -> {copy} (2 files, 0.2 MB)" in said
+    assert any(s.startswith(f"clustertune: staging {single} -> ") and "(1 files, 0.0 MB)" in s for s in said)
     # Another attempt: the whole copy is reused; a changed source is copied again.
     said.clear()
     st.stage([str(src)], env, first=True, say=said.append)
@@ -50,6 +54,21 @@ def test_first_process_copies_and_checks_the_others_wait_and_a_second_attempt_re
     said.clear()
     st.stage([str(src)], env, first=True, say=said.append)
     assert (copy / "a.txt").read_text() == "beta" and "already there" not in said[0]
+
+
+def test_a_long_copy_says_how_far_it_is(tmp_path: Path) -> None:
+    src = tmp_path / "big"
+    src.mkdir()
+    for i in range(3):
+        (src / f"part-{i}.bin").write_bytes(os.urandom(1_000_000))
+    said: list[str] = []
+    # every=0: each file copied is a moment to report at, as ten seconds are for a real copy.
+    st.stage([str(src)], {"TMPDIR": str(tmp_path / "n"), "CLUSTERTUNE_RUN_ID": "r"}, first=True,
+             say=said.append, every=0)
+    progress = [s for s in said if " copied (" in s]
+    assert progress == [f"clustertune: staging {src}: {n}.0 MB of 3.0 MB copied ({3 - n} files to go)"
+                        for n in (1, 2, 3)]
+    assert said[0].endswith("(3 files, 3.0 MB)") and said.index(progress[0]) > 0 and "staged" in said[-1]
 
 
 def test_a_copy_that_differs_from_its_source_is_refused_and_removed(tmp_path: Path,

@@ -26,7 +26,7 @@ def setup(tmp_path: Path):
     return RunPaths(tmp_path / "run"), model, opt, sched
 
 
-def test_save_load_restores_everything(tmp_path: Path) -> None:
+def test_save_load_restores_everything(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     paths, model, opt, sched = setup(tmp_path)
     meta = {"position": {"epoch": 0, "offset": 8, "samples_seen": 8}}
     d = save_one_process(paths, 5, model, opt, sched, meta, "name: x\n", keep_last=2)
@@ -38,8 +38,13 @@ def test_save_load_restores_everything(tmp_path: Path) -> None:
     fresh = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
     fopt = torch.optim.AdamW(fresh.parameters(), lr=0.1)
     fsched = torch.optim.lr_scheduler.LambdaLR(fopt, lambda s: 1.0 / (s + 1))
-    got = load_one_process(d, fresh, fopt, fsched)
+    with caplog.at_level("INFO", logger="clustertune"):
+        got = load_one_process(d, fresh, fopt, fsched)
     assert got["position"]["offset"] == 8
+    # A large checkpoint takes a while to read: the resume said which one and how large first.
+    size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) / 1e6
+    assert [r.getMessage() for r in caplog.records] == [
+        f"resuming: loading {d.name} ({size:.1f} MB) into the model and optimizer"]
     for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
         assert torch.equal(a, b)
     assert fopt.state_dict()["state"][0]["step"] == opt.state_dict()["state"][0]["step"]
@@ -123,3 +128,24 @@ def test_leftovers_of_killed_writes_and_prunes_are_never_listed_and_cleaned_at_t
     assert ckpt.clean_stale(paths) == [".tmp-step-00000008", "step-00000002"]
     assert sorted(p.name for p in paths.checkpoints.iterdir()) == [good.name]
     ckpt.verify_checkpoint(good)
+
+
+def test_gathering_a_sharded_checkpoint_says_so_first_and_gives_the_weights(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """RUN@step-N of an FSDP run reads every rank's shards on one CPU, which takes a while for a
+    large run: one line names the checkpoint and its size before the gathering starts."""
+    import logging
+
+    import torch.distributed.checkpoint as dcp
+
+    from clustertune.train.gather import gathered_state
+
+    ckpt = tmp_path / "step-00000004"
+    weights = {"wte.weight": torch.arange(12, dtype=torch.float32).reshape(3, 4), "ln.bias": torch.ones(4)}
+    dcp.save({"model": weights}, checkpoint_id=str(ckpt / "shards"))  # one process: no group needed
+    size = sum(p.stat().st_size for p in (ckpt / "shards").rglob("*") if p.is_file()) / 1e6
+    with caplog.at_level(logging.INFO, logger="clustertune"):
+        got = gathered_state(ckpt)
+    assert [r.getMessage() for r in caplog.records if "gathering" in r.getMessage()] == [
+        f"checkpoint: gathering the FSDP shards of {ckpt} ({size:.1f} MB) into one set of weights"]
+    assert set(got) == set(weights) and all(torch.equal(got[k], weights[k]) for k in weights)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from clustertune.errors import RunError, UserError
+from clustertune.models.build import announced_load
 from clustertune.recipe.rl_schema import PPO_ONE_PROCESS, PPO_TRL
 from clustertune.recipe.rl_recipe import RLRecipe
 from clustertune.recipe.schema import Recipe
@@ -83,7 +84,8 @@ def value_model(path: str, pad_token_id: int | None) -> Any:
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity(logging.ERROR)  # "newly initialized: score.weight" is the point here
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, ignore_mismatched_sizes=True)
+        with announced_load(path, "rl value model"):
+            model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, ignore_mismatched_sizes=True)
     finally:
         hf_logging.set_verbosity(level)
     if model.config.pad_token_id is None:

@@ -18,6 +18,7 @@ from clustertune.recipe.rl_schema import RewardSpec
 from clustertune.train.reward_style import load_reward
 from clustertune.train.user_code import user_traceback as _user_traceback
 from clustertune.models.tokenizer import load_tokenizer
+from clustertune.models.build import announced_load
 from clustertune.errors import ModelError
 
 
@@ -84,7 +85,8 @@ class ModelReward:
         self.key, self.path = key, path
         self.tokenizer = load_tokenizer(path, f"{key}.model")
         try:
-            self.model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
+            with announced_load(path, f"{key}.model"):
+                self.model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
         except (OSError, ValueError) as exc:
             raise ModelError(f"{key}.model: cannot load a sequence classifier from {path!r}: {exc}") from exc
         assert spec.label is not None

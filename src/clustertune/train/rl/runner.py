@@ -34,6 +34,7 @@ from clustertune.train.rl.rewards import Reward, build_rewards
 from clustertune.train.rl.sources import eval_prompts, load_rl_data, resolve_model
 from clustertune.train.schedule import trainer_schedule
 from clustertune.models.tokenizer import load_tokenizer
+from clustertune.models.build import announced_load
 from clustertune.train.precision import reset_accelerate_state
 from clustertune.train.precision import mixed_precision, precision_name
 from clustertune.train.rl.ppo import make_ppo_trainer
@@ -149,6 +150,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
     if resume_from is not None and main:
         dropped = truncate_after(paths.metrics, _step_of(resume_from) or 0)
         log.info("resumed from %s; dropped %d metric rows of the lost attempt", resume_from.name, dropped)
+        ckpt.announce_load(resume_from, "the policy, optimizer and scheduler")
     try:
         try:
             if rl.algorithm == "ppo":
@@ -242,14 +244,16 @@ def _policy_and_reference(recipe: RLRecipe, policy_path: str, tok: Any) -> tuple
     from transformers import AutoModelForCausalLM
 
     rl = recipe.rl
-    policy = AutoModelForCausalLM.from_pretrained(policy_path)
+    with announced_load(policy_path, "rl policy"):
+        policy = AutoModelForCausalLM.from_pretrained(policy_path)
     if policy.generation_config.pad_token_id is None:
         policy.generation_config.pad_token_id = tok.pad_token_id
     ref = None
     if rl.reference:
         ref_path = resolve_model(rl.reference, "rl.reference", recipe.tracking.runs_root)
         if rl.preference or rl.algorithm == "ppo":
-            ref = AutoModelForCausalLM.from_pretrained(ref_path)
+            with announced_load(ref_path, "rl.reference"):
+                ref = AutoModelForCausalLM.from_pretrained(ref_path)
         else:
             # GRPO/RLOO build their KL reference from the path the policy was loaded from (and
             # prepare it their own way); pointing that path at the reference makes them load it.
