@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -341,6 +342,10 @@ def test_on_ssh_hosts_the_working_directory_is_synced_and_the_script_runs_across
         synced = Path(host.root) / "proj"
         assert (synced / "train.py").is_file() and not (synced / "big.bin").exists()
     assert "rank 1 done" in cli("logs", run.name).stdout
+    # The foreground showed rank 0's own lines as it wrote them, and no other rank's (launch.tee: rank0).
+    shown = out.stderr.splitlines()
+    assert any(re.fullmatch(r"\[node [01]\] rank 0/2 attempt 1 starts at step \d+", ln) for ln in shown), out.stderr
+    assert not any("rank 1/2 attempt" in ln or "[rank " in ln for ln in shown), out.stderr
 
 
 LIVE_SCRIPT = """\
@@ -401,10 +406,13 @@ def test_on_ssh_hosts_a_failing_script_is_reported_in_its_failing_ranks_own_word
     # A DDP script whose rank 1 stops on bad input: rank 0 then fails in the barrier it left.
     (work / "fail.py").write_text(FAILING_DDP)
     out = cli("launch", "launch.backend=ssh", "launch.cluster=loop", "launch.nodes=2", "launch.procs_per_node=1",
-              f"launch.site_packages_from={sys.executable}", "--", "python", "fail.py", cwd=work, timeout=600)
+              "launch.tee=all", f"launch.site_packages_from={sys.executable}", "--", "python", "fail.py", cwd=work,
+              timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr
-    # The foreground shows the hosts' output as it comes, each line with its node.
-    assert any(ln.startswith("[node ") and "starting on rank 0" in ln for ln in out.stderr.splitlines()), out.stderr
+    # The foreground shows the hosts' output as it comes, each line with its node and (tee: all) its rank.
+    for rank in (0, 1):
+        assert any(re.fullmatch(rf"\[node [01]\] \[rank {rank}\] starting on rank {rank}", ln)
+                   for ln in out.stderr.splitlines()), out.stderr
     info = _info(_only_run(Path(os.environ["CLUSTERTUNE_RUNS"])))
     assert info["state"] == "FAILED", info
     # Rank 1's own message, and its rank, lead. Rank 0 either failed in the barrier rank 1 left

@@ -168,6 +168,20 @@ _FAILURES = re.compile(r"Failures:\s*\n(?P<block>(?:.*\n)*?)-{10,}\s*\nRoot Caus
 _ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:[^\n]*\n)*?\s*exitcode\s*:\s*(-?\d+)")
 
 
+_RANK_TAG = re.compile(r"^((?:\[node \d+\] )?)\[rank (\d+)\] ")
+
+
+def shown_line(line: str, tee: str) -> str | None:
+    """A line of a node's output as a command's foreground shows it: under ``tee: rank0`` rank
+    0's lines without their ``[rank 0]`` tag and no other rank's (they are in the ranks' own
+    logs); under ``all`` every rank's, tagged. Lines no rank wrote (torchrun's, clustertune's)
+    are shown either way."""
+    tagged = _RANK_TAG.match(line)
+    if tagged is None or tee == "all":
+        return line
+    return tagged[1] + line[tagged.end():] if tagged[2] == "0" else None
+
+
 def _how(code: int) -> str:
     if code < 0:
         try:

@@ -171,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, f: stopper.stop(f"received {signal.Signals(s).name}"))
     threading.Thread(target=stopper.watch, args=(run_dir / STOP_FILE if run_dir else None,), daemon=True).start()
+    # On the node's output (its log, what an SSH host or SLURM shows) each rank's lines carry its
+    # rank, as `torchrun --tee` has them, so the foreground can show rank 0's alone (launch.tee)
+    # and a reader of a node log can tell the ranks apart; a rank's own log has its lines as written.
+    tag = f"[rank {rank}] ".encode() if rank is not None and not per_node and env.get("WORLD_SIZE", "1") != "1" else b""
     for line in iter(proc.stdout.readline if proc.stdout else (lambda: b""), b""):
-        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.write(tag + line)
         sys.stdout.buffer.flush()
         if log is not None:
             log.write(line)

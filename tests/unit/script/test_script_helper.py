@@ -4,6 +4,7 @@ reads its command line: no cluster, no torch."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,29 @@ def test_cli_launch_dry_run_prints_the_plan_and_starts_nothing(runs_root: Path) 
     assert not runs_root.exists()
     out = cli("launch", "launch.procs_per_node=2")
     assert out.returncode == 2 and "give the command to run after `--`" in out.stderr
+
+
+def test_a_ranks_lines_carry_its_rank_on_the_node_and_are_as_written_in_its_own_log(tmp_path: Path) -> None:
+    """The node's output (an SSH host's log, a SLURM node's) tells the ranks apart, as `torchrun
+    --tee` does; the rank's own log has its lines as the script wrote them."""
+    code = "print('first'); print('[rank 0] a line of its own')"
+    env = {**os.environ, "CLUSTERTUNE_RUN_DIR": str(tmp_path), "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+    out = subprocess.run([sys.executable, "-m", "clustertune.script.rank", sys.executable, "-c", code],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[rank 1] first\n[rank 1] [rank 0] a line of its own\n"
+    assert (tmp_path / "logs" / "rank-1.log").read_text() == "first\n[rank 0] a line of its own\n"
+    # One rank in all: nothing to tell apart, the lines are as written.
+    one = subprocess.run([sys.executable, "-m", "clustertune.script.rank", sys.executable, "-c", "print('x')"],
+                         capture_output=True, text=True, env={**env, "RANK": "0", "WORLD_SIZE": "1"}, timeout=60)
+    assert one.stdout == "x\n"
+
+
+def test_the_foreground_shows_rank_0_or_every_rank_as_launch_tee_says() -> None:
+    from clustertune.launch.command import shown_line
+
+    lines = ["[rank 0] step 1", "[rank 1] step 1", "[node 1] [rank 3] loss 2.0", "[node 0] [rank 0] loss 2.0",
+             "clustertune: stop requested", "[node 1] torchrun: Failures:", "[rank 1] [rank 0] quoted"]
+    assert [shown_line(ln, "rank0") for ln in lines] == [
+        "step 1", None, None, "[node 0] loss 2.0", "clustertune: stop requested", "[node 1] torchrun: Failures:", None]
+    assert [shown_line(ln, "all") for ln in lines] == lines

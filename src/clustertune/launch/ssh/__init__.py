@@ -33,6 +33,7 @@ from clustertune.errors import ClusterError, LaunchError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.files import host_path, shipped, tree_files
+from clustertune.launch.command import shown_line
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.local_paths import with_values
 from clustertune.recipe.schema import LaunchSection, Recipe
@@ -385,7 +386,9 @@ class SshLauncher:
                 announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
                          f"{procs} process(es); Ctrl-C leaves it running there")
                 for line in job.follow():
-                    announce(line)
+                    shown = shown_line(line, recipe.launch.tee) if plan.command else line
+                    if shown is not None:
+                        announce(shown)
             job.wait()
         except KeyboardInterrupt:
             if announce is not None:
