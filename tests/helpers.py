@@ -72,6 +72,11 @@ HF_ZERO3: dict[str, Any] = {**HF_AUTO, "zero_optimization": {
     "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
                                                       "warmup_num_steps": "auto", "total_num_steps": "auto"}}}
 
+# A user's own DeepSpeed JSON: plain data parallel (no ZeRO) with SGD, 64 samples a step in all.
+SGD_64: dict[str, Any] = {"zero_optimization": False,
+                          "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
+                          "train_batch_size": 64}
+
 
 def with_(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``base`` with some keys of some sections replaced."""

@@ -45,8 +45,12 @@ def test_the_progress_bar_in_a_terminal(tmp_path: Path, procs: int | None) -> No
     tmux(socket, "new-session", "-d", "-x", "200", "-y", "60", command)
     try:
         deadline = time.monotonic() + 300
+        live = False  # a bar with an eval label on the screen while the run was still going
         while not done.is_file():
             assert time.monotonic() < deadline, tmux(socket, "capture-pane", "-p")
+            if not live:
+                now = tmux(socket, "capture-pane", "-p").splitlines()
+                live = any(ln.startswith("train ") and "eval@" in ln for ln in now) and not done.is_file()
             time.sleep(0.5)
         screen = tmux(socket, "capture-pane", "-p", "-S", "-200")
     finally:
@@ -64,3 +68,5 @@ def test_the_progress_bar_in_a_terminal(tmp_path: Path, procs: int | None) -> No
         # A library's warning (DeepSpeed's, on a machine without a GPU) went to the run's log instead.
         assert "Setting accelerator to CPU" in (run_dir / "logs" / "run.log").read_text()
     assert f"next:    clustertune runs show {run_dir.name} --plot" in screen, screen
+    # The bar and its eval label were on the screen while the run went on, not only printed at its end.
+    assert live, screen

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import HF_ZERO2, TINY_CAUSAL, read_jsonl, with_
+from tests.helpers import HF_ZERO2, HF_ZERO3, SGD_64, TINY_CAUSAL, read_jsonl, with_
 
 pytestmark = [pytest.mark.slow, pytest.mark.ranks]
 
@@ -339,25 +339,39 @@ def test_each_cpu_optimizer_of_a_users_deepspeed_json_trains_on_two_ranks(baseli
         assert abs(plain_eval_loss(d / "model", d) - final_eval_loss(d)) < 1e-4, d.name
 
 
-def test_hugging_faces_stock_zero2_json_runs_on_two_local_ranks(runs_root: Path, tmp_path: Path) -> None:
-    """The transformers docs' ZeRO-2 JSON, "auto" everywhere the Trainer fills a value, beside a
-    recipe that names only it: `clustertune run` with 2 local ranks trains it to COMPLETED, with
-    the recipe it validated (strategy, stage, offload and schedule from the JSON)."""
+# Users' own DeepSpeed JSONs as they come: the transformers docs' ZeRO-2 and ZeRO-3 (offload, "auto"
+# everywhere the Trainer fills a value) and a plain-DDP SGD JSON fixing the global batch at 64.
+USERS_JSONS = {
+    "hf-zero2-stock": (HF_ZERO2, ("deepspeed", 2, "optimizer", 5e-5)),
+    "hf-zero3-stock": (HF_ZERO3, ("deepspeed", 3, "params", 5e-5)),
+    "sgd-64": (SGD_64, ("deepspeed", 0, None, 0.05)),  # the JSON's rate (DeepSpeed builds its SGD)
+}
+
+
+@pytest.mark.parametrize("name", list(USERS_JSONS))
+def test_a_users_deepspeed_json_runs_on_two_local_ranks_as_it_validated(name: str, runs_root: Path,
+                                                                        tmp_path: Path) -> None:
+    """A recipe that names only the JSON: `clustertune run` on 2 local ranks trains it to
+    COMPLETED, with the recipe it validated (strategy, stage, offload, learning rate, batch and
+    schedule from the JSON), and the saved model is the one the run evaluated."""
     import clustertune as ct
     from clustertune import api
     from clustertune.runs.state import RunState
 
     need_deepspeed({"strategy": "deepspeed"})
-    (tmp_path / "ds.json").write_text(json.dumps(HF_ZERO2))
-    recipe = {**BASE, "train": {"deepspeed_config": "ds.json", "precision": "fp32", "max_steps": 4, "log_every": 1,
+    content, (strategy, stage, offload, lr) = USERS_JSONS[name]
+    (tmp_path / "ds.json").write_text(json.dumps(content))
+    recipe = {**BASE, "train": {"deepspeed_config": "ds.json", "precision": "fp32", "max_steps": 3, "log_every": 1,
                                 "cpu_threads": 1},
               "launch": {"procs_per_node": 2}}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
     validated = api.validate(str(tmp_path / "r.yaml")).recipe
     run = ct.run(str(tmp_path / "r.yaml"), show_progress=False)  # DeepSpeed's CPU Adam builds on first use
     assert run.state is RunState.COMPLETED, run.info.reason
-    assert sorted(train_losses(run.paths.root)) == [1, 2, 3, 4]
+    assert sorted(train_losses(run.paths.root)) == [1, 2, 3]
     ran = ct.load_recipe(run.paths.recipe).train
     assert ran == validated.train.model_copy(update={"deepspeed_config": ran.deepspeed_config})  # its own copy
-    assert (ran.strategy, ran.zero_stage, ran.offload, ran.lr_scheduler) == ("deepspeed", 2, "optimizer", "constant")
+    assert (ran.strategy, ran.zero_stage, ran.offload, ran.lr) == (strategy, stage, offload, lr)
+    if name == "sgd-64":  # 64 = the micro batch x accumulation x 2 processes
+        assert ran.batch_size * ran.gradient_accumulation_steps * 2 == 64
     assert abs(plain_eval_loss(run.paths.model, run.paths.root) - final_eval_loss(run.paths.root)) < 1e-4

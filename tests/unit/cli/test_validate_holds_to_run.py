@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from clustertune.cli.main import main
-from tests.helpers import HF_ZERO2, HF_ZERO3, TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
+from tests.helpers import HF_ZERO2, HF_ZERO3, SGD_64, TINY_CAUSAL, TINY_CLS, tree_snapshot, with_
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "clustertune"
 Make = Callable[[Path], dict[str, Any]]
@@ -83,8 +83,6 @@ def ds_json(content: dict[str, Any], **train: Any) -> Make:
 
 
 # "Finetuning at scale" guides: no ZeRO, SGD, a global batch of 64.
-SGD_64 = {"zero_optimization": False, "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
-          "train_batch_size": 64}
 # A JSON with numbers where the recipe says nothing: they are the run's.
 NUMBERS = {"zero_optimization": {"stage": 1},
            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}},
