@@ -19,7 +19,7 @@ from clustertune.runs.state import RunState
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.rl.callbacks import samples_path
 from tests.helpers import cli, read_jsonl
-from tests.rl_fixtures import dpo_recipe, grpo_recipe
+from tests.rl_fixtures import REWARD_E, dpo_recipe, grpo_recipe
 
 
 def evals(run: Run) -> list[dict[str, Any]]:
@@ -174,16 +174,30 @@ def test_reward_that_raises_mid_run_fails_it_cleanly_with_a_checkpoint(tiny_poli
     assert state["step"] == done[-1] >= 1
 
 
-def test_rloo_with_a_named_reference(tiny_policy_run: Run, rl_runs_root: Path) -> None:
+def test_rloo_with_a_named_reference_and_a_trlx_style_reward(tiny_policy_run: Run, rl_runs_root: Path,
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reward function ported from a TRLX script as it was written there: samples are prompt + completion.
+    (tmp_path / "trlx_rewards.py").write_text(
+        "import json, os\n"
+        "def reward_fn(samples, prompts, outputs, **kwargs):\n"
+        "    with open(os.environ['TRLX_SEEN'], 'a') as f:\n"
+        "        f.write(json.dumps([samples, prompts, outputs]) + '\\n')\n"
+        "    return [s.count('e') / max(1, len(s)) for s in samples]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRLX_SEEN", str(tmp_path / "seen.jsonl"))
     policy = str(tiny_policy_run.paths.model)
-    recipe = grpo_recipe(policy, rl_runs_root, algorithm="rloo", reference=f"run:{tiny_policy_run.id}")
+    recipe = grpo_recipe(policy, rl_runs_root, algorithm="rloo", reference=f"run:{tiny_policy_run.id}",
+                         rewards=[REWARD_E, {"function": "trlx_rewards:reward_fn"}])
     recipe["train"].update(max_steps=4, log_every=2)
     recipe["data"]["max_eval_samples"] = 16
     run = ct.run(ct.load_recipe(recipe), show_progress=False)
-    assert run.state is RunState.COMPLETED
+    assert run.state is RunState.COMPLETED, run.info.reason
     train = [r for r in read_jsonl(run.paths.metrics) if r["kind"] == "train"]
     assert [r["step"] for r in train] == [2, 4]
     assert all(isinstance(r["kl"], float) and r["kl"] >= 0.0 and isinstance(r["reward_mean"], float) for r in train)
+    seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert seen and all(samples == [p + o for p, o in zip(prompts, outputs)] and len(samples) == len(prompts) > 0
+                        for samples, prompts, outputs in seen)
 
 
 def test_batched_completion_log_probs_equal_one_sequence_at_a_time(tiny_policy_run: Run) -> None:
