@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -69,8 +70,10 @@ def test_two_host_run_cancel_status_logs_resume(ssh_cluster, sshd_service, tmp_p
     # The terminal that started it showed the ranks' lines through the [node N] stream as they came:
     # step lines, then the stop request they were cancelled with. Each poll reads the nodes one
     # after another, so lines keep their order within a node (not across nodes): read rank 0's.
+    # They read as a local run's: rank 0's records as their messages, no other rank's INFO lines.
     streamed = [ln for ln in out.splitlines() if ln.startswith("[node ")]
-    step_line = next(ln for ln in streamed if " rank0 INFO step " in ln and "  loss " in ln)
+    step_line = next(ln for ln in streamed if re.match(r"\[node [01]\] step \d+/\d+  loss ", ln))
+    assert not any(" INFO " in ln or "rank 1/2 on node" in ln for ln in streamed), out[-3000:]
     rank0 = [ln for ln in streamed if ln.startswith(step_line[:len("[node N]")])]
     assert rank0.index(step_line) < next(i for i, ln in enumerate(rank0) if "stop request" in ln), out[-3000:]
     assert "CANCELLED" in cli("status", run_id).stdout

@@ -141,6 +141,17 @@ def read_command(paths: RunPaths) -> list[str]:
     return [str(a) for a in json.loads(paths.command.read_text(encoding="utf-8"))]
 
 
+def command_log(paths: RunPaths) -> Path:
+    """A command's own log, what ``clustertune logs RUN`` shows of it as its foreground does: rank
+    0's output (with its wrapper's lines: staging, stop requests); under ``launch.runner: none``,
+    where the command starts its own processes, the first node's output."""
+    try:
+        runner = (yaml.safe_load(paths.launch_section.read_text(encoding="utf-8")) or {})["launch"]["runner"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        runner = "torchrun"  # a run directory from before launch.yaml named a runner: ranks under torchrun
+    return paths.node_log(0) if runner == "none" else paths.rank_log(0)
+
+
 def copy_helper(paths: RunPaths) -> None:
     """``clustertune.script`` (stdlib only) into the run directory, for nodes without clustertune."""
 
@@ -169,15 +180,20 @@ _ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:[^\n]*\n)*?\s*exitcode\s*:\s*(-
 
 
 _RANK_TAG = re.compile(r"^((?:\[node \d+\] )?)\[rank (\d+)\] ")
+_OWN_LINE = re.compile(r"^(?:\[node \d+\] )?clustertune")
 
 
 def shown_line(line: str, tee: str) -> str | None:
-    """A line of a node's output as a command's foreground shows it: under ``tee: rank0`` rank
-    0's lines without their ``[rank 0]`` tag and no other rank's (they are in the ranks' own
-    logs); under ``all`` every rank's, tagged. Lines no rank wrote (torchrun's, clustertune's)
-    are shown either way."""
+    """A line of a node's output as the foreground of a command under ``torchrun`` or ``srun``
+    shows it (the rank wrapper tags each rank's lines): under ``tee: rank0`` rank 0's lines
+    without their ``[rank 0]`` tag and no other rank's (they are in the ranks' own logs); under
+    ``all`` every rank's, tagged. clustertune's own lines show either way; torchrun's (its
+    warnings, its failure block) stay in the node logs: the run's end names a failing rank in
+    its own words, as locally."""
     tagged = _RANK_TAG.match(line)
-    if tagged is None or tee == "all":
+    if tagged is None:
+        return line if _OWN_LINE.match(line) else None
+    if tee == "all":
         return line
     return tagged[1] + line[tagged.end():] if tagged[2] == "0" else None
 

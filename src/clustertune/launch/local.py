@@ -18,7 +18,7 @@ from pathlib import Path
 
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.base import Resuming, accept_checkpoint
-from clustertune.launch.command import finish_attempt, load_launch, root_cause, tail
+from clustertune.launch.command import command_log, finish_attempt, load_launch, root_cause, tail
 from clustertune.launch.prepare_step import run_prepare
 from clustertune.launch.plan import LaunchPlan, expand_env_value, node_command
 from clustertune.recipe.schema import Recipe
@@ -49,8 +49,8 @@ class LocalJob:
         return [None]  # the run's own log
 
     def read_log(self, node: int | None, offset: int) -> bytes:
-        # A user's own command has no run.log of clustertune's: its node's output is the log.
-        path = self.run.paths.node_log(0) if self.run.paths.is_command else self.run.paths.log
+        # A user's own command has no run.log of clustertune's: rank 0's output is its log.
+        path = command_log(self.run.paths) if self.run.paths.is_command else self.run.paths.log
         return read_file_from(path, offset)
 
     def wait(self, timeout: float | None = None) -> RunState:

@@ -27,7 +27,7 @@ from pathlib import Path
 from clustertune.errors import LaunchError, RunError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
-from clustertune.launch.command import failing_ranks
+from clustertune.launch.command import command_log, failing_ranks
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan
 from clustertune.launch.sbatch import SCRIPT_NAME, batch_log_name, job_name, render_sbatch, sbatch_argv
 from clustertune.runs.paths import node_log_name
@@ -236,9 +236,10 @@ class SlurmJob:
 
     def read_log(self, node: int | None, offset: int) -> bytes:
         if node is None:
-            # A user's own command has no run.log of clustertune's: the first node's output is its log.
-            node = 0 if self.run.paths.is_command else None
-        return read_file_from(self.run.paths.log if node is None else self.run.paths.node_log(node), offset)
+            # A user's own command has no run.log of clustertune's: rank 0's output is its log.
+            return read_file_from(command_log(self.run.paths) if self.run.paths.is_command else self.run.paths.log,
+                                  offset)
+        return read_file_from(self.run.paths.node_log(node), offset)
 
     def wait(self, timeout: float | None = None, poll: float = 1.0) -> RunState:
         return wait(self, timeout, poll)
@@ -247,8 +248,8 @@ class SlurmJob:
         if node is not None:
             return read_logs(self, node)
         # The batch script's own lines (data step, requeues, signals), then the ranks' run log
-        # (a command's: its first node's output).
-        own = self.run.paths.node_log(0) if self.run.paths.is_command else self.run.paths.log
+        # (a command's: rank 0's output).
+        own = command_log(self.run.paths) if self.run.paths.is_command else self.run.paths.log
         parts = [self.run.paths.logs_dir / batch_log_name(self.job_id), own]
         return "".join(read_file_from(p, 0).decode("utf-8", "replace") for p in parts)
 

@@ -86,6 +86,24 @@ def message(line: str) -> str:
     return _RECORD.sub("", line, count=1)
 
 
+_NODE_RECORD = re.compile(r"^((?:\[node \d+\] )?)\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (?:rank(\d+) )?"
+                          r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+def shown_record(line: str) -> str | None:
+    """A line of a host's output during a recipe's run as the foreground shows it, the lines a
+    local run shows: rank 0's records as their messages, another rank's only from WARNING up
+    (its INFO lines repeat rank 0's), and any other line (a library's warning, a traceback) as
+    it is."""
+    m = _NODE_RECORD.match(line)
+    if m is None:
+        return line
+    node, rank, level = m[1], m[2], m[3]
+    if rank in (None, "0"):
+        return node + line[m.end():]
+    return f"{node}rank {rank}: {line[m.end():]}" if level not in ("DEBUG", "INFO") else None
+
+
 def make_bar(total: int, completed: int, console: Any = None) -> tuple[Any, Any]:
     """A started rich progress bar (``train``, the count, elapsed time, ETA, then the figures)
     and its task. On a narrow terminal the figures are cut at its edge (the step count, elapsed

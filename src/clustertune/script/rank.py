@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from clustertune.script import CHECKPOINT_DIR_ENV, CHECKPOINTS_DIR, LIB_DIR, RUN_DIR_ENV, STOP_FILE
 from clustertune.script.stage import STAGE_ENV, StageError, stage
@@ -85,11 +86,32 @@ def _die_with_parent() -> None:
         pass
 
 
+class _Say:
+    """clustertune's own lines of a rank (staging, a stop request, a command that cannot start):
+    on the node's output and in the rank's own log, where the command's lines go too. One lock:
+    the stopper's thread writes while the main one copies the command's output; re-entrant, as a
+    signal's handler (a stop) may run in the main thread while it holds the lock."""
+
+    def __init__(self, log: Any) -> None:
+        self.log, self.lock = log, threading.RLock()
+
+    def __call__(self, text: str, stream: Any = None) -> None:
+        with self.lock:
+            print(text, file=stream or sys.stdout, flush=True)
+            self.to_log((text + "\n").encode())
+
+    def to_log(self, data: bytes) -> None:
+        if self.log is not None:
+            self.log.write(data)
+            self.log.flush()
+
+
 class Stopper:
     """Asks the command's process group to stop once (SIGTERM), kills it after the grace period."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], grace: float):
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float, say: _Say | None = None):
         self.proc, self.grace = proc, grace
+        self.say = say or _Say(None)
         self.asked = threading.Event()
 
     def _signal(self, sig: int) -> None:
@@ -102,8 +124,8 @@ class Stopper:
         if self.asked.is_set() or self.proc.poll() is not None:
             return
         self.asked.set()
-        print(f"clustertune: {why}: SIGTERM to the command; SIGKILL in {self.grace:g} s if it is still running",
-              file=sys.stderr, flush=True)
+        self.say(f"clustertune: {why}: SIGTERM to the command; SIGKILL in {self.grace:g} s if it is still running",
+                 sys.stderr)
         self._signal(signal.SIGTERM)
         timer = threading.Timer(self.grace, self._signal, args=(signal.SIGKILL,))
         timer.daemon = True
@@ -139,48 +161,45 @@ def main(argv: list[str] | None = None) -> int:
         Path(env[CHECKPOINT_DIR_ENV]).mkdir(parents=True, exist_ok=True)
         # Last on the path: an installed clustertune (same helper) wins where there is one.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(run_dir / LIB_DIR)) if p)
+    rank = env.get("RANK")
+    log = None
+    if run_dir is not None and rank is not None and not per_node:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        log = (run_dir / "logs" / f"rank-{rank}.log").open("ab")
+    say = _Say(log)
     if env.get(STAGE_ENV):
         # launch.stage: the node's first process copies, the others wait for its copies.
         try:
             env.update(stage(json.loads(env[STAGE_ENV]), env, first=per_node or env.get("LOCAL_RANK", "0") == "0",
-                             say=lambda line: print(line, flush=True)))
+                             say=say))
         except (OSError, ValueError, StageError) as exc:
-            print(f"clustertune: launch.stage: {exc}", file=sys.stderr, flush=True)
+            say(f"clustertune: launch.stage: {exc}", sys.stderr)
             return 1
     if per_node:
         cmd = fill_placeholders(cmd, env)
     # A Python script's print() reaches its log (and the terminal that follows it) as it is
     # printed, not in 8 KB blocks when the buffer fills: its stdout is a pipe here.
     env.setdefault("PYTHONUNBUFFERED", "1")
-    rank = env.get("RANK")
-    log = None
-    if run_dir is not None and rank is not None and not per_node:
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        log = (run_dir / "logs" / f"rank-{rank}.log").open("ab")
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=env, preexec_fn=_die_with_parent)
     except OSError as exc:
-        line = f"clustertune: cannot start {cmd[0]!r} on {socket.gethostname()}: {exc.strerror or exc}\n"
-        for out in (sys.stdout.buffer, log):
-            if out is not None:
-                out.write(line.encode())
-                out.flush()
+        say(f"clustertune: cannot start {cmd[0]!r} on {socket.gethostname()}: {exc.strerror or exc}", sys.stdout)
         return 126 if isinstance(exc, PermissionError) else 127
-    stopper = Stopper(proc, float(env.get(GRACE_ENV, "30")))
+    stopper = Stopper(proc, float(env.get(GRACE_ENV, "30")), say)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, f: stopper.stop(f"received {signal.Signals(s).name}"))
     threading.Thread(target=stopper.watch, args=(run_dir / STOP_FILE if run_dir else None,), daemon=True).start()
     # On the node's output (its log, what an SSH host or SLURM shows) each rank's lines carry its
-    # rank, as `torchrun --tee` has them, so the foreground can show rank 0's alone (launch.tee)
-    # and a reader of a node log can tell the ranks apart; a rank's own log has its lines as written.
-    tag = f"[rank {rank}] ".encode() if rank is not None and not per_node and env.get("WORLD_SIZE", "1") != "1" else b""
+    # rank, as `torchrun --tee` has them: the foreground then shows rank 0's alone (launch.tee)
+    # and none of torchrun's, and a reader of a node log can tell the ranks apart. A rank's own
+    # log has its lines as written.
+    tag = f"[rank {rank}] ".encode() if rank is not None and not per_node else b""
     for line in iter(proc.stdout.readline if proc.stdout else (lambda: b""), b""):
-        sys.stdout.buffer.write(tag + line)
-        sys.stdout.buffer.flush()
-        if log is not None:
-            log.write(line)
-            log.flush()
+        with say.lock:
+            sys.stdout.buffer.write(tag + line)
+            sys.stdout.buffer.flush()
+            say.to_log(line)
     rc = proc.wait()
     return 128 - rc if rc < 0 else rc
 

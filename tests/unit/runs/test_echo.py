@@ -100,3 +100,17 @@ def test_wait_showing_returns_the_exit_code_after_every_line(tmp_path: Path) -> 
 
     assert wait_showing(work, lambda: [("", log)], Echo(out=out, raw=True)) == 3
     assert out.getvalue().splitlines() == [f"line {i}" for i in range(50)]
+
+
+def test_a_hosts_lines_of_a_recipe_run_show_as_a_local_run_shows_them() -> None:
+    from clustertune.runs.echo import shown_record
+
+    lines = ["[node 0] 2026-12-01 21:51:19,241 rank0 INFO eval @ step 0: eval_loss 8.3680  eval_perplexity 4307.0760",
+             "[node 1] 2026-12-01 21:51:30,623 rank1 INFO state held per rank after step 1 (MiB): rank 0: params 16.18",
+             "[node 1] 2026-12-01 21:51:31,000 rank1 ERROR rank 1 cannot read its shard",
+             "2026-12-01 21:53:15,456 rank0 INFO step 10/20  loss 7.926 | eval@0 perplexity 4307",
+             "[node 1] Traceback (most recent call last):"]
+    assert [shown_record(ln) for ln in lines] == [
+        "[node 0] eval @ step 0: eval_loss 8.3680  eval_perplexity 4307.0760", None,
+        "[node 1] rank 1: rank 1 cannot read its shard", "step 10/20  loss 7.926 | eval@0 perplexity 4307",
+        "[node 1] Traceback (most recent call last):"]

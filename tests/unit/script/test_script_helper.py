@@ -141,17 +141,35 @@ def test_a_ranks_lines_carry_its_rank_on_the_node_and_are_as_written_in_its_own_
     assert out.returncode == 0, out.stderr
     assert out.stdout == "[rank 1] first\n[rank 1] [rank 0] a line of its own\n"
     assert (tmp_path / "logs" / "rank-1.log").read_text() == "first\n[rank 0] a line of its own\n"
-    # One rank in all: nothing to tell apart, the lines are as written.
-    one = subprocess.run([sys.executable, "-m", "clustertune.script.rank", sys.executable, "-c", "print('x')"],
-                         capture_output=True, text=True, env={**env, "RANK": "0", "WORLD_SIZE": "1"}, timeout=60)
-    assert one.stdout == "x\n"
+    # The wrapper's own lines (here: a command that is not there) are in the rank's log too.
+    gone = subprocess.run([sys.executable, "-m", "clustertune.script.rank", "no-such-command-here"],
+                          capture_output=True, text=True, env={**env, "RANK": "0"}, timeout=60)
+    assert gone.returncode == 127 and "clustertune: cannot start 'no-such-command-here'" in gone.stdout
+    assert (tmp_path / "logs" / "rank-0.log").read_text() == gone.stdout
 
 
 def test_the_foreground_shows_rank_0_or_every_rank_as_launch_tee_says() -> None:
     from clustertune.launch.command import shown_line
 
     lines = ["[rank 0] step 1", "[rank 1] step 1", "[node 1] [rank 3] loss 2.0", "[node 0] [rank 0] loss 2.0",
-             "clustertune: stop requested", "[node 1] torchrun: Failures:", "[rank 1] [rank 0] quoted"]
+             "clustertune: stop requested", "[node 1] clustertune: staged /data", "[rank 1] [rank 0] quoted"]
     assert [shown_line(ln, "rank0") for ln in lines] == [
-        "step 1", None, None, "[node 0] loss 2.0", "clustertune: stop requested", "[node 1] torchrun: Failures:", None]
+        "step 1", None, None, "[node 0] loss 2.0", "clustertune: stop requested", "[node 1] clustertune: staged /data",
+        None]
     assert [shown_line(ln, "all") for ln in lines] == lines
+    # torchrun's own lines (its warnings, its failure block) stay in the node logs.
+    torchrun = ["[node 0] E1201 21:49:57.410000 3371 torch/distributed/elastic/multiprocessing/api.py:1002] failed",
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "  rank      : 1 (local_rank: 0)"]
+    assert [shown_line(ln, tee) for ln in torchrun for tee in ("rank0", "all")] == [None] * 6
+
+
+def test_a_commands_own_log_is_rank_0s_unless_it_starts_its_own_processes(tmp_path: Path) -> None:
+    from clustertune.launch.command import command_log, write_launch
+    from clustertune.runs.paths import RunPaths
+
+    paths = RunPaths(tmp_path / "run")
+    paths.root.mkdir(parents=True)
+    for runner, log in (("torchrun", paths.rank_log(0)), ("srun", paths.rank_log(0)), ("none", paths.node_log(0))):
+        write_launch(paths, load_launch(None, [f"launch.runner={runner}"] + (["launch.backend=slurm"] if runner == "srun"
+                                                                               else [])))
+        assert command_log(paths) == log, runner

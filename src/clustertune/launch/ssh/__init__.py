@@ -34,6 +34,7 @@ from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key
 from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.files import host_path, shipped, tree_files
 from clustertune.launch.command import shown_line
+from clustertune.runs.echo import shown_record
 from clustertune.launch.plan import LaunchPlan, node_command
 from clustertune.recipe.local_paths import with_values
 from clustertune.recipe.schema import LaunchSection, Recipe
@@ -386,7 +387,12 @@ class SshLauncher:
                 announce(f"run {run.id}: {plan.nodes} host(s) of cluster {recipe.launch.cluster} x "
                          f"{procs} process(es); Ctrl-C leaves it running there")
                 for line in job.follow():
-                    shown = shown_line(line, recipe.launch.tee) if plan.command else line
+                    if not plan.command:
+                        shown = shown_record(line)
+                    elif plan.runner != "none":
+                        shown = shown_line(line, recipe.launch.tee)
+                    else:
+                        shown = line  # the command's own processes: the node's output is theirs
                     if shown is not None:
                         announce(shown)
             job.wait()
