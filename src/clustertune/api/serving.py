@@ -24,6 +24,7 @@ from clustertune.runs.paths import HostRunPaths
 from clustertune.runs.run import Run
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Limits
+from clustertune.serve.listen import ServeError
 from clustertune.serve.server import (API_KEY_ENV, Served, Server, check_options, model_id_of, prepare,
                                        resolve_api_key)
 from clustertune.use.load import find_target
@@ -80,8 +81,12 @@ def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | No
     if save_every < 0:
         raise UserError(f"--tinker-save-every {save_every}: a number of optimizer steps, or 0 for none")
     check_options(dtype=dtype)  # bases load when clients ask: a wrong --dtype is refused now
-    return TinkerService(Path(tinker_dir), runs_root=str(runs_root) if runs_root is not None else None,
-                         device=device, dtype=dtype, save_every=save_every)
+    try:
+        return TinkerService(Path(tinker_dir), runs_root=str(runs_root) if runs_root is not None else None,
+                             device=device, dtype=dtype, save_every=save_every)
+    except OSError as exc:  # a file there, no permission: the directory cannot be made (exit 2, not a traceback)
+        raise ServeError(f"--tinker-dir {tinker_dir}: cannot hold the Tinker checkpoints ({exc.strerror or exc}); "
+                         "give a directory this user can write, or leave it out for RUNS_ROOT/tinker") from None
 
 
 def serve(model: str, *, on_listening: Callable[[Served], Any] | None = None,

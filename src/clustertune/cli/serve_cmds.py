@@ -64,6 +64,11 @@ def serve(
     if model is None and not tinker:
         raise UserError("name the model to serve (a run id or a model directory), or give --tinker to serve the "
                         "Tinker training API alone")
+    if model is None and max_body is not None:
+        # --max-body bounds the OpenAI routes' bodies; a Tinker-only server has none, and taking the
+        # option in silence would promise a limit that is not there.
+        raise UserError(f"--max-body {max_body}: limits the OpenAI routes' request bodies, and this server answers "
+                        "the Tinker API alone (no model named): leave it out, or name a model to serve")
     if launch_keys:
         not_keys = [k for k in launch_keys if not k.startswith("launch.") or "=" not in k]
         if not_keys:

@@ -234,10 +234,21 @@ def _stream(body: dict[str, Any]) -> tuple[bool, bool]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise bad("stream", f"must be true or false, not {shown(stream)}")
-    opts = body.get("stream_options") or {}
+    # None is OpenAI's "not given"; [] or "" are not (falsy, they passed as no options before).
+    opts = body.get("stream_options")
+    if opts is None:
+        opts = {}
     if not isinstance(opts, dict):
         raise bad("stream_options", "must be an object such as {\"include_usage\": true}")
-    return stream, bool(opts.get("include_usage"))
+    unknown = sorted(set(opts) - {"include_usage"})
+    if unknown:
+        raise bad(f"stream_options.{unknown[0]}", "not a stream option this server reads (include_usage); leave "
+                                                  "it out")
+    usage = opts.get("include_usage", False)
+    # bool("false") is True: a string would switch usage on.
+    if usage is not None and not isinstance(usage, bool):
+        raise bad("stream_options.include_usage", f"must be true or false, not {shown(usage)}")
+    return stream, bool(usage)
 
 
 def _model(body: dict[str, Any]) -> str:

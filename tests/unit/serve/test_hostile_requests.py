@@ -347,3 +347,187 @@ def test_sampling_weights_whose_outputs_are_not_finite_is_a_user_error(tmp_path:
     base = Base(ref="tiny", path=tmp_path, model=model, tokenizer=None, device="cpu")
     with pytest.raises(TinkerUserError, match="outputs are not finite"):
         lora.sample(base, None, [1, 2, 3], 2, lora.Sampling(max_tokens=3), prompt_logprobs=False)
+
+
+# -- a training client on a tiny GPT-2: refusals that leave it as it was ---------------------------
+
+@pytest.fixture
+def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, TinkerService, lora.Trainee]]:
+    """A Tinker service whose every base is one tiny GPT-2, with training client ``s:train:0`` on it."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2, n_positions=32)).eval()
+    base = Base(ref="tiny", path=tmp_path / "base", model=model, tokenizer=None, device="cpu")
+    service = TinkerService(tmp_path / "state")
+    service.bases[str(base.path)] = base
+    monkeypatch.setattr(service, "base", lambda ref: base)
+    t = service._new_trainee("s:train:0", "tiny", LoraSpec(rank=2))
+    yield make_app(None, tinker=service), service, t
+    service.close()
+
+
+def _train(t: lora.Trainee) -> None:
+    datum = {"tokens": [1, 2, 3], "inputs": {"target_tokens": np.array([2, 3, 4]), "weights": np.ones(3, np.float32)}}
+    lora.forward_backward(t, [datum], "cross_entropy", None, backward=True)
+    lora.optim_step(t, {"learning_rate": 1e-2})
+
+
+def _snapshot(t: lora.Trainee) -> tuple[list[torch.Tensor], Any, int]:
+    import copy
+
+    state = copy.deepcopy(t.optimizer.state_dict()) if t.optimizer is not None else None
+    return [p.detach().clone() for p in t.base.params(t.adapter)], state, t.steps
+
+
+def _assert_unchanged(t: lora.Trainee, before: tuple[list[torch.Tensor], Any, int]) -> None:
+    weights, state, steps = before
+    assert t.steps == steps and t.optimizer is not None and state is not None
+    assert all(torch.equal(p, w) for p, w in zip(t.base.params(t.adapter), weights))
+    now = t.optimizer.state_dict()
+    for k, moments in state["state"].items():
+        assert all(torch.equal(now["state"][k][m], v) for m, v in moments.items())
+
+
+def _result(service: TinkerService, rid: str) -> Any:
+    return service.work.future(rid).result(30)
+
+
+def test_loading_a_sampler_checkpoint_with_its_optimizer_is_refused_before_the_weights_change(
+        client: Any, tmp_path: Path) -> None:
+    # The adapter's weights were overwritten and its Adam state dropped, then the load refused.
+    _, service, t = client
+    _train(t)
+    lora.save_state(t, tmp_path / "sampler", optimizer=False, kind="sampler")
+    _train(t)  # the client moves on: the checkpoint's weights are no longer its own
+    before = _snapshot(t)
+    with pytest.raises(TinkerUserError, match="holds no optimizer state"):
+        lora.load_state(t, tmp_path / "sampler", optimizer=True)
+    _assert_unchanged(t, before)
+
+
+def test_loading_a_checkpoint_of_other_lora_layers_is_a_user_error_naming_them(client: Any, tmp_path: Path) -> None:
+    # Same rank, train_mlp off: the optimizer's load raised ValueError (a "server" error with a
+    # traceback), after the weights had changed.
+    _, service, t = client
+    other = service._new_trainee("s:train:1", "tiny", LoraSpec(rank=2, train_mlp=False))
+    _train(other)
+    lora.save_state(other, tmp_path / "other", optimizer=True, kind="weights")
+    _train(t)
+    before = _snapshot(t)
+    with pytest.raises(TinkerUserError, match=r"train_mlp False \(this client: True\)"):
+        lora.load_state(t, tmp_path / "other", optimizer=True)
+    _assert_unchanged(t, before)
+
+
+def test_a_seq_id_sent_again_by_another_route_is_refused_naming_seq_id(client: Any) -> None:
+    # save_weights with the seq_id of a forward_backward got that forward_backward's result (200)
+    # and wrote no checkpoint.
+    app, service, t = client
+    fb = _fb(target_tokens=_dense(np.asarray([6, 7], np.int64).tobytes(), pb.DTYPE_INT64, (2,)),
+             weights=_dense(np.ones(2, np.float32).tobytes(), shape=(2,)))
+    first, again = exchange(app, post("/api/v1/forward_backward", fb, **PROTOBUF),
+                            post("/api/v1/forward_backward", fb, **PROTOBUF))
+    assert first.json()["request_id"] == again.json()["request_id"]  # a retry: the same request
+    assert _result(service, first.json()["request_id"])[0] == "proto"
+    message = refusal(app, service, "save_weights", {"model_id": t.model_id, "path": "x", "seq_id": 1})
+    assert message.startswith("seq_id 1:") and "forward_backward" in message, message
+    assert service.store.checkpoints(t.model_id) == []
+    [saved] = exchange(app, post("/api/v1/save_weights", {"model_id": t.model_id, "path": "x", "seq_id": 2}))
+    assert _result(service, saved.json()["request_id"])[1]["path"] == f"tinker://{t.model_id}/weights/x"
+
+
+def test_target_tokens_that_are_not_whole_numbers_are_refused_naming_the_datum(tinker: Any) -> None:
+    # 6.5 was cut to 6 by the cast to int64, and trained on.
+    app, service, _ = tinker
+    fb = _fb(target_tokens=_dense(np.asarray([6.5, 7], np.float32).tobytes(), shape=(2,)))
+    message = refusal(app, service, "forward_backward", fb, PROTOBUF)
+    assert message.startswith("datum 0: loss_fn_inputs['target_tokens'] is float32"), message
+
+
+def test_a_sampler_whose_checkpoint_is_deleted_goes_with_it(client: Any) -> None:
+    # Deleting answered 200, the sampler stayed, and once its cached adapter was evicted sampling
+    # was a "server" error ("Can't find adapter_config.json") with a traceback.
+    app, service, t = client
+    sid = service.create_session({})["session_id"]
+    [saved] = exchange(app, post("/api/v1/save_weights_for_sampler", {"model_id": t.model_id, "path": "p0",
+                                                                      "seq_id": 1}))
+    path = _result(service, saved.json()["request_id"])[1]["path"]
+    made = service.create_sampling_session({"session_id": sid, "sampling_session_seq_id": 0, "model_path": path})
+    body = {"sampling_session_id": made["sampling_session_id"], "num_samples": 1, "seq_id": 1,
+            "prompt": {"chunks": [{"type": "encoded_text", "tokens": [1, 2]}]},
+            "sampling_params": {"max_tokens": 2, "stop": []}}
+    [sampled] = exchange(app, post("/api/v1/asample", body))
+    assert _result(service, sampled.json()["request_id"])[0] == "proto"
+    [deleted] = exchange(app, ("DELETE", f"/api/v1/training_runs/{t.model_id}/checkpoints/sampler_weights/p0",
+                               None, {}))
+    assert deleted.status_code == 200, deleted.text
+    assert "is not known to this server" in refusal(app, service, "asample", {**body, "seq_id": 2})
+    # The cached adapter goes too (on the worker, after the delete): a checkpoint saved again under
+    # that name loads afresh.
+    service.work.future(service.work.submit("delete", lambda: None)).result(30)
+    assert t.base.samplers == {}
+    # Weights removed behind the server's back: a user error, not PEFT's OSError.
+    [again] = exchange(app, post("/api/v1/save_weights_for_sampler", {"model_id": t.model_id, "path": "p1",
+                                                                      "seq_id": 2}))
+    path = _result(service, again.json()["request_id"])[1]["path"]
+    made = service.create_sampling_session({"session_id": sid, "sampling_session_seq_id": 1, "model_path": path})
+    import shutil
+
+    shutil.rmtree(service.store.dir(service.store.parse(path)))
+    message = refusal(app, service, "asample", {**body, "sampling_session_id": made["sampling_session_id"]})
+    assert "no longer on disk" in message, message
+
+
+@pytest.mark.parametrize("options,param", [({"include_usage": "no"}, "stream_options.include_usage"),
+                                           ({"include_usage": "false"}, "stream_options.include_usage"),
+                                           ({"include_usage": 1}, "stream_options.include_usage"),
+                                           ([], "stream_options"), ("", "stream_options"),
+                                           ({"include_usage": True, "usage": True}, "stream_options.usage")])
+def test_stream_options_are_an_object_of_known_booleans(options: Any, param: str) -> None:
+    # bool("no") is True: usage was sent; [] passed for no options, and unknown keys for nothing.
+    with pytest.raises(ApiError) as e:
+        read_chat(chat(stream=True, stream_options=options))
+    assert e.value.status == 400 and e.value.param == param, e.value.message
+    assert read_chat(chat(stream=True, stream_options={"include_usage": False})).include_usage is False
+    assert read_chat(chat(stream=True, stream_options=None)).include_usage is False
+
+
+def test_a_tinker_dir_that_is_a_file_is_a_serve_error_exit_2(tmp_path: Path) -> None:
+    # FileExistsError escaped main() with a traceback.
+    from clustertune.api.serving import tinker_service
+    from clustertune.serve.listen import ServeError
+    from tests.helpers import cli_here
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ServeError, match="--tinker-dir"):
+        tinker_service(runs_root=None, device="cpu", dtype="auto", tinker_dir=tmp_path / "afile")
+    # --port 70000: were the option let through, the port is refused (exit 2) instead of a server
+    # started for good.
+    out = cli_here("serve", "--tinker", "--tinker-dir", str(tmp_path / "afile"), "--port", "70000",
+                   env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2 and "--tinker-dir" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("raw,field", [({"rank": 4, "train_mpl": False}, "lora_config.train_mpl"),
+                                       ({"rank": 4, "alpha": 8}, "lora_config.alpha")])
+def test_a_lora_config_key_the_sdk_does_not_have_is_refused_by_name(raw: dict[str, Any], field: str) -> None:
+    # A misspelt switch trained the default layers without a word.
+    with pytest.raises(TinkerUserError, match=f"^{field}: not a LoraConfig field"):
+        LoraSpec.of(raw)
+
+
+def test_an_adam_params_key_the_sdk_does_not_have_is_refused_by_name(tinker: Any) -> None:
+    # learning_rat stepped with the default learning rate.
+    app, service, _ = tinker
+    message = refusal(app, service, "optim_step", {"model_id": "m", "seq_id": 1, "adam_params": {"learning_rat": 1}})
+    assert message.startswith("adam_params.learning_rat: not an AdamParams field"), message
+
+
+def test_max_body_on_a_tinker_only_server_is_refused_not_ignored(tmp_path: Path) -> None:
+    from tests.helpers import cli_here
+
+    # --port 70000 as above: a server let through stops at the port, not serving on.
+    out = cli_here("serve", "--tinker", "--tinker-dir", str(tmp_path / "t"), "--max-body", "1000", "--port", "70000",
+                   env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2 and "--max-body 1000" in out.stderr and "Traceback" not in out.stderr, out.stderr

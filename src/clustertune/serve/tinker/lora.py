@@ -44,6 +44,9 @@ class TinkerUserError(UserError):
     """A request the server cannot do as asked (the SDK's ``user`` error category)."""
 
 
+LORA_KEYS = ("rank", "seed", "train_mlp", "train_attn", "train_unembed")  # the SDK's LoraConfig
+
+
 @dataclass
 class LoraSpec:
     rank: int
@@ -56,6 +59,11 @@ class LoraSpec:
     def of(cls, raw: dict[str, Any] | None) -> LoraSpec:
         """The SDK's ``LoraConfig`` as sent, each field checked (:class:`TinkerUserError` names a wrong one)."""
         raw = dict(raw or {})
+        # A misspelt switch (train_mpl) would train the default layers without a word.
+        unknown = sorted(set(raw) - set(LORA_KEYS))
+        if unknown:
+            raise TinkerUserError(f"lora_config.{unknown[0]}: not a LoraConfig field ({', '.join(LORA_KEYS)}); "
+                                  "leave it out")
         rank = raw.get("rank")
         if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 4096:
             raise TinkerUserError(f"lora_config.rank {shown(rank)}: give a whole number from 1 to 4096 (8, 16, 32 "
@@ -197,6 +205,26 @@ class Trainee:
     restored_seq: int | None = None  # restored after a restart: the last seq_id its state includes
 
 
+def target_tokens(i: int, inputs: dict[str, Any]) -> Any:
+    """Datum ``i``'s ``target_tokens`` as token ids (int64), else :class:`TinkerUserError`: a float
+    such as 6.5 would be cut to 6 by the cast, training on a token nobody sent."""
+    import numpy as np
+
+    if "target_tokens" not in inputs:
+        raise TinkerUserError(f"datum {i}: loss_fn_inputs has no target_tokens")
+    targets = np.asarray(inputs["target_tokens"]).reshape(-1)
+    if targets.dtype.kind not in "iu":
+        raise TinkerUserError(f"datum {i}: loss_fn_inputs['target_tokens'] is {targets.dtype}: send token ids as "
+                              "integers (int64 or int32)")
+    return targets.astype(np.int64)
+
+
+def check_targets(data: list[dict[str, Any]]) -> None:
+    """Every datum's ``target_tokens`` are token ids (at the edge, before anything is queued)."""
+    for i, d in enumerate(data):
+        target_tokens(i, d["inputs"])
+
+
 def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: dict[str, Any] | None,
                      backward: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Log-probabilities of each datum's target tokens, the loss summed over the data, and (with
@@ -213,9 +241,7 @@ def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: 
     for i, d in enumerate(data):
         tokens = d["tokens"]
         inputs = d["inputs"]
-        if "target_tokens" not in inputs:
-            raise TinkerUserError(f"datum {i}: loss_fn_inputs has no target_tokens")
-        targets = np.asarray(inputs["target_tokens"]).reshape(-1)
+        targets = target_tokens(i, inputs)
         if len(targets) != len(tokens):
             raise TinkerUserError(f"datum {i}: target_tokens has {len(targets)} entries and model_input {len(tokens)} "
                                   "tokens: give one target per input position (the input shifted by one)")
@@ -269,6 +295,10 @@ def adam_params(adam: Any) -> dict[str, float]:
     number in its range, else :class:`TinkerUserError` naming it."""
     if not isinstance(adam, dict):
         raise TinkerUserError("adam_params: must be an object (the SDK's AdamParams)")
+    unknown = sorted(set(adam) - set(ADAM_KEYS))
+    if unknown:  # a misspelt setting (learning_rat) would step with the default
+        raise TinkerUserError(f"adam_params.{unknown[0]}: not an AdamParams field ({', '.join(ADAM_KEYS)}); leave it "
+                              "out")
     p = dict(ADAM_DEFAULTS)
     for key in ADAM_KEYS:
         v = adam.get(key)
@@ -399,30 +429,67 @@ def read_state(directory: Path) -> dict[str, Any]:
 
 
 def load_state(t: Trainee, directory: Path, *, optimizer: bool) -> None:
-    """Weights (and optimizer state) saved by :func:`save_state` into ``t``'s adapter."""
+    """Weights (and optimizer state) saved by :func:`save_state` into ``t``'s adapter.
+
+    Everything that can refuse the checkpoint (its LoRA settings, whether it holds optimizer
+    state, files missing or unreadable, keys that do not fit) is checked before the client
+    changes: a refused load leaves its weights, Adam state and step count as they were."""
     import torch
     from peft.utils import set_peft_model_state_dict
     from safetensors.torch import load_file
 
     meta = read_state(directory)
-    if meta.get("lora", {}).get("rank") != t.spec.rank:
-        raise TinkerUserError(f"the checkpoint has LoRA rank {meta.get('lora', {}).get('rank')}; this training "
-                              f"client has rank {t.spec.rank}: create the client with the checkpoint's settings")
-    weights = load_file(str(directory / ADAPTER_WEIGHTS), device=t.base.device)
+    _check_spec(t, meta.get("lora"))
+    if optimizer and not meta.get("optimizer"):
+        raise TinkerUserError(f"{directory} holds no optimizer state (saved for sampling, or without it): "
+                              "load_state without the optimizer")
+    try:
+        weights = load_file(str(directory / ADAPTER_WEIGHTS), device=t.base.device)
+        state = torch.load(directory / OPTIMIZER, map_location=t.base.device, weights_only=True) if optimizer else None
+    except (OSError, RuntimeError, ValueError) as exc:  # deleted or damaged on disk: nothing the server can mend
+        raise TinkerUserError(f"{directory}: the checkpoint cannot be read ({type(exc).__name__}: {exc}); save it "
+                              "again") from None
+    # set_peft_model_state_dict writes what fits before the misfit is known: the weights as they
+    # were are kept to put back.
+    before = [p.detach().clone() for p in t.base.params(t.adapter)]
     result = set_peft_model_state_dict(t.base.model, weights, adapter_name=t.adapter)
     missing = [k for k in getattr(result, "unexpected_keys", []) if f".{t.adapter}." in k]
-    if missing:
-        raise TinkerUserError(f"the checkpoint's adapter does not fit this client's layers ({missing[0]} ...)")
-    t.optimizer = None
+    new_optimizer = None
+    try:
+        if missing:
+            raise TinkerUserError(f"the checkpoint's adapter does not fit this client's layers ({missing[0]} ...)")
+        if state is not None:
+            new_optimizer = torch.optim.AdamW(t.base.params(t.adapter))
+            try:
+                new_optimizer.load_state_dict(state)
+            except (ValueError, KeyError) as exc:
+                raise TinkerUserError(f"{directory}: its optimizer state does not fit this client's adapter ({exc}): "
+                                      "load_state without the optimizer, or create the client from the "
+                                      "checkpoint") from None
+    except TinkerUserError:
+        with torch.no_grad():
+            for q, w in zip(t.base.params(t.adapter), before):
+                q.copy_(w)
+        raise
+    t.optimizer = new_optimizer
     if optimizer:
-        if not meta.get("optimizer"):
-            raise TinkerUserError(f"{directory} holds no optimizer state (saved for sampling, or without it): "
-                                  "load_state without the optimizer")
-        state = torch.load(directory / OPTIMIZER, map_location=t.base.device, weights_only=True)
-        t.optimizer = torch.optim.AdamW(t.base.params(t.adapter))
-        t.optimizer.load_state_dict(state)
         t.steps = int(meta.get("steps", 0))
     t.restored_seq = None
+
+
+def _check_spec(t: Trainee, saved: Any) -> None:
+    """The checkpoint's LoRA settings against the client's: rank and the layers trained (the
+    seed only drew the first weights, so it may differ)."""
+    if not isinstance(saved, dict):
+        raise TinkerUserError("the checkpoint records no LoRA settings: not one this server wrote")
+    ours = vars(t.spec)
+    differ = [f"{k} {saved.get(k)!r} (this client: {ours[k]!r})" for k in ("rank", "train_mlp", "train_attn",
+                                                                           "train_unembed")
+              if saved.get(k, True if k != "rank" else None) != ours[k]]
+    if differ:
+        raise TinkerUserError(f"the checkpoint's LoRA settings differ from this training client's: {', '.join(differ)}"
+                              ": create the client with the checkpoint's settings "
+                              "(create_training_client_from_state)")
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
 
     @r.delete("/training_runs/{model_id}/checkpoints/{checkpoint_id:path}")
     async def delete_checkpoint(model_id: str, checkpoint_id: str, request: Request) -> Any:
-        by_id(request, lambda path: service.store.delete(service.store.parse(path)),
-              f"tinker://{model_id}/{checkpoint_id}")
+        by_id(request, service.delete_checkpoint, f"tinker://{model_id}/{checkpoint_id}")
         return {}
 
     @r.get("/training_runs")

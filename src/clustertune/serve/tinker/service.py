@@ -36,6 +36,8 @@ log = logging.getLogger("clustertune.serve.tinker")
 LOADED_SAMPLERS = 4
 # Sequences one sample request may ask for (RL loops draw a group per prompt).
 MAX_SAMPLES = 128
+# The requests of a training client that take a seq_id (the names its refusals give them).
+TRAINING_ROUTES = ("forward", "forward_backward", "optim_step", "save_state", "load_state", "save_weights_for_sampler")
 SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_k", "top_p", "seed", "stop"})  # the SDK's SamplingParams
 
 
@@ -222,6 +224,11 @@ class TinkerService:
                 and self.store.model_record(model_id) is None):
             return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
         if seq is not None:
+            taken = self._seq_taken(model_id, seq, what)
+            if taken is not None:
+                return self.failed(f"seq_id {seq}: training client {model_id!r} already sent request {seq} as "
+                                   f"{taken}; this {what} needs a seq_id of its own (the SDK numbers each request "
+                                   "once; a retry resends the same request)")
             with self._lock:
                 self._received[model_id] = max(self._received.get(model_id, 0), seq)
 
@@ -239,7 +246,16 @@ class TinkerService:
                 t.last_seq = seq
             return fn(t)
 
-        return self.work.submit(model_id, self._run(run), seq, once=(model_id, seq) if seq is not None else None)
+        # The route is part of the key: a retry (same route, same seq_id) gets the first answer, and
+        # the same seq_id from another route is found by _seq_taken instead of answered with another
+        # request's result.
+        return self.work.submit(model_id, self._run(run), seq,
+                                once=(model_id, seq, what) if seq is not None else None)
+
+    def _seq_taken(self, model_id: str, seq: int, what: str) -> str | None:
+        """The other route that request ``seq`` of ``model_id`` was sent as, if any."""
+        return next((r for r in TRAINING_ROUTES if r != what and self.work.future_of((model_id, seq, r)) is not None),
+                    None)
 
     def forward_backward(self, raw: bytes, encoding: str | None) -> str:
         """Queue a forward(-backward); a NaN or an infinity in the inputs raises
@@ -249,14 +265,15 @@ class TinkerService:
             check(req["loss"], req["config"])
         except (TinkerUserError, LossError) as exc:
             return self.failed(str(exc))
-        wire.check_finite(req["data"])
+        wire.check_finite(req["data"])  # first: a NaN among float targets is named with its position
+        lora.check_targets(req["data"])
 
         def run(t: Trainee) -> Any:
             outputs, metrics = lora.forward_backward(t, req["data"], req["loss"], req["config"],
                                                      backward=not req["forward_only"])
             return ("proto", wire.forward_backward_output(outputs, metrics))
 
-        return self._training(req, run, "forward_backward")
+        return self._training(req, run, "forward" if req["forward_only"] else "forward_backward")
 
     def optim_step(self, body: dict[str, Any]) -> str:
         params = body.get("adam_params")
@@ -336,8 +353,11 @@ class TinkerService:
             self.samplers[s.sampler_id] = s
             if sid in self.sessions:
                 self.sessions[sid]["samplers"].append(s.sampler_id)
-            self.store.record_samplers({k: {"base": v.base, "adapter_dir": str(v.adapter_dir) if v.adapter_dir else None,
-                                            "model_path": v.model_path} for k, v in self.samplers.items()})
+            self._record_samplers()
+
+    def _record_samplers(self) -> None:  # under self._lock
+        self.store.record_samplers({k: {"base": v.base, "adapter_dir": str(v.adapter_dir) if v.adapter_dir else None,
+                                        "model_path": v.model_path} for k, v in self.samplers.items()})
 
     def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
         sid = fields.session_id(body)
@@ -381,6 +401,9 @@ class TinkerService:
                                "of sampled tokens and of the prompt are)"), ids
 
         def run() -> Any:
+            if self.samplers.get(sampler_id) is not s:  # its checkpoint was deleted while this waited
+                raise TinkerUserError(f"sampling_session_id {sampler_id!r}: its checkpoint was deleted; create a "
+                                      "sampler from another checkpoint")
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
             sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _with_end_of_text(sampling, base),
@@ -398,12 +421,38 @@ class TinkerService:
             return None
         key = str(s.adapter_dir)
         if key not in base.samplers:
+            if not (s.adapter_dir / "adapter_config.json").is_file():
+                # Removed behind the server's back (the API's delete drops the sampler too).
+                raise TinkerUserError(f"sampler {s.sampler_id!r}: its weights ({s.model_path or s.adapter_dir}) are no "
+                                      "longer on disk: create a sampler from a checkpoint that exists")
             name = f"sp_{next(self._names)}"
             base.load(name, s.adapter_dir)
             base.samplers[key] = name
             while len(base.samplers) > LOADED_SAMPLERS:
                 base.drop(next(iter(base.samplers.values())))
         return base.samplers[key]
+
+    def delete_checkpoint(self, path: str) -> None:
+        """Delete checkpoint ``path`` and the samplers made from it: they would sample from weights
+        no longer on disk (once their cached adapter is evicted), so they go with it and a later
+        request to one is refused as an unknown sampler."""
+        directory = self.store.existing(self.store.parse(path))
+        with self._lock:
+            gone = [k for k, v in self.samplers.items() if v.adapter_dir == directory]
+            for k in gone:
+                del self.samplers[k]
+            self._record_samplers()
+        self.store.delete(self.store.parse(path))
+        if gone:
+            log.info("checkpoint %s deleted, and its samplers %s", path, ", ".join(gone))
+            # On the worker, which alone touches the models: a checkpoint saved again under the same
+            # name must load afresh, not find the deleted one's adapter still cached.
+            self.work.submit("delete", lambda: self._forget_adapter(str(directory)))
+
+    def _forget_adapter(self, key: str) -> None:
+        for base in self.bases.values():
+            if key in base.samplers:
+                base.drop(base.samplers[key])
 
     # -- lookups (the RestClient's) -----------------------------------------------------------------
 
