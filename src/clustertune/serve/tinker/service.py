@@ -66,6 +66,7 @@ class TinkerService:
         self.bases: dict[str, Base] = {}
         self.trainees: dict[str, Trainee] = {}
         self.samplers: dict[str, Sampler] = {}
+        self._dropped: dict[str, str] = {}  # sampler id -> the deleted checkpoint it was made from
         self.sessions: dict[str, dict[str, Any]] = {}
         self._names = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
@@ -378,7 +379,7 @@ class TinkerService:
     def sampler(self, sampler_id: str) -> dict[str, Any]:
         s = self.samplers.get(sampler_id)
         if s is None:
-            raise TinkerUserError(f"sampler {sampler_id!r} is not known to this server")
+            raise TinkerUserError(self._unknown_sampler("sampler", sampler_id))
         return {"sampler_id": s.sampler_id, "base_model": s.base, "model_path": s.model_path}
 
     def sample(self, body: dict[str, Any]) -> tuple[str, list[str]]:
@@ -393,7 +394,7 @@ class TinkerService:
         ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
         s = self.samplers.get(sampler_id)
         if s is None:
-            return self.failed(f"sampling_session_id {sampler_id!r} is not known to this server"), ids
+            return self.failed(self._unknown_sampler("sampling_session_id", sampler_id)), ids
         asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
                  if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
         if asked:
@@ -441,6 +442,7 @@ class TinkerService:
             gone = [k for k, v in self.samplers.items() if v.adapter_dir == directory]
             for k in gone:
                 del self.samplers[k]
+                self._dropped[k] = path
             self._record_samplers()
         self.store.delete(self.store.parse(path))
         if gone:
@@ -448,6 +450,15 @@ class TinkerService:
             # On the worker, which alone touches the models: a checkpoint saved again under the same
             # name must load afresh, not find the deleted one's adapter still cached.
             self.work.submit("delete", lambda: self._forget_adapter(str(directory)))
+
+    def _unknown_sampler(self, field: str, sampler_id: str) -> str:
+        """Why a sampler id is not here: its checkpoint was deleted in this server's life, or it
+        never was one of this server's."""
+        deleted = self._dropped.get(sampler_id)
+        if deleted is not None:
+            return (f"{field} {sampler_id!r} was made from checkpoint {deleted}, deleted since (its samplers went "
+                    "with it): create a sampler from a checkpoint that exists")
+        return f"{field} {sampler_id!r} is not known to this server"
 
     def _forget_adapter(self, key: str) -> None:
         for base in self.bases.values():
