@@ -8,11 +8,18 @@ not depend on the order the tests ran in (which differs between runs under pytes
 With ``--slow-limit S`` (``scripts/test.sh`` passes 30), a test whose own time is over S seconds
 fails the session unless ``tests/slow_tests.txt`` lists it with the reason. The end of the
 session prints the fixed costs, each fixture's setup in seconds, beside pytest's own durations.
+
+S is seconds on an idle machine of the size CI runs on. A machine that is slower, or shared with
+other work, runs every test slower by about the same factor, so the limit is scaled by the pace:
+a fixed piece of work timed before the first test and after the last, against the time it takes
+on the idle reference machine (never below 1, at most 3). The summary prints the factor it used.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -24,6 +31,10 @@ import pytest
 SLOW_LIST = Path(os.environ.get("CT_SLOW_LIST") or Path(__file__).with_name("slow_tests.txt"))
 _SHARED_KEY = "ct_shared_fixture_s"  # seconds spent in higher-scoped fixtures during a test's setup
 _FIXED_KEY = "ct_fixed_costs"  # [(scope:fixture, seconds)] set up during a test's setup
+
+# Median seconds of _work() on an idle 2-core CI-size machine (2026-12-02: 0.144-0.162 over 14 runs).
+PACE_REFERENCE_S = float(os.environ.get("CT_PACE_REFERENCE") or 0.154)
+PACE_CAP = 3.0
 
 _pending: dict[str, float] = defaultdict(float)  # this process's fixture seconds, per fixture
 _current: list[str] = []  # the nodeid being set up in this process
@@ -41,6 +52,23 @@ def read_slow_list(path: Path = SLOW_LIST) -> dict[str, str]:
             raise ValueError(f"{path}:{n}: every slow test says why it is slow: `{nodeid.strip()}  # reason`")
         listed[nodeid.strip()] = reason.strip()
     return listed
+
+
+def _work() -> float:
+    """Seconds for a fixed piece of single-core work: interpreter loops and hashing, what tests do."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(600_000):
+        total += i * i % 7
+    digest = hashlib.sha256()
+    for _ in range(2000):
+        digest.update(b"x" * 4096)
+    return time.perf_counter() - start
+
+
+def pace() -> float:
+    """How much slower this machine is now than the idle reference (1 when not slower, at most 3)."""
+    return min(PACE_CAP, max(1.0, statistics.median(_work() for _ in range(7)) / PACE_REFERENCE_S))
 
 
 def _listed(nodeid: str, listed: dict[str, str]) -> bool:
@@ -86,6 +114,10 @@ class _Tally:
     def __init__(self) -> None:
         self.own: dict[str, float] = defaultdict(float)
         self.fixed: dict[str, float] = defaultdict(float)
+        self.paces: list[float] = []  # before the first test and after the last (--slow-limit only)
+
+    def limit(self, base: float) -> float:
+        return base * max(self.paces, default=1.0)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when not in ("setup", "call"):
@@ -95,15 +127,19 @@ class _Tally:
         for name, seconds in props.get(_FIXED_KEY, []):
             self.fixed[name] += seconds
 
-    def over(self, limit: float) -> list[tuple[str, float]]:
+    def over(self, base: float) -> list[tuple[str, float]]:
         listed = read_slow_list()
+        limit = self.limit(base)
         return sorted(((n, s) for n, s in self.own.items() if s > limit and not _listed(n, listed)),
                       key=lambda x: -x[1])
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller (or a run without workers) sums it up
-        config.pluginmanager.register(_Tally(), "ct-tally")
+        tally = _Tally()
+        if config.getoption("--slow-limit") is not None:
+            tally.paces.append(pace())
+        config.pluginmanager.register(tally, "ct-tally")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -116,8 +152,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         for name, seconds in fixed:
             tr.write_line(f"{seconds:8.2f}s  {name}")
     limit = config.getoption("--slow-limit")
-    if limit is not None and (over := tally.over(limit)):
-        tr.section(f"tests over {limit:g} s not listed in {SLOW_LIST.name}", red=True)
+    if limit is None:
+        return
+    scaled = tally.limit(limit)
+    tr.write_line(f"slow-test limit: {limit:g} s x pace {max(tally.paces, default=1.0):.2f} (this machine against the idle "
+                  f"reference, before and after: {', '.join(f'{p:.2f}' for p in tally.paces)}) = {scaled:.0f} s")
+    if over := tally.over(limit):
+        tr.section(f"tests over {scaled:.0f} s not listed in {SLOW_LIST.name}", red=True)
         for nodeid, seconds in over:
             tr.write_line(f"{seconds:8.2f}s  {nodeid}")
         tr.write_line("make them faster, or list each with the reason it needs the time")
@@ -127,5 +168,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tally: _Tally | None = session.config.pluginmanager.get_plugin("ct-tally")
     limit = session.config.getoption("--slow-limit")
-    if tally is not None and limit is not None and tally.over(limit) and exitstatus == 0:
+    if tally is None or limit is None:
+        return
+    tally.paces.append(pace())  # before the summary prints the limit it used
+    if tally.over(limit) and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

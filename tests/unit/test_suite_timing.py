@@ -39,11 +39,12 @@ def test_slow_unlisted():
 '''
 
 
-def _run(where: Path, *args: str, listed: str) -> subprocess.CompletedProcess[str]:
+def _run(where: Path, *args: str, listed: str, reference: str = "1000") -> subprocess.CompletedProcess[str]:
     (where / "test_generated.py").write_text(SUITE)
     slow = where / "slow.txt"
     slow.write_text(listed)
-    env = {**os.environ, "CT_SLOW_LIST": str(slow), "PYTHONPATH": str(ROOT)}
+    # A reference far slower than any machine holds the pace at 1, so the limit is what is passed.
+    env = {**os.environ, "CT_SLOW_LIST": str(slow), "PYTHONPATH": str(ROOT), "CT_PACE_REFERENCE": reference}
     env.pop("PYTEST_XDIST_WORKER", None)  # the generated run is its own controller
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.timing", "-p", "no:cacheprovider",
                            "-q", "--rootdir", str(where), str(where / "test_generated.py"), *args],
@@ -61,6 +62,19 @@ def test_an_unlisted_slow_test_fails_the_run_and_is_named(tmp_path: Path) -> Non
     assert "test_quick" not in over and "test_after_quick" not in over
     fixed = out.stdout.split("fixed costs", 1)[1]
     assert "session:base" in fixed
+
+
+def test_on_a_machine_slower_than_the_reference_the_limit_grows_by_the_pace_and_says_so(tmp_path: Path) -> None:
+    # A reference of 1 microsecond makes any machine "slower": the pace is held at its cap of 3,
+    # so the 1.2 s test is under 1 s x 3 and passes; the summary names the factor it used.
+    out = _run(tmp_path, "--slow-limit", "1", listed="", reference="0.000001")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "slow-test limit: 1 s x pace 3.00" in out.stdout and "= 3 s" in out.stdout
+    assert "not listed" not in out.stdout
+    # Past even the scaled limit, the test still fails the run.
+    out = _run(tmp_path, "--slow-limit", "0.3", listed="", reference="0.000001")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "test_generated.py::test_slow_unlisted" in out.stdout.split("not listed", 1)[1]
 
 
 def test_with_every_slow_test_listed_the_run_passes(tmp_path: Path) -> None:
