@@ -114,12 +114,16 @@ class _Tally:
     def __init__(self) -> None:
         self.own: dict[str, float] = defaultdict(float)
         self.fixed: dict[str, float] = defaultdict(float)
+        self.busy: dict[str, float] = defaultdict(float)  # seconds of tests and fixtures, per worker
+        self.started = time.perf_counter()
         self.paces: list[float] = []  # before the first test and after the last (--slow-limit only)
 
     def limit(self, base: float) -> float:
         return base * max(self.paces, default=1.0)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        gateway = getattr(getattr(report, "node", None), "gateway", None)  # the pytest-xdist worker it ran on
+        self.busy[getattr(gateway, "id", "main")] += report.duration
         if report.when not in ("setup", "call"):
             return
         props = dict(report.user_properties)
@@ -127,10 +131,11 @@ class _Tally:
         for name, seconds in props.get(_FIXED_KEY, []):
             self.fixed[name] += seconds
 
-    def over(self, base: float) -> list[tuple[str, float]]:
+    def over(self, base: float, floor: float = 1.0) -> list[tuple[str, float]]:
+        """Unlisted tests over the scaled limit (with ``floor`` 0.5: over half of it)."""
         listed = read_slow_list()
         limit = self.limit(base)
-        return sorted(((n, s) for n, s in self.own.items() if s > limit and not _listed(n, listed)),
+        return sorted(((n, s) for n, s in self.own.items() if s > limit * floor and not _listed(n, listed)),
                       key=lambda x: -x[1])
 
 
@@ -151,6 +156,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         tr.section("fixed costs: session and module fixtures, seconds to set up (summed over workers)")
         for name, seconds in fixed:
             tr.write_line(f"{seconds:8.2f}s  {name}")
+    if len(tally.busy) > 1:
+        wall = time.perf_counter() - tally.started
+        tr.write_line(f"busy per worker (tests and fixtures; session {wall:.0f} s): "
+                      + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(tally.busy.items())))
     limit = config.getoption("--slow-limit")
     if limit is None:
         return
@@ -162,6 +171,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         for nodeid, seconds in over:
             tr.write_line(f"{seconds:8.2f}s  {nodeid}")
         tr.write_line("make them faster, or list each with the reason it needs the time")
+    if near := [(n, s) for n, s in tally.over(limit, floor=0.5) if s <= scaled]:
+        tr.section(f"near the line: unlisted tests over {scaled / 2:.0f} s (a slower machine may take them past it)")
+        for nodeid, seconds in near:
+            tr.write_line(f"{seconds:8.2f}s  {nodeid}")
 
 
 @pytest.hookimpl(trylast=True)

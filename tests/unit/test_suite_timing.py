@@ -71,10 +71,19 @@ def test_on_a_machine_slower_than_the_reference_the_limit_grows_by_the_pace_and_
     assert out.returncode == 0, out.stdout + out.stderr
     assert "slow-test limit: 1 s x pace 3.00" in out.stdout and "= 3 s" in out.stdout
     assert "not listed" not in out.stdout
+
     # Past even the scaled limit, the test still fails the run.
     out = _run(tmp_path, "--slow-limit", "0.3", listed="", reference="0.000001")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "test_generated.py::test_slow_unlisted" in out.stdout.split("not listed", 1)[1]
+
+
+def test_an_unlisted_test_past_half_the_limit_is_named_without_failing_the_run(tmp_path: Path) -> None:
+    out = _run(tmp_path, "--slow-limit", "2", listed="test_generated.py::test_slow_listed  # sleeps on purpose\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    near = out.stdout.split("near the line: unlisted tests over 1 s", 1)[1]
+    assert "test_generated.py::test_slow_unlisted" in near
+    assert "test_slow_listed" not in near and "test_quick" not in near
 
 
 def test_with_every_slow_test_listed_the_run_passes(tmp_path: Path) -> None:
