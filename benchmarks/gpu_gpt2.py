@@ -22,7 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def main() -> None:
-    from clustertune.train.bench import SIZES, VARIANTS, BenchSpec, report, run_side_by_side
+    from clustertune.train.bench import BenchSpec, report, run_side_by_side
+    from clustertune.train.bench_names import SIZES, VARIANTS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", choices=SIZES, default="auto", help="gpt2 on a GPU and tiny on CPU by default")

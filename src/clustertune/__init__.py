@@ -12,12 +12,17 @@ The Python API mirrors the command line::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from clustertune.lazy import exports
 
 if TYPE_CHECKING:
+    from clustertune.api import run
+    from clustertune.calls.functions import function, get_ref
+    from clustertune.calls.objects import cls
     from clustertune.errors import UserError
     from clustertune.recipe import Recipe, load_recipe, shipped_recipes
+    from clustertune.remote.cluster import cluster
     from clustertune.remote.envs import Env
     from clustertune.runs import Run, RunState, get_run, list_runs
 
@@ -31,55 +36,14 @@ _LAZY: dict[str, str] = {
     "get_run": "clustertune.runs", "list_runs": "clustertune.runs",
     # what a remote call runs in: ct.Env(requirements=[...], site_packages_from=..., secrets=[...])
     "Env": "clustertune.remote.envs",
+    "run": "clustertune.api",  # a recipe's run, or a resume: clustertune.api.run
+    # Runhouse-style remote execution: ct.cluster(name), ct.function(fn).to(...), ct.get_ref(key), ct.cls(Class)
+    "cluster": "clustertune.remote.cluster", "function": "clustertune.calls.functions",
+    "get_ref": "clustertune.calls.functions", "cls": "clustertune.calls.objects",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'clustertune' has no attribute {name!r}")
-
-
-def run(*args, **kwargs):  # noqa: ANN002, ANN003 - signature documented on clustertune.api.run
-    """Run a recipe or resume a run; see :func:`clustertune.api.run`."""
-    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.api import run as _run
-
-    return _run(*args, **kwargs)
-
-
-def cluster(name: str, accept_new_host_keys: bool = False):  # noqa: ANN201 - lazy import keeps the CLI's start cheap
-    """A configured SSH cluster; see :func:`clustertune.remote.cluster.cluster`."""
-    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.remote.cluster import cluster as _cluster
-
-    return _cluster(name, accept_new_host_keys)
-
-
-def function(fn):  # noqa: ANN001, ANN201
-    """Run ``fn`` on a cluster: ``ct.function(fn).to(cluster, env=[...])``."""
-    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.calls.functions import function as _function
-
-    return _function(fn)
-
-
-def get_ref(run_key: str):  # noqa: ANN201
-    """The ref of an earlier remote call, from any process; see :func:`clustertune.calls.functions.get_ref`."""
-    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.calls.functions import get_ref as _get_ref
-
-    return _get_ref(run_key)
-
-
-def cls(klass):  # noqa: ANN001, ANN201
-    """A long-lived remote object: ``ct.cls(Model).to(cluster, env=[...])(*init_args)``."""
-    # Deferred: `import clustertune` stays free of pydantic, cloudpickle and torch.
-    from clustertune.calls.objects import cls as _cls
-
-    return _cls(klass)
+__getattr__, __dir__ = exports(__name__, _LAZY)
 
 
 __all__ = ["Env", "cls", "cluster", "function", "get_ref", "Recipe", "Run", "RunState", "UserError", "get_run", "list_runs", "load_recipe", "run", "shipped_recipes", "__version__"]

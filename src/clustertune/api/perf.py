@@ -1,16 +1,21 @@
 """Estimating and measuring through the one door: memory per device for each strategy
 (``estimate-memory``), and the side-by-side benchmark against transformers' Trainer (``bench``).
-torch is imported when a call needs it."""
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from clustertune.api import devices_of, with_base
+from clustertune.api.runs import devices_of, with_base
 from clustertune.errors import UserError
+from clustertune.models.build import resolve_config
 from clustertune.recipe.schema import Recipe
+from clustertune.train import memory
+from clustertune.train.bench import BenchSpec, report, run_side_by_side
+from clustertune.train.bench_names import SIZES
+from clustertune.train.ds_config import with_deepspeed_json
 
 
 @dataclass(frozen=True)
@@ -35,10 +40,6 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     """Parameter, gradient, optimizer and activation memory per device for each strategy, for a
     run over ``devices`` (default: the recipe's launch section), against ``gpu`` (default: this
     machine's)."""
-    # Deferred: the estimator and the model config import torch and transformers.
-    from clustertune.models.build import resolve_config
-    from clustertune.train import memory
-    from clustertune.train.ds_config import with_deepspeed_json
 
     recipe = with_base(recipe)  # a run:<run> base: that run's final model, as `run` takes it
     recipe = with_deepspeed_json(recipe)  # a DeepSpeed JSON's own ZeRO stage and offload
@@ -60,22 +61,10 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     return MemoryReport(recipe, memory.model_shape(config, recipe.task, recipe), world, mixed, dev, rows, list(notes))
 
 
-def bench_variants() -> tuple[str, ...]:
-    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
-    from clustertune.train.bench import VARIANTS
-
-    return tuple(VARIANTS)
-
-
 def bench(size: str, batches: list[int] | None, steps: int | None, skip: int | None, layers: int | None,
           repeats: int, variants: list[str], echo: Callable[[str], None]) -> list[str]:
     """Each variant (clustertune's loop compiled and eager, Trainer as is and tuned) measured in
     a fresh process at each batch size, ``repeats`` times in alternating order; the report's lines."""
-    from dataclasses import replace
-
-    # Deferred: the benchmark harness starts torch processes; the CLI's start-up imports this module.
-    from clustertune.train.bench import SIZES, BenchSpec, report, run_side_by_side
-
     if size not in SIZES:
         raise UserError(f"--size: {size!r} is not one of {', '.join(SIZES)}")
     spec = BenchSpec.preset(size)

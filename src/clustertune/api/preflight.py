@@ -23,16 +23,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clustertune.errors import RecipeError, UserError
+from clustertune.errors import LaunchError, RecipeError, UserError
 from clustertune.extras import install_hint
+from clustertune.launch.submit import planned_world_size
+from clustertune.models.adapters import check_adapter
+from clustertune.models.build import check_sequence_fits, resolve_config
+from clustertune.models.heads import auto_class
 from clustertune.models.local import checkpoint_refs, config_dir, locate_model
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import local_problems, located
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.store import runs_root
 from clustertune.tasks import task_of
+from clustertune.train.cls_metrics import metric_functions
+from clustertune.train.ds_config import resolve_deepspeed_json
+from clustertune.train.metrics import check_trackers
+from clustertune.train.reward_style import load_reward
+from clustertune.use.bases import checkpoint_target
 
 PathLike = str | os.PathLike[str]
 
@@ -114,8 +123,6 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
     if recipe.rl is None:
         _model_checks(recipe, root, need_base, g)
     else:  # the task's checks found the run: and local models; hub names are read when the run loads them
-        # Deferred: beside the tasks' registry this module imports lazily as well.
-        from clustertune.recipe.rl_schema import model_refs
 
         g.not_checked += [f"{key}: {ref!r} is a hub model with nothing cached here; it is read when the run "
                           "loads it" for key, ref in model_refs(recipe.rl)
@@ -130,9 +137,6 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
 def _deepspeed_json(recipe: Recipe, g: _Gather) -> Recipe:
     """The recipe resolved against its DeepSpeed JSON with the plan's number of processes: what
     the run trains (the JSON's values for the keys the recipe leaves unset), or its problems."""
-    # Deferred: the launcher's modules, for recipes with a DeepSpeed JSON only.
-    from clustertune.launch.submit import planned_world_size
-    from clustertune.train.ds_config import resolve_deepspeed_json
 
     if not recipe.train.deepspeed_config or recipe.train.strategy != "deepspeed":
         return recipe
@@ -146,9 +150,6 @@ def _deepspeed_json(recipe: Recipe, g: _Gather) -> Recipe:
 def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> None:
     """The model's config (from its run, directory, cache or type) with the overrides applied,
     built on the meta device, against the recipe's sequence length and adapter."""
-    # Deferred: they import transformers (and torch for the build), which a recipe with a hub model
-    # that is not cached here never needs.
-    from clustertune.models.local import locate_model
 
     m = recipe.model
     ref = m.name_or_path
@@ -243,8 +244,6 @@ def _checkpoint_checks(recipe: Recipe, root: str, g: _Gather) -> None:
     """Every ``run:<run>@step-N`` named as a model: the run and its checkpoint of step N are
     there, signed, every file's digest right, and it is one a model can be built from (not
     TRL's, not shards). Found ones are kept for the model checks."""
-    # Deferred: the checkpoint checks read safetensors and the training side's signatures.
-    from clustertune.use.bases import checkpoint_target
 
     for key, ref in checkpoint_refs(recipe):
         if key in g.keys():
@@ -283,9 +282,6 @@ def _cached(name: str, revision: str | None = None) -> Path | None:
 
 
 def _build_checks(recipe: Recipe, g: _Gather) -> None:
-    # Deferred: transformers and torch, for recipes that have a config to build.
-    from clustertune.models.adapters import check_adapter
-    from clustertune.models.build import check_sequence_fits, resolve_config
 
     config = g.run("model", resolve_config, recipe, None)
     if config is None:
@@ -299,9 +295,8 @@ def _build_checks(recipe: Recipe, g: _Gather) -> None:
 def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
     """The model built from ``config`` on the meta device: its class checks what its config
     holds (a width that its heads do not divide, a zero size) as it will when the run builds it."""
-    # Deferred: torch and transformers' model classes, for recipes with a config to build.
+    # Deferred: torch, for recipes with a config to build.
     import torch
-    from clustertune.models.heads import auto_class
 
     auto = auto_class(recipe.traits.head)
     try:
@@ -320,10 +315,6 @@ def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
 def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
     """What the recipe names that this machine must import or read: metric and reward functions,
     trackers; and a recipe always runs under torchrun."""
-    # Deferred: the training side's checks import torch and the trackers' registries.
-    from clustertune.errors import LaunchError
-    from clustertune.train.metrics import check_trackers
-    from clustertune.train.reward_style import load_reward
 
     if recipe.launch.runner != "torchrun":
         g.run("launch.runner", _raise, LaunchError(
@@ -342,8 +333,6 @@ def _user_code_checks(recipe: Recipe, g: _Gather) -> None:
         g.add([("train.optimizer", f"{recipe.train.optimizer} needs bitsandbytes, which is not installed here: "
                                    f"{install_hint('qlora')}, or use adamw")])
     if recipe.train.metrics:
-        # Deferred: it imports the metric libraries, which only recipes naming metrics need.
-        from clustertune.train.cls_metrics import metric_functions
 
         g.run("train.metrics", metric_functions, recipe.train.metrics, recipe.model.num_labels or 2)
     for i, r in enumerate(recipe.rl.rewards if recipe.rl is not None else []):

@@ -18,13 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clustertune.api.data import cache_root
+from clustertune.api.runs import launch_command, refreshed
+from clustertune.api.tinker_proxy import TinkerProxy, rsync_fetcher
+from clustertune.calls.host_job import cluster_of
 from clustertune.errors import UserError
 from clustertune.extras import install_hint
 from clustertune.runs.paths import HostRunPaths
+from clustertune.remote.transport import ssh_env
 from clustertune.runs.run import Run
+from clustertune.runs.store import runs_root as default_runs_root
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Limits
 from clustertune.serve.listen import ServeError
+from clustertune.serve.tinker.service import TinkerService
 from clustertune.serve.server import (API_KEY_ENV, Served, Server, check_options, model_id_of, prepare,
                                        resolve_api_key)
 from clustertune.use.load import find_target
@@ -71,10 +78,6 @@ def tinker_service(*, runs_root: str | os.PathLike[str] | None, device: str | No
         import tinker  # noqa: F401
     except ImportError:
         raise UserError(f"--tinker needs the tinker SDK (its protobuf schema): {install_hint('tinker')}") from None
-    # Deferred: the Tinker service imports the SDK's schema, which plain serving does without.
-    from clustertune.runs.store import runs_root as default_runs_root
-    from clustertune.serve.tinker.service import TinkerService
-
     if tinker_dir is None:
         run_dir = os.environ.get(RUN_DIR_ENV)
         tinker_dir = Path(run_dir) / "tinker" if run_dir else default_runs_root(runs_root) / "tinker"
@@ -138,9 +141,6 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
     (``launch.backend=ssh launch.cluster=NAME``) the model directory travels as a content-addressed
     snapshot (``launch.files``: sent once per host and content), and the server starts in the
     run's directory there; :func:`forward` brings its port here."""
-    # Deferred: launching loads the backends, which the CLI's start-up does without.
-    from clustertune.api import launch_command, refreshed
-
     if api_key is not None:
         raise UserError(f"--api-key with launch keys would be written into the run's files (its command); "
                         f"set {API_KEY_ENV} in the environment instead, which the job inherits")
@@ -218,9 +218,6 @@ def _address(run: Run) -> dict[str, Any] | None:
     or in the host's copy of it (SSH)."""
     text = None
     if run.info.backend == "ssh":
-        # Deferred: the SSH transport, which serving from this process never needs.
-        from clustertune.calls.host_job import cluster_of
-
         node = int((run.info.remote or {}).get("nodes", [0])[0])
         cluster = cluster_of(run)
         where = posixpath.join(HostRunPaths(cluster.root(node), run.id).run_dir, run.paths.serve_address.name)
@@ -259,11 +256,6 @@ def tinker_forward(sub: Submitted, local_port: int = 0) -> tuple[Forward, Any]:
     """A Tinker server on an SSH host brought to ``127.0.0.1:local_port`` here: the ``ssh -L``
     forward on a free port and the proxy in front of it that copies each base's tokenizer here
     (:mod:`~clustertune.api.tinker_proxy`). Close both when done."""
-    # Deferred: the SSH transport and the proxy's HTTP stack, which serving from this process never needs.
-    from clustertune.api.data import cache_root
-    from clustertune.api.tinker_proxy import TinkerProxy, rsync_fetcher
-    from clustertune.calls.host_job import cluster_of
-
     fwd = forward(sub, 0)
     node = int((sub.run.info.remote or {}).get("nodes", [0])[0])
     conn = cluster_of(sub.run).conn(node)
@@ -281,9 +273,6 @@ def tinker_follow(sub: Submitted, local_port: int = 0) -> Any:
     the job lives: the proxy reads the job's address from the run directory (the cluster's
     shared filesystem) and reads it again when the job comes back elsewhere after a requeue.
     Tokenizers are where the server reports them (the same filesystem)."""
-    # Deferred: the proxy's HTTP stack, which serving from this process never needs.
-    from clustertune.api.tinker_proxy import TinkerProxy
-
     def where() -> str | None:
         a = _address(sub.run)
         return f"http://{a['host']}:{a['port']}" if a else None
@@ -296,10 +285,6 @@ def forward(sub: Submitted, local_port: int = 0, timeout: float = 30.0) -> Forwa
     the host's ssh settings (key, known hosts, jump hosts); returns once the port answers."""
     import socket
     import subprocess
-
-    # Deferred: the SSH transport, which serving from this process never needs.
-    from clustertune.calls.host_job import cluster_of
-    from clustertune.remote.transport import ssh_env
 
     if sub.address is None or sub.run.info.backend != "ssh":
         raise UserError(f"run {sub.run.id} is not serving on an SSH host")

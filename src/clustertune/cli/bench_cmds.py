@@ -6,8 +6,7 @@ from typing import Optional
 
 import typer
 
-from clustertune.api.perf import bench as run_bench
-from clustertune.api.perf import bench_variants
+from clustertune import api
 from clustertune.errors import UserError
 
 
@@ -21,7 +20,7 @@ def bench(
     layers: Optional[int] = typer.Option(None, "--layers", help="Override the number of layers."),
     repeats: int = typer.Option(1, "--repeats", help="Runs of each, alternating order; the median is "
                                 "reported (use 3 or more on a shared or noisy machine)."),
-    variants: str = typer.Option(",".join(bench_variants()), "--variants", help="Which to run, comma-separated."),
+    variants: str = typer.Option(",".join(api.bench_variants()), "--variants", help="Which to run, comma-separated."),
 ) -> None:
     """Tokens/s, MFU and peak memory of clustertune's loop (compiled and eager) and of
     Trainer (defaults, and with torch.compile + fused AdamW), each in its own process, with ratios."""
@@ -31,5 +30,5 @@ def bench(
     except ValueError:
         raise UserError(f"--batch: {batch!r} is not a comma-separated list of integers") from None
     chosen = [v.strip() for v in variants.split(",") if v.strip()]
-    lines = run_bench(size, batches, steps, skip, layers, repeats, chosen, echo=lambda s: print(s, flush=True))
+    lines = api.perf.bench(size, batches, steps, skip, layers, repeats, chosen, echo=lambda s: print(s, flush=True))
     print("\n".join(lines))

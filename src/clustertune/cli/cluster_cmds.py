@@ -8,6 +8,9 @@ from typing import List, Optional
 
 import typer
 
+from clustertune import api
+from clustertune.errors import ClusterError
+
 
 def _print_table(header: list[str], rows: list[list[str]]) -> None:
     from rich.console import Console
@@ -34,36 +37,28 @@ def cluster_add(
     python: Optional[str] = typer.Option(None, "--python", help="The hosts' Python (default python3)."),
 ) -> None:
     """Add (or replace) a cluster in the user config file."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.errors import ClusterError
-    from clustertune.remote.config import HostSpec, add_cluster, clusters_file
-
     for option, given in (("--key", key), ("--known-hosts", known_hosts)):
         if given is not None and not given.expanduser().is_file():
             raise ClusterError(f"{option} {given}: no such file; give the path of an existing file (nothing was saved)")
-    specs = [HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
+    specs = [api.clusters.HostSpec.parse(h, user=user, port=port, key=str(key.expanduser().resolve()) if key else None,
                             jump=jump, root=root, known_hosts=str(known_hosts.expanduser().resolve()) if known_hosts else None,
                             python=python) for h in hosts]
     labels = [s.label for s in specs]
     twice = sorted({lb for lb in labels if labels.count(lb) > 1})
     if twice:  # one root for all: two nodes on one host would share their run and env folders
         raise ClusterError(f"host {twice[0]} is given twice; name each host once (nothing was saved)")
-    spec = add_cluster(name, specs)
-    print(f"cluster {spec.name}: {len(spec.hosts)} host(s) saved in {clusters_file()}; "
+    spec = api.clusters.add_cluster(name, specs)
+    print(f"cluster {spec.name}: {len(spec.hosts)} host(s) saved in {api.clusters.clusters_file()}; "
           f"`clustertune cluster check {spec.name}` tries them")
 
 @cluster_app.command("ls")
 def cluster_ls() -> None:
     """List clusters and their hosts (cloud clusters with their GPUs, price and autostop)."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cloud import cloud_clusters
-    from clustertune.remote.config import list_clusters
-
-    found = list_clusters()
+    found = api.clusters.list_clusters()
     if not found:
         print("no clusters yet; `clustertune cluster add NAME HOST...` or `clustertune cluster up NAME --gpus A10G:1`")
         return
-    clouds = cloud_clusters()
+    clouds = api.clusters.cloud_clusters()
 
     def cloud_cols(name: str) -> list[str]:
         m = clouds.get(name)
@@ -88,12 +83,8 @@ def cluster_up(
                                            help="Stop the machines after this much idle time (e.g. 30m, 2h)."),
 ) -> None:
     """Start machines on a cloud (or reuse them) and register them as an SSH cluster."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.calls.clusters import up
-    from clustertune.remote.cloud import CloudSpec, parse_autostop
-
-    spec = CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
-    record, fingerprints = up(name, spec, parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
+    spec = api.clusters.CloudSpec(gpus=gpus, infra=infra, nodes=nodes, spot=spot)
+    record, fingerprints = api.clusters.up(name, spec, api.clusters.parse_autostop(autostop), on_progress=lambda line: print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr))
     print(f"cluster {name}: {len(record['nodes'])} host(s) on {record.get('cloud')} {record.get('region') or ''}, "
           f"{record.get('accelerators')}")
     print("host keys pinned (trust on first use; checked strictly from now on):")
@@ -108,10 +99,7 @@ def cluster_check(
                                               help="Trust hosts whose key is not known yet (never a changed key)."),
 ) -> None:
     """Reachable? Python version, GPUs and memory, free disk, envs present, per host."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cluster import Cluster
-
-    rows = Cluster.named(name, accept_new_host_keys).check()
+    rows = api.clusters.Cluster.named(name, accept_new_host_keys).check()
     bad = [r for r in rows if not r.get("ok")]
     table = []
     for r in rows:
@@ -122,9 +110,6 @@ def cluster_check(
         table.append([r["host"], "yes", r["python"], gpus, f"{r['free_disk_gib']} GiB", str(len(r["envs"]))])
     _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
     if bad:
-        # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-        from clustertune.errors import ClusterError
-
         raise ClusterError("\n".join(r["error"] for r in bad))
 
 @cluster_app.command("down")
@@ -134,16 +119,11 @@ def cluster_down(
 ) -> None:
     """Stop everything clustertune started on the cluster's hosts; a cloud cluster's machines
     are then torn down (refused while runs are active or keep their results there)."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.calls import clusters
-    from clustertune.remote import cloud
-    from clustertune.remote.cluster import Cluster
-
-    if cloud.load_meta(name) is not None:
-        clusters.down(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
+    if api.clusters.is_cloud(name):
+        api.clusters.down_cloud(name, force=force, on_progress=lambda line: print(line, end="", file=sys.stderr))
         print(f"cloud cluster {name}: torn down and forgotten")
         return
-    for r in Cluster.named(name).down():
+    for r in api.clusters.Cluster.named(name).down():
         print(f"{r['host']}: stopped {len(r['stopped'])} run(s)" + (f": {', '.join(r['stopped'])}" if r["stopped"] else ""))
 
 @cluster_app.command("gc")
@@ -152,19 +132,13 @@ def cluster_gc(
     older_than_days: float = typer.Option(7.0, "--older-than-days", help="Remove what is older than this."),
 ) -> None:
     """Remove finished runs, code snapshots and envs older than the limit from the hosts."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cluster import Cluster
-
-    for r in Cluster.named(name).gc(older_than_days):
+    for r in api.clusters.Cluster.named(name).gc(older_than_days):
         print(f"{r['host']}: removed {len(r['removed'])}" + "".join(f"\n  {p}" for p in r["removed"]))
 
 @cluster_app.command("rm")
 def cluster_rm(name: str = typer.Argument(..., help="Cluster name.")) -> None:
     """Forget a cluster (nothing on its hosts is touched)."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.config import remove_cluster
-
-    remove_cluster(name)
+    api.clusters.remove_cluster(name)
     print(f"cluster {name} removed")
 
 
@@ -174,10 +148,7 @@ def sync(
     remote: Optional[str] = typer.Argument(None, help="Remote folder; relative paths are under each host's root."),
 ) -> None:
     """rsync a folder to every host of a cluster (respecting .gitignore)."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cluster import Cluster
-
-    c = Cluster.named(name)
+    c = api.clusters.Cluster.named(name)
     for host, dest in zip(c.hosts, c.sync(local, remote)):
         print(f"{host.label}: {dest}")
 
@@ -195,22 +166,14 @@ def exec_(
 ) -> None:
     """Run a command on the cluster's hosts, env activated, as a run with an id and logs.
     On hosts without a GPU, torch in --env comes from PyTorch's CPU wheels."""
-    # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-    from clustertune.remote.cluster import Cluster
-    from clustertune.remote.envs import Env
-    from clustertune.calls.functions import remote_exec
-
     command = list(command)
     if command and command[0] == "--":  # click keeps the separator when options stop at NAME
         command = command[1:]
     if workdir is not None and not workdir.is_dir():  # before any host is asked
-        # Deferred: the cluster modules load cloudpickle, which the CLI's start-up does without.
-        from clustertune.errors import ClusterError
-
         raise ClusterError(f"--workdir {workdir}: not a folder; give the local folder to send as the working directory")
-    c = Cluster.named(name)
+    c = api.clusters.Cluster.named(name)
     nodes = [c.host_index(int(h) if h.isdigit() else h) for h in host] if host else None
-    run, answers = remote_exec(c, list(command), hosts=nodes, env=Env(requirements=tuple(env or ()), site_packages_from=site_packages_from),
+    run, answers = api.clusters.remote_exec(c, list(command), hosts=nodes, env=api.clusters.Env(requirements=tuple(env or ()), site_packages_from=site_packages_from),
                                workdir=workdir.resolve() if workdir else None, cwd=cd, wait=not detach, stream=not detach,
                                gpus=gpus)
     print(f"run {run.id}", file=sys.stderr)

@@ -14,7 +14,6 @@ from clustertune.cli.completion import complete_override, complete_recipe
 from clustertune.cli.tables import print_table
 from clustertune.errors import DataError
 from clustertune import api
-from clustertune.api import data as api_data
 from clustertune.recipe.load import load_recipe
 
 CacheDir = typer.Option(None, "--cache-dir", help="Cache root (default: data.cache_dir, $CLUSTERTUNE_CACHE, ~/.cache/clustertune).")
@@ -49,7 +48,7 @@ def _source(inputs: dict) -> str:
 
 def _cache_root(cache_dir: Path | None) -> Path:
     """The cache root ``cache ls|rm|verify`` look at."""
-    return api_data.cache_root(cache_dir)
+    return api.data.cache_root(cache_dir)
 
 
 def prepare(
@@ -62,7 +61,7 @@ def prepare(
     """Tokenize (and pack) a recipe's data once into the content-addressed cache."""
     r = api.validate(recipe, overrides or [], need_base=True).recipe  # what `run` would refuse, before any work
     t0 = time.perf_counter()
-    p = api_data.prepare(r, workers=workers, force=force, cache_dir=cache_dir)
+    p = api.data.prepare(r, workers=workers, force=force, cache_dir=cache_dir)
     secs = time.perf_counter() - t0
     tr, va = p.counts("train"), p.counts("validation")
     print(f"fingerprint {p.fingerprint} ({'cache hit' if p.hit else 'prepared'} in {secs:.2f}s)")
@@ -91,7 +90,7 @@ def cache_ls(cache_dir: Optional[Path] = CacheDir,
              as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout.")) -> None:
     """Prepared entries: fingerprint, task, source, samples, tokens, size, age."""
     root = _cache_root(cache_dir)
-    entries = api_data.cache_entries(root)
+    entries = api.data.cache_entries(root)
     if as_json:
         print(json.dumps([_entry_record(m) for m in entries], indent=2))
         return
@@ -127,13 +126,13 @@ def cache_rm(
     """Remove prepared entries (waits for a prepare of the same fingerprint to finish)."""
     root = _cache_root(cache_dir)
     if all_:
-        targets = [m.dir for m in api_data.cache_entries(root)]
+        targets = [m.dir for m in api.data.cache_entries(root)]
     elif fingerprints:
-        targets = api_data.find_cache_entries(root, fingerprints)
+        targets = api.data.find_cache_entries(root, fingerprints)
     else:
         raise DataError("give fingerprints to remove (`clustertune cache ls` lists them) or --all")
     for d in targets:
-        api_data.remove_cache_entry(d)
+        api.data.remove_cache_entry(d)
         print(f"removed {d}")
 
 @cache_app.command("verify")
@@ -143,11 +142,11 @@ def cache_verify(
 ) -> None:
     """Check every file's size and sha256 against its manifest; exit 2 if any is bad."""
     root = _cache_root(cache_dir)
-    dirs = api_data.find_cache_entries(root, fingerprints) if fingerprints else api_data.entry_dirs(root)
+    dirs = api.data.find_cache_entries(root, fingerprints) if fingerprints else api.data.entry_dirs(root)
     bad = []
     for d in dirs:
         try:
-            m = api_data.read_entry(d)
+            m = api.data.read_entry(d)
             m.verify()
             print(f"ok   {d.name}  {len(m.files)} files, {_mb(m.total_bytes)}")
         except DataError as exc:
@@ -166,7 +165,7 @@ def stage(
 ) -> None:
     """Copy a recipe's prepared data to DEST (what data.stage_to does on each node), verified."""
     r = load_recipe(recipe, overrides or [])
-    p, res = api_data.stage(r, dest, cache_dir=cache_dir)
+    p, res = api.data.stage(r, dest, cache_dir=cache_dir)
     print(f"staged {p.fingerprint} to {res.dir}")
     print(f"  {_mb(res.copied_bytes)} copied ({res.copied_files} of {res.files} files; the rest were there and valid) "
           f"in {res.seconds:.2f}s, {res.mb_per_s:.0f} MB/s")
@@ -181,7 +180,7 @@ def fetch(
     """On a machine with internet: download the recipe's hub model, tokenizer and dataset into
     STORE and write a recipe that uses those copies (for nodes without internet)."""
     r = load_recipe(recipe, overrides or [])
-    res = api_data.fetch(r, store, out, prepare_data=not no_prepare)
+    res = api.data.fetch(r, store, out, prepare_data=not no_prepare)
     for key, name, dest in res.fetched:
         print(f"{key}: {name} -> {dest}")
     if not res.fetched:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -12,9 +12,10 @@ from rich.table import Table
 
 from clustertune.cli.completion import complete_override, complete_recipe
 from clustertune.doctor import checks
-from clustertune.api.perf import MemoryReport
-from clustertune.api.perf import estimate_memory as estimate_memory_of
 from clustertune import api
+
+if TYPE_CHECKING:
+    from clustertune.api.perf import MemoryReport
 
 
 def _gib(n: int) -> str:
@@ -45,7 +46,7 @@ def estimate_memory(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON on stdout (sizes in bytes)."),
 ) -> None:
     """Parameter, gradient, optimizer and activation memory per device for each strategy."""
-    m = estimate_memory_of(api.validate(recipe, overrides or [], need_base=True).recipe, devices, gpu)
+    m = api.perf.estimate_memory(api.validate(recipe, overrides or [], need_base=True).recipe, devices, gpu)
     if as_json:
         print(json.dumps(_memory_record(m), indent=2))
         return

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import typer
 
+from clustertune import api
 from clustertune.cli.completion import complete_launch_key
 
 from clustertune.errors import UserError
@@ -53,10 +54,7 @@ def serve(
     """Serve a trained model over OpenAI's chat-completions protocol (/v1/chat/completions,
     /v1/completions, /v1/models, /health) until Ctrl-C; with --tinker, the Tinker training API too."""
 
-    # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
-    from clustertune.api import serving
-
-    limits = serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens, max_body=max_body)
+    limits = api.serving.Limits(running=max_running, waiting=max_waiting, max_tokens=max_tokens, max_body=max_body)
     if model is not None and model.startswith("launch.") and "=" in model:
         launch_keys, model = [model, *(launch_keys or [])], None
     if launch_keys and tinker and model is not None:
@@ -76,7 +74,7 @@ def serve(
                             "are taken; options such as --port go before or after them with their dashes")
         on_ssh = any(k.replace(" ", "") == "launch.backend=ssh" for k in launch_keys)
         # On SSH hosts --port is this machine's end of the forward; the server takes any free port there.
-        sub = serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=0 if on_ssh or tinker else port or 0,
+        sub = api.serving.submit(model, launch_keys, runs_root=runs_root, host=host, port=0 if on_ssh or tinker else port or 0,
                              api_key=api_key,
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
@@ -111,7 +109,7 @@ def serve(
     def ready(served: Any) -> None:
         print(f"serving {served.model_id} at {served.base_url}", file=sys.stderr, flush=True)
 
-    serving.serve(model, on_listening=listening, on_ready=ready if model is not None else None, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
+    api.serving.serve(model, on_listening=listening, on_ready=ready if model is not None else None, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
                   limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir,
                   tinker_save_every=tinker_save_every)
@@ -122,25 +120,21 @@ def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:
     (`clustertune cancel` from anywhere)."""
     import time
 
-    # Deferred: serving loads asyncio and the engine, which the CLI's start-up does without.
-    from clustertune import api
-    from clustertune.api import serving
-
     run = sub.run
     proxy = None
     a = sub.address
     fwd = None
     try:
         if tinker and run.info.backend != "ssh":
-            proxy = serving.tinker_follow(sub, local_port)
+            proxy = api.serving.tinker_follow(sub, local_port)
             print(f"run {run.id}: Tinker API at {proxy.base_url} (the job on {a['node']}:{a['port']}; followed "
                   "when it is requeued)", flush=True)
         elif tinker:
-            fwd, proxy = serving.tinker_forward(sub, local_port)
+            fwd, proxy = api.serving.tinker_forward(sub, local_port)
             print(f"run {run.id}: Tinker API at {proxy.base_url} (forwarded to {a['node']}:{a['port']}; "
                   "tokenizers are copied here as clients ask for them)", flush=True)
         else:
-            fwd = serving.forward(sub, local_port)
+            fwd = api.serving.forward(sub, local_port)
             print(f"run {run.id}: serving {a['model']} at {fwd.base_url} (forwarded to {a['node']}:{a['port']})",
                   flush=True)
     except BaseException:

@@ -29,13 +29,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from clustertune.data.prepare import Arrays
 from clustertune.errors import UserError
+from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
-from clustertune.recipe.load import dump_recipe, load_recipe
+from clustertune.train.bench_names import VARIANTS
+from clustertune.train.execute import make_strategy
+from clustertune.train.fastpath import pad_vocab, vocab_multiple
+from clustertune.train.loop import train_loop
+from clustertune.train.precision import reset_accelerate_state
+from clustertune.train.throughput import device_peak_flops, flops_per_token, mfu
 
-VARIANTS = ("clustertune", "clustertune-eager", "trainer", "trainer-compile")
-SIZES = ("auto", "tiny", "small", "gpt2")
 
 
 class BenchError(UserError):
@@ -103,8 +108,6 @@ def _flops_per_token(spec: BenchSpec) -> float:
     import torch
     from transformers import GPT2LMHeadModel
 
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.throughput import flops_per_token
 
     with torch.device("meta"):  # the unpadded model: the useful work is the same for every variant
         return flops_per_token(GPT2LMHeadModel(_config(spec)), spec.seq)
@@ -121,17 +124,6 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
     import numpy as np
     import torch
     from transformers import GPT2LMHeadModel
-
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.prepare import Arrays
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.execute import make_strategy
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.precision import reset_accelerate_state
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.fastpath import pad_vocab, vocab_multiple
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.loop import train_loop
 
     recipe = load_recipe({
         "name": "bench",
@@ -203,8 +195,6 @@ def measure_trainer(spec: BenchSpec, compiled: bool, workdir: Path) -> float:
 def measure(variant: str, spec: BenchSpec) -> dict[str, Any]:
     import torch
 
-    # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
-    from clustertune.train.throughput import device_peak_flops, mfu
 
     with tempfile.TemporaryDirectory() as d:
         if variant.startswith("clustertune"):

@@ -1,0 +1,292 @@
+"""Runs through the one door: deciding, describing and starting a run (a recipe's, or a user's
+own command on every rank), validating a recipe, and following, trusting and removing runs.
+Python callers and the CLI reach these as ``clustertune.api.NAME`` (:mod:`clustertune.api`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from clustertune.api.preflight import Where, check
+from clustertune.errors import RecipeError, RunError, UserError
+from clustertune.launch.backends import job_for, refreshed as refresh
+from clustertune.launch.base import follow as follow_lines
+from clustertune.launch.command import load_launch
+from clustertune.launch.submit import (Decided, decide_command as decide_new_command, decide_recipe, decide_resume,
+                                       describe_launch, resolve_base_model, start_launch)
+from clustertune.recipe.checked import Checked
+from clustertune.recipe.launch_checks import gpus_requested
+from clustertune.recipe.load import load_recipe
+from clustertune.recipe.local_paths import absolute_paths
+from clustertune.recipe.schema import Recipe
+from clustertune.runs.dependents import uses_of
+from clustertune.runs.job import Job
+from clustertune.runs.paths import split_step
+from clustertune.runs.run import Run
+from clustertune.runs.store import get_run, list_runs, remove_run
+from clustertune.train.library_logs import libraries_quiet
+from clustertune.train.sealed import vouch_for
+
+Source = Recipe | str | os.PathLike[str] | dict[str, Any]
+Announce = Callable[[str], None]
+
+
+def devices_of(recipe: Recipe) -> int:
+    """How many devices (training processes) a run of ``recipe`` spans: nodes x ranks per node,
+    a node's ranks being ``procs_per_node``, else the GPUs the launch section asks for, else 1."""
+    ln = recipe.launch
+    return ln.nodes * (ln.procs_per_node or gpus_requested(ln) or 1)
+
+
+def _recipe(source: Source | None, overrides: list[str] | None) -> Recipe:
+    if isinstance(source, Recipe):
+        # From the keys set explicitly, so the recipe keeps knowing which ones the caller set.
+        return source if not overrides else load_recipe(source.explicit_plain(), overrides)
+    if source is None:
+        raise UserError("give a recipe (a YAML file or a shipped name; `clustertune recipes` lists them)")
+    return load_recipe(source, overrides)
+
+
+def decide(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    trust_checkpoint: bool = False,
+    show_progress: bool = True,
+    dry: bool = False,
+) -> Decided:
+    """The one decision behind :func:`run` and :func:`dry_run`, before anything changes: a new
+    recipe passes the preflight first (every problem at once, nothing written; :func:`validate`);
+    a resume keeps the run's recipe, and ``overrides`` may change ``launch.*`` keys only (another
+    world size, another partition). :func:`describe` shows it, :func:`start` does it. ``dry``: the
+    decision a dry run describes (nothing is trained or written, no backend is asked)."""
+    if resume is not None:
+        if source is not None:
+            raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
+        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir,
+                             trust_checkpoint=trust_checkpoint, dry=dry)
+    if trust_checkpoint:
+        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
+    held: list[Any] = []  # the libraries' warnings until the run's log exists
+    checked = validate(source, overrides, runs_root_dir=runs_root_dir, library_warnings=held)
+    return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry,
+                         library_warnings=held)
+
+
+def decide_command(
+    user_command: list[str] | None,
+    source: str | os.PathLike[str] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    dry: bool = False,
+) -> Decided:
+    """The decision behind :func:`launch_command`: a user's own command on every rank, with the
+    launch section of ``source`` (a YAML file, its ``launch.files`` read beside it) and
+    ``launch.*`` ``overrides``; or, with ``resume``, the run's own command again. ``dry``: the
+    decision a dry run describes, which is always a new launch's."""
+    if resume is not None:
+        if dry:
+            raise UserError("--dry-run shows a new launch; drop --resume")
+        if source is not None or user_command:
+            raise UserError("--resume runs the run's own command again; give only launch.* keys beside it")
+        return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir)
+    if not user_command:
+        raise UserError("give the command to run after `--`, e.g. "
+                        "`clustertune launch launch.procs_per_node=2 -- python train.py`")
+    section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
+    if source is not None:  # launch.files: relative paths start beside the YAML file, then here
+        section = absolute_paths(section, Path(source).expanduser().parent)
+    return decide_new_command(section, user_command, runs_root_dir=runs_root_dir)
+
+
+def describe(decided: Decided) -> str:
+    """What :func:`start` would do with ``decided``: the plan (and the sbatch script or the
+    hosts' commands); a new run's plan names a run directory not yet made."""
+    return describe_launch(decided)
+
+
+def start(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
+          show_progress: bool = True, wait: bool = True) -> Run:
+    """Do what :func:`decide` or :func:`decide_command` decided: the run (made, or the resumed
+    one), its data, its backend's submit. Returns the finished :class:`Run` (a SLURM run: once
+    submitted; an SSH command with ``wait=False``: once its hosts started it). A failure during
+    training leaves the run FAILED with the reason (and traceback) in run.json. ``announce``:
+    where the run goes and how to follow it, as lines for the user."""
+    return start_launch(decided, command=command, announce=announce, show_progress=show_progress, wait=wait)
+
+
+def run(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+    command: list[str] | None = None,
+    trust_checkpoint: bool = False,
+    announce: Announce | None = None,
+) -> Run:
+    """Run a recipe (a Recipe, a YAML path, a shipped name or a dict) or resume a run by id:
+    :func:`decide`, then :func:`start`. User errors raise :class:`UserError` subclasses before
+    anything is written when they can be found up front."""
+    decided = decide(source, overrides, resume=resume, runs_root_dir=runs_root_dir,
+                     trust_checkpoint=trust_checkpoint, show_progress=show_progress)
+    return start(decided, command=command, announce=announce, show_progress=show_progress)
+
+
+def launch_command(
+    user_command: list[str] | None,
+    source: str | os.PathLike[str] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    command: list[str] | None = None,
+    announce: Announce | None = None,
+    wait: bool = True,
+) -> Run:
+    """Run a user's own command on every rank (``clustertune launch ... -- COMMAND``):
+    :func:`decide_command`, then :func:`start`."""
+    decided = decide_command(user_command, source, overrides, resume=resume, runs_root_dir=runs_root_dir)
+    return start(decided, command=command, announce=announce, wait=wait)
+
+
+def dry_run(
+    source: Source | None = None,
+    overrides: list[str] | None = None,
+    *,
+    resume: str | None = None,
+    runs_root_dir: str | os.PathLike[str] | None = None,
+    user_command: list[str] | None = None,
+) -> str:
+    """The plan (and the sbatch script or the command) that :func:`run` (or, given
+    ``user_command``, :func:`launch_command`) would start, decided as they decide it; nothing
+    starts, nothing is written."""
+    if user_command is None:
+        return describe(decide(source, overrides, resume=resume, runs_root_dir=runs_root_dir, dry=True))
+    return describe(decide_command(user_command, None if source is None else str(source), overrides,
+                                   resume=resume, runs_root_dir=runs_root_dir, dry=True))
+
+
+def validate(source: Source | None, overrides: list[str] | None = None, *,
+             runs_root_dir: str | os.PathLike[str] | None = None, need_base: bool = False,
+             library_warnings: list[Any] | None = None) -> Checked:
+    """The recipe, checked as ``run`` would check it before it starts, with no GPU, network or
+    data (:mod:`clustertune.api.preflight`): every problem at once as one RecipeError; what
+    could not be checked offline in ``not_checked``. ``need_base``: a ``run:<name>`` base must
+    exist already (``run`` would train a shipped recipe's run first). What the libraries warn
+    while the model is built (PEFT, bitsandbytes, transformers) never reaches the terminal: it is
+    appended to ``library_warnings`` (a run writes it into its log), or dropped (``--debug``
+    prints it)."""
+    with libraries_quiet(library_warnings):
+        return _validate(source, overrides, runs_root_dir, need_base)
+
+
+def _validate(source: Source | None, overrides: list[str] | None, runs_root_dir: str | os.PathLike[str] | None,
+              need_base: bool) -> Checked:
+    where = Where.of(source, overrides)
+    try:
+        recipe = _recipe(source, overrides)
+    except RecipeError as exc:
+        if not isinstance(exc.partial, Recipe):
+            raise
+        try:  # the rest of the recipe, checked as well: every problem in one report
+            check(exc.partial, where, runs_root_dir=runs_root_dir, need_base=need_base)
+        except RecipeError as more:
+            seen = [p.key for p in exc.problems]
+            extra = [p for p in more.problems if not any(p.key == k or p.key.startswith(k + ".") for k in seen)]
+            raise RecipeError(exc.problems + extra) from None
+        raise
+    return check(recipe, where, runs_root_dir=runs_root_dir, need_base=need_base)
+
+
+def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None) -> Recipe:
+    """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory (and any
+    ``run:<run>@step-N`` model by that checkpoint written out as a model), as ``run`` resolves it
+    (what prepare and estimate-memory read: the base's tokenizer and config); a missing run is an
+    error here (``run`` would train a shipped recipe's run first)."""
+    return resolve_base_model(recipe, runs_root_dir, train_missing=False)
+
+
+# -- removing runs ------------------------------------------------------------------------------
+
+
+def remove_runs(run_ids: list[str], force: bool = False,
+                runs_root_dir: str | os.PathLike[str] | None = None) -> Iterator[tuple[Run, Path]]:
+    """Delete runs (directories, checkpoints, models), yielding each as it goes. Every id resolves
+    before anything is deleted. Refused, naming why: a run that has not ended (``cancel`` it
+    first), or one another run still uses (its model is that run's base, policy, reference or
+    reward model); ``force`` cancels the first and deletes the second anyway."""
+    found = list({r.id: r for r in (get_run(i, runs_root_dir) for i in run_ids)}.values())
+    live = [r for r in found if not r.state.terminal]
+    if live and not force:
+        names = ", ".join(f"{r.id} ({r.state.value})" for r in live)
+        raise RunError(f"not removed: {names} not ended; `clustertune cancel ID` first, or pass --force")
+    going = {r.id for r in found}
+    others = [r for r in list_runs(runs_root_dir) if r.id not in going]
+    needed = [(r, use) for r in found for use in uses_of(r, others)]
+    if needed and not force:
+        lines = "\n  ".join(f"{r.id} is used by run {u.user.id} ({u.key}: {u.path})" for r, u in needed[:10])
+        raise RunError(f"not removed:\n  {lines}\nremove those runs too (in the same command), or pass --force "
+                       "(they then cannot load their base again)")
+    for r in found:
+        if not r.state.terminal:
+            job(r).cancel()
+            r = r.reload()
+        yield r, remove_run(r, force=True)
+
+
+def trust_checkpoint(ref: str, runs_root_dir: str | os.PathLike[str] | None = None) -> tuple[Path, str | None]:
+    """Sign a run's checkpoint (``RUN@step-N``; ``RUN``: its newest) with this user's key: the
+    user vouches for its files (an unsigned one, or one another user or machine signed), which
+    must still match its state.json. Returns the checkpoint and what was wrong with its
+    signature (None: this user's key had signed it; nothing changed)."""
+    run_ref, step = split_step(ref)
+    run = get_run(run_ref, runs_root_dir)
+    found = run.paths.complete_checkpoints()
+    if step is None:
+        ckpt = found[-1] if found else None
+    else:
+        ckpt = run.paths.checkpoint(step) if run.paths.checkpoint(step) in found else None
+    if ckpt is None:
+        what = f"no checkpoint of step {step}" if step is not None else "no checkpoint"
+        raise RunError(f"run {run.id} has {what} here (its checkpoints: {run.paths.checkpoint_list()}); "
+                       f"`clustertune runs show {run.id}` lists them")
+    return ckpt, vouch_for(ckpt)
+
+
+# -- following a run, whatever runs it ---------------------------------------------------------
+
+
+def job(run: Run) -> Job:
+    """The job of ``run`` as its backend sees it (state, logs, cancel), reattached from run.json."""
+    return job_for(run)
+
+
+def refreshed(run: Run) -> Run:
+    """``run`` with its state asked of its backend when it is not finished (a call may have ended)."""
+    return refresh(run)
+
+
+def follow(run_job: Job, node: int | None = None, poll: float = 0.5) -> Iterator[str]:
+    """The lines of a run's log (one node's, or all) as they are written, until it ends."""
+    return follow_lines(run_job, node, poll=poll)
+
+
+def kept_result_lines(run: Run) -> list[str]:
+    """For a run whose results stayed on its SSH hosts: where they are and how to fetch them."""
+    # Deferred: the SSH results module loads numpy and cloudpickle, which `status` and `runs` do without.
+    from clustertune.launch.ssh.results import kept_result_lines as lines
+
+    return lines(run)
+
+
+__all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "remove_runs", "devices_of", "dry_run", "follow", "job", "kept_result_lines", "launch_command",
+           "refreshed", "run", "trust_checkpoint"]
