@@ -69,7 +69,7 @@ def qlora_layers(base: Path) -> dict[str, float]:
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    from clustertune.train.memory import distinct_bytes, quant_state_tensors
+    from clustertune.train.held_state import distinct_bytes, quant_state_tensors
 
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                                bnb_4bit_compute_dtype=torch.float32)

@@ -79,7 +79,7 @@ def run_one(setup: str, layers: int, width: int, heads: int, a: argparse.Namespa
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from clustertune.train import memory
+    from clustertune.train import held_state
 
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
@@ -126,7 +126,7 @@ def run_one(setup: str, layers: int, width: int, heads: int, a: argparse.Namespa
             opt.step()
             opt.zero_grad(set_to_none=True)
         if step == 0:
-            held = memory.held_around_first_step(before, _held(setup, engine.module if engine else model, opt))
+            held = held_state.held_around_first_step(before, _held(setup, engine.module if engine else model, opt))
             device_bytes = held["params"] + held["grads"] + held["optimizer"]
             if a.max_bytes and device_bytes > a.max_bytes:
                 return {"ok": False, "params": params, "why": f"device state {device_bytes:,} B > --max-bytes"}
@@ -141,14 +141,14 @@ def run_one(setup: str, layers: int, width: int, heads: int, a: argparse.Namespa
 
 
 def _held(setup: str, model: Any, opt: Any) -> dict[str, int]:
-    from clustertune.train import memory
+    from clustertune.train import held_state
 
     if setup == "zero3-offload":
         from clustertune.train.strategies.zero import zero_state_bytes
 
         return zero_state_bytes(model, opt, 3, "params")
-    held = memory.measured_state_bytes(model, opt)
-    return memory.offloaded(held, ("params", "grads", "optimizer")) if setup == "fsdp-offload" else held
+    held = held_state.measured_state_bytes(model, opt)
+    return held_state.offloaded(held, ("params", "grads", "optimizer")) if setup == "fsdp-offload" else held
 
 
 def child(a: argparse.Namespace) -> None:

@@ -55,7 +55,7 @@ def check_state_memory(run_dir: Path, key: str, world: int = 1, threshold: int |
     within 10% of estimate-memory's figures for the run's recipe, adapter included."""
     import clustertune as ct
     from clustertune.models.build import resolve_config
-    from clustertune.train import memory
+    from clustertune.train import held_state, memory
 
     recipe = ct.load_recipe(run_dir / "recipe.yaml")
     shape = memory.model_shape(resolve_config(recipe, None), recipe.task, recipe)
@@ -64,7 +64,7 @@ def check_state_memory(run_dir: Path, key: str, world: int = 1, threshold: int |
     (row,) = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["kind"] == "state_memory"]
     assert len(row["ranks"]) == world
     for rank, held in enumerate(row["ranks"]):
-        for kind in memory.KINDS:
+        for kind in held_state.KINDS:
             want, got = getattr(est, kind), held[kind]
             assert abs(got - want) <= 0.10 * want if want else got == 0, (run_dir.name, key, rank, kind, got, want)
 

@@ -118,7 +118,7 @@ def check_state_memory(run_dir: Path, key: str) -> None:
     within 10% of ``estimate`` for the strategy, at each model size the launch trained."""
     from transformers import AutoConfig
 
-    from clustertune.train import memory
+    from clustertune.train import held_state, memory
 
     dirs = [run_dir, *sorted((run_dir / "sizes").glob("*x*"))]
     assert len(dirs) == 3, dirs
@@ -129,7 +129,7 @@ def check_state_memory(run_dir: Path, key: str) -> None:
         rows = [r for r in read_jsonl(d / "metrics.jsonl") if r["kind"] == "state_memory"]
         assert len(rows) == 1 and rows[0]["step"] == 1 and len(rows[0]["ranks"]) == 2, rows
         for rank, held in enumerate(rows[0]["ranks"]):
-            for kind in memory.KINDS:
+            for kind in held_state.KINDS:
                 want, got = getattr(est, kind), held[kind]
                 assert abs(got - want) <= 0.10 * want if want else got == 0, (d.name, key, rank, kind, got, want)
             # Host memory the model took at build: under FSDP rank 1 built it on the meta device

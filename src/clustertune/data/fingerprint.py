@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.data import builtin
-from clustertune.data.sources import dataset_path_error, not_a_file
+from clustertune.data.source_checks import dataset_path_error, not_a_file
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
-from clustertune.recipe.schema import DataSection, Recipe
+from clustertune.recipe.data_schema import DataSection
+from clustertune.recipe.schema import Recipe
 from clustertune.recipe.task_traits import TaskTraits
 from clustertune.data.labels import LABEL_RULE
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from clustertune.data import builtin
 from clustertune.data.encode import TextEncoder, id_dtype, probe_sample, text_encoder
-from clustertune.data.sources import _read_file, text_lines
+from clustertune.data.source_checks import text_lines
+from clustertune.data.sources import _read_file
 
 CHUNK_TEXTS = 1000
 

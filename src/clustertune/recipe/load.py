@@ -17,7 +17,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from clustertune.errors import Problem, RecipeError, RecipeNotFound
-from clustertune.recipe.schema import Recipe, config_overrides_from_text
+from clustertune.recipe.model_schema import config_overrides_from_text
+from clustertune.recipe.schema import Recipe
 from clustertune.recipe.trainer_names import trainer_hint
 
 # PyYAML follows YAML 1.1, where "3e-4" is a string. Users write it as a float, so accept

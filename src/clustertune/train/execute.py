@@ -23,7 +23,7 @@ from clustertune.models.build import build_model, resolve_config
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
-from clustertune.train import memory
+from clustertune.train import held_state
 from clustertune.train.ds_config import with_deepspeed_json
 from clustertune.train.throughput import parameter_count
 from clustertune.train import first_batches
@@ -140,7 +140,7 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
         set_seed(t.seed)
         model = strategy.build(lambda: build_model(recipe, config, tok, on_meta=on_meta))
         # Recorded with the state each rank holds (the loop's state_memory row).
-        strategy.built_bytes = memory.materialised_bytes(model)
+        strategy.built_bytes = held_state.materialised_bytes(model)
         train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)
         n_params = parameter_count(model)
         log.info("model: %s, %.2fM parameters", config.model_type, n_params / 1e6)

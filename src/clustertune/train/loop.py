@@ -29,7 +29,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train import faults
-from clustertune.train import memory
+from clustertune.train import held_state
 from clustertune.train.cls_metrics import MetricFn, compute, metric_functions
 from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer
@@ -271,10 +271,10 @@ def record_state_memory(parts: LoopParts, step: int, held_between: dict[str, int
     """What each rank held around this attempt's first step, now just after it: a metrics row,
     and a log line when there are several ranks. A collective, once per attempt."""
     strategy = parts.strategy
-    held = memory.held_around_first_step(held_between, held_before, strategy.state_bytes(parts.model, parts.optimizer))
+    held = held_state.held_around_first_step(held_between, held_before, strategy.state_bytes(parts.model, parts.optimizer))
     # Host bytes the model took when this rank built it (before any sharding).
     held["built"] = int(strategy.built_bytes)
-    per_rank = memory.gather_per_rank(strategy, held)
+    per_rank = held_state.gather_per_rank(strategy, held)
     parts.metrics.log({"kind": "state_memory", "step": step, "ranks": per_rank, "time": time.time()})
     if len(per_rank) > 1:  # one process: the metrics row has it, the screen need not
         log.info("state held per rank after step %d (MiB): %s", step, "; ".join(

@@ -126,11 +126,11 @@ def test_pretrained_local_directory_loads_with_low_cpu_mem_usage(tmp_path: Path)
         assert torch.equal(a, b), n
     # A rank that receives its shards from rank 0 builds only the structure: no memory, nothing
     # read from the directory, the same tensors in the same order and shapes.
-    from clustertune.train import memory
+    from clustertune.train import held_state
 
     empty = build_model(pre, cfg, tok, on_meta=True)
-    assert memory.materialised_bytes(empty) == 0
-    assert memory.materialised_bytes(loaded) >= 4 * sum(p.numel() for p in loaded.parameters())
+    assert held_state.materialised_bytes(empty) == 0
+    assert held_state.materialised_bytes(loaded) >= 4 * sum(p.numel() for p in loaded.parameters())
     assert [(n, t.shape, t.dtype) for n, t in empty.state_dict().items()] == \
         [(n, t.shape, t.dtype) for n, t in loaded.state_dict().items()]
     assert empty.get_output_embeddings().weight is empty.get_input_embeddings().weight  # still tied

@@ -22,7 +22,7 @@ from clustertune.errors import ModelError
 from clustertune.serve.app import make_app
 from clustertune.serve.engine import Engine, Limits
 from clustertune.serve.protocol import ApiError, check_sampling, read_chat
-from clustertune.serve.tinker import lora, wire
+from clustertune.serve.tinker import lora, sampling, wire
 from clustertune.serve.tinker.lora import Base, LoraSpec, TinkerUserError
 from clustertune.serve.tinker.service import TinkerService
 from clustertune.use.generate import Generator
@@ -346,7 +346,7 @@ def test_sampling_weights_whose_outputs_are_not_finite_is_a_user_error(tmp_path:
         model.transformer.h[0].mlp.c_fc.weight.fill_(1e30)
     base = Base(ref="tiny", path=tmp_path, model=model, tokenizer=None, device="cpu")
     with pytest.raises(TinkerUserError, match="outputs are not finite"):
-        lora.sample(base, None, [1, 2, 3], 2, lora.Sampling(max_tokens=3), prompt_logprobs=False)
+        sampling.sample(base, None, [1, 2, 3], 2, sampling.Sampling(max_tokens=3), prompt_logprobs=False)
 
 
 # -- a training client on a tiny GPT-2: refusals that leave it as it was ---------------------------

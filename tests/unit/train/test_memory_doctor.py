@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from clustertune.train import memory
+from clustertune.train import held_state, memory
 from tests.helpers import cli, cli_here
 
 
@@ -24,7 +24,7 @@ def test_estimate_matches_measured_state_after_one_step(layers: int, width: int,
     model(input_ids=ids, labels=ids).loss.backward()
     opt.step()
 
-    measured = memory.measured_state_bytes(model, opt)
+    measured = held_state.measured_state_bytes(model, opt)
     est = memory.estimate(memory.model_shape(config, "causal_lm"), "ddp", 1, activations=0)
     for kind, predicted in (("params", est.params), ("grads", est.grads), ("optimizer", est.optimizer)):
         assert abs(predicted - measured[kind]) <= 0.10 * measured[kind], (kind, predicted, measured[kind])
@@ -91,17 +91,17 @@ def test_doctor_reports_versions_tools_and_fixes(tmp_path: Path) -> None:
 def test_shared_memory_is_counted_once_for_the_first_kind_that_holds_it() -> None:
     flat = torch.zeros(100)  # one buffer, as DeepSpeed keeps weights and gradients
     tied = torch.zeros(10)
-    held = memory.distinct_bytes({
+    held = held_state.distinct_bytes({
         "params": [tied, tied.view(2, 5), flat[:10]],  # a tied weight (twice) and a view
         "grads": [flat[5:30], flat[50:60]],  # overlaps the weights' view by 5 elements
         "optimizer": [flat],  # whatever of the buffer the others do not cover
     })
     assert held == {"params": (10 + 10) * 4, "grads": (20 + 10) * 4, "optimizer": 60 * 4, "host": 0}
-    before = memory.offloaded(held, ("grads", "optimizer"))
+    before = held_state.offloaded(held, ("grads", "optimizer"))
     assert (before["params"], before["grads"], before["optimizer"], before["host_grads"]) == (80, 0, 0, 120)
     # Host-side kinds are compared one by one around the step, then added up.
-    after = memory.offloaded({**held, "grads": 0, "optimizer": 300}, ("grads", "optimizer"))
-    assert memory.held_around_first_step(before, after) == {"params": 80, "grads": 0, "optimizer": 0, "host": 420}
+    after = held_state.offloaded({**held, "grads": 0, "optimizer": 300}, ("grads", "optimizer"))
+    assert held_state.held_around_first_step(before, after) == {"params": 80, "grads": 0, "optimizer": 0, "host": 420}
 
 
 def test_ddp_buffers_count_buckets_of_trainable_gradients_and_autocast_copies_of_matmul_weights() -> None:
@@ -173,7 +173,7 @@ def test_the_estimate_follows_the_recipes_optimizer(name: str) -> None:
     ids = torch.randint(0, 2048, (2, 64))
     model(input_ids=ids, labels=ids).loss.backward()
     opt.step()
-    measured = memory.measured_state_bytes(model, opt)["optimizer"]
+    measured = held_state.measured_state_bytes(model, opt)["optimizer"]
     est = memory.estimate(memory.model_shape(config, "causal_lm"), "ddp", 1, activations=0, optimizer=name).optimizer
     adamw = memory.estimate(memory.model_shape(config, "causal_lm"), "ddp", 1, activations=0).optimizer
     assert abs(est - measured) <= 0.10 * measured, (est, measured)

@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
-import inspect
 import json
-import math
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -490,131 +486,6 @@ def _check_spec(t: Trainee, saved: Any) -> None:
         raise TinkerUserError(f"the checkpoint's LoRA settings differ from this training client's: {', '.join(differ)}"
                               ": create the client with the checkpoint's settings "
                               "(create_training_client_from_state)")
-
-
-@dataclass(frozen=True)
-class Sampling:
-    max_tokens: int = 16
-    temperature: float = 1.0
-    top_k: int = -1
-    top_p: float = 1.0
-    seed: int | None = None
-    stop_tokens: tuple[int, ...] = ()
-    stop_strings: tuple[str, ...] = ()
-    end_of_text: bool = False  # no stop given: the base's end-of-text ids are to be filled in
-
-
-def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling,
-           prompt_logprobs: bool) -> tuple[list[dict[str, Any]], list[float | None] | None]:
-    """``n`` continuations of ``prompt``: tokens, each sampled token's log-probability (the
-    model's, before temperature and truncation) and why each stopped; and, if asked, the
-    prompt's own log-probabilities (None for its first token)."""
-    import torch
-
-    if not prompt:
-        raise TinkerUserError("the prompt is empty: give at least one token")
-    if n < 1:
-        raise TinkerUserError(f"num_samples {n}: at least 1")
-    bad = [x for x in prompt if not 0 <= x < base.vocab]
-    if bad:
-        raise TinkerUserError(f"prompt token id {bad[0]} is outside the vocabulary (0..{base.vocab - 1})")
-    limit = base.positions or (len(prompt) + s.max_tokens)
-    if len(prompt) >= limit:
-        raise TinkerUserError(f"the prompt has {len(prompt)} tokens; {base.ref} takes at most {limit} positions")
-    steps = min(s.max_tokens, limit - len(prompt))
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(s.seed if s.seed is not None else int.from_bytes(os.urandom(4), "little"))
-    dev = base.device
-    out_tokens: list[list[int]] = [[] for _ in range(n)]
-    out_lp: list[list[float]] = [[] for _ in range(n)]
-    reasons = ["length"] * n
-    done = [False] * n
-    first: list[float | None] | None = None
-    with base.using(adapter) as model, torch.inference_mode():
-        cache_keyword = _cache_keyword(model)
-        ids = torch.tensor([prompt], device=dev)
-        out = model(input_ids=ids, use_cache=True)
-        if prompt_logprobs:
-            lp = torch.log_softmax(out.logits[0, :-1].float(), dim=-1)
-            picked = lp.gather(-1, ids[0, 1:, None])[:, 0].cpu().tolist()
-            first = [None, *picked]
-        logits = out.logits[:, -1].float().expand(n, -1)
-        past = _cache_of(out)
-        if n > 1:
-            past = _repeat_cache(past, n)
-        for step in range(steps):
-            if not bool(torch.isfinite(logits).all()):
-                # The weights give NaN or infinite outputs (trained with a learning rate far too
-                # large): there is no distribution to draw from.
-                raise TinkerUserError(f"sampling step {step}: the model's outputs are not finite (NaN or infinite); "
-                                      "these weights are broken (a learning rate too large?): sample from an earlier "
-                                      "checkpoint")
-            logp = torch.log_softmax(logits, dim=-1)
-            nxt = _draw(logits, s, gen)
-            chosen = logp.gather(-1, nxt[:, None])[:, 0].cpu().tolist()
-            for i, tok in enumerate(nxt.cpu().tolist()):
-                if done[i]:
-                    continue
-                out_tokens[i].append(tok)
-                out_lp[i].append(chosen[i])
-                if tok in s.stop_tokens or (s.stop_strings and _ends_in_stop(base.tokenizer, out_tokens[i], s.stop_strings)):
-                    done[i], reasons[i] = True, "stop"
-            if all(done) or step == steps - 1:
-                break
-            out = model(input_ids=nxt[:, None].to(dev), use_cache=True, **{cache_keyword: past})
-            past = _cache_of(out)
-            logits = out.logits[:, -1].float()
-    sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i]} for i in range(n)]
-    return sequences, first
-
-
-def _cache_of(out: Any) -> Any:
-    # transformers 5.2x names the key/value cache ``cache``; earlier releases ``past_key_values``.
-    return out.cache if "cache" in out else out.past_key_values
-
-
-def _cache_keyword(model: Any) -> str:
-    """The keyword the model's forward takes its key/value cache by (``cache`` in transformers
-    5.2x, ``past_key_values`` before), read from the model's own class: under PEFT's wrapper,
-    whose forward takes ``**kwargs``, the base model's."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return _forward_keyword(type(inner))
-
-
-@functools.lru_cache(maxsize=None)
-def _forward_keyword(cls: type) -> str:
-    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
-
-
-def _repeat_cache(past: Any, n: int) -> Any:
-    if hasattr(past, "batch_repeat_interleave"):
-        past.batch_repeat_interleave(n)
-        return past
-    return tuple(tuple(t.repeat_interleave(n, dim=0) for t in layer) for layer in past)
-
-
-def _draw(logits: Any, s: Sampling, gen: Any) -> Any:
-    import torch
-
-    if s.temperature <= 0:
-        return logits.argmax(dim=-1)
-    scaled = logits / s.temperature
-    if s.top_k and s.top_k > 0:
-        kth = torch.topk(scaled, min(s.top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
-        scaled = scaled.masked_fill(scaled < kth, -math.inf)
-    if 0 < s.top_p < 1:
-        sorted_logits, order = torch.sort(scaled, descending=True, dim=-1)
-        cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-        drop = cum - torch.softmax(sorted_logits, dim=-1) > s.top_p
-        sorted_logits = sorted_logits.masked_fill(drop, -math.inf)
-        scaled = torch.full_like(scaled, -math.inf).scatter(-1, order, sorted_logits)
-    probs = torch.softmax(scaled, dim=-1).cpu()
-    return torch.multinomial(probs, 1, generator=gen)[:, 0].to(logits.device)
-
-
-def _ends_in_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...]) -> bool:
-    tail = tokenizer.decode(tokens[-16:], skip_special_tokens=False)
-    return any(stop in tail for stop in stops)
 
 
 @contextlib.contextmanager

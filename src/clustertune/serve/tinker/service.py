@@ -12,7 +12,6 @@ that id itself when it creates a client from a checkpoint), a sampler ``SESSION:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import uuid
@@ -22,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
-from clustertune.serve.protocol import ApiError, bad, check_count, check_sampling, check_stops, shown
 from clustertune.serve.tinker import fields, lora, wire
+from clustertune.serve.tinker import sampling as sampling_of
+from clustertune.serve.tinker.bases import resolve_base
+from clustertune.serve.tinker.sampling import prompt_tokens, read_sampling, with_end_of_text
 from clustertune.serve.tinker.losses import LossError, check
 from clustertune.serve.tinker.lora import Base, LoraSpec, Trainee, TinkerUserError
 from clustertune.serve.tinker.store import Store
@@ -34,11 +35,8 @@ log = logging.getLogger("clustertune.serve.tinker")
 # Sampler adapters kept loaded per base (each RL iteration makes one); older ones load again
 # from disk if asked for.
 LOADED_SAMPLERS = 4
-# Sequences one sample request may ask for (RL loops draw a group per prompt).
-MAX_SAMPLES = 128
 # The requests of a training client that take a seq_id (the names its refusals give them).
 TRAINING_ROUTES = ("forward", "forward_backward", "optim_step", "save_state", "load_state", "save_weights_for_sampler")
-SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_k", "top_p", "seed", "stop"})  # the SDK's SamplingParams
 
 
 @dataclass(frozen=True)
@@ -388,7 +386,7 @@ class TinkerService:
         sampler_id = fields.text(body, "sampling_session_id")
         n, sampling = read_sampling(body)
         seq = fields.whole(body, "seq_id")
-        prompt = _prompt_tokens(fields.obj(body, "prompt"))
+        prompt = prompt_tokens(fields.obj(body, "prompt"))
         last_n = fields.whole(body, "prompt_logprobs_last_n")
         with_prompt = fields.flag(body, "prompt_logprobs")
         ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
@@ -407,7 +405,7 @@ class TinkerService:
                                       "sampler from another checkpoint")
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
-            sequences, prompt_lp = lora.sample(base, adapter, prompt, n, _with_end_of_text(sampling, base),
+            sequences, prompt_lp = sampling_of.sample(base, adapter, prompt, n, with_end_of_text(sampling, base),
                                                with_prompt)
             if prompt_lp is not None and last_n is not None:
                 keep = max(last_n, 0)
@@ -486,114 +484,3 @@ class TinkerService:
                 "train_attn": spec["train_attn"], "optimizer_config": {"type": "adamw"}}
 
 
-def _prompt_tokens(prompt: dict[str, Any]) -> list[int]:
-    """The token ids of a ``ModelInput`` as JSON (``{"chunks": [{"type": "encoded_text", "tokens": [...]}]}``)."""
-    chunks = prompt.get("chunks", [])
-    if not isinstance(chunks, list):
-        raise TinkerUserError(f"prompt.chunks: must be a list of chunks, not {shown(chunks)}")
-    out: list[int] = []
-    for i, chunk in enumerate(chunks):
-        if not isinstance(chunk, dict):
-            raise TinkerUserError(f"prompt.chunks[{i}]: must be an object (an EncodedTextChunk), not {shown(chunk)}")
-        if chunk.get("type", "encoded_text") != "encoded_text":
-            raise TinkerUserError(f"prompt.chunks[{i}]: a {shown(chunk.get('type'))} chunk; this server samples text "
-                                  "models only (encoded_text)")
-        tokens = chunk.get("tokens", [])
-        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-            raise TinkerUserError(f"prompt.chunks[{i}].tokens: must be a list of token ids (whole numbers)")
-        out.extend(tokens)
-    return out
-
-
-def read_sampling(body: dict[str, Any]) -> tuple[int, lora.Sampling]:
-    """``num_samples`` and ``sampling_params``, checked by the rules of the OpenAI routes
-    (:func:`~clustertune.serve.protocol.check_sampling`: ``max_tokens`` at least 1, ``temperature``
-    from 0 to 2, ``top_p`` from 0 to 1, ``seed`` from 0 to 2**32 - 1, every number finite), with
-    Tinker's own ``top_k`` (-1 or 0: no cut) and ``stop`` (strings or token ids, not both;
-    absent: the base's end of text, filled in once the base is known by :func:`_with_end_of_text`).
-    A bad one raises :class:`TinkerUserError` naming it."""
-    p = body.get("sampling_params")
-    if p is None:
-        p = {}
-    if not isinstance(p, dict):
-        raise TinkerUserError("sampling_params: must be an object (the SDK's SamplingParams)")
-    unknown = sorted(set(p) - SAMPLING_KEYS)
-    if unknown:
-        raise TinkerUserError(f"sampling_params.{unknown[0]}: not a sampling parameter this server reads "
-                              f"({', '.join(sorted(SAMPLING_KEYS))}); leave it out")
-    try:
-        n = check_count(body.get("num_samples"), "num_samples", 1, MAX_SAMPLES) or 1
-        checked = check_sampling(p, prefix="sampling_params.")
-        top_k = p.get("top_k")
-        if top_k is not None and top_k not in (-1, 0):
-            check_count(top_k, "sampling_params.top_k", 1)
-        stop = p.get("stop")
-        strings: tuple[str, ...] = ()
-        tokens: tuple[int, ...] | None = None
-        if isinstance(stop, list) and stop and all(isinstance(x, int) and not isinstance(x, bool) for x in stop):
-            bad_ids = [x for x in stop if x < 0]
-            if bad_ids:
-                raise bad("sampling_params.stop", f"token id {bad_ids[0]} is negative")
-            tokens = tuple(stop)
-        elif stop == []:
-            tokens = ()  # nothing stops it but max_tokens (the SDK's meaning of [])
-        elif stop is not None:
-            try:
-                strings = check_stops(stop, "sampling_params.stop", None)
-            except ApiError:
-                raise bad("sampling_params.stop", "must be a string, a list of strings or a list of token ids "
-                                                  "(not a mix)") from None
-    except ApiError as exc:
-        raise TinkerUserError(exc.message) from None
-    # 16 tokens where max_tokens is not given, as the SDK's documentation has it.
-    return n, lora.Sampling(max_tokens=checked.max_tokens or 16, temperature=checked.temperature,
-                            top_k=int(top_k or -1), top_p=checked.top_p, seed=checked.seed,
-                            stop_tokens=tokens if tokens is not None else (), stop_strings=strings,
-                            end_of_text=tokens is None and not strings)
-
-
-def _with_end_of_text(s: lora.Sampling, base: Base) -> lora.Sampling:
-    """``s`` with the base's end-of-text ids as its stop tokens, where ``stop`` was not given."""
-    if not s.end_of_text:
-        return s
-    eos = base.tokenizer.eos_token_id
-    gen = getattr(base._plain().generation_config, "eos_token_id", None)
-    tokens = tuple(sorted({x for x in (eos, *(gen if isinstance(gen, list) else [gen])) if x is not None}))
-    return dataclasses.replace(s, stop_tokens=tokens, end_of_text=False)
-
-
-def resolve_base(ref: str, runs_root: str | None) -> tuple[Any, Path]:
-    """What ``base_model`` names (a run id or name, a model directory, a hub name in the local
-    cache) and the directory its tokenizer loads from."""
-    # Deferred: finding a target reads run records and recipes, which the server's start does without.
-    from clustertune.runs.paths import has_tokenizer
-    from clustertune.use.load import find_target
-
-    ref = (ref or "").strip()
-    if not ref:
-        raise TinkerUserError("base_model is empty: name a run id, a model directory or a cached hub model")
-    try:
-        target = find_target(ref, runs_root)
-    except UserError as exc:
-        cached = _hub_snapshot(ref)
-        if cached is None:
-            raise TinkerUserError(f"base_model {ref!r}: {exc}") from None
-        target = find_target(str(cached), runs_root)
-    if target.classifier:
-        raise TinkerUserError(f"base_model {ref!r} is a sequence classifier; Tinker trains causal LMs")
-    for where in (target.path, target.run.paths.tokenizer if target.run is not None else None):
-        if where is not None and has_tokenizer(where):
-            return target, where
-    raise TinkerUserError(f"base_model {ref!r}: no tokenizer beside the model ({target.path})")
-
-
-def _hub_snapshot(ref: str) -> Path | None:
-    """The local snapshot of hub model ``ref`` (org/name), if the hub cache holds one."""
-    if ref.count("/") != 1 or ref.startswith((".", "/", "~")):
-        return None
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(ref, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached (or not a hub name): the caller says what was tried
-        return None

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from clustertune.recipe.schema import Recipe
-from clustertune.train import memory
+from clustertune.train import held_state
 from clustertune.train.checkpoint import load_tensors
 from clustertune.train.fastpath import prepare_module
 from clustertune.train.gather import SHARDS  # torch.distributed.checkpoint's directory (one file per rank + metadata)
@@ -152,11 +152,11 @@ class AccelerateStrategy(AcceleratorRanks):
         # Under FSDP whole gradients of a unit not yet reduce-scattered live beside its shards
         # (on the unsharded parameters): counted, so that skipping the reduction would show.
         extra = unsharded_gradients(model) if self.sharded else []
-        held = memory.measured_state_bytes(model, _inner(optimizer), extra)
+        held = held_state.measured_state_bytes(model, _inner(optimizer), extra)
         if self.sharded and self.recipe.train.effective_offload != "none":
             # FSDP's CPU offload keeps the sharded weights, their gradients and so the
             # optimizer state in host memory; only the gathered layers visit the device.
-            held = memory.offloaded(held, ("params", "grads", "optimizer"))
+            held = held_state.offloaded(held, ("params", "grads", "optimizer"))
         return held
 
     # -- checkpoints -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import torch
 from clustertune.errors import UserError
 from clustertune.extras import install_hint
 from clustertune.recipe.schema import Recipe
-from clustertune.train import memory
+from clustertune.train import held_state
 from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
@@ -68,16 +68,16 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
     fp32 master copy it steps, the gradient partitions, and the torch/CPU Adam inside it.
     """
     params = list(module.parameters())
-    quant = memory.quant_state_tensors([*params, *module.modules()])  # QLoRA: kept whole on every rank
+    quant = held_state.quant_state_tensors([*params, *module.modules()])  # QLoRA: kept whole on every rank
     if stage == 0:
         # No ZeRO: the engine steps the optimizer itself, and every rank holds everything (as DDP).
-        return memory.distinct_bytes({
+        return held_state.distinct_bytes({
             "params": [*params, *quant], "grads": [p.grad for p in params if p.grad is not None],
-            "optimizer": memory.optimizer_state_tensors(getattr(optimizer, "optimizer", optimizer)),
+            "optimizer": held_state.optimizer_state_tensors(getattr(optimizer, "optimizer", optimizer)),
         })
-    moments = memory.optimizer_state_tensors(optimizer.optimizer)
+    moments = held_state.optimizer_state_tensors(optimizer.optimizer)
     if stage == 3:
-        held = memory.distinct_bytes({
+        held = held_state.distinct_bytes({
             "params": [*(p.data for p in params), *quant],  # whole only where persistent or gathered
             "partitions": [p.ds_tensor for p in params if getattr(p, "ds_tensor", None) is not None],
             "grads": [optimizer.grad_partitions_flat_buffer],
@@ -94,7 +94,7 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
         grads = _tensors(getattr(optimizer, "averaged_gradients", {}))
         grads += [m.grad for m in masters if m.grad is not None]  # offload: the host partition
         grads += [p.grad for p in params if p.grad is not None]  # ZeRO-1: whole until the step
-        held = memory.distinct_bytes({
+        held = held_state.distinct_bytes({
             # With offload, updated weights come back through a partition-sized device buffer.
             "params": [*params, *quant,
                        *_tensors(getattr(optimizer, "param_buffer_of_bit16_for_cpu_offload_groups", []))],
@@ -102,7 +102,7 @@ def zero_state_bytes(module: torch.nn.Module, optimizer: Any, stage: int, offloa
             "optimizer": [*masters, *moments],
         })
     if offload != "none":
-        held = memory.offloaded(held, ("grads", "optimizer"))
+        held = held_state.offloaded(held, ("grads", "optimizer"))
     return held
 
 
