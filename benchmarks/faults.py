@@ -133,7 +133,7 @@ def _slurm_node_processes(node: str, job_id: str) -> list[int]:
 @pytest.mark.usefixtures("slurm_cluster")
 def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
     from clustertune.launch import job_for
-    from clustertune.launch.submit import launch
+    from clustertune import api
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.store import get_run
 
@@ -150,7 +150,7 @@ def test_slurm_node_lost_mid_run(tmp_path: Path, slurm_cluster: Any) -> None:
         _kill(victims)
         lost["step"] = max(r["step"] for r in read_jsonl(run.paths.metrics) if r["kind"] == "train")
 
-    run = start_and_inject(lambda: launch(recipe, runs_root_dir=root), lambda r: r.paths.metrics, 30, lose_n2)
+    run = start_and_inject(lambda: api.run(recipe, runs_root_dir=root), lambda r: r.paths.metrics, 30, lose_n2)
     # slurmctld declares a silent node DOWN after SlurmdTimeout (300 s by default); an operator
     # or health check does it sooner. Either way the job on it ends, and so does the run.
     subprocess.run(["scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=lost in a fault benchmark"],

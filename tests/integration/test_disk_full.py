@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clustertune.errors import DiskFullError
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, list_runs
@@ -36,7 +36,7 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_earlier_checkp
     recipe = load_recipe(with_(TINY_CAUSAL, train={"max_steps": 8, "save_every": 2, "keep_last": 10,
                                                    "eval_at_start": False, "log_every": 2}))
     with pytest.raises(DiskFullError) as err:
-        launch(recipe, runs_root_dir=small_device, show_progress=False)
+        api.run(recipe, runs_root_dir=small_device, show_progress=False)
     (run,) = list_runs(small_device)
     kept = sorted(p.name for p in run.paths.checkpoints.iterdir())
     assert kept and all(k.startswith("step-") for k in kept)  # no partial .tmp- directory left
@@ -48,7 +48,7 @@ def test_a_full_disk_fails_the_run_with_one_message_and_keeps_the_earlier_checkp
     assert status.returncode == 0 and "FAILED" in status.stdout and "Traceback" not in status.stderr
 
     subprocess.run(["mount", "-o", "remount,size=40m", str(small_device)], check=True)  # space is back
-    again = launch(None, resume=run.id, runs_root_dir=small_device, show_progress=False)
+    again = api.run(None, resume=run.id, runs_root_dir=small_device, show_progress=False)
     assert again.state is RunState.COMPLETED
     assert get_run(run.id, small_device).attempts[-1].resumed_from == kept[-1]
 
@@ -59,7 +59,7 @@ def test_a_full_disk_fails_a_multi_rank_run_with_the_same_message(small_device: 
     recipe = load_recipe(with_(TINY_CAUSAL, train={"max_steps": 8, "save_every": 2, "keep_last": 10,
                                                    "eval_at_start": False, "log_every": 2},
                                launch={"procs_per_node": 2}))
-    run = launch(recipe, runs_root_dir=small_device, show_progress=False)
+    run = api.run(recipe, runs_root_dir=small_device, show_progress=False)
     assert run.state is RunState.FAILED
     reason = run.info.reason or ""
     # The message itself, not "rank 0: DiskFullError: ..." with torchrun's error block after it.

@@ -170,7 +170,7 @@ def test_a_rank_hung_in_a_collective_is_failed_by_the_watchdog_and_restarted(
 @pytest.mark.usefixtures("slurm_cluster")
 def test_scancel_of_a_running_slurm_job_then_resume(tmp_path: Path) -> None:
     from clustertune.launch import job_for
-    from clustertune.launch.submit import launch
+    from clustertune import api
     from clustertune.recipe.load import load_recipe
     from clustertune.runs.store import get_run
 
@@ -181,7 +181,7 @@ def test_scancel_of_a_running_slurm_job_then_resume(tmp_path: Path) -> None:
     def scancel(run: Any) -> None:
         subprocess.run(["scancel", job_for(run).job_id], check=True, timeout=30)
 
-    run = start_and_inject(lambda: launch(recipe, runs_root_dir=root), lambda r: r.paths.metrics, 3, scancel)
+    run = start_and_inject(lambda: api.run(recipe, runs_root_dir=root), lambda r: r.paths.metrics, 3, scancel)
     state = job_for(run).wait(timeout=120)
     run.reload()
     # scancel's SIGTERM reaches the batch shell and the rank: a checkpoint at the next step, and

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from clustertune.launch import job_for
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.runs.state import RunState
 from tests.helpers import as_from_a_terminal, cli
 from tests.integration.script_fixtures import ACCELERATE_SCRIPT, DDP_SCRIPT
@@ -174,8 +174,7 @@ def test_on_slurm_the_stop_signal_saves_requeues_and_the_next_attempt_resumes(
     script = tmp_path / "train.py"
     script.write_text(DDP_SCRIPT)
     monkeypatch.setenv("STEP_PAUSE", "0.2")  # the job's environment is this one
-    run = launch(None, user_command=[sys.executable, str(script), str(STEPS)],
-                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=1", "launch.cpus_per_task=1",
+    run = api.launch_command([sys.executable, str(script), str(STEPS)], None, overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=1", "launch.cpus_per_task=1",
                             "launch.stop_grace_seconds=20"])
     assert run.state is RunState.PENDING
     job = job_for(run)
@@ -206,10 +205,9 @@ def test_on_slurm_runner_none_runs_a_launcher_once_per_node_with_its_placeholder
                       "'attempt', os.environ['CLUSTERTUNE_ATTEMPT'], flush=True)\n"
                       # Leave together: a gloo peer that exits first can abort the other (SIGABRT).
                       "dist.barrier(); dist.destroy_process_group()\n")
-    run = launch(None, user_command=[sys.executable, "-m", "torch.distributed.run", "--nnodes={nnodes}",
+    run = api.launch_command([sys.executable, "-m", "torch.distributed.run", "--nnodes={nnodes}",
                                      "--node-rank={node_rank}", "--nproc-per-node=1", "--master-addr={master_addr}",
-                                     "--master-port={master_port}", str(script)],
-                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1"])
+                                     "--master-port={master_port}", str(script)], None, overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1"])
     job = job_for(run)
     assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
     # {node_rank} was each node's own: node N's torchrun placed global rank N there.
@@ -232,8 +230,7 @@ def test_on_slurm_runner_srun_makes_each_slurm_task_a_rank_on_two_nodes_of_two(t
                       "print('rank', e['RANK'], 'local', e['LOCAL_RANK'], 'of', e['WORLD_SIZE'], 'per node',\n"
                       "      e['LOCAL_WORLD_SIZE'], 'node', e['GROUP_RANK'], e['SLURMD_NODENAME'], 'sum', t.item(), flush=True)\n"
                       "dist.barrier(); dist.destroy_process_group()\n")
-    run = launch(None, user_command=[sys.executable, str(script)],
-                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=srun", "launch.procs_per_node=2",
+    run = api.launch_command([sys.executable, str(script)], None, overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=srun", "launch.procs_per_node=2",
                             "launch.cpus_per_task=1"])
     job = job_for(run)
     assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
@@ -258,8 +255,7 @@ def test_on_slurm_launch_stage_copies_each_path_once_per_node_for_the_script(tmp
                       "print('rank', os.environ['RANK'], 'on', os.environ['SLURMD_NODENAME'], 'read',\n"
                       "      open(os.path.join(p, 'a.txt')).read(), 'from', p, flush=True)\n")
     # The loopback cluster sets SLURM_TMPDIR per node and job, as sites do (tests/services/slurm.py).
-    run = launch(None, user_command=[sys.executable, str(script)],
-                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=2", "launch.cpus_per_task=1",
+    run = api.launch_command([sys.executable, str(script)], None, overrides=["launch.backend=slurm", "launch.nodes=2", "launch.procs_per_node=2", "launch.cpus_per_task=1",
                             f'launch.stage=["{data}"]'])
     job = job_for(run)
     assert job.wait(timeout=180) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job.logs()}"
@@ -293,8 +289,7 @@ def test_on_slurm_prepare_runs_once_before_the_stage_and_env_values_are_each_nod
                       "text = open(os.path.join(e['CLUSTERTUNE_STAGED_PREPARED_SET'], 'a.txt')).read().strip()\n"
                       "print('node', e['SLURM_NODEID'], 'tag', e['NODE_TAG'], 'tmp', e['NODE_TMP'] == e['SLURM_TMPDIR'] + '/x',\n"
                       "      'read', text, flush=True)\n")
-    run = launch(None, user_command=[sys.executable, str(script)],
-                 overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1",
+    run = api.launch_command([sys.executable, str(script)], None, overrides=["launch.backend=slurm", "launch.nodes=2", "launch.runner=none", "launch.cpus_per_task=1",
                             f"launch.prepare={prepare}", f'launch.stage=["{out}"]',
                             "launch.env={NODE_TAG: node-$SLURM_NODEID, NODE_TMP: $SLURM_TMPDIR/x}"])
     job = job_for(run)
@@ -444,8 +439,7 @@ FAILING_DDP = ("import os\nimport torch.distributed as dist\ndist.init_process_g
 @pytest.mark.usefixtures("slurm_cluster")
 def test_on_slurm_a_failing_script_is_reported_in_its_failing_ranks_own_words(tmp_path: Path, runs_root: Path) -> None:
     (tmp_path / "fail.py").write_text(FAILING_DDP)
-    run = launch(None, user_command=[sys.executable, str(tmp_path / "fail.py")],
-                 overrides=["launch.backend=slurm", "launch.procs_per_node=2", "launch.cpus_per_task=1"])
+    run = api.launch_command([sys.executable, str(tmp_path / "fail.py")], None, overrides=["launch.backend=slurm", "launch.procs_per_node=2", "launch.cpus_per_task=1"])
     assert job_for(run).wait(timeout=180) is RunState.FAILED
     reason = run.reload().info.reason or ""
     # Rank 1's own words lead; rank 0, when it failed in the barrier before torchrun stopped it, follows.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
@@ -34,7 +34,7 @@ def test_two_ranks_match_one_rank_with_twice_the_batch(runs_root: Path, capsys: 
     steps = {"max_steps": 20, "log_every": 1, "eval_at_start": False}
     one = api_run(tiny(train={**steps, "batch_size": 8}), show_progress=False)
     capsys.readouterr()
-    two = launch(tiny(train={**steps, "batch_size": 4, "eval_every": 10, "save_every": 10},
+    two = api.run(tiny(train={**steps, "batch_size": 4, "eval_every": 10, "save_every": 10},
                       launch={"procs_per_node": 2}))
     shown = capsys.readouterr().err.splitlines()
     assert one.state is RunState.COMPLETED
@@ -63,7 +63,7 @@ def test_resume_at_another_world_size_continues_from_the_same_sample(runs_root: 
     recipe = tiny(train={"max_steps": 8, "log_every": 2, "save_every": 4, "batch_size": 4, "eval_at_start": False},
                   launch={"procs_per_node": 2})
     monkeypatch.setenv("CLUSTERTUNE_FAULT_KILL_AT_STEP", "6")
-    first = launch(recipe)
+    first = api.run(recipe)
     assert first.state is RunState.FAILED
     assert "torchrun exited" in first.info.reason
     monkeypatch.delenv("CLUSTERTUNE_FAULT_KILL_AT_STEP")
@@ -88,7 +88,7 @@ def test_more_processes_than_cores_is_refused_before_anything_starts(runs_root: 
 
     n = (os.cpu_count() or 1) + 1
     with pytest.raises(LaunchError, match=f"procs_per_node={n}.*CPU core"):
-        launch(tiny(launch={"procs_per_node": n}))
+        api.run(tiny(launch={"procs_per_node": n}))
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
@@ -171,14 +171,14 @@ def test_max_restarts_restarts_failed_workers_from_the_last_checkpoint(runs_root
     from clustertune.train.loop import KILL_AT_STEP_ENV, KILL_ONCE_ENV
 
     train = {"max_steps": 8, "log_every": 1, "save_every": 4, "batch_size": 4, "eval_at_start": False}
-    steady = launch(tiny(train=train, launch={"procs_per_node": 2}))
+    steady = api.run(tiny(train=train, launch={"procs_per_node": 2}))
     assert steady.state is RunState.COMPLETED, steady.info.reason
 
     # One worker is SIGKILLed after step 6; torchrun's agent restarts both, and they continue from
     # the step-4 checkpoint inside the same launch, with no `--resume`.
     monkeypatch.setenv(KILL_AT_STEP_ENV, "6")
     monkeypatch.setenv(KILL_ONCE_ENV, str(tmp_path / "killed-once"))
-    run = launch(tiny(train=train, launch={"procs_per_node": 2, "max_restarts": 1}))
+    run = api.run(tiny(train=train, launch={"procs_per_node": 2, "max_restarts": 1}))
     assert (tmp_path / "killed-once").exists()  # the fault did fire
     assert run.state is RunState.COMPLETED, run.info.reason
     # Whichever rank died, the restart continued from the checkpoint; if the survivor was rank 0

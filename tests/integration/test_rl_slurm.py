@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clustertune.launch import job_for
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -25,7 +25,7 @@ def test_grpo_on_slurm_stops_on_usr2_requeues_and_resumes(tiny_policy_run: Run, 
     recipe["train"].update(max_steps=48, log_every=4)
     recipe["data"]["max_eval_samples"] = 8
     recipe["launch"] = {"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}
-    run = launch(load_recipe(recipe))
+    run = api.run(load_recipe(recipe))
     job = job_for(run)
     wait_for_step(run.paths.metrics, 4, timeout=240)
     subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)

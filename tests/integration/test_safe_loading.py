@@ -167,7 +167,7 @@ def refused_everywhere(run, ckpt_dir: Path, root: Path, monkeypatch: pytest.Monk
     a node given the key by its launcher refuses before it opens a file."""
     import clustertune as ct
     from clustertune.identity import CHECKPOINT_KEY_ENV, derived_checkpoint_key
-    from clustertune.launch.submit import launch
+    from clustertune import api
     from clustertune.train import checkpoint as ckpt
 
     before = {p.name: p.read_bytes() for p in run.paths.root.iterdir() if p.is_file()}
@@ -176,7 +176,7 @@ def refused_everywhere(run, ckpt_dir: Path, root: Path, monkeypatch: pytest.Monk
     assert f"checkpoint {ckpt_dir} was changed after it was signed" in str(err.value)
     assert f"clustertune run --resume {run.id} --trust-checkpoint" in str(err.value)
     with pytest.raises(CheckpointError, match="changed after it was signed"):
-        launch(None, resume=run.id, overrides=["launch.procs_per_node=2"], runs_root_dir=root, show_progress=False)
+        api.run(None, resume=run.id, overrides=["launch.procs_per_node=2"], runs_root_dir=root, show_progress=False)
     assert {p.name: p.read_bytes() for p in run.paths.root.iterdir() if p.is_file()} == before
     monkeypatch.setenv(CHECKPOINT_KEY_ENV, derived_checkpoint_key().hex())
     with pytest.raises(CheckpointError, match="changed after it was signed"):

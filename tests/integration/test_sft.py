@@ -51,7 +51,7 @@ def test_lora_under_two_ranks_matches_one_rank_with_twice_the_batch(sft_base: Pa
                                                                     runs_root: Path) -> None:
     """The loss is a mean over the global batch's trained tokens, so 2 ranks x 2 examples equal
     1 rank x 4 examples although the ranks hold different numbers of labels."""
-    from clustertune.launch.submit import launch
+    from clustertune import api
 
     steps = {"max_steps": 4, "log_every": 1, "eval_at_start": False}
     lora = {"name_or_path": str(sft_base), "adapter": {"type": "lora", "rank": 8}}
@@ -64,7 +64,7 @@ def test_lora_under_two_ranks_matches_one_rank_with_twice_the_batch(sft_base: Pa
     r2["model"] = lora
     r2["train"].update({**steps, "batch_size": 2})
     r2["launch"] = {"procs_per_node": 2}
-    two = launch(ct.load_recipe(r2))
+    two = api.run(ct.load_recipe(r2))
     assert one.state is RunState.COMPLETED and two.state is RunState.COMPLETED, two.info.reason
     a, b = _losses(one), _losses(two)
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
@@ -75,13 +75,13 @@ def test_lora_under_two_ranks_matches_one_rank_with_twice_the_batch(sft_base: Pa
 @pytest.mark.usefixtures("slurm_cluster")
 def test_sft_recipe_runs_on_the_slurm_cluster(sft_base: Path, chat_file: Path, runs_root: Path) -> None:
     from clustertune.launch import job_for
-    from clustertune.launch.submit import launch
+    from clustertune import api
     from clustertune.runs.store import get_run
 
     recipe = sft_recipe(sft_base, chat_file, sft={"packing": True})
     recipe["train"].update({"max_steps": 4, "log_every": 2})
     recipe["launch"] = {"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}
-    submitted = launch(ct.load_recipe(recipe))
+    submitted = api.run(ct.load_recipe(recipe))
     state = job_for(get_run(submitted.id)).wait(timeout=300)
     run = get_run(submitted.id)
     assert state is RunState.COMPLETED, f"{run.info.reason}\n{job_for(run).logs()}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clustertune.launch import job_for
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
@@ -77,7 +77,7 @@ def test_two_node_job_trains_through_one_rendezvous(runs_root: Path, tmp_path: P
     # Each node stages the prepared data into its own directory ($SLURMD_NODENAME expands on the
     # node): on this loopback cluster both nodes share one disk, so the copies are told apart.
     stage = tmp_path / "node-local"
-    run = launch(tiny(launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1, "cpus_per_task": 1},
+    run = api.run(tiny(launch={"backend": "slurm", "nodes": 2, "procs_per_node": 1, "cpus_per_task": 1},
                       data={"stage_to": f"{stage}/$SLURMD_NODENAME"}))
     state = job_for(run).wait(timeout=300)
     assert state is RunState.COMPLETED, f"{run.reload().info.reason}\n{job_for(run).logs()}"
@@ -101,7 +101,7 @@ def test_logs_follow_shows_eval_and_checkpoint_lines_while_it_runs_then_cancel_b
     import time
 
     # Two nodes, and no end of its own: whatever `logs --follow` shows, it shows while the run runs.
-    run = launch(tiny(train={"max_steps": 100000, "log_every": 25, "eval_every": 50, "save_every": 50},
+    run = api.run(tiny(train={"max_steps": 100000, "log_every": 25, "eval_every": 50, "save_every": 50},
                       launch={**ONE_NODE, "nodes": 2}))
     job = job_for(run)
     exe = Path(sys.executable).with_name("clustertune")
@@ -140,7 +140,7 @@ def test_logs_follow_shows_eval_and_checkpoint_lines_while_it_runs_then_cancel_b
 
 
 def test_failing_node_shows_failed_with_its_last_log_lines(runs_root: Path) -> None:
-    run = launch(tiny(launch={**ONE_NODE, "env": {"CLUSTERTUNE_FAULT_KILL_AT_STEP": "2"}}))
+    run = api.run(tiny(launch={**ONE_NODE, "env": {"CLUSTERTUNE_FAULT_KILL_AT_STEP": "2"}}))
     state = job_for(run).wait(timeout=300)
     assert state is RunState.FAILED
     status = cli("status", run.id)
@@ -152,12 +152,12 @@ def test_sbatch_rejection_shows_slurms_message(runs_root: Path) -> None:
     from clustertune.errors import LaunchError
 
     with pytest.raises(LaunchError, match="sbatch rejected the job.*[Pp]artition"):
-        launch(tiny(launch={**ONE_NODE, "partition": "no-such-partition"}))
+        api.run(tiny(launch={**ONE_NODE, "partition": "no-such-partition"}))
 
 
 def test_unreachable_rendezvous_fails_within_its_timeout_naming_the_endpoint(runs_root: Path) -> None:
     # The first node's name plus a suffix that does not resolve: no node can reach the store.
-    run = launch(tiny(launch={**ONE_NODE, "node_address_suffix": "-unreachable", "rdzv_timeout": 5}))
+    run = api.run(tiny(launch={**ONE_NODE, "node_address_suffix": "-unreachable", "rdzv_timeout": 5}))
     state = job_for(run).wait(timeout=240)
     assert state is RunState.FAILED
     status = cli("status", run.id)
@@ -165,7 +165,7 @@ def test_unreachable_rendezvous_fails_within_its_timeout_naming_the_endpoint(run
 
 
 def test_a_data_problem_fails_the_job_at_its_data_step(runs_root: Path) -> None:
-    run = launch(tiny(launch=ONE_NODE, data={"text_column": "body"}))
+    run = api.run(tiny(launch=ONE_NODE, data={"text_column": "body"}))
     state = job_for(run).wait(timeout=300)
     run = run.reload()
     assert state is RunState.FAILED

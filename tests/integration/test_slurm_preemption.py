@@ -10,7 +10,7 @@ import pytest
 
 from clustertune.identity import derived_checkpoint_key
 from clustertune.launch import job_for
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from tests.helpers import TINY_CAUSAL, read_jsonl, tree_snapshot, wait_for_step, with_
@@ -24,7 +24,7 @@ def test_usr2_checkpoints_requeues_and_resumes_to_the_same_loss(runs_root: Path)
     from clustertune.api import run as api_run
 
     recipe = load_recipe(with_(TINY_CAUSAL, train=TRAIN, launch={"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}))
-    run = launch(recipe)
+    run = api.run(recipe)
     job = job_for(run)
     wait_for_step(run.paths.metrics, 8)
     subprocess.run(["scancel", "--signal=USR2", "--batch", job.job_id], check=True, timeout=30)
@@ -61,7 +61,7 @@ def test_time_limit_signal_stops_with_a_checkpoint_and_no_requeue_left_is_timeou
     # --time=2 with B:USR2@90: SLURM sends the signal some 30-90 s before the limit.
     launch_ = {"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1, "time": "2", "signal": "B:USR2@90",
                "max_requeues": 0}
-    run = launch(load_recipe(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 4, "eval_at_start": False},
+    run = api.run(load_recipe(with_(TINY_CAUSAL, train={"max_steps": 100000, "log_every": 4, "eval_at_start": False},
                                    launch=launch_)))
     job = job_for(run)
     state = job.wait(timeout=200)
@@ -78,7 +78,7 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_submits_a_new_job(runs_root:
 
     recipe = load_recipe(with_(TINY_CAUSAL, train={**TRAIN, "max_steps": 240},
                                launch={"backend": "slurm", "procs_per_node": 1, "cpus_per_task": 1}))
-    run = launch(recipe)
+    run = api.run(recipe)
     job = job_for(run)
     wait_for_step(run.paths.metrics, 8)
     # What a preemption's SIGTERM does to the batch shell; SLURM itself decides about requeueing.

@@ -15,7 +15,7 @@ from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch import job_for
 from clustertune.launch.plan import build_plan
 from clustertune.launch.sbatch import batch_log_name, render_sbatch
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.state import RunState
 from tests.helpers import TINY_CAUSAL, cli, with_
@@ -66,14 +66,14 @@ def test_slurm_accepts_each_rendered_form_and_refuses_what_the_recipe_refuses(tm
         out = sbatch_test_only(rendered)
         assert out.returncode != 0, (launch_, out.stderr)
         with pytest.raises(LaunchError, match=f"sbatch rejected the job.*{said}"):
-            launch(recipe_of(launch_), runs_root_dir=tmp_path / "runs")
+            api.run(recipe_of(launch_), runs_root_dir=tmp_path / "runs")
 
 
 def test_gpu_job_starts_one_rank_per_allocated_gpu_with_expanded_env(tmp_path: Path) -> None:
     # Two fake GPUs allocated (SLURM_GPUS_ON_NODE=2; they do not exist, so the ranks train on CPU).
     launch_ = {"gres": "gpu:a100:2", "cpus_per_task": 2, "prepare_data": "submitter",
                "env": {"CT_SEEN": "job-$SLURM_JOB_ID"}, "setup": ['echo "env check: $CT_SEEN"']}
-    run = launch(recipe_of(launch_), runs_root_dir=tmp_path / "runs")
+    run = api.run(recipe_of(launch_), runs_root_dir=tmp_path / "runs")
     # Prepared here, before submitting: the job finds it and skips its data step.
     assert run.paths.data.is_file()
     state = job_for(run).wait(timeout=300)
@@ -88,7 +88,7 @@ def test_gpu_job_starts_one_rank_per_allocated_gpu_with_expanded_env(tmp_path: P
 
 
 def test_a_failing_setup_line_stops_the_job(tmp_path: Path) -> None:
-    run = launch(recipe_of({"procs_per_node": 1, "cpus_per_task": 1, "setup": ["false", "echo after-the-failure"]}),
+    run = api.run(recipe_of({"procs_per_node": 1, "cpus_per_task": 1, "setup": ["false", "echo after-the-failure"]}),
                  runs_root_dir=tmp_path / "runs")
     state = job_for(run).wait(timeout=120)
     run = run.reload()
@@ -103,8 +103,7 @@ def test_the_job_carries_its_name_and_every_log_stays_in_the_run(tmp_path: Path,
     # A site's (or a user's) SBATCH_* variables would rename the job and move its stderr out of the run.
     monkeypatch.setenv("SBATCH_JOB_NAME", "site-name")
     monkeypatch.setenv("SBATCH_ERROR", str(tmp_path / "elsewhere-%j.err"))
-    run = launch(None, user_command=[sys.executable, "-c", "print('hello from the job')"],
-                 overrides=["launch.backend=slurm", "launch.procs_per_node=1", "launch.cpus_per_task=1",
+    run = api.launch_command([sys.executable, "-c", "print('hello from the job')"], None, overrides=["launch.backend=slurm", "launch.procs_per_node=1", "launch.cpus_per_task=1",
                             "launch.job_name=gpt2_multi", "launch.tmp_disk=1G", "launch.setup=['echo to-stderr >&2']"])
     job_id = run.attempts[-1].job_id
     seen = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30).stdout

@@ -65,13 +65,14 @@ def decide(
     a resume keeps the run's recipe, and ``overrides`` may change ``launch.*`` keys only (another
     world size, another partition). :func:`describe` shows it, :func:`start` does it. ``dry``: the
     decision a dry run describes (nothing is trained or written, no backend is asked)."""
+    if trust_checkpoint and (resume is None or dry):  # the rule, for the CLI and Python callers alike
+        raise UserError("--trust-checkpoint goes with --resume RUN_ID (it signs the checkpoint that run resumes from; "
+                        "from Python: trust_checkpoint=True with resume=RUN_ID), not with a new run or a dry run")
     if resume is not None:
         if source is not None:
             raise UserError("--resume takes only the run id: the run keeps its resolved recipe")
         return decide_resume(resume, list(overrides or []), runs_root_dir=runs_root_dir,
                              trust_checkpoint=trust_checkpoint, dry=dry)
-    if trust_checkpoint:
-        raise UserError("trust_checkpoint applies to resume=RUN_ID (the checkpoint it resumes from)")
     held: list[Any] = []  # the libraries' warnings until the run's log exists
     checked = validate(source, overrides, runs_root_dir=runs_root_dir, library_warnings=held)
     return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry,

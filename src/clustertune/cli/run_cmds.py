@@ -43,8 +43,6 @@ def run(
         raise UserError("--resume needs a run id (`clustertune runs` lists them)")
     if resume is None and recipe is None:
         raise UserError("give a recipe: a YAML file or a shipped name (`clustertune recipes` lists them)")
-    if trust_checkpoint and (resume is None or dry_run):
-        raise UserError("--trust-checkpoint goes with --resume RUN_ID (it signs the checkpoint that run resumes from)")
     _run_cmd(recipe, overrides or [], resume, runs_root, dry_run, progress, trust_checkpoint)
 
 def validate(

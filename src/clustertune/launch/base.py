@@ -51,10 +51,10 @@ class Launcher(Reattach, Protocol):
     """A backend that runs recipes: checks a recipe against it, describes a plan (the dry run),
     submits a run. (``ssh-remote`` only reattaches: its runs start through remote functions.)
 
-    :func:`clustertune.launch.submit.launch` calls ``check`` then ``submit`` on the same object."""
+    :func:`clustertune.launch.submit.start_launch` calls ``check`` then ``submit`` on the same object."""
 
     prepares_data_here: bool | None
-    """Whether :func:`~clustertune.launch.submit.launch` prepares the data on this machine once
+    """Whether :func:`~clustertune.launch.submit.start_launch` prepares the data on this machine once
     the run exists (False: the job does it as its first step, where it runs), unless
     ``launch.prepare_data`` says otherwise; None: the backend's ``check`` prepares it itself."""
 

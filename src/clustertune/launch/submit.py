@@ -25,7 +25,6 @@ from clustertune.launch.local import visible_gpus
 from clustertune.launch.plan import SITE_DEFAULT_KEYS, LaunchPlan, build_plan, secret_looking_env
 from clustertune.models.local import checkpoint_refs
 from clustertune.models.run_models import resolve_run_model
-from clustertune.recipe.checked import Checked
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
@@ -35,9 +34,7 @@ from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.tasks import task_of
-from clustertune.train.ds_config import resolve_deepspeed_json
 from clustertune.train.library_logs import LibraryLogs, libraries_quiet, run_log_handler
-from clustertune.train.metrics import check_trackers
 from clustertune.train.sealed import trust_command
 
 log = logging.getLogger("clustertune")
@@ -140,11 +137,6 @@ def prepare_run_data(recipe: Recipe, paths: RunPaths, prepared: Any = None) -> N
     write_run_data(prepared, paths)
 
 
-def dry_run_text(recipe: Recipe, root: Path, user_command: list[str] | None = None) -> str:
-    """The plan (and the sbatch script) a new launch of ``recipe`` would use under ``root``."""
-    return describe_launch(decide_launch(recipe, runs_root_dir=root, user_command=user_command, dry=True))
-
-
 def describe_launch(decided: Decided) -> str:
     """What :func:`start_launch` would do with ``decided``, for people: the plan (for a new run,
     a run directory not yet made), where each file the recipe names is read, and the backend's
@@ -210,7 +202,9 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
             raise
         log.info("%s: no completed %r run under %s yet; training it first (`clustertune run %s`)",
                  key, name, root, name)
-        launch(load_recipe(name), runs_root_dir=root, show_progress=show_progress)
+        # A shipped recipe passes the preflight as shipped (every one is validated by the tests).
+        start_launch(decide_recipe(load_recipe(name), runs_root_dir=root, show_progress=show_progress),
+                     show_progress=show_progress)
         found = resolve_run_model(ref, key, root)
     assert found is not None
     # Imported only here: merging an adapter run's model imports torch and PEFT (and what they warn).
@@ -236,60 +230,10 @@ class Decided:
     library_warnings: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
-def launch(recipe: Recipe | None, *, resume: str | None = None, overrides: list[str] | None = None,
-           runs_root_dir: str | os.PathLike[str] | None = None, command: list[str] | None = None,
-           announce: Announce | None = None, user_command: list[str] | None = None,
-           show_progress: bool = True, trust_checkpoint: bool = False, wait: bool = True) -> Run:
-    """Create (or resume) a run and start it through its backend: :func:`decide_launch`, then
-    :func:`start_launch` (what :mod:`clustertune.api` does, after its preflight)."""
-    decided = decide_launch(recipe, resume=resume, overrides=overrides, runs_root_dir=runs_root_dir,
-                            user_command=user_command, show_progress=show_progress,
-                            trust_checkpoint=trust_checkpoint)
-    return start_launch(decided, command=command, announce=announce, show_progress=show_progress, wait=wait)
-
-
-def decide_launch(recipe: Recipe | Checked | None, *, resume: str | None = None, overrides: list[str] | None = None,
-                  runs_root_dir: str | os.PathLike[str] | None = None, user_command: list[str] | None = None,
-                  show_progress: bool = True, trust_checkpoint: bool = False, dry: bool = False) -> Decided:
-    """Decide a launch once, for every backend, before anything changes: a resume
-    (:func:`decide_resume`), a user's command (:func:`decide_command`; ``recipe`` holds only the
-    ``launch`` section, or None for the defaults with ``overrides``) or a recipe
-    (:func:`decide_recipe`). ``dry``: for a dry run, nothing is trained or written and a resumed
-    run's backend is not asked."""
-    if trust_checkpoint and (resume is None or user_command is not None):
-        raise UserError("--trust-checkpoint applies to `clustertune run --resume RUN_ID` (the checkpoint it resumes from)")
-    if resume is not None:
-        return decide_resume(resume, overrides or [], runs_root_dir=runs_root_dir, trust_checkpoint=trust_checkpoint, dry=dry)
-    if user_command is not None:
-        section = recipe.recipe if isinstance(recipe, Checked) else recipe
-        if section is None:  # launch.* overrides on the defaults
-            section = load_launch(None, overrides or [], user_command)
-        return decide_command(section, user_command, runs_root_dir=runs_root_dir)
-    if recipe is None:
-        raise UserError("give a recipe to launch, or --resume RUN_ID")
-    if isinstance(recipe, Checked):
-        recipe = recipe.recipe
-    else:  # a caller that skipped the preflight gets the checks a run cannot start without
-        recipe = check_unchecked(recipe)
-    return decide_recipe(recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry)
-
-
-def check_unchecked(recipe: Recipe) -> Recipe:
-    """What a recipe that did not pass the preflight (:func:`clustertune.api.validate`) is checked
-    for before a run of it starts: it runs under torchrun, its trackers, its local files and its
-    DeepSpeed JSON (each a typed error of its own). Returns the recipe the run trains: resolved
-    against its DeepSpeed JSON, as the preflight resolves it."""
-    if recipe.launch.runner != "torchrun":
-        raise LaunchError("launch.runner=none applies to your own command (`clustertune launch ... -- COMMAND`); "
-                          "a recipe always runs under torchrun")
-    check_trackers(list(recipe.tracking.trackers))
-    check_exist(recipe)
-    return resolve_deepspeed_json(recipe, planned_world_size(recipe)).recipe
-
-
 def start_launch(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
                  show_progress: bool = True, wait: bool = True) -> Run:
-    """Do what :func:`decide_launch` decided; the order is the same for every backend: the
+    """Do what :func:`decide_recipe`, :func:`decide_command` or :func:`decide_resume` decided
+    (:func:`clustertune.api.decide` calls them after its preflight); the order is the same for every backend: the
     backend's checks (nothing written yet; a bad input leaves no run directory), the run directory,
     the data where this machine prepares it, then the backend's submit. One rank on this machine
     trains in this process; several go through torchrun and are waited for; SLURM returns once
@@ -411,7 +355,7 @@ def decide_command(section: Recipe, user_command: list[str], *,
 def decide_recipe(recipe: Recipe, *, runs_root_dir: str | os.PathLike[str] | None = None,
                   show_progress: bool = True, dry: bool = False,
                   library_warnings: list[Any] | None = None) -> Decided:
-    """A new run of a checked recipe (the preflight's, or :func:`check_unchecked`'s). A
+    """A new run of a recipe that passed the preflight (:func:`clustertune.api.validate`). A
     ``run:<name>`` base is resolved here (trained first when it is a shipped recipe's run not
     trained yet), not for a dry run (``dry``: the base stays as named). ``library_warnings``: what
     the libraries warned so far (the preflight's), for the run's log."""

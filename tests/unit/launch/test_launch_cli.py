@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustertune.errors import LaunchError, UserError
-from clustertune.launch.submit import launch
+from clustertune.errors import LaunchError, RecipeError, UserError
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, cli_here, with_
 
@@ -61,7 +61,7 @@ def test_slurm_backend_without_sbatch_says_so_before_creating_a_run(runs_root: P
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     with pytest.raises(LaunchError, match="sbatch.*not on PATH"):
-        launch(load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm"})))
+        api.run(load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm"})))
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
@@ -119,10 +119,10 @@ def test_stop_file_request_is_seen_with_its_signal(tmp_path: Path) -> None:
 def test_a_users_own_command_with_bad_input_is_refused_before_anything_is_written(
         runs_root: Path, command: list[str], overrides: list[str], says: str) -> None:
     with pytest.raises(UserError, match=says):
-        launch(None, user_command=command, overrides=overrides, runs_root_dir=runs_root)
+        api.launch_command(command, None, overrides=overrides, runs_root_dir=runs_root)
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
 def test_a_recipe_never_runs_without_torchrun(recipe_file: Path, runs_root: Path) -> None:
-    with pytest.raises(LaunchError, match="runner=none applies to your own command"):
-        launch(load_recipe(recipe_file, ["launch.runner=none"]), runs_root_dir=runs_root)
+    with pytest.raises(RecipeError, match="launch.runner: none applies to your own command"):
+        api.run(load_recipe(recipe_file, ["launch.runner=none"]), runs_root_dir=runs_root)

@@ -19,7 +19,8 @@ from clustertune.launch.base import Resuming
 from clustertune.launch.inprocess import IN_PROCESS_LINE, InProcessLauncher
 from clustertune.launch.local import LocalJob
 from clustertune.launch.plan import LaunchPlan
-from clustertune.launch.submit import backend_for, launch
+from clustertune import api
+from clustertune.launch.submit import backend_for
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
@@ -78,7 +79,7 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Probe:
 
 def test_every_backend_is_checked_before_its_run_exists_then_submitted_with_the_data(probe: Probe) -> None:
     recipe = _recipe(probe.runs, procs_per_node=2)  # a launched run: the "local" backend, our probe
-    run = launch(recipe, show_progress=False)
+    run = api.run(recipe, show_progress=False)
     (check, seen), (submit, sub) = probe.calls
     assert (check, submit) == ("check", "submit")
     assert seen["run_dirs"] == [] and seen["resuming"] is None  # nothing written when it was checked
@@ -91,14 +92,14 @@ def test_every_backend_is_checked_before_its_run_exists_then_submitted_with_the_
 def test_a_refused_check_leaves_no_run_directory(probe: Probe) -> None:
     probe.fail_check = True
     with pytest.raises(UserError, match="probe: refused"):
-        launch(_recipe(probe.runs, procs_per_node=2))
+        api.run(_recipe(probe.runs, procs_per_node=2))
     assert _run_dirs(probe.runs) == []
 
 
 def test_a_resume_goes_through_the_same_check_with_the_run_and_its_launch_overrides(probe: Probe) -> None:
-    first = launch(_recipe(probe.runs, procs_per_node=2))
+    first = api.run(_recipe(probe.runs, procs_per_node=2))
     probe.calls.clear()
-    again = launch(None, resume=first.id, runs_root_dir=probe.runs, overrides=["launch.procs_per_node=1"])
+    again = api.run(None, resume=first.id, runs_root_dir=probe.runs, overrides=["launch.procs_per_node=1"])
     (_, seen), (_, sub) = probe.calls
     resuming = seen["resuming"]
     assert isinstance(resuming, Resuming) and resuming.run.id == first.id and seen["plan_run_id"] == first.id
@@ -110,21 +111,21 @@ def test_a_resume_goes_through_the_same_check_with_the_run_and_its_launch_overri
 
 def test_a_resume_goes_on_with_the_recorded_state_where_the_backend_cannot_be_asked(
         probe: Probe, caplog: pytest.LogCaptureFixture) -> None:
-    first = launch(_recipe(probe.runs, procs_per_node=2))
+    first = api.run(_recipe(probe.runs, procs_per_node=2))
     probe.cannot_ask = True
     with caplog.at_level("WARNING", logger="clustertune"):
-        again = launch(None, resume=first.id, runs_root_dir=probe.runs)
+        again = api.run(None, resume=first.id, runs_root_dir=probe.runs)
     assert again.id == first.id and len(again.attempts) == 2
     assert "could not ask the local backend" in caplog.text and "squeue" in caplog.text
 
 
 def test_the_flow_refuses_a_resume_of_a_completed_run_before_its_backend_sees_it(probe: Probe) -> None:
-    first = launch(_recipe(probe.runs, procs_per_node=2))
+    first = api.run(_recipe(probe.runs, procs_per_node=2))
     first.reload().start_attempt()
     first.transition(RunState.COMPLETED)
     probe.calls.clear()
     with pytest.raises(UserError, match="already COMPLETED"):
-        launch(None, resume=first.id, runs_root_dir=probe.runs)
+        api.run(None, resume=first.id, runs_root_dir=probe.runs)
     assert probe.calls == []
 
 
@@ -145,10 +146,13 @@ def test_in_process_submit_without_check_is_a_bug_not_a_silent_run(tmp_path: Pat
 
 def test_a_bad_dataset_fails_the_in_process_check_and_leaves_nothing(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
+    # A file the preflight finds (it reads no data) but that holds no examples: the in-process
+    # check, which prepares the data, refuses it before the run directory exists.
+    (tmp_path / "empty.txt").write_text("")
     recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)},
-                               data={"dataset": None, "train_files": [str(tmp_path / "missing.txt")], "block_size": 64}))
-    with pytest.raises(DataError):
-        launch(recipe, show_progress=False)
+                               data={"dataset": None, "train_files": [str(tmp_path / "empty.txt")], "block_size": 64}))
+    with pytest.raises(DataError, match="empty.txt"):
+        api.run(recipe, show_progress=False)
     assert _run_dirs(runs) == []
 
 
@@ -156,7 +160,8 @@ def test_the_in_process_backend_stays_light_until_it_trains() -> None:
     """Looking it up and describing a plan (a dry run) import no torch."""
     code = ("import sys; from clustertune.launch import backends as base, submit; from clustertune.recipe.load import load_recipe; "
             "b = base.launcher('inprocess'); "
-            "print(submit.dry_run_text(load_recipe('quickstart'), __import__('pathlib').Path('/tmp/unused')).splitlines()[-1]); "
+            "print(submit.describe_launch(submit.decide_recipe(load_recipe('quickstart'), runs_root_dir='/tmp/unused', "
+            "dry=True)).splitlines()[-1]); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == IN_PROCESS_LINE
@@ -176,5 +181,5 @@ def test_in_process_data_is_prepared_once_whatever_prepare_data_says(
     runs = tmp_path / "runs"
     recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)}, launch={"prepare_data": "submitter"},
                                train={**TINY_CAUSAL["train"], "max_steps": 2, "eval_at_start": False}))
-    run = launch(recipe, show_progress=False)
+    run = api.run(recipe, show_progress=False)
     assert run.state is RunState.COMPLETED and run.paths.data.is_file()

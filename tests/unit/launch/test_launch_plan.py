@@ -11,7 +11,8 @@ import pytest
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.plan import build_plan, node_command
 from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
-from clustertune.launch.submit import dry_run_text, plan_for
+from clustertune import api
+from clustertune.launch.submit import plan_for
 from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
@@ -130,7 +131,7 @@ def test_bad_launch_sections_name_the_key(launch: dict, key: str) -> None:
 
 def test_dry_run_prints_plan_and_script_without_creating_anything(tmp_path: Path) -> None:
     r = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", "nodes": 2}))
-    text = dry_run_text(r, tmp_path / "runs")
+    text = api.dry_run(r, runs_root_dir=tmp_path / "runs")
     assert "#SBATCH --nodes=2" in text and '"backend": "slurm"' in text
     assert not (tmp_path / "runs").exists()
 

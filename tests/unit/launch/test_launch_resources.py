@@ -13,7 +13,8 @@ from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.local import node_env
 from clustertune.launch.plan import build_plan, expand_env_value, shell_expanding_quote
 from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
-from clustertune.launch.submit import dry_run_text, plan_for, prepares_data_here
+from clustertune import api
+from clustertune.launch.submit import plan_for, prepares_data_here
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
 from tests.unit.launch.test_launch_plan import check_golden
@@ -192,7 +193,7 @@ def test_dry_run_shows_the_sbatch_command_site_defaults_and_warns_about_unset_se
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     # The shipped recipe: public model and data, HF_TOKEN passed through if the user has one.
-    text = dry_run_text(load_recipe("gpt2-wikitext2-slurm"), tmp_path / "runs")
+    text = api.dry_run(load_recipe("gpt2-wikitext2-slurm"), runs_root_dir=tmp_path / "runs")
     assert "# warning: launch.env_passthrough: HF_TOKEN is not set" in text
     cmd = next(line for line in text.splitlines() if line.startswith("sbatch "))
     assert cmd.startswith("sbatch --parsable --output=") and cmd.endswith("/job.sbatch")
@@ -201,7 +202,7 @@ def test_dry_run_shows_the_sbatch_command_site_defaults_and_warns_about_unset_se
     assert '"account": "site default"' in text and '"partition": "gpu"' in text
     assert "data: prepared as the job's first step" in text and "must exist at that path on every node" in text
     assert "no CPUs asked for" not in text  # the shipped recipe asks for 8 per GPU
-    bare = dry_run_text(recipe_of({"backend": "slurm", "gres": "gpu:4"}), tmp_path / "runs")
+    bare = api.dry_run(recipe_of({"backend": "slurm", "gres": "gpu:4"}), runs_root_dir=tmp_path / "runs")
     assert "no CPUs asked for: the site's default per task (often 1) serves the 4 ranks" in bare
     assert not (tmp_path / "runs").exists()
     # Where a job would start, the unset secret is still an error, saying both ways out.

@@ -12,9 +12,8 @@ import pytest
 import yaml
 
 from clustertune import api
-from clustertune.errors import DataError, LaunchError, RecipeError
+from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.files import IN_PLACE, PREPARED_HERE, SHIPPED, SNAPSHOT, decide, describe, place
-from clustertune.launch.submit import launch
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.run import Run
 from tests.helpers import TINY_CAUSAL, with_
@@ -71,12 +70,12 @@ def test_a_missing_path_stops_a_launch_before_the_run_directory_exists(tmp_path)
     runs = tmp_path / "runs"
     recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)},
                                launch={"files": [str(tmp_path / "gone.sh")]}))
-    with pytest.raises(LaunchError, match=r"launch\.files\.0: .*gone\.sh' does not exist"):
-        launch(recipe, show_progress=False)
+    with pytest.raises(RecipeError, match=r"launch\.files\.0: .*gone\.sh' does not exist"):
+        api.run(recipe, show_progress=False)
     recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)},
                                data={"dataset": None, "train_files": [str(tmp_path / "gone.txt")]}))
-    with pytest.raises(DataError, match=r"data\.train_files\.0"):
-        launch(recipe, show_progress=False)
+    with pytest.raises(RecipeError, match=r"data\.train_files\.0: file .*gone\.txt' does not exist"):
+        api.run(recipe, show_progress=False)
     assert not runs.exists() or not list(runs.iterdir())
 
 

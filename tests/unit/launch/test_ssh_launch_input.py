@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from clustertune.errors import ClusterError, LaunchError, RecipeError
-from clustertune.launch.submit import launch
+from clustertune import api
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.config import HostSpec, add_cluster
 from tests.helpers import TINY_CAUSAL, cli_here, with_
@@ -53,7 +53,7 @@ def test_more_than_one_node_is_fine_for_ssh_but_not_local() -> None:
 
 def test_unknown_cluster_gets_a_did_you_mean_and_the_add_command(two_hosts, runs_root: Path) -> None:
     with pytest.raises(LaunchError) as exc:
-        launch(load_recipe(_ssh_recipe(cluster="gpu-boxs")))
+        api.run(load_recipe(_ssh_recipe(cluster="gpu-boxs")))
     text = str(exc.value)
     assert "did you mean 'gpu-boxes'" in text and "clustertune cluster add gpu-boxs HOST" in text
     assert not runs_root.exists()  # nothing was created for a recipe that cannot run
@@ -61,7 +61,7 @@ def test_unknown_cluster_gets_a_did_you_mean_and_the_add_command(two_hosts, runs
 
 def test_more_nodes_than_hosts_is_refused_before_anything_runs(two_hosts, runs_root: Path) -> None:
     with pytest.raises(LaunchError, match=r"launch.nodes=3 but cluster 'gpu-boxes' has 2 host"):
-        launch(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=3)))
+        api.run(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=3)))
     assert not runs_root.exists()
 
 
@@ -89,7 +89,7 @@ def test_dry_run_shows_each_hosts_command_with_quoted_paths(two_hosts, runs_root
 
 def test_unreachable_host_fails_the_run_with_a_clear_error(two_hosts, runs_root: Path) -> None:
     with pytest.raises(ClusterError, match="unreachable") as exc:
-        launch(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=1)))
+        api.run(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=1)))
     assert "127.0.0.1" in str(exc.value)
     (run_dir,) = runs_root.iterdir()
     info = json.loads((run_dir / "run.json").read_text())
