@@ -33,18 +33,22 @@ def test_importing_the_api_loads_none_of_its_modules() -> None:
     # Reading one name loads the module behind it (and what that module imports), not the others.
     loaded = _loaded_after("import clustertune.api as a; a.data")
     assert "clustertune.api.data" in loaded and "clustertune.api.serving" not in loaded
+    # Following a run (`status`, `logs`) loads neither the preflight nor the launcher's decisions.
+    loaded = _loaded_after("import clustertune.api as a; a.refreshed")
+    assert "clustertune.api.jobs" in loaded
+    assert not {"clustertune.api.runs", "clustertune.api.preflight", "clustertune.launch.submit"} & set(loaded)
 
 
 def test_every_exported_name_is_what_its_module_defines() -> None:
-    from clustertune.api import runs
+    from clustertune.api import jobs, runs
 
     assert sorted(api.__all__) == sorted(set(api.__all__)), "each name once"
     for name in api.__all__:
         value = getattr(api, name)
-        if name in ("runs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters"):
+        if name in ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters"):
             assert value is importlib.import_module(f"clustertune.api.{name}")
         elif name != "bench_variants":
-            assert value is getattr(runs, name), name
+            assert value is getattr(runs if hasattr(runs, name) else jobs, name), name
         assert name in dir(api)
     assert api.bench_variants() == ("clustertune", "clustertune-eager", "trainer", "trainer-compile")
     for name in clustertune.__all__:

@@ -7,8 +7,8 @@ from reaching past).
 >>> run = ct.run(recipe)
 >>> run.state, run.paths.model
 
-Each part is a module: runs (:mod:`clustertune.api.runs`: decide, describe, start, validate,
-follow, remove), data (:mod:`~clustertune.api.data`: prepare, cache, stage, fetch), estimates and
+Each part is a module: runs (:mod:`clustertune.api.runs`: decide, describe, start, validate),
+following them (:mod:`~clustertune.api.jobs`: job, state, logs, trust, remove), data (:mod:`~clustertune.api.data`: prepare, cache, stage, fetch), estimates and
 benchmarks (:mod:`~clustertune.api.perf`), serving (:mod:`~clustertune.api.serving`) and the
 cluster commands (:mod:`~clustertune.api.clusters`). ``api.NAME`` loads the module behind NAME
 on first use (:mod:`clustertune.lazy`), so importing this package (the CLI's start-up does) loads
@@ -29,15 +29,16 @@ if TYPE_CHECKING:
                                       trust_checkpoint, validate, with_base)
 
 _RUNS = ("decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
-         "with_base", "devices_of", "remove_runs", "trust_checkpoint", "job", "refreshed", "follow",
-         "kept_result_lines")
-_MODULES = ("runs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters")
+         "with_base", "devices_of")
+_JOBS = ("remove_runs", "trust_checkpoint", "job", "refreshed", "follow", "kept_result_lines")
+_MODULES = ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters")
 
 __getattr__, __dir__ = exports(__name__, {**{name: f"{__name__}.runs" for name in _RUNS},
+                                          **{name: f"{__name__}.jobs" for name in _JOBS},
                                           **{name: f"{__name__}.{name}" for name in _MODULES},
                                           "bench_variants": "clustertune.train.bench_names"})
 
 # Written out (not built from the tuples above) so that tools that read it statically see it.
 __all__ = ["decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
            "with_base", "devices_of", "remove_runs", "trust_checkpoint", "job", "refreshed", "follow",
-           "kept_result_lines", "bench_variants", "runs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters"]
+           "kept_result_lines", "bench_variants", "runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters"]

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.api.data import cache_root
-from clustertune.api.runs import launch_command, refreshed
+from clustertune.api.jobs import refreshed
+from clustertune.api.runs import launch_command
 from clustertune.api.tinker_proxy import TinkerProxy, rsync_fetcher
 from clustertune.calls.host_job import cluster_of
 from clustertune.errors import UserError
