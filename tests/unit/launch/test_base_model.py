@@ -32,11 +32,11 @@ def test_a_missing_shipped_policy_run_is_trained_first(tmp_path: Path, monkeypat
     root = tmp_path / "runs"
     trained: list[str] = []
 
-    def launch(recipe: Any, *, runs_root_dir: Any = None, **_: Any) -> Run:  # stands in for training it
-        trained.append(recipe.name)
-        return completed(Path(runs_root_dir), recipe.name)
+    def start(decided: Any, **_: Any) -> Run:  # stands in for training it, once it is decided
+        trained.append(decided.recipe.name)
+        return completed(Path(decided.root), decided.recipe.name)
 
-    monkeypatch.setattr(submit, "launch", launch)
+    monkeypatch.setattr(submit, "start_launch", start)
     recipe = load_recipe("rlhf-dpo-offline")
     assert recipe.rl is not None and recipe.rl.policy == "run:quickstart"
     with pytest.raises(RunError, match="no run 'quickstart'"):  # prepare and estimate-memory: not trained for them
