@@ -43,8 +43,8 @@ def test_the_sft_demo_lifts_held_out_exact_match_from_near_0_to_at_least_half(
     (run,) = list_runs(tmp_path)
     first, last = _evals(run)[0], _evals(run)[-1]
     assert first["step"] == 0 and first["eval_exact_match"] <= 0.1, first
-    assert last["step"] == 250 and last["eval_exact_match"] >= 0.5, last
-    assert f"held-out exact match {first['eval_exact_match']:.2f} (step 0) -> {last['eval_exact_match']:.2f} (step 250)" \
+    assert last["step"] == 120 and last["eval_exact_match"] >= 0.5, last
+    assert f"held-out exact match {first['eval_exact_match']:.2f} (step 0) -> {last['eval_exact_match']:.2f} (step 120)" \
         in res.stdout, res.stdout[-2000:]
     # A plain model whose generation stops at end-of-text or ChatML's end-of-turn, both single tokens.
     tok = json.loads((run.paths.model / "tokenizer_config.json").read_text())
@@ -70,12 +70,14 @@ def _recall(rng: random.Random) -> dict[str, Any]:
 @pytest.mark.slow
 def test_the_demo_settings_teach_the_quickstart_model_a_users_multi_turn_chats(
         quickstart_cli_run: QuickstartRun, tmp_path: Path) -> None:
+    # Recalling a word from two turns back takes longer than the demo's topics: exact match is
+    # still 0.15 at step 100 and near 0.85 from step 200 on (RESULTS.md), so 250 steps here.
     train, held = tmp_path / "chats.jsonl", tmp_path / "held-out.jsonl"
     for path, n, seed in ((train, 600, 1), (held, 60, 2)):
         rng = random.Random(seed)
         path.write_text("".join(json.dumps(_recall(rng)) + "\n" for _ in range(n)))
     res = cli("run", "sft-demo", f"model.name_or_path={_base(quickstart_cli_run)}", "data.dataset=null",
-              f"data.train_files=[{train}]", f"data.validation_files=[{held}]", "data.sft.generation_samples=60",
+              f"data.train_files=[{train}]", f"data.validation_files=[{held}]", "data.sft.generation_samples=60", "train.max_steps=250",
               "--runs-root", str(tmp_path / "runs"), "--no-progress", timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "cut at data.max_length" in res.stderr and "0 of 600 examples" in res.stderr  # none cut
