@@ -149,7 +149,7 @@ def job_dir(root: Path, name: str, recipe: dict[str, Any], data_from: Path | Non
     import yaml
 
     import clustertune as ct
-    from clustertune.launch.submit import prepare_run_data
+    from clustertune.data.run_data import data_step
     from clustertune.runs.paths import RunPaths
 
     d = root / name
@@ -157,7 +157,7 @@ def job_dir(root: Path, name: str, recipe: dict[str, Any], data_from: Path | Non
     r = ct.load_recipe(recipe)
     (d / "recipe.yaml").write_text(yaml.safe_dump(r.to_plain()))
     if data_from is None:
-        prepare_run_data(r, RunPaths(d))
+        data_step(r, RunPaths(d))
     else:
         shutil.copytree(data_from / "tokenizer", d / "tokenizer")
         shutil.copy2(data_from / "data.json", d / "data.json")

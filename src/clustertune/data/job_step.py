@@ -12,8 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from clustertune.data.cache import prepare
-from clustertune.data.staging import write_run_data
+from clustertune.data.run_data import data_step, holds_data
 from clustertune.errors import UserError
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths
@@ -30,15 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         recipe = load_recipe(paths.recipe)
-        if recipe.traits.data is None:
-            print("data: nothing to prepare (RL trainers load their own prompts)", flush=True)
-            return 0
-        prepared = prepare(recipe)
-        write_run_data(prepared, paths)
+        held = holds_data(paths)
+        prepared = data_step(recipe, paths)
     except UserError as exc:
         print(f"data step failed: {exc}", file=sys.stderr, flush=True)
         _record_failure(paths, f"data step: {exc}")
         return 2
+    if prepared is None:
+        print("data: kept from the run's first attempt" if held else
+              "data: nothing to prepare (RL trainers load their own prompts)", flush=True)
+        return 0
     how = "cache hit" if prepared.hit else "prepared"
     print(f"data {prepared.fingerprint}: {how} in {time.perf_counter() - t0:.1f}s ({prepared.dir})", flush=True)
     return 0

@@ -29,7 +29,7 @@ from clustertune.runs.state import RunState
 from clustertune.train.library_logs import LibraryLogs
 
 if TYPE_CHECKING:
-    from clustertune.train.preflight import Checked
+    from clustertune.train.preflight import TrainInputs
 
 log = logging.getLogger("clustertune")
 
@@ -40,7 +40,7 @@ IN_PROCESS_LINE = "# runs in this process (one rank, no launcher): set launch.pr
 class Ready:
     """What the checks before an in-process run found: its data and, resumed, its checkpoint."""
 
-    checked: Checked
+    inputs: TrainInputs
     resume_from: Path | None
 
 
@@ -65,8 +65,8 @@ class InProcessLauncher:
             # Imported here: it imports torch, which a dry run and the CLI's start-up never need.
             from clustertune.train.preflight import get_ready
 
-            checked = get_ready(recipe, resuming.run if resuming is not None else None, resume_from)
-            self._ready = Ready(checked, resume_from)
+            inputs = get_ready(recipe, resuming.run if resuming is not None else None, resume_from)
+            self._ready = Ready(inputs, resume_from)
         except BaseException:
             libraries.stop()  # nothing will start: what they said is dropped (--debug shows it), the error stands alone
             raise
@@ -85,15 +85,15 @@ class InProcessLauncher:
             stale.unlink(missing_ok=True)
         run.start_attempt(resumed_from=ready.resume_from.name if ready.resume_from else None)
         prologue: tuple[str, ...] = ()
-        if ready.checked.prepared is not None:
+        if ready.inputs.prepared is not None:
             # Deferred: importing it pulls in numpy, which a dry run never needs.
-            from clustertune.data.staging import write_run_data
+            from clustertune.data.run_data import data_step
 
-            p = ready.checked.prepared
+            p = ready.inputs.prepared
             prologue = (f"data: {p.fingerprint}, {'cache hit' if p.hit else 'prepared'} in {p.seconds:.2f}s "
                         f"({p.dir}, {p.total_bytes / 1e6:.1f} MB)",)
             try:
-                write_run_data(p, run.paths)  # what training reads: never raw data
+                data_step(recipe, run.paths, p)  # what training reads: never raw data
             except BaseException as exc:
                 run.record_end(RunState.FAILED, reason=f"writing {run.paths.data}: {type(exc).__name__}: {exc}")
                 raise

@@ -29,7 +29,6 @@ from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
 from clustertune.recipe.rl_schema import RUN_PREFIX
 from clustertune.recipe.schema import Recipe
-from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
@@ -108,33 +107,6 @@ def plan_json_for_people(plan: LaunchPlan) -> str:
     else:
         d.pop("slurm")
     return json.dumps(d, indent=2, sort_keys=True) + "\n"
-
-
-def prepare_new_run_data(recipe: Recipe) -> Any:
-    """The data of a new run prepared (and checked: a bad example is refused here, before the
-    run directory exists), or None for a task whose trainer loads its own."""
-    if not task_of(recipe.task).prepares_data:
-        return None  # TRL's trainers load their own prompts and preference pairs on the ranks
-    # Imported here: preparing pulls in the tokenizer stack, which SLURM runs (the data is the
-    # job's first step) and --dry-run never need on this machine.
-    from clustertune.data.cache import prepare
-
-    return prepare(recipe)
-
-
-def prepare_run_data(recipe: Recipe, paths: RunPaths, prepared: Any = None) -> None:
-    """Prepare the recipe's data once, before any rank starts (a cache hit when it was prepared
-    before; ``prepared``: already, before the run was created), and record it in the run
-    directory with the tokenizer every rank will use."""
-    if paths.data.is_file() and paths.has_tokenizer:
-        return  # a resumed or requeued run keeps the data it started with
-    prepared = prepared if prepared is not None else prepare_new_run_data(recipe)
-    if prepared is None:
-        return
-    # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.data.staging import write_run_data
-
-    write_run_data(prepared, paths)
 
 
 def describe_launch(decided: Decided) -> str:
@@ -250,20 +222,23 @@ def start_launch(decided: Decided, *, command: list[str] | None = None, announce
     plan = plan_for(recipe, run_id, run_dir, decided.user_command)
     backend.check(recipe, plan, resuming)  # the in-process backend keeps its libraries' warnings itself
     here = _prepares_here(decided, backend)
+    # Deferred: the data layer imports numpy, which a dry run and the SLURM backend never need here.
+    from clustertune.data.run_data import data_step, prepare_for_run
+
     # From here until the backend takes over, the libraries' warnings (and those held since the
     # preflight) go to the run's log once it exists, never to the terminal.
     libraries = LibraryLogs().hold(list(decided.library_warnings)).start()
     to_log = None
     try:
         # A new run's data is prepared, and so checked, before its directory exists: bad data leaves none.
-        prepared = prepare_new_run_data(recipe) if here and resuming is None else None
+        prepared = prepare_for_run(recipe) if here and resuming is None else None
         run = _record(decided, command, run_id)
         to_log = run_log_handler(run.paths.log)
         libraries.attach(to_log)
         try:
             recipe = _place_files(recipe, run, decided.backend, here)
             if here:
-                prepare_run_data(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
+                data_step(recipe, run.paths, prepared)  # else: the job's first step, or the backend's check did
         except UserError as exc:
             run.transition(RunState.FAILED, reason=str(exc))
             raise

@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from clustertune.data.cache import PreparedDataset, log_to_stderr, prepare
+from clustertune.data.cache import PreparedDataset, log_to_stderr
+from clustertune.data.run_data import prepare_for_run
 from clustertune.data.staging import read_run_data
 from clustertune.errors import RunError, UserError
 from clustertune.models.adapters import check_adapter, check_resume_recipe
@@ -28,7 +29,7 @@ from clustertune.train.strategies.zero import check_strategy
 
 
 @dataclass
-class Checked:
+class TrainInputs:
     """What preflight learnt: the prepared data and the model config it checked (neither for
     RL runs, whose trainers load their own prompts and models)."""
 
@@ -47,7 +48,7 @@ def use_device(recipe: Recipe) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
-def preflight(recipe: Recipe) -> Checked:
+def preflight(recipe: Recipe) -> TrainInputs:
     """Checks that need data or a model config, and the data preparation itself (a cache hit
     when the same data was prepared before), done before any run directory exists."""
     use_device(recipe)  # first: before anything can start CUDA
@@ -57,15 +58,15 @@ def preflight(recipe: Recipe) -> Checked:
         from clustertune.train.rl import preflight_rl
 
         preflight_rl(recipe)
-        return Checked(prepared=None, config=None)
+        return TrainInputs(prepared=None, config=None)
     if recipe.train.metrics:  # a metric function that does not import stops the run before it starts
         metric_functions(recipe.train.metrics, recipe.model.num_labels or 2)
     config = resolve_config(recipe, None)
     check_sequence_fits(recipe, config)
     check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
     with log_to_stderr():
-        prepared = prepare(recipe)
-    return Checked(prepared=prepared, config=config)
+        prepared = prepare_for_run(recipe)
+    return TrainInputs(prepared=prepared, config=config)
 
 
 def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
@@ -79,7 +80,7 @@ def _check_same_data(run: Run, prepared: PreparedDataset) -> None:
             )
 
 
-def get_ready(recipe: Recipe, resumed: Run | None, resume_from: Path | None) -> Checked:
+def get_ready(recipe: Recipe, resumed: Run | None, resume_from: Path | None) -> TrainInputs:
     """Everything that can fail on the user's input, before anything changes: that the
     checkpoint to resume from (its signature already accepted by the launcher) is whole and
     the recipe still fits it, the model config, the data (prepared here)."""

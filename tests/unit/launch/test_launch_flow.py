@@ -172,14 +172,19 @@ def test_in_process_data_is_prepared_once_whatever_prepare_data_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process check prepares the data; launch.prepare_data=submitter must not make the
     flow prepare (fingerprint, hash the sources) a second time."""
-    from clustertune.launch import submit
+    from clustertune.data import run_data
 
-    def again(*_: Any) -> None:
-        raise AssertionError("the data was prepared a second time")
+    calls: list[str] = []
+    real = run_data.prepare
 
-    monkeypatch.setattr(submit, "prepare_run_data", again)
+    def counted(recipe: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(recipe.task)
+        return real(recipe, *args, **kwargs)
+
+    monkeypatch.setattr(run_data, "prepare", counted)  # every run's data step prepares through it
     runs = tmp_path / "runs"
     recipe = load_recipe(with_(TINY_CAUSAL, tracking={"runs_root": str(runs)}, launch={"prepare_data": "submitter"},
                                train={**TINY_CAUSAL["train"], "max_steps": 2, "eval_at_start": False}))
     run = api.run(recipe, show_progress=False)
     assert run.state is RunState.COMPLETED and run.paths.data.is_file()
+    assert calls == ["causal_lm"], calls
