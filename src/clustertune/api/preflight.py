@@ -33,7 +33,8 @@ from clustertune.models.local import checkpoint_refs, config_dir, locate_model
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import local_problems, located
-from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
+from clustertune.recipe.rl_schema import model_refs
+from clustertune.recipe.run_refs import is_run_ref, names_checkpoint, run_part
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.store import runs_root
 from clustertune.tasks import task_of
@@ -126,7 +127,7 @@ def check(recipe: Recipe, where: Where | None = None, *, runs_root_dir: PathLike
 
         g.not_checked += [f"{key}: {ref!r} is a hub model with nothing cached here; it is read when the run "
                           "loads it" for key, ref in model_refs(recipe.rl)
-                          if not ref.startswith(RUN_PREFIX) and not Path(ref).expanduser().exists() and _cached(ref) is None]
+                          if not is_run_ref(ref) and not Path(ref).expanduser().exists() and _cached(ref) is None]
     _user_code_checks(recipe, g)
     recipe = _deepspeed_json(recipe, g)
     if g.found:
@@ -159,10 +160,10 @@ def _model_checks(recipe: Recipe, root: str, need_base: bool, g: _Gather) -> Non
             src = _checkpoint_config(g.checkpoints[key], key, g)
             if src is None:
                 return
-        elif ref.startswith(RUN_PREFIX) and ("@" in ref or key in g.keys()):
+        elif is_run_ref(ref) and (names_checkpoint(ref) or key in g.keys()):
             return  # its checkpoint is not there, not one a model can be built from, or refused: said above
-        elif ref.startswith(RUN_PREFIX):
-            name = ref[len(RUN_PREFIX):]
+        elif is_run_ref(ref):
+            name = run_part(ref)
             try:
                 model_dir = locate_model(ref, key, root)
             except UserError as exc:
@@ -199,8 +200,8 @@ def _trained_first(recipe: Recipe, root: str) -> str | None:
     final model yet and ``name`` is a shipped recipe. None where there is no such base."""
     task = task_of(recipe.task)
     ref = (task.base_ref(recipe) or "") if task.base_model_from_run else ""
-    name = ref[len(RUN_PREFIX):]
-    if not ref.startswith(RUN_PREFIX) or "@" in ref or name not in shipped_recipes():
+    name = run_part(ref)
+    if not is_run_ref(ref) or names_checkpoint(ref) or name not in shipped_recipes():
         return None
     try:
         locate_model(ref, task.base_key, root)
@@ -214,7 +215,7 @@ def _run_base_refused(recipe: Recipe) -> list[tuple[str, str]]:
     """A ``run:`` name as the model of a task that cannot start from another run's model."""
     task = task_of(recipe.task)
     ref = task.base_ref(recipe) or ""
-    if task.base_model_from_run or not ref.startswith(RUN_PREFIX):
+    if task.base_model_from_run or not is_run_ref(ref):
         return []
     return [(task.base_key, f"{ref}: task {task.name} cannot start from another run's model; name a hub model or a "
                             "save_pretrained directory (a finished run's final model is its model/ directory: "

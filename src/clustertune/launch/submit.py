@@ -27,7 +27,7 @@ from clustertune.models.local import checkpoint_refs
 from clustertune.models.run_models import resolve_run_model
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import dump_recipe, load_recipe, shipped_recipes
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.run_refs import is_run_ref, run_part
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
@@ -164,12 +164,12 @@ def resolve_base_model(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | N
             recipe = with_checkpoint_models(recipe, root)
     task = task_of(recipe.task)
     key, ref = task.base_key, task.base_ref(recipe) or ""
-    if not task.base_model_from_run or not ref.startswith(RUN_PREFIX):
+    if not task.base_model_from_run or not is_run_ref(ref):
         return recipe
     try:
         found = resolve_run_model(ref, key, root)
     except RunError:
-        name = ref[len(RUN_PREFIX):]
+        name = run_part(ref)
         if not train_missing or name not in shipped_recipes():
             raise
         log.info("%s: no completed %r run under %s yet; training it first (`clustertune run %s`)",

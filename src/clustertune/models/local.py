@@ -10,7 +10,8 @@ from typing import Any
 
 from clustertune.errors import ModelError
 from clustertune.models.run_models import resolve_run_model
-from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
+from clustertune.recipe.rl_schema import model_refs
+from clustertune.recipe.run_refs import names_checkpoint
 from clustertune.runs.dependents import removed_run_of
 
 
@@ -36,7 +37,7 @@ def checkpoint_refs(recipe: Any) -> list[tuple[str, str]]:
     RL section's policy, reference, value and reward models."""
     refs = [("model.name_or_path", recipe.model.name_or_path or "")]
     refs += model_refs(recipe.rl) if recipe.rl is not None else []
-    return [(k, v) for k, v in refs if v.startswith(RUN_PREFIX) and "@" in v]
+    return [(k, v) for k, v in refs if names_checkpoint(v)]
 
 
 def locate_model(ref: str, key: str, runs_root_dir: str | None = None) -> Path | str:

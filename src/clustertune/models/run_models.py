@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertune.errors import RunError
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.run_refs import is_run_ref, run_part, run_ref
 from clustertune.runs.paths import checkpoint_ref, checkpoint_step, split_step
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
@@ -39,7 +39,7 @@ class RunModel:
         """This reference (or another checkpoint of the run) as the user writes it."""
         step = self.step if step is None else step
         ref = checkpoint_ref(self.run.id, step) if step is not None else self.run.id
-        return RUN_PREFIX + ref if self.prefixed else ref
+        return run_ref(ref) if self.prefixed else ref
 
     @property
     def path(self) -> Path:
@@ -86,9 +86,9 @@ def resolve_run_model(ref: str, key: str | None = None, runs_root_dir: str | os.
     (when given) and say what to do: list the runs, finish or resume the run, name a checkpoint
     it has."""
     if prefixed:
-        if not ref.startswith(RUN_PREFIX):
+        if not is_run_ref(ref):
             return None
-        ref = ref[len(RUN_PREFIX):]
+        ref = run_part(ref)
     try:
         if not ref:
             raise RunError("run: needs a run id after it, e.g. run:quickstart (`clustertune runs` lists them)")

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import Problem
-from clustertune.recipe.local_paths import (BUILTIN_CHAT_TEMPLATES, RUN_PREFIX, absolute_paths, locate, not_found,
+from clustertune.recipe.local_paths import (BUILTIN_CHAT_TEMPLATES, absolute_paths, locate, not_found,
                                             pathish)
+from clustertune.recipe.run_refs import is_run_ref
 from clustertune.recipe.sent_files import sent_files_problems
 from clustertune.recipe.schema import Recipe
 
@@ -58,7 +59,7 @@ def path_problems(recipe: Recipe, base: Path | None = None) -> list[tuple[str, s
             out.append(("data.dataset", f"directory {not_found(ds, base)}; give a save_to_disk directory, a hub dataset "
                         "name, or local files in data.train_files"))
     m = recipe.model
-    if m.name_or_path and not m.name_or_path.startswith(RUN_PREFIX):
+    if m.name_or_path and not is_run_ref(m.name_or_path):
         p = locate(m.name_or_path, base)
         if p.is_dir() and not (p / "config.json").is_file():
             out.append(("model.name_or_path", f"directory {m.name_or_path!r} has no config.json; give a directory "
@@ -106,7 +107,7 @@ def _revision_problems(recipe: Recipe, base: Path | None) -> list[tuple[str, str
         return []
     out = []
     name = m.name_or_path or ""
-    if name and not name.startswith(RUN_PREFIX) and not pathish(name) and locate(name, base).exists():
+    if name and not is_run_ref(name) and not pathish(name) and locate(name, base).exists():
         out.append(("model.revision", f"{m.revision!r} is a hub revision, but model.name_or_path {name!r} is the local "
                     f"folder {locate(name, base)} here, which has no revisions (transformers reads the folder, not "
                     "the hub): drop model.revision, or move the folder away to load the hub model"))
@@ -122,7 +123,7 @@ def _local_config(recipe: Recipe) -> tuple[str, dict[str, Any]] | None:
     """(key, the config's JSON) when the model's config is a local file or directory."""
     m = recipe.model
     key, src = ("model.config", m.config) if m.config else ("model.name_or_path", m.name_or_path)
-    if not src or src.startswith(RUN_PREFIX):
+    if not src or is_run_ref(src):
         return None
     p = Path(src).expanduser()
     f = p / "config.json" if p.is_dir() else p

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from clustertune.recipe.rl_schema import RUN_PREFIX
+from clustertune.recipe.run_refs import is_run_ref
 from clustertune.recipe.schema import Recipe
 
 BUILTIN_CHAT_TEMPLATES = ("chatml", "llama3")
@@ -69,7 +69,7 @@ def not_found(value: str, base: Path | None = None) -> str:
 def _maybe_local(value: str | None, base: Path | None) -> bool:
     """A model-like reference (hub name or directory) that is a local path: written as one,
     or a directory that exists (transformers takes an existing directory before the hub)."""
-    if not value or value.startswith(RUN_PREFIX):
+    if not value or is_run_ref(value):
         return False
     return pathish(value) or locate(value, base).exists()
 

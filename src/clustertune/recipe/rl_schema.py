@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from clustertune.recipe.run_refs import RUN_PREFIX
 from clustertune.recipe.section import Section
 
-RUN_PREFIX = "run:"
 # TRL's PPOTrainer lives in trl.experimental.ppo up to TRL 1.12 (1.13 removed it); pyproject pins
 # that range, and the runner says so if another TRL is installed.
 PPO_TRL = "trl>=1.12,<1.13"

@@ -18,6 +18,7 @@ from clustertune.recipe.data_schema import DataSection
 from clustertune.recipe.launch_checks import launch_problems
 from clustertune.recipe.launch_schema import LaunchSection
 from clustertune.recipe.model_schema import ModelSection
+from clustertune.recipe.run_refs import is_run_ref
 from clustertune.recipe.section import Section
 
 Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
@@ -364,7 +365,8 @@ class Recipe(Section):
             problems.append(
                 ("model", "set exactly one of model.name_or_path (pretrained) and model.config (build fresh)")
             )
-        if m.revision is not None and (m.name_or_path is None or m.name_or_path.startswith(("/", "./", "../", "~", "run:"))):
+        if m.revision is not None and (m.name_or_path is None or is_run_ref(m.name_or_path)
+                                   or m.name_or_path.startswith(("/", "./", "../", "~"))):
             problems.append(("model.revision", "a hub revision applies to a hub name in model.name_or_path, not to "
                              "a local directory, a run or a model built from model.config: drop it"))
         if m.config is not None and m.tokenizer is None:

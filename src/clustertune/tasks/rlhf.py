@@ -7,7 +7,8 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.models.local import locate_model
 from clustertune.recipe.load import shipped_recipes
-from clustertune.recipe.rl_schema import RUN_PREFIX, model_refs
+from clustertune.recipe.rl_schema import model_refs
+from clustertune.recipe.run_refs import run_part
 from clustertune.tasks.base import Task
 
 
@@ -21,7 +22,7 @@ def _checks(recipe: Any, runs_root: str) -> list[tuple[str, str]]:
         except UserError as exc:
             text = str(exc)
             text = text[len(key) + 2:] if text.startswith(f"{key}: ") else text
-            name = ref[len(RUN_PREFIX):] if ref.startswith(RUN_PREFIX) else ""
+            name = run_part(ref)
             if name in shipped_recipes():
                 text += f"; train it first with `clustertune run {name}`"
             out.append((key, text))
