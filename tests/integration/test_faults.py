@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from clustertune.train.faults import FAULT_ENV, ONCE_ENV
-from clustertune.train.sealed import list_checkpoints
+from clustertune.runs.sealed import list_checkpoints
 from clustertune.runs.paths import RunPaths
 from tests.helpers import (TINY_CAUSAL, cli, read_jsonl, start_and_inject, steps_redone, weight_difference,
                            with_)

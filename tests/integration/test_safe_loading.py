@@ -20,7 +20,7 @@ import yaml
 
 from clustertune.errors import CheckpointError
 from clustertune.train.loop import KILL_AT_STEP_ENV
-from clustertune.train.sealed import SIGNATURE
+from clustertune.runs.sealed import SIGNATURE
 from tests.helpers import TINY_CAUSAL, cli, with_
 
 pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)

@@ -202,7 +202,7 @@ def test_a_kept_checkpoint_is_checked_before_a_resume_and_trust_signs_it_on_ever
     from clustertune.launch.ssh.results import spread_checkpoints, vouch_for_kept_checkpoint
     from clustertune.runs.run import Run
     from clustertune.runs.store import runs_root
-    from clustertune.train.sealed import signature_problem, sign_state
+    from clustertune.runs.sealed import signature_problem, sign_state
 
     run = Run.create(runs_root(), "kept", "causal_lm", "name: kept\n", ["test"], backend="ssh")
     run.set_remote({"cluster": "loop", "nodes": [0, 1], "hosts": [h.to_dict() for h in ssh_cluster.hosts],

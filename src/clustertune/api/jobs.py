@@ -17,7 +17,7 @@ from clustertune.runs.job import Job
 from clustertune.runs.paths import split_step
 from clustertune.runs.run import Run
 from clustertune.runs.store import get_run, list_runs, remove_run
-from clustertune.train.sealed import vouch_for
+from clustertune.runs.sealed import vouch_for
 
 
 def remove_runs(run_ids: list[str], force: bool = False,

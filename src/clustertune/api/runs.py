@@ -21,7 +21,7 @@ from clustertune.recipe.load import load_recipe
 from clustertune.recipe.local_paths import absolute_paths
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
-from clustertune.train.library_logs import libraries_quiet
+from clustertune.runs.library_logs import libraries_quiet
 
 Source = Recipe | str | os.PathLike[str] | dict[str, Any]
 Announce = Callable[[str], None]

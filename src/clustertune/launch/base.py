@@ -14,7 +14,7 @@ from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.job import Announce, Job, follow, wait
 from clustertune.runs.run import Run
-from clustertune.train.sealed import accept_for_resume
+from clustertune.runs.sealed import accept_for_resume
 
 __all__ = ["Announce", "Job", "Launcher", "Reattach", "Resuming", "accept_checkpoint", "follow", "wait"]
 

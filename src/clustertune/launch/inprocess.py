@@ -26,7 +26,7 @@ from clustertune.launch.plan import LaunchPlan
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
-from clustertune.train.library_logs import LibraryLogs
+from clustertune.runs.library_logs import LibraryLogs
 
 if TYPE_CHECKING:
     from clustertune.train.preflight import TrainInputs

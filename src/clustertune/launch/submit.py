@@ -33,8 +33,8 @@ from clustertune.runs.run import Run, check_runs_root, new_run_id
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run, runs_root
 from clustertune.tasks import task_of
-from clustertune.train.library_logs import LibraryLogs, libraries_quiet, run_log_handler
-from clustertune.train.sealed import trust_command
+from clustertune.runs.library_logs import LibraryLogs, libraries_quiet, run_log_handler
+from clustertune.runs.sealed import trust_command
 
 log = logging.getLogger("clustertune")
 

@@ -45,7 +45,7 @@ from clustertune.runs.topology import Topology
 from clustertune.train.user_code import use_run_files
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.execute import execute
-from clustertune.train.library_logs import LibraryLogs, run_log_handler
+from clustertune.runs.library_logs import LibraryLogs, run_log_handler
 from clustertune.train.precision import precision_name
 from clustertune.models.adapters import model_source
 from clustertune.train.stop import STOP_SIGNALS, StopFlag

@@ -36,7 +36,7 @@ from clustertune.models.adapters import adapter_record, check_resume
 from clustertune.runs.paths import RunPaths, checkpoint_step
 from clustertune.train import faults
 # Listing and signatures live in sealed (no torch: launchers use them); callers reach them here too.
-from clustertune.train.sealed import STATE, list_checkpoints, sign_state, verified_state
+from clustertune.runs.sealed import STATE, list_checkpoints, sign_state, verified_state
 
 log = logging.getLogger("clustertune")
 

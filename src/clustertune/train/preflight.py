@@ -24,7 +24,7 @@ from clustertune.runs.run import Run
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.cls_metrics import metric_functions
 from clustertune.train.precision import mixed_precision
-from clustertune.train.sealed import signed_state
+from clustertune.runs.sealed import signed_state
 from clustertune.train.strategies.zero import check_strategy
 
 

@@ -27,7 +27,7 @@ from clustertune.models.adapters import is_adapter_dir, load_adapter, merge_into
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths, checkpoint_ref, checkpoint_step, has_tokenizer, split_step
 from clustertune.runs.run import Run
-from clustertune.train.sealed import verified_state
+from clustertune.runs.sealed import verified_state
 from clustertune.models.tokenizer import fix_pad_token, load_tokenizer
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")

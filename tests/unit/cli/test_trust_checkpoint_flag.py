@@ -35,7 +35,7 @@ def test_an_unsigned_checkpoint_of_a_completed_run_is_refused_with_a_fix_that_wo
     from clustertune.runs.run import Run
     from clustertune.runs.state import RunState
     from clustertune.train import checkpoint as ckpt
-    from clustertune.train.sealed import SIGNATURE
+    from clustertune.runs.sealed import SIGNATURE
     from tests.checkpoint_fixtures import save_one_process
 
     root = tmp_path / "runs"

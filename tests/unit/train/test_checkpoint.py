@@ -93,7 +93,7 @@ def test_a_file_of_ours_that_would_run_code_is_refused_unopened(tmp_path: Path, 
     # --trust-checkpoint), a file of ours that holds more than tensors is never unpickled.
     import hashlib
 
-    from clustertune.train.sealed import sign_state
+    from clustertune.runs.sealed import sign_state
 
     paths, model, opt, sched = setup(tmp_path)
     d = save_one_process(paths, 5, model, opt, sched, {}, "name: x\n", keep_last=2)

@@ -28,7 +28,7 @@ from clustertune.runs.paths import CANCEL_FILE, LOGS_DIR, STOP_FILE, HostRunPath
 from clustertune.runs.records import RunInfo
 from clustertune.runs.run import CANCELLED_BY_USER, Run
 from clustertune.runs.state import RunState
-from clustertune.train.sealed import SIGNATURE, STATE, vouch_for_copy
+from clustertune.runs.sealed import SIGNATURE, STATE, vouch_for_copy
 
 # Files the submitting side owns (never copied back) and node-side scratch (never copied at all).
 # The host's own copies name its paths (data.json, the recipe naming its snapshots, files/).

@@ -23,7 +23,7 @@ from typing import Any
 from clustertune.fsutil import fsync_all, sha256_file
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.sealed import sign_state
+from clustertune.runs.sealed import sign_state
 
 SCRATCH = ".trainer"
 KIND = "trl"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from transformers.utils import logging as hf_logging
 
-from clustertune.train.library_logs import LibraryLogs
+from clustertune.runs.library_logs import LibraryLogs
 
 
 def _emit_everything() -> None:

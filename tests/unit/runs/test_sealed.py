@@ -15,7 +15,7 @@ from clustertune.errors import CheckpointError
 from clustertune.identity import CHECKPOINT_KEY_ENV, checkpoint_key, derived_checkpoint_key, identity_key, key_id
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.sealed import SIGNATURE, accept_for_resume, sign_state
+from clustertune.runs.sealed import SIGNATURE, accept_for_resume, sign_state
 from tests.checkpoint_fixtures import save_one_process
 
 
