@@ -297,9 +297,9 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     with pytest.raises(tinker.RequestFailedError, match="no such checkpoint"):
         tc.load_state(f"tinker://{tc.model_id}/weights/never-saved").result()
     sampler = tc.save_weights_and_get_sampling_client().result()
-    with pytest.raises(tinker.RequestFailedError, match="topk_prompt_logprobs: not supported"):
+    with pytest.raises(tinker.RequestFailedError, match="topk_prompt_logprobs 100000: from 0 to the vocabulary"):
         sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=2),
-                       topk_prompt_logprobs=2).result()
+                       topk_prompt_logprobs=100000).result()
     with pytest.raises(tinker.BadRequestError, match="sampling_params.max_tokens"):
         sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=0)).result()
     tail = sampler.compute_logprobs(types.ModelInput.from_ints(ids), prompt_logprobs_last_n=2).result()
@@ -310,6 +310,30 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     # After all that the client trains as before.
     losses = train(tc, supervised_batch(tok), 2)
     assert losses[1] < losses[0]
+
+
+def test_topk_prompt_logprobs_are_the_models_own_top_k(service: Any, chat_base: Path) -> None:
+    """The k likeliest tokens of the model's log-softmax at each prompt position, likeliest
+    first (none at the first position), against a direct computation; also cut to the last N."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(chat_base).encode(TEXTS[0])
+    on_base = service.create_sampling_client(base_model=str(chat_base)).result()
+    res = on_base.sample(types.ModelInput.from_ints(ids), 1, types.SamplingParams(max_tokens=1),
+                         topk_prompt_logprobs=3).result()
+    model = AutoModelForCausalLM.from_pretrained(chat_base)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([ids])).logits[0, :-1].float(), dim=-1)
+    values, indices = torch.topk(lp, 3, dim=-1)
+    got = res.topk_prompt_logprobs
+    assert got[0] is None and len(got) == len(ids)
+    assert [[tok for tok, _ in row] for row in got[1:]] == indices.tolist()
+    assert [v for row in got[1:] for _, v in row] == pytest.approx(values.flatten().tolist(), abs=1e-5)
+    tail = on_base.sample(types.ModelInput.from_ints(ids), 1, types.SamplingParams(max_tokens=1),
+                          topk_prompt_logprobs=2, include_prompt_logprobs=True, prompt_logprobs_last_n=2).result()
+    assert tail.topk_prompt_logprobs[:-2] == [None] * (len(ids) - 2)
+    assert [[tok for tok, _ in row] for row in tail.topk_prompt_logprobs[-2:]] == indices[-2:, :2].tolist()
 
 
 def test_every_base_spelling_survives_the_sdk(quickstart_cli_run: Any, tmp_path: Path,

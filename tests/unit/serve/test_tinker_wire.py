@@ -66,6 +66,11 @@ def test_outputs_read_back_through_the_sdks_decoder() -> None:
     decoded = deserialize_proto_response(sample, types.SampleResponse)
     assert decoded.sequences[0].tokens == [4, 5] and decoded.sequences[0].stop_reason == "stop"
     assert decoded.prompt_logprobs == [None, -1.5]
+    # Top-k prompt log-probabilities: rows of different lengths and a first position without any.
+    topk = [None, [(7, -0.5), (3, -1.25)], [(2, -0.75)]]
+    decoded = deserialize_proto_response(wire.sample_response([], None, topk), types.SampleResponse)
+    assert decoded.topk_prompt_logprobs == topk
+    assert decoded.topk_prompt_logprobs_np.token_ids.shape == (3, 2)
 
 
 @pytest.fixture

@@ -28,11 +28,16 @@ class Sampling:
     end_of_text: bool = False  # no stop given: the base's end-of-text ids are to be filled in
 
 
+TopK = list[list[tuple[int, float]] | None]
+
+
 def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling,
-           prompt_logprobs: bool) -> tuple[list[dict[str, Any]], list[float | None] | None]:
+           prompt_logprobs: bool, topk_prompt: int = 0) -> tuple[list[dict[str, Any]], list[float | None] | None, TopK | None]:
     """``n`` continuations of ``prompt``: tokens, each sampled token's log-probability (the
-    model's, before temperature and truncation) and why each stopped; and, if asked, the
-    prompt's own log-probabilities (None for its first token)."""
+    model's, before temperature and truncation) and why each stopped; if asked, the prompt's
+    own log-probabilities (None for its first token); and with ``topk_prompt`` k > 0, the k
+    likeliest tokens at each prompt position with their log-probabilities, likeliest first
+    (None for the first position, which has no context)."""
     import torch
 
     if not prompt:
@@ -42,6 +47,8 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
     bad = [x for x in prompt if not 0 <= x < base.vocab]
     if bad:
         raise TinkerUserError(f"prompt token id {bad[0]} is outside the vocabulary (0..{base.vocab - 1})")
+    if not 0 <= topk_prompt <= base.vocab:
+        raise TinkerUserError(f"topk_prompt_logprobs {topk_prompt}: from 0 to the vocabulary's {base.vocab} tokens")
     limit = base.positions or (len(prompt) + s.max_tokens)
     if len(prompt) >= limit:
         raise TinkerUserError(f"the prompt has {len(prompt)} tokens; {base.ref} takes at most {limit} positions")
@@ -54,14 +61,19 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
     reasons = ["length"] * n
     done = [False] * n
     first: list[float | None] | None = None
+    topk: TopK | None = None
     with base.using(adapter) as model, torch.inference_mode():
         cache_keyword = _cache_keyword(model)
         ids = torch.tensor([prompt], device=dev)
         out = model(input_ids=ids, use_cache=True)
-        if prompt_logprobs:
+        if prompt_logprobs or topk_prompt:
+            # Position i is scored by the logits of position i - 1: the first token has no context.
             lp = torch.log_softmax(out.logits[0, :-1].float(), dim=-1)
-            picked = lp.gather(-1, ids[0, 1:, None])[:, 0].cpu().tolist()
-            first = [None, *picked]
+            if prompt_logprobs:
+                first = [None, *lp.gather(-1, ids[0, 1:, None])[:, 0].cpu().tolist()]
+            if topk_prompt:
+                values, indices = torch.topk(lp, topk_prompt, dim=-1)  # sorted, likeliest first
+                topk = [None, *(list(zip(i, v)) for i, v in zip(indices.cpu().tolist(), values.cpu().tolist()))]
         logits = out.logits[:, -1].float().expand(n, -1)
         past = _cache_of(out)
         if n > 1:
@@ -89,7 +101,7 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
             past = _cache_of(out)
             logits = out.logits[:, -1].float()
     sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i]} for i in range(n)]
-    return sequences, first
+    return sequences, first, topk
 
 
 def _cache_of(out: Any) -> Any:

@@ -389,11 +389,12 @@ class TinkerService:
         prompt = prompt_tokens(fields.obj(body, "prompt"))
         last_n = fields.whole(body, "prompt_logprobs_last_n")
         with_prompt = fields.flag(body, "prompt_logprobs")
+        topk = fields.whole(body, "topk_prompt_logprobs", 0, lo=0) or 0
         ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
         s = self.samplers.get(sampler_id)
         if s is None:
             return self.failed(self._unknown_sampler("sampling_session_id", sampler_id)), ids
-        asked = [k for k in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k")
+        asked = [k for k in ("topk_sample_logprobs", "prompt_alt_tokens_k")
                  if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
         if asked:
             return self.failed(f"sample with {', '.join(asked)}: not supported by this server (the log-probabilities "
@@ -405,12 +406,15 @@ class TinkerService:
                                       "sampler from another checkpoint")
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
-            sequences, prompt_lp = sampling_of.sample(base, adapter, prompt, n, with_end_of_text(sampling, base),
-                                               with_prompt)
-            if prompt_lp is not None and last_n is not None:
+            sequences, prompt_lp, prompt_topk = sampling_of.sample(base, adapter, prompt, n,
+                                                                   with_end_of_text(sampling, base), with_prompt, topk)
+            if last_n is not None:  # the last N positions only, for the log-probabilities and the top-k alike
                 keep = max(last_n, 0)
-                prompt_lp = [None if i < len(prompt_lp) - keep else v for i, v in enumerate(prompt_lp)]
-            return ("proto", wire.sample_response(sequences, prompt_lp))
+                prompt_lp = None if prompt_lp is None else [None if i < len(prompt_lp) - keep else v
+                                                            for i, v in enumerate(prompt_lp)]
+                prompt_topk = None if prompt_topk is None else [None if i < len(prompt_topk) - keep else v
+                                                                for i, v in enumerate(prompt_topk)]
+            return ("proto", wire.sample_response(sequences, prompt_lp, prompt_topk))
 
         once = (sampler_id, seq) if seq is not None else None
         return self.work.submit(sampler_id, self._run(run), None, once=once), ids

@@ -165,7 +165,14 @@ def forward_backward_output(outputs: list[dict[str, Any]], metrics: dict[str, fl
     return out.SerializeToString()
 
 
-def sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float | None] | None) -> bytes:
+# The SDK's filler for a position without top-k entries (tinker.types.topk_logprobs.MASK_LOGPROB).
+TOPK_EMPTY = (0, -99999.0)
+
+
+def sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float | None] | None,
+                    topk_prompt: list[list[tuple[int, float]] | None] | None = None) -> bytes:
+    """A SampleResponse; ``topk_prompt``: per prompt position its (token, log-probability) pairs,
+    or None, sent as the SDK's two dense (positions, k) matrices filled with its sentinel."""
     import numpy as np
 
     pb = _pb()
@@ -176,4 +183,11 @@ def sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float
                            stop_reason=pb.STOP_REASON_STOP if s["stop_reason"] == "stop" else pb.STOP_REASON_LENGTH)
     if prompt_logprobs is not None:
         resp.prompt_logprobs = np.asarray([math.nan if v is None else v for v in prompt_logprobs], np.float32).tobytes()
+    if topk_prompt is not None:
+        k = max((len(row) for row in topk_prompt if row), default=0)
+        rows = [list(row or []) + [TOPK_EMPTY] * (k - len(row or [])) for row in topk_prompt]
+        resp.topk_prompt_logprobs.CopyFrom(pb.TopkLogprobs(
+            token_ids=np.asarray([[t for t, _ in r] for r in rows], np.int32).reshape(len(rows), k).tobytes(),
+            logprobs=np.asarray([[v for _, v in r] for r in rows], np.float32).reshape(len(rows), k).tobytes(),
+            k=k, length=len(rows)))
     return resp.SerializeToString()
