@@ -292,6 +292,12 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
         tc.forward_backward([datum(target_tokens=[10**6] * (len(ids) - 1), weights=[1.0] * (len(ids) - 1))],
                             "cross_entropy").result()
+    # Dimuon is refused by name when the client is made, not at its first step; so are its steps.
+    with pytest.raises(tinker.RequestFailedError, match="optimizer_config type 'dimuon'.*not fully published"):
+        service.create_lora_training_client(base_model=str(chat_base), rank=4,
+                                            optimizer=types.DimuonOptimizerConfig()).result()
+    with pytest.raises(tinker.RequestFailedError, match="optim_step with 'dimuon' parameters.*AdamParams"):
+        tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result()
     with pytest.raises(tinker.RequestFailedError, match="base_model 'no/such-model'"):
         service.create_lora_training_client(base_model="no/such-model", rank=4).result()
     with pytest.raises(tinker.RequestFailedError, match="no such checkpoint"):

@@ -51,6 +51,13 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+# Tinker documents Dimuon's hyperparameters but not its whole update: the matrix-sign iteration
+# count and the normalisation epsilon are internal constants (tinker-docs.thinkingmachines.ai,
+# types/DimuonParams), so no server outside Tinker can give the same steps.
+DIMUON_WHY = (" (Dimuon's update is not fully published: its matrix-sign iteration count and normalisation are "
+              "internal to Tinker, so this server cannot reproduce its steps)")
+
+
 class TinkerService:
     def __init__(self, root: Path, *, runs_root: str | None = None, device: str | None = None, dtype: str = "auto",
                  save_every: int = 0):
@@ -174,7 +181,9 @@ class TinkerService:
             spec = LoraSpec.of(fields.obj(body, "lora_config"))
             optimizer = fields.obj(body, "optimizer_config").get("type", "adamw")
             if optimizer != "adamw":
-                raise TinkerUserError(f"optimizer_config type {optimizer!r}: this server trains with adamw only")
+                raise TinkerUserError(f"optimizer_config type {optimizer!r}: this server trains with adamw only"
+                                      + (DIMUON_WHY if optimizer == "dimuon" else "")
+                                      + "; create the client with types.AdamOptimizerConfig() (the default)")
             base_ref = fields.text(body, "base_model")
             resolve_base(base_ref, self.runs_root)  # a wrong name fails now, not after the queue
         except (TinkerUserError, UserError) as exc:
@@ -278,7 +287,8 @@ class TinkerService:
         params = body.get("adam_params")
         if params is None:
             kind = fields.obj(body, "optimizer_params").get("type")
-            return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only")
+            return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only"
+                               + (DIMUON_WHY if kind == "dimuon" else ""))
         params = lora.adam_params(params)  # refused at the edge (400) when a number is wrong
 
         def run(t: Trainee) -> Any:
