@@ -172,9 +172,9 @@ def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_b
         sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[-1], abs=1e-6)
 
 
-def rl(service: Any, base: Path, lr: float, iterations: int = 16) -> list[float]:
+def rl(service: Any, base: Path, lr: float, iterations: int = 16, loss: str = "importance_sampling") -> list[float]:
     """A policy-gradient loop: 8 samples per prompt, reward = the share of 'e' in the text,
-    advantage = reward minus the prompt's mean, importance sampling over the sampled tokens.
+    advantage = reward minus the prompt's mean, ``loss`` over the sampled tokens.
     Sampling is seeded per iteration and prompt, so the loop gives the same rewards every run."""
     tc = service.create_lora_training_client(base_model=str(base), rank=8, seed=0).result()
     tok = tc.get_tokenizer()
@@ -196,7 +196,7 @@ def rl(service: Any, base: Path, lr: float, iterations: int = 16) -> list[float]
                 data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs={
                     "target_tokens": tokens[1:], "logprobs": pad + list(s.logprobs),
                     "advantages": pad + [float(adv)] * len(s.tokens)}))
-        tc.forward_backward(data, "importance_sampling").result()
+        tc.forward_backward(data, loss).result()
         tc.optim_step(types.AdamParams(learning_rate=lr)).result()
         rewards.append(float(np.mean(got)))
     return rewards
@@ -209,6 +209,30 @@ def test_an_rl_loop_with_importance_sampling_raises_the_reward(service: Any, cha
     assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
     still = rl(service, chat_base, 0.0)
     assert np.mean(still[-5:]) < np.mean(still[:5]) + 0.05, still
+
+
+def test_an_rl_loop_with_cispo_raises_the_reward_and_its_loss_is_the_documented_sum(service: Any,
+                                                                                     chat_base: Path) -> None:
+    learning = rl(service, chat_base, 2e-2, loss="cispo")
+    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
+    # Through the SDK, against the formula on the same log-probabilities: sampler log-probabilities
+    # 0.5 nat below the current ones on half the tokens and 2 nats below on the rest.
+    import torch
+
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+    ids = tc.get_tokenizer().encode(TEXTS[1])
+    n = len(ids) - 1
+    ce = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                     loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * n})
+    current = torch.tensor(tc.forward([ce], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist())
+    old = current - torch.tensor([0.5 if i % 2 else 2.0 for i in range(n)])
+    adv = torch.tensor([1.0 if i % 3 else -0.5 for i in range(n)])
+    datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
+        "target_tokens": ids[1:], "logprobs": old.tolist(), "advantages": adv.tolist()})
+    for config, (low, high) in ((None, (0.0, 4.0)), ({"clip_low_threshold": 0.9, "clip_high_threshold": 1.5}, (0.9, 1.5))):
+        got = tc.forward([datum], "cispo", config).result().metrics["loss:sum"]
+        want = -(torch.exp(current - old).clamp(low, high) * current * adv).sum().item()
+        assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want))), (config, got, want)
 
 
 def test_ppo_clips_the_ratio_and_importance_sampling_does_not(service: Any, chat_base: Path) -> None:
@@ -280,8 +304,8 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     assert e.value.category == "user"
     with pytest.raises(tinker.RequestFailedError, match=r"loss_fn_inputs\['weights'\] has shape"):
         tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0, 2.0])], "cross_entropy").result()
-    with pytest.raises(tinker.RequestFailedError, match="'cispo' is not implemented"):
-        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "cispo").result()
+    with pytest.raises(tinker.RequestFailedError, match="'gspo' is not implemented"):
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "gspo").result()
     with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs advantages"):
         tc.forward_backward([datum(target_tokens=ids[1:], logprobs=[0.0] * (len(ids) - 1))],
                             "importance_sampling").result()

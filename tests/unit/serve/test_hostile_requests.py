@@ -337,13 +337,18 @@ def test_a_lora_config_torch_cannot_take_is_refused_before_the_worker(raw: dict[
 
 def test_sampling_weights_whose_outputs_are_not_finite_is_a_user_error(tmp_path: Path) -> None:
     # A client may step with a learning rate of 1e30 (finite, so allowed); the weights then give
-    # NaN logits, and torch.multinomial raised RuntimeError: a "server" error with a traceback.
+    # logits that are not finite, and torch.multinomial raised RuntimeError: a "server" error with a
+    # traceback. The weights here make every product of the output layer overflow, whatever the
+    # kernel: huge weights inside a block overflow a LayerNorm's variance, which gives NaN or 0 by
+    # kernel and thread count (finite logits, once, beside other tests in one worker).
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2, n_positions=32)).eval()
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2, n_positions=32,
+                                       tie_word_embeddings=False)).eval()
     with torch.no_grad():
-        model.transformer.h[0].mlp.c_fc.weight.fill_(1e30)
+        model.transformer.ln_f.weight.fill_(1e30)
+        model.lm_head.weight.fill_(1e30)
     base = Base(ref="tiny", path=tmp_path, model=model, tokenizer=None, device="cpu")
     with pytest.raises(TinkerUserError, match="outputs are not finite"):
         sampling.sample(base, None, [1, 2, 3], 2, sampling.Sampling(max_tokens=3), prompt_logprobs=False)

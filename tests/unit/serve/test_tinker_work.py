@@ -100,6 +100,27 @@ def test_the_losses_are_the_documented_sums() -> None:
     assert wide == pytest.approx(expected)
 
 
+def test_cispo_weighs_each_log_probability_by_the_clipped_ratio_without_its_gradient() -> None:
+    """Tinker's CISPO: -sum(sg(clip(ratio, low, high)) * logprobs * advantages), one-sided by
+    default (0 and 4); the gradient of a token is its clipped ratio times its advantage."""
+    old = torch.tensor([-1.5, -2.0, -0.4, -3.0])
+    adv = torch.tensor([1.0, -1.0, 2.0, 0.5])
+    for config, (low, high) in ((None, (0.0, 4.0)), ({"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}, (0.8, 1.2))):
+        logp = torch.tensor([-1.0, -2.0, -0.5, -1.0], requires_grad=True)
+        loss = losses.datum_loss("cispo", logp, {"logprobs": old, "advantages": adv}, config)
+        coef = torch.exp(logp.detach() - old).clamp(low, high)
+        assert coef[3].item() == pytest.approx(4.0 if config is None else 1.2)  # the last ratio, e^2, is capped either way
+        assert loss.item() == pytest.approx(-(coef * logp.detach() * adv).sum().item(), abs=1e-6)
+        loss.backward()
+        assert logp.grad.tolist() == pytest.approx((-coef * adv).tolist(), abs=1e-6)
+    losses.check("cispo", {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0})
+    with pytest.raises(losses.LossError, match="clip_ratio: not a setting of 'cispo'.*clip_low_threshold"):
+        losses.check("cispo", {"clip_ratio": 0.2})
+    with pytest.raises(losses.LossError, match="0 <= clip_low_threshold <= clip_high_threshold"):
+        losses.datum_loss("cispo", torch.zeros(2), {"logprobs": torch.zeros(2), "advantages": torch.ones(2)},
+                          {"clip_low_threshold": 2.0, "clip_high_threshold": 1.0})
+
+
 def test_losses_the_server_does_not_compute_are_named() -> None:
     with pytest.raises(losses.LossError, match="'dro' is not implemented"):
         losses.check("dro", None)

@@ -9,9 +9,13 @@ are the model's log-probabilities of ``target_tokens`` under the weights being t
   policy gradient of samples drawn by another (older) sampler, reweighted by the ratio.
 - ``ppo``: the same ratio clipped to ``[clip_low_threshold, clip_high_threshold]`` (0.8 and 1.2
   unless ``loss_fn_config`` says otherwise), the pessimistic minimum of the two terms.
+- ``cispo``: ``-sum(sg(clip(ratio, clip_low_threshold, clip_high_threshold)) * logprobs *
+  advantages)``: the clipped ratio is a coefficient with no gradient of its own, so every token
+  keeps a gradient through its log-probability (Tinker's documentation, "Loss Functions: CISPO";
+  its default is the one-sided clip 0.0 and 4.0).
 
-The SDK knows more (``cispo``, ``dro``, ``gspo``, ``stable_reinforce``, ``custom``); a request for
-one of them is refused with a message naming it, as for any name the SDK does not know.
+The SDK knows more (``dro``, ``gspo``, ``stable_reinforce``, ``custom``); a request for one of
+them is refused with a message naming it, as for any name the SDK does not know.
 """
 
 from __future__ import annotations
@@ -19,16 +23,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-SUPPORTED = ("cross_entropy", "importance_sampling", "ppo")
-KNOWN_UNSUPPORTED = ("cispo", "dro", "gspo", "stable_reinforce", "custom")
+SUPPORTED = ("cross_entropy", "importance_sampling", "ppo", "cispo")
+KNOWN_UNSUPPORTED = ("dro", "gspo", "stable_reinforce", "custom")
 
 # The inputs each loss reads besides target_tokens (which every loss needs).
 INPUTS: dict[str, tuple[str, ...]] = {
     "cross_entropy": ("weights",),
     "importance_sampling": ("logprobs", "advantages"),
     "ppo": ("logprobs", "advantages"),
+    "cispo": ("logprobs", "advantages"),
 }
-PPO_CLIP = (0.8, 1.2)
+# (clip_low_threshold, clip_high_threshold) when loss_fn_config gives none, as Tinker documents them.
+CLIP = {"ppo": (0.8, 1.2), "cispo": (0.0, 4.0)}
 
 
 class LossError(ValueError):
@@ -39,10 +45,11 @@ def check(name: str, config: dict[str, Any] | None) -> None:
     """Refuse a loss before any work starts."""
     if name in SUPPORTED:
         if config:
-            extra = sorted(set(config) - {"clip_low_threshold", "clip_high_threshold"}) if name == "ppo" else sorted(config)
+            clips = name in CLIP
+            extra = sorted(set(config) - {"clip_low_threshold", "clip_high_threshold"}) if clips else sorted(config)
             if extra:
                 raise LossError(f"loss_fn_config {', '.join(extra)}: not a setting of {name!r} on this server"
-                                + (" (ppo takes clip_low_threshold and clip_high_threshold)" if name == "ppo" else ""))
+                                + (f" ({name} takes clip_low_threshold and clip_high_threshold)" if clips else ""))
             for key, v in sorted(config.items()):  # the SDK's config may carry text as well as numbers
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise LossError(f"loss_fn_config {key} {v!r}: must be a finite number")
@@ -71,8 +78,14 @@ def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[st
     advantages = inputs["advantages"].to(logprobs.dtype)
     if name == "importance_sampling":
         return -(ratio * advantages).sum()
-    low, high = (float((config or {}).get("clip_low_threshold", PPO_CLIP[0])),
-                 float((config or {}).get("clip_high_threshold", PPO_CLIP[1])))
+    low, high = (float((config or {}).get("clip_low_threshold", CLIP[name][0])),
+                 float((config or {}).get("clip_high_threshold", CLIP[name][1])))
+    if name == "cispo":
+        if not 0 <= low <= high:
+            raise LossError(f"loss_fn_config: cispo wants 0 <= clip_low_threshold <= clip_high_threshold "
+                            f"(given {low} and {high})")
+        # The clipped ratio weighs each token's log-probability; it carries no gradient itself.
+        return -(ratio.clamp(low, high).detach() * logprobs * advantages).sum()
     if not 0 < low <= 1 <= high:
         raise LossError(f"loss_fn_config: ppo wants 0 < clip_low_threshold <= 1 <= clip_high_threshold "
                         f"(given {low} and {high})")
