@@ -46,7 +46,7 @@ CT_RESTART=${SLURM_RESTART_COUNT:-0}
 CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\n" | sed -n "s/^NodeAddr=//p" | head -n 1)
 CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}
-export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
+export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 12000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
 # Ranks per node: one per GPU SLURM allocated on this node, else what the recipe asked.
 CT_NPROC=${SLURM_GPUS_ON_NODE:-4}

@@ -35,7 +35,7 @@ CT_RESTART=${SLURM_RESTART_COUNT:-0}
 CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 CT_RDZV_HOST=$(scontrol show node "$CT_FIRST_NODE" | tr " " "\n" | sed -n "s/^NodeAddr=//p" | head -n 1)
 CT_RDZV_HOST=${CT_RDZV_HOST:-$CT_FIRST_NODE}
-export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"
+export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 12000))"
 export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"
 # Data: prepared once, as this job's first step (a cache hit if any run prepared it before);
 # a requeued job, or one whose data was prepared before submitting (launch.prepare_data), has it.

@@ -283,10 +283,18 @@ def srun_rank_args(plan: LaunchPlan) -> list[str]:
     return [plan.python, "-m", SCRIPT_MODULE, "--slurm-ranks", *plan.command]
 
 
+# A multi-node rendezvous port is derived, not asked for, so every node computes the same one. It
+# stays below Linux's ephemeral range (32768-60999 by default, net.ipv4.ip_local_port_range): a
+# port there may be held by any process that bound port 0 or opened a connection, and torchrun's
+# agents then join that stranger's socket instead of hosting the store, and wait until
+# join_timeout (a 2-host run on loopback hung so beside an in-process test's TCP store at 37357).
+RDZV_PORT_BASE, RDZV_PORT_SPAN = 20000, 12000
+
+
 # rdzv_port and rdzv_id define what the sbatch script computes in shell (sbatch.py); the tests hold the script to them.
 def rdzv_port(job_id: int) -> int:
     """A port derived from the job id, so concurrent jobs on shared nodes rarely collide."""
-    return 20000 + job_id % 20000
+    return RDZV_PORT_BASE + job_id % RDZV_PORT_SPAN
 
 
 def rdzv_id(job_id: str, restart: int) -> str:

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from clustertune.errors import LaunchError
-from clustertune.launch.plan import (LaunchPlan, entry_args, node_expansion, per_node_args, shell_expanding_quote,
+from clustertune.launch.plan import (RDZV_PORT_BASE, RDZV_PORT_SPAN, LaunchPlan, entry_args, node_expansion, per_node_args, shell_expanding_quote,
                                      srun_rank_args, torchrun_args)
 from clustertune.runs.paths import CANCEL_FILE, LOGS_DIR, PREPARE_LOG, PREPARED_FILE, STOP_FILE, node_log_name
 
@@ -156,7 +156,7 @@ def _stop_and_rendezvous_lines(plan: LaunchPlan) -> list[str]:
         "CT_RESTART=${SLURM_RESTART_COUNT:-0}",
         'CT_FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         host,
-        'export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$((20000 + SLURM_JOB_ID % 20000))"',
+        f'export PET_RDZV_ENDPOINT="$CT_RDZV_HOST:$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))"',
         'export PET_RDZV_ID="$SLURM_JOB_ID-$CT_RESTART"',
     ]
     if not plan.procs_per_node:

@@ -170,6 +170,21 @@ def test_script_computes_the_rendezvous_on_the_node_as_the_plan_defines_it() -> 
     assert out.stdout.split() == [f"10.1.2.3:{rdzv_port(123456)}", rdzv_id("123456", 2)]
 
 
+def test_derived_rendezvous_ports_stay_below_the_ephemeral_range() -> None:
+    """A port the kernel hands out for bind(0) or a connection is never a rendezvous port: torchrun's
+    agents would join that socket instead of hosting the store, and wait out join_timeout."""
+    from clustertune.launch.plan import rdzv_port
+    from clustertune.launch.ssh import rendezvous_port
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])  # Linux: 32768 unless tuned
+    slurm = [rdzv_port(job) for job in range(0, 2_000_000, 7)]
+    ssh = [rendezvous_port(f"run-{i}-1") for i in range(5000)]
+    ports = slurm + ssh
+    assert 1024 < min(ports) and max(ports) < low, (min(ports), max(ports), low)
+    # Still spread: consecutive SLURM jobs get different ports, and SSH keys land all over the span.
+    assert len({rdzv_port(job) for job in range(12_000)}) == 12_000 and len(set(ssh)) > 3_500
+
+
 def test_launcher_is_used_for_several_processes_or_gpus_and_slurm() -> None:
     from clustertune.launch.submit import needs_launcher
 

@@ -35,7 +35,7 @@ from clustertune.launch.base import Resuming, accept_checkpoint
 from clustertune.launch.files import host_path, shipped, tree_files
 from clustertune.launch.command import shown_line
 from clustertune.runs.echo import shown_record
-from clustertune.launch.plan import LaunchPlan, node_command
+from clustertune.launch.plan import RDZV_PORT_BASE, RDZV_PORT_SPAN, LaunchPlan, node_command
 from clustertune.recipe.local_paths import with_values
 from clustertune.recipe.schema import LaunchSection, Recipe
 from clustertune.remote.cluster import EXIT_MISSING, Cluster
@@ -77,7 +77,7 @@ def check_nodes(launch: LaunchSection, n_hosts: int) -> None:
 def rendezvous_port(key: str) -> int:
     """A port derived from the attempt key: every host computes the same one, and a new
     attempt never meets the stale rendezvous of an earlier one."""
-    return 20000 + int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 20000
+    return RDZV_PORT_BASE + int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % RDZV_PORT_SPAN
 
 
 def host_commands(plan: LaunchPlan, addresses: list[str], key: str, procs: list[int]) -> list[list[str]]:
