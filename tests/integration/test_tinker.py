@@ -172,7 +172,8 @@ def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_b
         sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()[-1], abs=1e-6)
 
 
-def rl(service: Any, base: Path, lr: float, iterations: int = 16, loss: str = "importance_sampling") -> list[float]:
+def rl(service: Any, base: Path, lr: float, iterations: int = 16, loss: str = "importance_sampling",
+       config: dict[str, float] | None = None) -> list[float]:
     """A policy-gradient loop: 8 samples per prompt, reward = the share of 'e' in the text,
     advantage = reward minus the prompt's mean, ``loss`` over the sampled tokens.
     Sampling is seeded per iteration and prompt, so the loop gives the same rewards every run."""
@@ -196,7 +197,7 @@ def rl(service: Any, base: Path, lr: float, iterations: int = 16, loss: str = "i
                 data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs={
                     "target_tokens": tokens[1:], "logprobs": pad + list(s.logprobs),
                     "advantages": pad + [float(adv)] * len(s.tokens)}))
-        tc.forward_backward(data, loss).result()
+        tc.forward_backward(data, loss, config).result()
         tc.optim_step(types.AdamParams(learning_rate=lr)).result()
         rewards.append(float(np.mean(got)))
     return rewards
@@ -233,6 +234,32 @@ def test_an_rl_loop_with_cispo_raises_the_reward_and_its_loss_is_the_documented_
         got = tc.forward([datum], "cispo", config).result().metrics["loss:sum"]
         want = -(torch.exp(current - old).clamp(low, high) * current * adv).sum().item()
         assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want))), (config, got, want)
+
+
+def test_an_rl_loop_with_dro_raises_the_reward_and_its_loss_is_the_documented_sum(service: Any,
+                                                                                   chat_base: Path) -> None:
+    # DRO's penalty also acts on the prompt positions, whose sampling log-probability the loop pads
+    # with 0, pulling them toward probability 1: with beta 0.05 the reward rose 0.083 -> 0.174 over
+    # the first and last five iterations, with beta 0.01 0.080 -> 0.38 (seeded sampling).
+    learning = rl(service, chat_base, 2e-2, loss="dro", config={"beta": 0.01})
+    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
+    import torch
+
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+    ids = tc.get_tokenizer().encode(TEXTS[1])
+    n = len(ids) - 1
+    ce = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
+                     loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * n})
+    current = torch.tensor(tc.forward([ce], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist())
+    old = current - torch.tensor([0.5 if i % 2 else 2.0 for i in range(n)])
+    adv = torch.tensor([1.0 if i % 3 else -0.5 for i in range(n)])
+    datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
+        "target_tokens": ids[1:], "logprobs": old.tolist(), "advantages": adv.tolist()})
+    got = tc.forward([datum], "dro", {"beta": 0.3}).result().metrics["loss:sum"]
+    want = -(current * adv - 0.15 * (current - old) ** 2).sum().item()
+    assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want)))
+    with pytest.raises(tinker.RequestFailedError, match="'dro' needs loss_fn_config beta"):
+        tc.forward([datum], "dro").result()
 
 
 def test_ppo_clips_the_ratio_and_importance_sampling_does_not(service: Any, chat_base: Path) -> None:

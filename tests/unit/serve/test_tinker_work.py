@@ -121,9 +121,29 @@ def test_cispo_weighs_each_log_probability_by_the_clipped_ratio_without_its_grad
                           {"clip_low_threshold": 2.0, "clip_high_threshold": 1.0})
 
 
-def test_losses_the_server_does_not_compute_are_named() -> None:
-    with pytest.raises(losses.LossError, match="'dro' is not implemented"):
+def test_dro_is_the_advantage_weighted_log_probability_less_a_quadratic_penalty() -> None:
+    """Tinker's DRO: -sum(logprobs * advantages - beta / 2 * (logprobs - sampling_logprobs)^2); the
+    gradient of a token is -(advantage - beta * drift). Without a beta it is refused, naming the key."""
+    old = torch.tensor([-1.5, -2.0, -0.4])
+    adv = torch.tensor([1.0, -1.0, 2.0])
+    logp = torch.tensor([-1.0, -2.0, -0.5], requires_grad=True)
+    loss = losses.datum_loss("dro", logp, {"logprobs": old, "advantages": adv}, {"beta": 0.5})
+    drift = logp.detach() - old
+    assert loss.item() == pytest.approx(-(logp.detach() * adv - 0.25 * drift ** 2).sum().item(), abs=1e-6)
+    loss.backward()
+    assert logp.grad.tolist() == pytest.approx((-(adv - 0.5 * drift)).tolist(), abs=1e-6)
+    losses.check("dro", {"beta": 0.05})
+    with pytest.raises(losses.LossError, match="'dro' needs loss_fn_config beta"):
         losses.check("dro", None)
+    with pytest.raises(losses.LossError, match="beta -1: must be 0 or more"):
+        losses.check("dro", {"beta": -1})
+    with pytest.raises(losses.LossError, match="clip_low_threshold: not a setting of 'dro' on this server \\(dro takes beta\\)"):
+        losses.check("dro", {"beta": 0.1, "clip_low_threshold": 0.5})
+
+
+def test_losses_the_server_does_not_compute_are_named() -> None:
+    with pytest.raises(losses.LossError, match="'gspo' is not implemented"):
+        losses.check("gspo", None)
     with pytest.raises(losses.LossError, match="unknown loss 'xent'"):
         losses.check("xent", None)
     with pytest.raises(losses.LossError, match="clip_ratio: not a setting of 'ppo'"):

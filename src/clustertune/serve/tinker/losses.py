@@ -13,9 +13,12 @@ are the model's log-probabilities of ``target_tokens`` under the weights being t
   advantages)``: the clipped ratio is a coefficient with no gradient of its own, so every token
   keeps a gradient through its log-probability (Tinker's documentation, "Loss Functions: CISPO";
   its default is the one-sided clip 0.0 and 4.0).
+- ``dro``: ``-sum(logprobs * advantages - beta / 2 * (logprobs - sampling_logprobs) ** 2)``, a
+  quadratic penalty on moving away from the sampler (Tinker's documentation, "Loss Functions: DRO").
+  The documentation gives no default ``beta``, so this server asks for one in ``loss_fn_config``.
 
-The SDK knows more (``dro``, ``gspo``, ``stable_reinforce``, ``custom``); a request for one of
-them is refused with a message naming it, as for any name the SDK does not know.
+The SDK knows more (``gspo``, ``stable_reinforce``, ``custom``); a request for one of them is
+refused with a message naming it, as for any name the SDK does not know.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-SUPPORTED = ("cross_entropy", "importance_sampling", "ppo", "cispo")
-KNOWN_UNSUPPORTED = ("dro", "gspo", "stable_reinforce", "custom")
+SUPPORTED = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+KNOWN_UNSUPPORTED = ("gspo", "stable_reinforce", "custom")
 
 # The inputs each loss reads besides target_tokens (which every loss needs).
 INPUTS: dict[str, tuple[str, ...]] = {
@@ -32,9 +35,13 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "importance_sampling": ("logprobs", "advantages"),
     "ppo": ("logprobs", "advantages"),
     "cispo": ("logprobs", "advantages"),
+    "dro": ("logprobs", "advantages"),
 }
 # (clip_low_threshold, clip_high_threshold) when loss_fn_config gives none, as Tinker documents them.
 CLIP = {"ppo": (0.8, 1.2), "cispo": (0.0, 4.0)}
+# The loss_fn_config keys each loss takes.
+SETTINGS = {"ppo": ("clip_low_threshold", "clip_high_threshold"), "cispo": ("clip_low_threshold", "clip_high_threshold"),
+            "dro": ("beta",)}
 
 
 class LossError(ValueError):
@@ -45,14 +52,19 @@ def check(name: str, config: dict[str, Any] | None) -> None:
     """Refuse a loss before any work starts."""
     if name in SUPPORTED:
         if config:
-            clips = name in CLIP
-            extra = sorted(set(config) - {"clip_low_threshold", "clip_high_threshold"}) if clips else sorted(config)
+            takes = SETTINGS.get(name, ())
+            extra = sorted(set(config) - set(takes))
             if extra:
                 raise LossError(f"loss_fn_config {', '.join(extra)}: not a setting of {name!r} on this server"
-                                + (f" ({name} takes clip_low_threshold and clip_high_threshold)" if clips else ""))
+                                + (f" ({name} takes {' and '.join(takes)})" if takes else ""))
             for key, v in sorted(config.items()):  # the SDK's config may carry text as well as numbers
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                     raise LossError(f"loss_fn_config {key} {v!r}: must be a finite number")
+        if name == "dro" and "beta" not in (config or {}):
+            raise LossError("loss 'dro' needs loss_fn_config beta (the weight of its quadratic penalty, e.g. "
+                            "{\"beta\": 0.05}): Tinker's documentation gives none by default")
+        if name == "dro" and float(config["beta"]) < 0:
+            raise LossError(f"loss_fn_config beta {config['beta']!r}: must be 0 or more")
         return
     if name in KNOWN_UNSUPPORTED:
         raise LossError(f"loss {name!r} is not implemented by this server (clustertune serve); it computes "
@@ -78,6 +90,10 @@ def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[st
     advantages = inputs["advantages"].to(logprobs.dtype)
     if name == "importance_sampling":
         return -(ratio * advantages).sum()
+    if name == "dro":
+        beta = float((config or {})["beta"])  # check() refused a request without it
+        drift = logprobs - inputs["logprobs"].to(logprobs.dtype)
+        return -(logprobs * advantages - 0.5 * beta * drift ** 2).sum()
     low, high = (float((config or {}).get("clip_low_threshold", CLIP[name][0])),
                  float((config or {}).get("clip_high_threshold", CLIP[name][1])))
     if name == "cispo":
