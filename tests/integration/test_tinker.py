@@ -212,15 +212,13 @@ def test_an_rl_loop_with_importance_sampling_raises_the_reward(service: Any, cha
     assert np.mean(still[-5:]) < np.mean(still[:5]) + 0.05, still
 
 
-def test_an_rl_loop_with_cispo_raises_the_reward_and_its_loss_is_the_documented_sum(service: Any,
-                                                                                     chat_base: Path) -> None:
-    learning = rl(service, chat_base, 2e-2, loss="cispo")
-    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
-    # Through the SDK, against the formula on the same log-probabilities: sampler log-probabilities
-    # 0.5 nat below the current ones on half the tokens and 2 nats below on the rest.
+def off_policy_datum(service: Any, base: Path) -> tuple[Any, Any, Any, Any, Any]:
+    """A fresh client and one RL datum whose sampler log-probabilities are 0.5 nat below the current
+    ones on half the tokens and 2 nats below on the rest, with mixed advantages: (client, datum,
+    current log-probabilities, sampler ones, advantages), to hold a loss to its formula."""
     import torch
 
-    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+    tc = service.create_lora_training_client(base_model=str(base), rank=4).result()
     ids = tc.get_tokenizer().encode(TEXTS[1])
     n = len(ids) - 1
     ce = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
@@ -230,9 +228,17 @@ def test_an_rl_loop_with_cispo_raises_the_reward_and_its_loss_is_the_documented_
     adv = torch.tensor([1.0 if i % 3 else -0.5 for i in range(n)])
     datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
         "target_tokens": ids[1:], "logprobs": old.tolist(), "advantages": adv.tolist()})
+    return tc, datum, current, old, adv
+
+
+def test_an_rl_loop_with_cispo_raises_the_reward_and_its_loss_is_the_documented_sum(service: Any,
+                                                                                     chat_base: Path) -> None:
+    learning = rl(service, chat_base, 2e-2, loss="cispo")
+    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
+    tc, datum, current, old, adv = off_policy_datum(service, chat_base)
     for config, (low, high) in ((None, (0.0, 4.0)), ({"clip_low_threshold": 0.9, "clip_high_threshold": 1.5}, (0.9, 1.5))):
         got = tc.forward([datum], "cispo", config).result().metrics["loss:sum"]
-        want = -(torch.exp(current - old).clamp(low, high) * current * adv).sum().item()
+        want = -((current - old).exp().clamp(low, high) * current * adv).sum().item()
         assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want))), (config, got, want)
 
 
@@ -243,18 +249,7 @@ def test_an_rl_loop_with_dro_raises_the_reward_and_its_loss_is_the_documented_su
     # the first and last five iterations, with beta 0.01 0.080 -> 0.38 (seeded sampling).
     learning = rl(service, chat_base, 2e-2, loss="dro", config={"beta": 0.01})
     assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
-    import torch
-
-    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
-    ids = tc.get_tokenizer().encode(TEXTS[1])
-    n = len(ids) - 1
-    ce = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]),
-                     loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * n})
-    current = torch.tensor(tc.forward([ce], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].tolist())
-    old = current - torch.tensor([0.5 if i % 2 else 2.0 for i in range(n)])
-    adv = torch.tensor([1.0 if i % 3 else -0.5 for i in range(n)])
-    datum = types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
-        "target_tokens": ids[1:], "logprobs": old.tolist(), "advantages": adv.tolist()})
+    tc, datum, current, old, adv = off_policy_datum(service, chat_base)
     got = tc.forward([datum], "dro", {"beta": 0.3}).result().metrics["loss:sum"]
     want = -(current * adv - 0.15 * (current - old) ** 2).sum().item()
     assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want)))
