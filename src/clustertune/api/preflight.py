@@ -25,7 +25,7 @@ from typing import Any
 
 from clustertune.errors import LaunchError, RecipeError, UserError
 from clustertune.extras import install_hint
-from clustertune.launch.submit import planned_world_size
+from clustertune.launch.decision import planned_world_size
 from clustertune.models.adapters import check_adapter
 from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.models.heads import auto_class

@@ -13,8 +13,8 @@ from typing import Any
 from clustertune.api.preflight import Where, check
 from clustertune.errors import RecipeError, UserError
 from clustertune.launch.command import load_launch
-from clustertune.launch.submit import (Decided, decide_command as decide_new_command, decide_recipe, decide_resume,
-                                       describe_launch, resolve_base_model, start_launch)
+from clustertune.launch.decision import Decision, decide_command as decide_new_command, decide_recipe, decide_resume
+from clustertune.launch.submit import describe_launch, resolve_base_model, start_launch
 from clustertune.recipe.checked import Checked
 from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.load import load_recipe
@@ -52,7 +52,7 @@ def decide(
     trust_checkpoint: bool = False,
     show_progress: bool = True,
     dry: bool = False,
-) -> Decided:
+) -> Decision:
     """The one decision behind :func:`run` and :func:`dry_run`, before anything changes: a new
     recipe passes the preflight first (every problem at once, nothing written; :func:`validate`);
     a resume keeps the run's recipe, and ``overrides`` may change ``launch.*`` keys only (another
@@ -68,8 +68,9 @@ def decide(
                              trust_checkpoint=trust_checkpoint, dry=dry)
     held: list[Any] = []  # the libraries' warnings until the run's log exists
     checked = validate(source, overrides, runs_root_dir=runs_root_dir, library_warnings=held)
-    return decide_recipe(checked.recipe, runs_root_dir=runs_root_dir, show_progress=show_progress, dry=dry,
-                         library_warnings=held)
+    recipe = checked.recipe if dry else resolve_base_model(checked.recipe, runs_root_dir, show_progress,
+                                                           library_warnings=held)  # a dry run's base stays as named
+    return decide_recipe(recipe, runs_root_dir=runs_root_dir, dry=dry, library_warnings=tuple(held))
 
 
 def decide_command(
@@ -80,7 +81,7 @@ def decide_command(
     resume: str | None = None,
     runs_root_dir: str | os.PathLike[str] | None = None,
     dry: bool = False,
-) -> Decided:
+) -> Decision:
     """The decision behind :func:`launch_command`: a user's own command on every rank, with the
     launch section of ``source`` (a YAML file, its ``launch.files`` read beside it) and
     ``launch.*`` ``overrides``; or, with ``resume``, the run's own command again. ``dry``: the
@@ -97,23 +98,23 @@ def decide_command(
     section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
     if source is not None:  # launch.files: relative paths start beside the YAML file, then here
         section = absolute_paths(section, Path(source).expanduser().parent)
-    return decide_new_command(section, user_command, runs_root_dir=runs_root_dir)
+    return decide_new_command(section, user_command, runs_root_dir=runs_root_dir, dry=dry)
 
 
-def describe(decided: Decided) -> str:
-    """What :func:`start` would do with ``decided``: the plan (and the sbatch script or the
+def describe(decision: Decision) -> str:
+    """What :func:`start` would do with ``decision``: the plan (and the sbatch script or the
     hosts' commands); a new run's plan names a run directory not yet made."""
-    return describe_launch(decided)
+    return describe_launch(decision)
 
 
-def start(decided: Decided, *, command: list[str] | None = None, announce: Announce | None = None,
+def start(decision: Decision, *, command: list[str] | None = None, announce: Announce | None = None,
           show_progress: bool = True, wait: bool = True) -> Run:
     """Do what :func:`decide` or :func:`decide_command` decided: the run (made, or the resumed
     one), its data, its backend's submit. Returns the finished :class:`Run` (a SLURM run: once
     submitted; an SSH command with ``wait=False``: once its hosts started it). A failure during
     training leaves the run FAILED with the reason (and traceback) in run.json. ``announce``:
     where the run goes and how to follow it, as lines for the user."""
-    return start_launch(decided, command=command, announce=announce, show_progress=show_progress, wait=wait)
+    return start_launch(decision, command=command, announce=announce, show_progress=show_progress, wait=wait)
 
 
 def run(

@@ -16,8 +16,9 @@ resumed run, and a hard link would share it. Raw data files travel only where th
 prepared on the nodes (a SLURM data step, or a task whose trainer loads its own data); else
 they were read here and only the prepared data travels.
 
-What was decided is recorded in ``run.json`` (``files``: key, original path, digest, size, how)
-when the run is created; a resume reads that record and the recipe already naming the copies.
+What was decided (:func:`decide`, part of the launch's one decision) is recorded in ``run.json``
+(``files``: key, original path, digest, size, how) when the run is created, its recipe naming the
+copies; a resume reads that record.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import os
 import posixpath
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from clustertune.fsutil import build_dir_once
 from clustertune.recipe.local_paths import Named, locate, named_paths, with_values
 from clustertune.recipe.schema import Recipe
 from clustertune.recipe.sent_files import SKIP, sent_files_problems
+from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run
 from clustertune.tasks import task_of
 
@@ -216,36 +218,42 @@ def _link_tree(src: Path, dest: Path) -> None:
     os.replace(tmp, dest)
 
 
-def place(recipe: Recipe, run: Run, backend: str, cache: Path, nodes_read_data: bool) -> Recipe:
-    """Give the nodes of ``run`` the local paths ``recipe`` names; returns the recipe they read
-    (written to the run directory by the caller). A resumed run keeps what its first launch
-    decided (``run.json``), its recipe already naming the copies."""
-    if run.info.files or (run.attempts and run.paths.recipe.is_file()):
-        placed = [Placed.from_json(d) for d in run.info.files]
-    else:
-        placed = []
-        for p in decide(recipe, backend, run.paths.root, cache, nodes_read_data):
-            src = Path(p.path)
+def stored_copies(placed: tuple[Placed, ...] | list[Placed], run_dir: Path, cache: Path) -> list[Placed]:
+    """What a new run's nodes read for each decided path: the local store's copy for a snapshot
+    or a host's, made once per content, and where the nodes find it (a snapshot: under
+    ``run_dir``, linked there by :func:`link_into` once the run exists). Nothing is written into
+    ``run_dir``, which need not exist yet."""
+    out = []
+    for p in placed:
+        if p.how == SNAPSHOT:
+            copy, digest = stored(p.key, Path(p.path), cache)
+            p = replace(p, digest=digest, bytes=size_of(copy), node=str(RunPaths(run_dir).snapshots / digest / p.name))
+        elif p.how == SHIPPED:
+            copy, digest = stored(p.key, Path(p.path), cache)
+            p = replace(p, digest=digest, bytes=size_of(copy), node=str(copy))
+        else:
+            p = replace(p, node=p.path)
+        out.append(p)
+    return out
+
+
+def for_nodes(recipe: Recipe, placed: list[Placed]) -> Recipe:
+    """``recipe`` naming what the nodes read (:func:`stored_copies`) instead of the originals:
+    the run directory's recipe."""
+    values = {p.key: p.node for p in placed if not p.extra}
+    return Recipe.model_validate(with_values(recipe.to_plain(), values)) if values else recipe
+
+
+def link_into(run: Run, placed: list[Placed] | tuple[Placed, ...], backend: str, cache: Path, *, new: bool) -> None:
+    """The run directory's part: a new run's snapshots linked from the store, and (but on SSH
+    hosts, which get theirs when the run reaches them) its files/ folder."""
+    if new:
+        for p in placed:
             if p.how == SNAPSHOT:
-                copy, digest = stored(p.key, src, cache)
-                dest = run.paths.snapshots / digest / p.name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                _link_tree(copy, dest)
-                p = Placed(**{**p.to_json(), "digest": digest, "bytes": size_of(copy), "node": str(dest)})
-            elif p.how == SHIPPED:
-                copy, digest = stored(p.key, src, cache)
-                p = Placed(**{**p.to_json(), "digest": digest, "bytes": size_of(copy), "node": str(copy)})
-            else:
-                p = Placed(**{**p.to_json(), "node": p.path})
-            placed.append(p)
-        if placed:
-            run.set_files([p.to_json() for p in placed])
-        values = {p.key: p.node for p in placed if not p.extra}
-        if values:
-            recipe = Recipe.model_validate(with_values(recipe.to_plain(), values))
-    if backend != "ssh":  # SSH hosts get their files/ folder when the run reaches them
+                Path(p.node).parent.mkdir(parents=True, exist_ok=True)
+                _link_tree(cache / STORE_DIR / p.digest / Path(p.path).name, Path(p.node))
+    if backend != "ssh":
         link_extras(run.paths.files, [(p.name, p.node) for p in placed if p.extra])
-    return recipe
 
 
 def link_extras(folder: Path, entries: list[tuple[str, str]]) -> None:

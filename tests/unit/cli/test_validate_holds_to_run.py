@@ -267,7 +267,7 @@ def test_validate_accepts_what_the_run_trains_and_the_run_gets_the_recipe_it_acc
         case_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         make: Make, expected: dict[str, Any]) -> None:
     from clustertune import api
-    from clustertune.launch.submit import planned_world_size
+    from clustertune.launch.decision import planned_world_size
     from clustertune.recipe.load import dump_recipe, load_recipe
     from clustertune.train.ds_config import deepspeed_config
     from clustertune.train.precision import mixed_precision

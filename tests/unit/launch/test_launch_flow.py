@@ -20,7 +20,7 @@ from clustertune.launch.inprocess import IN_PROCESS_LINE, InProcessLauncher
 from clustertune.launch.local import LocalJob
 from clustertune.launch.plan import LaunchPlan
 from clustertune import api
-from clustertune.launch.submit import backend_for
+from clustertune.launch.decision import backend_for
 from clustertune.recipe.load import load_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run

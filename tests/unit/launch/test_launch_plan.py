@@ -12,7 +12,7 @@ from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch.plan import build_plan, node_command
 from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune import api
-from clustertune.launch.submit import plan_for
+from clustertune.launch.decision import plan_for
 from clustertune.runs.topology import Topology
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
@@ -186,7 +186,7 @@ def test_derived_rendezvous_ports_stay_below_the_ephemeral_range() -> None:
 
 
 def test_launcher_is_used_for_several_processes_or_gpus_and_slurm() -> None:
-    from clustertune.launch.submit import needs_launcher
+    from clustertune.launch.decision import needs_launcher
 
     def recipe(launch: dict) -> object:
         return load_recipe(with_(TINY_CAUSAL, launch=launch))

@@ -14,7 +14,7 @@ from clustertune.launch.local import node_env
 from clustertune.launch.plan import build_plan, expand_env_value, shell_expanding_quote
 from clustertune.launch.sbatch import render_sbatch, sbatch_argv, sbatch_flags
 from clustertune import api
-from clustertune.launch.submit import plan_for, prepares_data_here
+from clustertune.launch.decision import plan_for, prepares_data_here
 from clustertune.recipe.load import load_recipe
 from tests.helpers import TINY_CAUSAL, with_
 from tests.unit.launch.test_launch_plan import check_golden
@@ -214,7 +214,7 @@ def test_device_cpu_hides_the_gpus_from_every_rank_and_this_process(monkeypatch:
     import os
 
     from clustertune.train.preflight import use_device
-    from clustertune.launch.submit import needs_launcher
+    from clustertune.launch.decision import needs_launcher
 
     r = load_recipe(with_(TINY_CAUSAL, train={"device": "cpu"}))
     assert dict(build_plan(r, "r", "/tmp/r", "python").env)["CUDA_VISIBLE_DEVICES"] == ""

@@ -13,7 +13,8 @@ import yaml
 
 from clustertune import api
 from clustertune.errors import LaunchError, RecipeError
-from clustertune.launch.files import IN_PLACE, PREPARED_HERE, SHIPPED, SNAPSHOT, decide, describe, place
+from clustertune.launch.files import (IN_PLACE, PREPARED_HERE, SHIPPED, SNAPSHOT, decide, describe, for_nodes, link_into,
+                                      stored_copies)
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.run import Run
 from tests.helpers import TINY_CAUSAL, with_
@@ -83,6 +84,16 @@ def _new_run(tmp_path: Path, recipe) -> Run:
     from clustertune.recipe.load import dump_recipe
 
     return Run.create(tmp_path / "runs", recipe.name, recipe.task, dump_recipe(recipe), ["test"], backend="slurm")
+
+
+def place(recipe, run: Run, backend: str, cache: Path, nodes_read_data: bool):
+    """What a start does with a new run's files, in its order: decided, copied into the store,
+    recorded in run.json and linked into the run; returns the recipe the nodes read."""
+    placed = stored_copies(decide(recipe, backend, run.paths.root, cache, nodes_read_data), run.paths.root, cache)
+    if placed:
+        run.set_files([p.to_json() for p in placed])
+    link_into(run, placed, backend, cache, new=True)
+    return for_nodes(recipe, placed)
 
 
 def test_slurm_snapshots_into_the_run_directory_unless_the_nodes_see_the_path(tmp_path):

@@ -110,7 +110,7 @@ def test_unreachable_host_from_the_cli_exits_2(two_hosts, runs_root: Path, tmp_p
 
 def test_hosts_env_defaults_to_clustertunes_own_dependencies() -> None:
     from clustertune.launch.ssh import _env_for
-    from clustertune.launch.submit import plan_for
+    from clustertune.launch.decision import plan_for
 
     bare = load_recipe(_ssh_recipe(cluster="c"))
     env = _env_for(plan_for(bare, "r", Path(".")), bare.launch)
