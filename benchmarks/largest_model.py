@@ -62,7 +62,7 @@ def _process_group() -> None:
 
 def _zero3_offload_config(batch: int, mixed: bool, threshold: int | None) -> dict[str, Any]:
     from clustertune.recipe.load import load_recipe
-    from clustertune.train.ds_config import build_config
+    from clustertune.recipe.ds_config import build_config
 
     recipe = load_recipe({"name": "largest", "task": "causal_lm",
                           "model": {"config": "gpt2", "tokenizer": "train"},

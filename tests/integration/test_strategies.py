@@ -83,7 +83,7 @@ def job_dir(where: Path, recipe: dict[str, Any], baseline: Path) -> Path:
     in it, for the 2 ranks of :func:`launch`), tokenizer and the reference to the prepared data
     (the baseline's: the strategy does not change the data)."""
     import clustertune as ct
-    from clustertune.train.ds_config import resolve_deepspeed_json
+    from clustertune.recipe.ds_config import resolve_deepspeed_json
 
     where.mkdir(parents=True)
     resolved = resolve_deepspeed_json(ct.load_recipe(recipe), 2).recipe

@@ -87,7 +87,7 @@ def test_the_sites_print_the_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     from clustertune.api.serving import _require_extra, tinker_service
     from clustertune.models.adapters import require_bitsandbytes
     from clustertune.recipe.load import load_recipe
-    from clustertune.train.metrics import check_trackers
+    from clustertune.recipe.trackers import check_trackers
     from clustertune.train.optim import _bitsandbytes
     from clustertune.use.lm_eval_bridge import require_lm_eval
     from tests.helpers import TINY_CAUSAL, with_

@@ -15,7 +15,7 @@ from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.bench import BenchSpec, report, run_side_by_side
 from clustertune.train.bench_names import SIZES
-from clustertune.train.ds_config import with_deepspeed_json
+from clustertune.recipe.ds_config import with_deepspeed_json
 
 
 @dataclass(frozen=True)

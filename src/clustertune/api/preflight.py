@@ -38,10 +38,10 @@ from clustertune.recipe.run_refs import is_run_ref, names_checkpoint, run_part
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.store import runs_root
 from clustertune.tasks import task_of
-from clustertune.train.cls_metrics import metric_functions
-from clustertune.train.ds_config import resolve_deepspeed_json
-from clustertune.train.metrics import check_trackers
-from clustertune.train.reward_style import load_reward
+from clustertune.tasks.cls_metrics import metric_functions
+from clustertune.recipe.ds_config import resolve_deepspeed_json
+from clustertune.recipe.trackers import check_trackers
+from clustertune.tasks.reward_style import load_reward
 from clustertune.use.bases import checkpoint_target
 
 PathLike = str | os.PathLike[str]

@@ -9,6 +9,7 @@ Checks that need no network live here; checks that need a model config or a data
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -232,6 +233,12 @@ class TrainSection(Section):
 BUILTIN_METRICS: tuple[str, ...] = ("accuracy", "f1", "f1_macro", "precision", "recall", "matthews_correlation")
 
 
+def warmup_steps(t: TrainSection, total_steps: int) -> int:
+    """``train.warmup_steps``, else ``train.warmup_ratio`` of the run's optimizer steps, rounded
+    up (as transformers' Trainer rounds a ratio)."""
+    return t.warmup_steps or math.ceil(t.warmup_ratio * total_steps)
+
+
 def classification_problems(recipe: Recipe) -> list[tuple[str, str]]:
     """Label and metric settings that need no data to be checked."""
     out: list[tuple[str, str]] = []
@@ -427,5 +434,5 @@ class Recipe(Section):
     def explicit_plain(self) -> dict[str, Any]:
         """Only the keys set explicitly (in the YAML, an override, by a caller), as plain data: a
         recipe made again from it still knows which keys the user set, which a user's DeepSpeed
-        JSON may not contradict while it decides the others (train/ds_config.py)."""
+        JSON may not contradict while it decides the others (recipe/ds_config.py)."""
         return self.model_dump(mode="json", exclude_unset=True)

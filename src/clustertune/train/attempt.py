@@ -42,7 +42,7 @@ from clustertune.runs.report import interrupted_text
 from clustertune.runs.run import CANCELLED_BY_USER, Run, interrupt_reason
 from clustertune.runs.state import RunState
 from clustertune.runs.topology import Topology
-from clustertune.train.user_code import use_run_files
+from clustertune.runs.user_code import use_run_files
 from clustertune.train import checkpoint as ckpt
 from clustertune.train.execute import execute
 from clustertune.runs.library_logs import LibraryLogs, run_log_handler

@@ -24,7 +24,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import held_state
-from clustertune.train.ds_config import with_deepspeed_json
+from clustertune.recipe.ds_config import with_deepspeed_json
 from clustertune.train.throughput import parameter_count
 from clustertune.train import first_batches
 from clustertune.train.loop import LoopResult, forward, train_loop

@@ -30,7 +30,7 @@ from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
 from clustertune.train import faults
 from clustertune.train import held_state
-from clustertune.train.cls_metrics import MetricFn, compute, metric_functions
+from clustertune.tasks.cls_metrics import MetricFn, compute, metric_functions
 from clustertune.train.metrics import MetricsWriter, truncate_after
 from clustertune.train.optim import make_optimizer
 from clustertune.train.strategies import Strategy

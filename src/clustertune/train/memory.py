@@ -67,7 +67,7 @@ from typing import Any
 
 import torch
 from clustertune.models.heads import auto_class, head_of
-from clustertune.train.ds_config import deepspeed_config
+from clustertune.recipe.ds_config import deepspeed_config
 from clustertune.models.adapters import apply_adapter, quantized_linear_numels
 
 GiB = 1024**3

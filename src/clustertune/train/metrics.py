@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
-from clustertune.errors import TrackingError
-from clustertune.extras import install_hint
 from clustertune.fsutil import atomic_write_text
 from clustertune.runs.metrics_file import read_metrics
-
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
-
-
-def check_trackers(trackers: list[str]) -> None:
-    missing = [t for t in trackers if importlib.util.find_spec(TRACKER_PACKAGES[t]) is None]
-    if missing:
-        raise TrackingError(
-            f"tracking.trackers: {', '.join(missing)} asked for but not installed; "
-            f"`{install_hint(*missing)}` or remove it from the recipe"
-        )
-
 
 def tracker_env(trackers: list[str], out_dir: Path) -> None:
     """Offline-first defaults: W&B offline (sync later), MLflow into the run directory (its file

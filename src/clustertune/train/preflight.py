@@ -22,7 +22,7 @@ from clustertune.models.build import check_sequence_fits, resolve_config
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.run import Run
 from clustertune.train import checkpoint as ckpt
-from clustertune.train.cls_metrics import metric_functions
+from clustertune.tasks.cls_metrics import metric_functions
 from clustertune.train.precision import mixed_precision
 from clustertune.runs.sealed import signed_state
 from clustertune.train.strategies.zero import check_strategy

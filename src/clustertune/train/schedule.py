@@ -6,22 +6,15 @@ and an RL run of the same ``train`` section warm up and decay the same way.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from clustertune.recipe.schema import Recipe, TrainSection
+from clustertune.recipe.schema import Recipe, TrainSection, warmup_steps
 
 
 def scheduler_name(t: TrainSection) -> str:
     """transformers' name for ``train.lr_scheduler`` ("constant" still warms up)."""
     return "constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler
-
-
-def warmup_steps(t: TrainSection, total_steps: int) -> int:
-    """``train.warmup_steps``, else ``train.warmup_ratio`` of the run's optimizer steps, rounded
-    up (as transformers' Trainer rounds a ratio)."""
-    return t.warmup_steps or math.ceil(t.warmup_ratio * total_steps)
 
 
 def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:

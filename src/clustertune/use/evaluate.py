@@ -141,7 +141,7 @@ def evaluate_metrics(ref: str, *, data: str | None = None, overrides: list[str] 
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
     from clustertune.data.cache import log_to_stderr, prepare
     # Deferred: importing it pulls in numpy, which this module's importers do not need.
-    from clustertune.train.cls_metrics import metric_functions
+    from clustertune.tasks.cls_metrics import metric_functions
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.
     from clustertune.train.loop import evaluate
     # Deferred: importing it pulls in numpy, torch, which this module's importers do not need.

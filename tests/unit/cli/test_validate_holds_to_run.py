@@ -188,7 +188,7 @@ NOT_OFFLINE = {
 
 # The modules whose typed errors a run raises before its first step.
 BEFORE_FIRST_STEP = ["train/preflight.py", "models/build.py", "models/adapters.py", "models/local.py",
-                     "train/ds_config.py", "train/ds_json.py", "train/metrics.py", "launch/submit.py", "recipe/launch_checks.py",
+                     "recipe/ds_config.py", "recipe/ds_json.py", "train/metrics.py", "launch/submit.py", "recipe/launch_checks.py",
                      "train/rl/sources.py", "data/templates.py"]
 
 
@@ -269,7 +269,7 @@ def test_validate_accepts_what_the_run_trains_and_the_run_gets_the_recipe_it_acc
     from clustertune import api
     from clustertune.launch.decision import planned_world_size
     from clustertune.recipe.load import dump_recipe, load_recipe
-    from clustertune.train.ds_config import deepspeed_config
+    from clustertune.recipe.ds_config import deepspeed_config
     from clustertune.train.precision import mixed_precision
 
     path = case_dir / "r.yaml"

@@ -15,7 +15,7 @@ from clustertune.api import devices_of
 from clustertune import api
 from clustertune.launch.decision import planned_world_size
 from clustertune.recipe.load import load_recipe
-from clustertune.train.ds_config import DeepSpeedConfigError, deepspeed_config, resolve_deepspeed_json, with_deepspeed_json
+from clustertune.recipe.ds_config import DeepSpeedConfigError, deepspeed_config, resolve_deepspeed_json, with_deepspeed_json
 from tests.helpers import TINY_CAUSAL, cli_here, with_
 
 

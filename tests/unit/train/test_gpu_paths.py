@@ -396,7 +396,7 @@ def test_peak_flops_tell_h100_variants_and_newer_gpus_apart() -> None:
 
 
 def test_offloaded_deepspeed_state_is_pinned_only_where_there_is_a_gpu() -> None:
-    from clustertune.train.ds_config import build_config
+    from clustertune.recipe.ds_config import build_config
 
     cfg, _ = build_config(recipe(strategy="deepspeed", deepspeed_preset="zero3-offload").train, 2, "no")
     zero = cfg["zero_optimization"]

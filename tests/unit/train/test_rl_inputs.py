@@ -90,7 +90,7 @@ def test_trlx_style_reward_function_scores_prompt_plus_completion_samples(trlx_m
 
 
 def test_reward_function_of_neither_style_is_a_typed_error_naming_it_and_the_fix(trlx_module: Any) -> None:
-    from clustertune.train.reward_style import load_reward
+    from clustertune.tasks.reward_style import load_reward
 
     name = trlx_module.__name__
     with pytest.raises(RewardError) as ei:

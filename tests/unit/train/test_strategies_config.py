@@ -16,7 +16,7 @@ from clustertune.extras import install_hint
 from clustertune.recipe.load import load_recipe
 from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_multiple
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory, next_strategy
-from clustertune.train.ds_config import DeepSpeedConfigError, build_config, merge_user_config
+from clustertune.recipe.ds_config import DeepSpeedConfigError, build_config, merge_user_config
 from clustertune.train.strategies.zero import DeepSpeedMissing, check_strategy, deepspeed_config
 from tests.helpers import TINY_CAUSAL, with_
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from clustertune.errors import RewardError
 from clustertune.recipe.rl_schema import RewardSpec
-from clustertune.train.reward_style import load_reward
-from clustertune.train.user_code import user_traceback as _user_traceback
+from clustertune.tasks.reward_style import load_reward
+from clustertune.runs.user_code import user_traceback as _user_traceback
 from clustertune.models.tokenizer import load_tokenizer
 from clustertune.models.build import announced_load
 from clustertune.errors import ModelError

@@ -27,7 +27,7 @@ from clustertune.train.fastpath import prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
 from clustertune.train.strategies.ds_ops import build_line
-from clustertune.train.ds_config import deepspeed_config, with_deepspeed_json
+from clustertune.recipe.ds_config import deepspeed_config, with_deepspeed_json
 from clustertune.train.gather import ZERO_TAG as TAG  # DeepSpeed's own checkpoint layout lives in this subdirectory
 from clustertune.train.trainable import trainable_parameters
 

@@ -11,7 +11,7 @@ import pytest
 
 from clustertune.errors import MetricError, RecipeError
 from clustertune.recipe.load import load_recipe
-from clustertune.train.cls_metrics import compute, matthews_correlation, metric_functions
+from clustertune.tasks.cls_metrics import compute, matthews_correlation, metric_functions
 from tests.helpers import TINY_CLS, with_
 
 PRED = np.array([1, 1, 0, 1, 0, 0, 1, 0])

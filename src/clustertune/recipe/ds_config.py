@@ -2,7 +2,7 @@
 
 Pure data: nothing here imports DeepSpeed, so configs are built and checked (and tested)
 on machines without it. Without a JSON the recipe says everything. With one
-(``train.deepspeed_config``) the recipe is first resolved against it (train/ds_json.py: the
+(``train.deepspeed_config``) the recipe is first resolved against it (recipe/ds_json.py: the
 JSON is the source of truth; a key the user set may restate it, not contradict it):
 :func:`resolve_deepspeed_json` does that before anything is submitted, with the plan's number
 of processes, and checks the config as the nodes will build it, so ``validate`` equals ``run``.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from clustertune.recipe.schema import Recipe, TrainSection
-from clustertune.train.ds_json import (
+from clustertune.recipe.schema import Recipe, TrainSection, warmup_steps
+from clustertune.recipe.ds_json import (
     DeepSpeedConfigError,
     Resolved,
     adopt_json,
@@ -26,7 +26,6 @@ from clustertune.train.ds_json import (
     same_value,
     with_deepspeed_json,
 )
-from clustertune.train.schedule import warmup_steps
 
 # Also the names of a user's JSON that the nodes and tests take from here.
 __all__ = ["DeepSpeedConfigError", "Resolved", "build_config", "deepspeed_config", "merge_user_config",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from clustertune.errors import MetricError
-from clustertune.train.user_code import import_function, user_traceback
+from clustertune.runs.user_code import import_function, user_traceback
 
 MetricFn = Callable[[np.ndarray, np.ndarray], dict[str, float]]
 

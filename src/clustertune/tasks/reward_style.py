@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clustertune.errors import RewardError
-from clustertune.train.user_code import import_function
+from clustertune.runs.user_code import import_function
 
 # The keyword arguments clustertune fills in itself (TRL's and TRLX's); a recipe's kwargs cannot name them.
 _PASSED = ("prompts", "completions", "samples", "outputs")

@@ -7,7 +7,7 @@ offload, optimizer values, schedule, batch sizes, clipping, precision); a key se
 the YAML or an override: the train section's ``model_fields_set``) may restate the JSON, and a
 different value is an error naming both places and the fix. ``train_batch_size`` is checked
 against the plan's number of processes, and the micro batch or the accumulation that neither
-side sets is derived from it. :func:`clustertune.train.ds_config.resolve_deepspeed_json` calls
+side sets is derived from it. :func:`clustertune.recipe.ds_config.resolve_deepspeed_json` calls
 it before anything is submitted (validate, the dry run, run), and the run directory's recipe is
 the one it returns; on the nodes it finds nothing left to adopt.
 """
@@ -22,8 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clustertune.errors import UserError
-from clustertune.recipe.schema import Recipe, TrainSection, strategy_problems
-from clustertune.train.schedule import warmup_steps
+from clustertune.recipe.schema import Recipe, TrainSection, strategy_problems, warmup_steps
 
 
 class DeepSpeedConfigError(UserError):
