@@ -194,9 +194,11 @@ def rl(service: Any, base: Path, lr: float, iterations: int = 16, loss: str = "i
             for s, adv in zip(seqs, r - r.mean()):
                 tokens = p + s.tokens
                 pad = [0.0] * (len(p) - 1)
-                data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs={
-                    "target_tokens": tokens[1:], "logprobs": pad + list(s.logprobs),
-                    "advantages": pad + [float(adv)] * len(s.tokens)}))
+                inputs = {"target_tokens": tokens[1:], "logprobs": pad + list(s.logprobs),
+                          "advantages": pad + [float(adv)] * len(s.tokens)}
+                if loss == "gspo":  # the sequence's ratio is over its sampled tokens
+                    inputs["sequence_ratio_mask"] = pad + [1.0] * len(s.tokens)
+                data.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs=inputs))
         tc.forward_backward(data, loss, config).result()
         tc.optim_step(types.AdamParams(learning_rate=lr)).result()
         rewards.append(float(np.mean(got)))
@@ -255,6 +257,26 @@ def test_an_rl_loop_with_dro_raises_the_reward_and_its_loss_is_the_documented_su
     assert got == pytest.approx(want, abs=1e-5 * max(1.0, abs(want)))
     with pytest.raises(tinker.RequestFailedError, match="'dro' needs loss_fn_config beta"):
         tc.forward([datum], "dro").result()
+
+
+def test_an_rl_loop_with_gspo_raises_the_reward_and_its_loss_is_the_documented_sum(service: Any,
+                                                                                    chat_base: Path) -> None:
+    import torch
+
+    learning = rl(service, chat_base, 2e-2, loss="gspo", config={"clip_low_threshold": 0.8, "clip_high_threshold": 1.2})
+    assert np.mean(learning[-5:]) >= np.mean(learning[:5]) + 0.1, learning
+    tc, datum, current, old, adv = off_policy_datum(service, chat_base)
+    n = len(current)
+    mask = [0.0] * 3 + [1.0] * (n - 3)
+    datum = types.Datum(model_input=datum.model_input,
+                        loss_fn_inputs={**datum.loss_fn_inputs, "sequence_ratio_mask": mask})
+    seq = (current - old)[3:].mean().exp()  # the sequence's ratio over the marked tokens, about e^1.25
+    for low, high in ((0.5, 4.0), (0.9, 1.5)):  # inside the bounds, then clipped at 1.5
+        got = tc.forward([datum], "gspo", {"clip_low_threshold": low, "clip_high_threshold": high}).result()
+        want = -torch.minimum(seq * adv, seq.clamp(low, high) * adv).sum().item()
+        assert got.metrics["loss:sum"] == pytest.approx(want, abs=1e-5 * max(1.0, abs(want))), (low, high)
+    with pytest.raises(tinker.RequestFailedError, match="'gspo' needs loss_fn_config clip_low_threshold"):
+        tc.forward([datum], "gspo").result()
 
 
 def test_ppo_clips_the_ratio_and_importance_sampling_does_not(service: Any, chat_base: Path) -> None:
@@ -326,8 +348,8 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
     assert e.value.category == "user"
     with pytest.raises(tinker.RequestFailedError, match=r"loss_fn_inputs\['weights'\] has shape"):
         tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0, 2.0])], "cross_entropy").result()
-    with pytest.raises(tinker.RequestFailedError, match="'gspo' is not implemented"):
-        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "gspo").result()
+    with pytest.raises(tinker.RequestFailedError, match="'stable_reinforce' is not implemented"):
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "stable_reinforce").result()
     with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs advantages"):
         tc.forward_backward([datum(target_tokens=ids[1:], logprobs=[0.0] * (len(ids) - 1))],
                             "importance_sampling").result()

@@ -141,9 +141,42 @@ def test_dro_is_the_advantage_weighted_log_probability_less_a_quadratic_penalty(
         losses.check("dro", {"beta": 0.1, "clip_low_threshold": 0.5})
 
 
-def test_losses_the_server_does_not_compute_are_named() -> None:
-    with pytest.raises(losses.LossError, match="'gspo' is not implemented"):
+def test_gspo_gives_every_token_the_sequence_ratio_with_its_own_gradient() -> None:
+    """Tinker's GSPO-token: s = exp(mean log-ratio over the masked tokens); token t's ratio has
+    s's value and the gradient of s * logp_t (d/dlogp_t = s), in ppo's pessimistic clipped
+    objective, so a sequence whose ratio leaves the bounds stops moving on the side the clip guards."""
+    old = torch.tensor([0.0, -1.5, -2.0, -0.4])
+    mask = torch.tensor([0.0, 1.0, 1.0, 1.0])  # the first position is the prompt's
+    adv = torch.tensor([0.0, 1.0, 1.0, 1.0])
+    cases = ((torch.tensor([-3.0, -1.45, -2.0, -0.38]), (0.9, 1.1)),  # s inside the bounds
+             (torch.tensor([-3.0, -1.0, -1.5, 0.0]), (0.9, 1.1)))  # s = e^0.467 > 1.1 with A > 0: clipped
+    for values, (low, high) in cases:
+        logp = values.clone().requires_grad_(True)
+        config = {"clip_low_threshold": low, "clip_high_threshold": high}
+        loss = losses.datum_loss("gspo", logp, {"logprobs": old, "advantages": adv, "sequence_ratio_mask": mask}, config)
+        s = torch.exp((values[1:] - old[1:]).mean())
+        inside = low <= s.item() <= high
+        kept = s if inside else torch.tensor(high)  # with A > 0 the minimum takes the clipped value above 1 + eps
+        assert loss.item() == pytest.approx(-(kept * adv).sum().item(), abs=1e-6)
+        loss.backward()
+        want = (-s * adv).tolist() if inside else [0.0] * 4  # a clipped ratio passes no gradient
+        assert logp.grad.tolist() == pytest.approx(want, abs=1e-6)
+    with pytest.raises(losses.LossError, match="'gspo' needs loss_fn_config clip_low_threshold and clip_high_threshold"):
         losses.check("gspo", None)
+    with pytest.raises(losses.LossError, match="needs loss_fn_config clip_high_threshold"):
+        losses.check("gspo", {"clip_low_threshold": 0.9})
+    with pytest.raises(losses.LossError, match="needs loss_fn_inputs sequence_ratio_mask"):
+        losses.datum_loss("gspo", torch.zeros(2), {"logprobs": torch.zeros(2), "advantages": torch.ones(2)},
+                          {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1})
+    with pytest.raises(losses.LossError, match="sequence_ratio_mask'\\] marks no token"):
+        losses.datum_loss("gspo", torch.zeros(2), {"logprobs": torch.zeros(2), "advantages": torch.ones(2),
+                                                   "sequence_ratio_mask": torch.zeros(2)},
+                          {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1})
+
+
+def test_losses_the_server_does_not_compute_are_named() -> None:
+    with pytest.raises(losses.LossError, match="'stable_reinforce' is not implemented"):
+        losses.check("stable_reinforce", None)
     with pytest.raises(losses.LossError, match="unknown loss 'xent'"):
         losses.check("xent", None)
     with pytest.raises(losses.LossError, match="clip_ratio: not a setting of 'ppo'"):

@@ -16,9 +16,14 @@ are the model's log-probabilities of ``target_tokens`` under the weights being t
 - ``dro``: ``-sum(logprobs * advantages - beta / 2 * (logprobs - sampling_logprobs) ** 2)``, a
   quadratic penalty on moving away from the sampler (Tinker's documentation, "Loss Functions: DRO").
   The documentation gives no default ``beta``, so this server asks for one in ``loss_fn_config``.
+- ``gspo`` (GSPO-token, Tinker's documentation, "Loss Functions: GSPO"): the sequence's ratio is
+  the geometric mean of the token ratios over the tokens ``sequence_ratio_mask`` marks; every token
+  carries that value with its own log-probability's gradient, and the ppo objective is taken with
+  it, clipped to ``[clip_low_threshold, clip_high_threshold]``. The page gives no default bounds
+  (GSPO's paper clips far tighter than PPO), so this server asks for both in ``loss_fn_config``.
 
-The SDK knows more (``gspo``, ``stable_reinforce``, ``custom``); a request for one of them is
-refused with a message naming it, as for any name the SDK does not know.
+The SDK knows more (``stable_reinforce``, ``custom``); a request for one of them is refused with a
+message naming it, as for any name the SDK does not know.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-SUPPORTED = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
-KNOWN_UNSUPPORTED = ("gspo", "stable_reinforce", "custom")
+SUPPORTED = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
+KNOWN_UNSUPPORTED = ("stable_reinforce", "custom")
 
 # The inputs each loss reads besides target_tokens (which every loss needs).
 INPUTS: dict[str, tuple[str, ...]] = {
@@ -36,12 +41,14 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "ppo": ("logprobs", "advantages"),
     "cispo": ("logprobs", "advantages"),
     "dro": ("logprobs", "advantages"),
+    "gspo": ("logprobs", "advantages", "sequence_ratio_mask"),
 }
 # (clip_low_threshold, clip_high_threshold) when loss_fn_config gives none, as Tinker documents them.
 CLIP = {"ppo": (0.8, 1.2), "cispo": (0.0, 4.0)}
 # The loss_fn_config keys each loss takes.
 SETTINGS = {"ppo": ("clip_low_threshold", "clip_high_threshold"), "cispo": ("clip_low_threshold", "clip_high_threshold"),
-            "dro": ("beta",)}
+            "dro": ("beta",), "gspo": ("clip_low_threshold", "clip_high_threshold")}
+
 
 
 class LossError(ValueError):
@@ -63,6 +70,11 @@ def check(name: str, config: dict[str, Any] | None) -> None:
         if name == "dro" and "beta" not in (config or {}):
             raise LossError("loss 'dro' needs loss_fn_config beta (the weight of its quadratic penalty, e.g. "
                             "{\"beta\": 0.05}): Tinker's documentation gives none by default")
+        missing = [k for k in SETTINGS["gspo"] if k not in (config or {})]
+        if name == "gspo" and missing:
+            raise LossError(f"loss 'gspo' needs loss_fn_config {' and '.join(missing)} (bounds of the sequence ratio, "
+                            "e.g. {\"clip_low_threshold\": 0.9997, \"clip_high_threshold\": 1.0004} as GSPO's paper "
+                            "clips): Tinker's documentation gives none by default")
         if name == "dro" and float(config["beta"]) < 0:
             raise LossError(f"loss_fn_config beta {config['beta']!r}: must be 0 or more")
         return
@@ -94,6 +106,8 @@ def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[st
         beta = float((config or {})["beta"])  # check() refused a request without it
         drift = logprobs - inputs["logprobs"].to(logprobs.dtype)
         return -(logprobs * advantages - 0.5 * beta * drift ** 2).sum()
+    if name == "gspo":
+        return _gspo(logprobs, inputs, advantages, config or {})
     low, high = (float((config or {}).get("clip_low_threshold", CLIP[name][0])),
                  float((config or {}).get("clip_high_threshold", CLIP[name][1])))
     if name == "cispo":
@@ -105,5 +119,25 @@ def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[st
     if not 0 < low <= 1 <= high:
         raise LossError(f"loss_fn_config: ppo wants 0 < clip_low_threshold <= 1 <= clip_high_threshold "
                         f"(given {low} and {high})")
+    clipped = ratio.clamp(low, high)
+    return -torch.minimum(ratio * advantages, clipped * advantages).sum()
+
+
+def _gspo(logprobs: Any, inputs: dict[str, Any], advantages: Any, config: dict[str, Any]) -> Any:
+    """GSPO-token: the ppo objective with each token's ratio replaced by the sequence's (the mean
+    log-ratio over the tokens ``sequence_ratio_mask`` marks), which keeps its own gradient."""
+    import torch
+
+    low, high = float(config["clip_low_threshold"]), float(config["clip_high_threshold"])  # check() asked for both
+    if not 0 < low <= 1 <= high:
+        raise LossError(f"loss_fn_config: gspo wants 0 < clip_low_threshold <= 1 <= clip_high_threshold "
+                        f"(given {low} and {high})")
+    in_ratio = inputs["sequence_ratio_mask"] != 0
+    if not bool(in_ratio.any()):
+        raise LossError("loss_fn_inputs['sequence_ratio_mask'] marks no token: mark the sampled tokens whose "
+                        "ratios make the sequence's (1 for each, 0 for the prompt)")
+    log_ratio = (logprobs.detach() - inputs["logprobs"].to(logprobs.dtype))[in_ratio].mean()
+    # The sequence ratio's value on every token, with that token's own log-probability's gradient.
+    ratio = torch.exp(log_ratio + logprobs - logprobs.detach())
     clipped = ratio.clamp(low, high)
     return -torch.minimum(ratio * advantages, clipped * advantages).sum()
