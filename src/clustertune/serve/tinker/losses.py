@@ -22,8 +22,11 @@ are the model's log-probabilities of ``target_tokens`` under the weights being t
   it, clipped to ``[clip_low_threshold, clip_high_threshold]``. The page gives no default bounds
   (GSPO's paper clips far tighter than PPO), so this server asks for both in ``loss_fn_config``.
 
-The SDK knows more (``stable_reinforce``, ``custom``); a request for one of them is refused with a
-message naming it, as for any name the SDK does not know.
+The SDK knows more; a request for one of these is refused with a message naming it, as for any
+name the SDK does not know. ``stable_reinforce`` (alpha in Tinker): its documentation says it
+uses what the sampler records (``record_stability_info``, a ``sequence_id`` per sample) but not
+the objective computed from it. Server-side ``custom``: the SDK's ``forward_backward_custom``
+runs a custom loss on the client, over ``cross_entropy``.
 """
 
 from __future__ import annotations
