@@ -410,6 +410,31 @@ def test_topk_prompt_logprobs_are_the_models_own_top_k(service: Any, chat_base: 
     assert [[tok for tok, _ in row] for row in tail.topk_prompt_logprobs[-2:]] == indices[-2:, :2].tolist()
 
 
+def test_topk_sample_logprobs_are_the_top_k_each_token_was_drawn_from(service: Any, chat_base: Path) -> None:
+    """Per sampled token, the k likeliest tokens of the model's log-softmax it was drawn from,
+    against a direct computation over the prompt and the tokens before it; none when not asked."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(chat_base).encode(TEXTS[0])[:8]
+    on_base = service.create_sampling_client(base_model=str(chat_base)).result()
+    params = types.SamplingParams(max_tokens=5, temperature=1.0, seed=7, stop=[])
+    res = on_base.sample(types.ModelInput.from_ints(ids), 2, params, topk_sample_logprobs=4).result()
+    model = AutoModelForCausalLM.from_pretrained(chat_base)
+    for seq in res.sequences:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + seq.tokens])).logits[0].float()
+        lp = torch.log_softmax(logits[len(ids) - 1:-1], dim=-1)  # the distributions the tokens were drawn from
+        values, indices = torch.topk(lp, 4, dim=-1)
+        assert len(seq.topk_logprobs) == len(seq.tokens) == 5
+        assert [[tok for tok, _ in row] for row in seq.topk_logprobs] == indices.tolist()
+        assert [v for row in seq.topk_logprobs for _, v in row] == pytest.approx(values.flatten().tolist(), abs=1e-4)
+        assert all(lp_t <= row[0][1] + 1e-5 for lp_t, row in zip(seq.logprobs, seq.topk_logprobs))
+    plain = on_base.sample(types.ModelInput.from_ints(ids), 2, params).result()
+    assert [s.topk_logprobs for s in plain.sequences] == [None, None]
+    assert [s.tokens for s in plain.sequences] == [s.tokens for s in res.sequences]  # asking changes no draw
+
+
 def test_every_base_spelling_survives_the_sdk(quickstart_cli_run: Any, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch, chat_base: Path) -> None:
     """A run id, a run's name, its model directory and a hub name in the local cache each make a

@@ -31,13 +31,15 @@ class Sampling:
 TopK = list[list[tuple[int, float]] | None]
 
 
-def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling,
-           prompt_logprobs: bool, topk_prompt: int = 0) -> tuple[list[dict[str, Any]], list[float | None] | None, TopK | None]:
+def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling, prompt_logprobs: bool,
+           topk_prompt: int = 0, topk_sample: int = 0) -> tuple[list[dict[str, Any]], list[float | None] | None, TopK | None]:
     """``n`` continuations of ``prompt``: tokens, each sampled token's log-probability (the
     model's, before temperature and truncation) and why each stopped; if asked, the prompt's
     own log-probabilities (None for its first token); and with ``topk_prompt`` k > 0, the k
     likeliest tokens at each prompt position with their log-probabilities, likeliest first
-    (None for the first position, which has no context)."""
+    (None for the first position, which has no context). ``topk_sample`` k > 0: each sequence
+    also holds (``"topk"``) the k likeliest tokens of the distribution each of its tokens was
+    drawn from (the model's, as its log-probability)."""
     import torch
 
     if not prompt:
@@ -47,8 +49,9 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
     bad = [x for x in prompt if not 0 <= x < base.vocab]
     if bad:
         raise TinkerUserError(f"prompt token id {bad[0]} is outside the vocabulary (0..{base.vocab - 1})")
-    if not 0 <= topk_prompt <= base.vocab:
-        raise TinkerUserError(f"topk_prompt_logprobs {topk_prompt}: from 0 to the vocabulary's {base.vocab} tokens")
+    for name, k in (("topk_prompt_logprobs", topk_prompt), ("topk_sample_logprobs", topk_sample)):
+        if not 0 <= k <= base.vocab:
+            raise TinkerUserError(f"{name} {k}: from 0 to the vocabulary's {base.vocab} tokens")
     limit = base.positions or (len(prompt) + s.max_tokens)
     if len(prompt) >= limit:
         raise TinkerUserError(f"the prompt has {len(prompt)} tokens; {base.ref} takes at most {limit} positions")
@@ -58,6 +61,7 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
     dev = base.device
     out_tokens: list[list[int]] = [[] for _ in range(n)]
     out_lp: list[list[float]] = [[] for _ in range(n)]
+    out_topk: list[list[list[tuple[int, float]]]] = [[] for _ in range(n)]
     reasons = ["length"] * n
     done = [False] * n
     first: list[float | None] | None = None
@@ -72,8 +76,7 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
             if prompt_logprobs:
                 first = [None, *lp.gather(-1, ids[0, 1:, None])[:, 0].cpu().tolist()]
             if topk_prompt:
-                values, indices = torch.topk(lp, topk_prompt, dim=-1)  # sorted, likeliest first
-                topk = [None, *(list(zip(i, v)) for i, v in zip(indices.cpu().tolist(), values.cpu().tolist()))]
+                topk = [None, *_top(lp, topk_prompt)]
         logits = out.logits[:, -1].float().expand(n, -1)
         past = _cache_of(out)
         if n > 1:
@@ -88,11 +91,14 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
             logp = torch.log_softmax(logits, dim=-1)
             nxt = _draw(logits, s, gen)
             chosen = logp.gather(-1, nxt[:, None])[:, 0].cpu().tolist()
+            tops = _top(logp, topk_sample) if topk_sample else None
             for i, tok in enumerate(nxt.cpu().tolist()):
                 if done[i]:
                     continue
                 out_tokens[i].append(tok)
                 out_lp[i].append(chosen[i])
+                if tops is not None:
+                    out_topk[i].append(tops[i])
                 if tok in s.stop_tokens or (s.stop_strings and _ends_in_stop(base.tokenizer, out_tokens[i], s.stop_strings)):
                     done[i], reasons[i] = True, "stop"
             if all(done) or step == steps - 1:
@@ -100,8 +106,17 @@ def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampli
             out = model(input_ids=nxt[:, None].to(dev), use_cache=True, **{cache_keyword: past})
             past = _cache_of(out)
             logits = out.logits[:, -1].float()
-    sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i]} for i in range(n)]
+    sequences = [{"tokens": out_tokens[i], "logprobs": out_lp[i], "stop_reason": reasons[i],
+                  **({"topk": out_topk[i]} if topk_sample else {})} for i in range(n)]
     return sequences, first, topk
+
+
+def _top(logp: Any, k: int) -> list[list[tuple[int, float]]]:
+    """Per row of ``logp``, its ``k`` likeliest (token, log-probability) pairs, likeliest first."""
+    import torch
+
+    values, indices = torch.topk(logp, k, dim=-1)  # sorted
+    return [list(zip(i, v)) for i, v in zip(indices.cpu().tolist(), values.cpu().tolist())]
 
 
 def _cache_of(out: Any) -> Any:

@@ -399,12 +399,12 @@ class TinkerService:
         prompt = prompt_tokens(fields.obj(body, "prompt"))
         last_n = fields.whole(body, "prompt_logprobs_last_n")
         with_prompt = fields.flag(body, "prompt_logprobs")
-        topk = fields.whole(body, "topk_prompt_logprobs", 0, lo=0) or 0
+        topk, topk_sample = (fields.whole(body, k, 0, lo=0) or 0 for k in ("topk_prompt_logprobs", "topk_sample_logprobs"))
         ids = [f"{sampler_id}:{seq}:{i}" for i in range(n)]
         s = self.samplers.get(sampler_id)
         if s is None:
             return self.failed(self._unknown_sampler("sampling_session_id", sampler_id)), ids
-        asked = [k for k in ("topk_sample_logprobs", "prompt_alt_tokens_k")
+        asked = [k for k in ("prompt_alt_tokens_k",)
                  if body.get(k)] + (["target_prompt_logprobs"] if body.get("target_prompt_logprobs") else [])
         if asked:
             return self.failed(f"sample with {', '.join(asked)}: not supported by this server (the log-probabilities "
@@ -416,8 +416,8 @@ class TinkerService:
                                       "sampler from another checkpoint")
             base = self.base(s.base)
             adapter = self._sampler_adapter(base, s)
-            sequences, prompt_lp, prompt_topk = sampling_of.sample(base, adapter, prompt, n,
-                                                                   with_end_of_text(sampling, base), with_prompt, topk)
+            sequences, prompt_lp, prompt_topk = sampling_of.sample(base, adapter, prompt, n, with_end_of_text(
+                sampling, base), with_prompt, topk, topk_sample)
             if last_n is not None:  # the last N positions only, for the log-probabilities and the top-k alike
                 keep = max(last_n, 0)
                 prompt_lp = None if prompt_lp is None else [None if i < len(prompt_lp) - keep else v

@@ -172,22 +172,30 @@ TOPK_EMPTY = (0, -99999.0)
 def sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float | None] | None,
                     topk_prompt: list[list[tuple[int, float]] | None] | None = None) -> bytes:
     """A SampleResponse; ``topk_prompt``: per prompt position its (token, log-probability) pairs,
-    or None, sent as the SDK's two dense (positions, k) matrices filled with its sentinel."""
+    or None, and a sequence's ``"topk"`` the same per sampled token, each sent as the SDK's two
+    dense (positions, k) matrices filled with its sentinel."""
     import numpy as np
 
     pb = _pb()
     resp = pb.SampleResponse()
     for s in sequences:
-        resp.sequences.add(tokens=np.asarray(s["tokens"], np.int32).tobytes(),
-                           logprobs=np.asarray(s["logprobs"], np.float32).tobytes(),
-                           stop_reason=pb.STOP_REASON_STOP if s["stop_reason"] == "stop" else pb.STOP_REASON_LENGTH)
+        seq = resp.sequences.add(tokens=np.asarray(s["tokens"], np.int32).tobytes(),
+                                 logprobs=np.asarray(s["logprobs"], np.float32).tobytes(),
+                                 stop_reason=pb.STOP_REASON_STOP if s["stop_reason"] == "stop" else pb.STOP_REASON_LENGTH)
+        if "topk" in s:
+            seq.topk_sampled_logprobs.CopyFrom(_topk_matrices(pb, s["topk"]))
     if prompt_logprobs is not None:
         resp.prompt_logprobs = np.asarray([math.nan if v is None else v for v in prompt_logprobs], np.float32).tobytes()
     if topk_prompt is not None:
-        k = max((len(row) for row in topk_prompt if row), default=0)
-        rows = [list(row or []) + [TOPK_EMPTY] * (k - len(row or [])) for row in topk_prompt]
-        resp.topk_prompt_logprobs.CopyFrom(pb.TopkLogprobs(
-            token_ids=np.asarray([[t for t, _ in r] for r in rows], np.int32).reshape(len(rows), k).tobytes(),
-            logprobs=np.asarray([[v for _, v in r] for r in rows], np.float32).reshape(len(rows), k).tobytes(),
-            k=k, length=len(rows)))
+        resp.topk_prompt_logprobs.CopyFrom(_topk_matrices(pb, topk_prompt))
     return resp.SerializeToString()
+
+
+def _topk_matrices(pb: Any, rows_in: list[list[tuple[int, float]] | None]) -> Any:
+    import numpy as np
+
+    k = max((len(row) for row in rows_in if row), default=0)
+    rows = [list(row or []) + [TOPK_EMPTY] * (k - len(row or [])) for row in rows_in]
+    return pb.TopkLogprobs(token_ids=np.asarray([[t for t, _ in r] for r in rows], np.int32).reshape(len(rows), k).tobytes(),
+                           logprobs=np.asarray([[v for _, v in r] for r in rows], np.float32).reshape(len(rows), k).tobytes(),
+                           k=k, length=len(rows))
