@@ -132,7 +132,7 @@ def backend_for(recipe: Recipe, user_command: list[str] | None = None) -> str:
     return recipe.launch.backend
 
 
-def decided(recipe: Recipe, backend: str, root: Path, *, user_command: list[str] | None = None,
+def decision_for(recipe: Recipe, backend: str, root: Path, *, user_command: list[str] | None = None,
             resuming: Resuming | None = None, dry: bool = False,
             library_warnings: tuple[Any, ...] = ()) -> Decision:
     """The rest of a decision, once what runs, where and under which root are known: the run id
@@ -190,16 +190,16 @@ def decide_resume(run_id: str, overrides: list[str], *, runs_root_dir: str | os.
     resuming, root = Resuming(run, trust_checkpoint), run.paths.root.parent
     if run.paths.is_command:  # the same command again, as the next attempt
         recipe = load_launch(run.paths.launch_section, overrides)
-        return decided(recipe, recipe.launch.backend, root, user_command=read_command(run.paths),
-                       resuming=resuming, dry=dry)
+        return decision_for(recipe, recipe.launch.backend, root, user_command=read_command(run.paths),
+                            resuming=resuming, dry=dry)
     started_with = load_recipe(run.paths.recipe)
     recipe = load_recipe(run.paths.recipe, overrides)
     # A run that was launched stays with the launcher, even when resumed on one process.
     if needs_launcher(recipe) or needs_launcher(started_with):
-        return decided(recipe, recipe.launch.backend, root, resuming=resuming, dry=dry)
+        return decision_for(recipe, recipe.launch.backend, root, resuming=resuming, dry=dry)
     if overrides:
         raise UserError("--resume keeps the run's recipe; launch.* overrides need a multi-process run")
-    return decided(recipe, "inprocess", root, resuming=resuming, dry=dry)
+    return decision_for(recipe, "inprocess", root, resuming=resuming, dry=dry)
 
 
 def decide_command(section: Recipe, user_command: list[str], *,
@@ -209,8 +209,8 @@ def decide_command(section: Recipe, user_command: list[str], *,
     check_command(user_command, section.launch.runner)
     check_launch(section)
     check_exist(section)
-    return decided(section, section.launch.backend, root_of(section, runs_root_dir), user_command=user_command,
-                   dry=dry)
+    return decision_for(section, section.launch.backend, root_of(section, runs_root_dir), user_command=user_command,
+                        dry=dry)
 
 
 def decide_recipe(recipe: Recipe, *, runs_root_dir: str | os.PathLike[str] | None = None, dry: bool = False,
@@ -218,8 +218,8 @@ def decide_recipe(recipe: Recipe, *, runs_root_dir: str | os.PathLike[str] | Non
     """A new run of a recipe that passed the preflight (:func:`clustertune.api.validate`), its
     ``run:`` base resolved already (:func:`~clustertune.launch.submit.resolve_base_model`; a dry
     run's stays as named). ``library_warnings``: what the libraries warned so far, for the run's log."""
-    return decided(recipe, backend_for(recipe), root_of(recipe, runs_root_dir), dry=dry,
-                   library_warnings=library_warnings)
+    return decision_for(recipe, backend_for(recipe), root_of(recipe, runs_root_dir), dry=dry,
+                        library_warnings=library_warnings)
 
 
 def root_of(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None) -> Path:
