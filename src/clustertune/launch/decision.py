@@ -133,8 +133,8 @@ def backend_for(recipe: Recipe, user_command: list[str] | None = None) -> str:
 
 
 def decision_for(recipe: Recipe, backend: str, root: Path, *, user_command: list[str] | None = None,
-            resuming: Resuming | None = None, dry: bool = False,
-            library_warnings: tuple[Any, ...] = ()) -> Decision:
+                 resuming: Resuming | None = None, dry: bool = False,
+                 library_warnings: tuple[Any, ...] = ()) -> Decision:
     """The rest of a decision, once what runs, where and under which root are known: the run id
     (the resumed run's, or a new one), the plan, where the data is prepared and what each local
     path becomes on the nodes. Reads the recipe's files' sizes and nothing else."""
