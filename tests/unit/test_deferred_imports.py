@@ -56,3 +56,30 @@ def test_the_cli_starts_without_the_heavy_libraries() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_plain_run_imports_neither_deepspeed_nor_peft(tmp_path: Path) -> None:
+    """A run without DeepSpeed or an adapter trains, saves its model and unwraps it without
+    importing deepspeed (Accelerate's unwrap probes for its engine: models/saving.py) or peft
+    (transformers' seeding and schedules import it: train/schedule.py), 1.5-3 s of each rank's
+    start between them; the saved model is the whole model all the same."""
+    import subprocess
+
+    import yaml
+
+    from tests.helpers import TINY_CAUSAL, with_
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 2})))
+    code = ("import sys; from clustertune.cli.main import main; "
+            f"rc = main(['run', {str(recipe)!r}, '--runs-root', {str(tmp_path / 'runs')!r}, '--no-progress']); "
+            "print(rc, sorted(m for m in ('deepspeed', 'peft', 'bitsandbytes') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout[-2000:]
+    (model,) = (tmp_path / "runs").glob("*/model")
+    from safetensors import safe_open
+
+    with safe_open(str(model / "model.safetensors"), "pt") as f:
+        assert "transformer.h.1.mlp.c_fc.weight" in set(f.keys())

@@ -6,7 +6,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -14,6 +14,7 @@ from clustertune import __version__
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
                              run_cmds, runs_cmds, serve_cmds, start_cmds, use_cmds)
 from clustertune.errors import UserError
+from clustertune.process_exit import exit_now
 from clustertune.recipe.keys import all_keys
 from clustertune.recipe.trainer_names import PEER_NAMES, TRAINER_NAMES
 
@@ -126,5 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     return rc if isinstance(rc, int) else 0
 
 
+def run() -> NoReturn:
+    """The ``clustertune`` console entry point: :func:`main`, then the end of the process without
+    the interpreter's teardown (:mod:`clustertune.process_exit` says why). An exception that
+    escapes :func:`main` (a bug) takes Python's ordinary exit, traceback and all."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

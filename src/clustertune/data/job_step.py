@@ -14,6 +14,7 @@ from pathlib import Path
 
 from clustertune.data.run_data import data_step, holds_data
 from clustertune.errors import UserError
+from clustertune.process_exit import exit_now
 from clustertune.recipe.load import load_recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run
@@ -55,4 +56,4 @@ def _record_failure(paths: RunPaths, reason: str) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())  # without the interpreter's teardown (clustertune/process_exit.py)

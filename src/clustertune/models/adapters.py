@@ -22,6 +22,7 @@ from typing import Any
 from clustertune.models.heads import PEFT_TASK_TYPES, auto_class
 from clustertune.models.local import require_local
 from clustertune.models.run_models import RunModel
+from clustertune.models.saving import save_pretrained
 from clustertune.errors import CheckpointError, ModelError
 from clustertune.extras import install_hint
 from clustertune.recipe.adapter_schema import ALL_LINEAR, AdapterSection
@@ -356,7 +357,7 @@ def merge_adapter(adapter_dir: Path, out_dir: Path, base: str | None = None) -> 
     tmp = out_dir.with_name(f".tmp-{out_dir.name}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp))
+    save_pretrained(model, str(tmp))
     if (Path(adapter_dir) / "tokenizer_config.json").is_file():
         AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(tmp))
     if out_dir.exists():

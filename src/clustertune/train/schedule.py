@@ -6,6 +6,8 @@ and an RL run of the same ``train`` section warm up and decay the same way.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +19,37 @@ def scheduler_name(t: TrainSection) -> str:
     return "constant_with_warmup" if t.lr_scheduler == "constant" else t.lr_scheduler
 
 
+def _linear(step: int, warmup: int, total: int) -> float:
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _cosine(step: int, warmup: int, total: int) -> float:
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))  # half a cosine, to 0 at the end
+
+
+def _constant(step: int, warmup: int, total: int) -> float:
+    return step / max(1.0, warmup) if step < warmup else 1.0
+
+
+_FACTORS = {"linear": _linear, "cosine": _cosine, "constant_with_warmup": _constant}
+
+
 def make_scheduler(recipe: Recipe, optimizer: Any, steps: int) -> Any:
-    """The supervised loop's scheduler over ``steps`` optimizer steps."""
-    from transformers import get_scheduler
+    """The supervised loop's scheduler over ``steps`` optimizer steps: the factors of
+    transformers' ``get_scheduler`` for the same name (tests/unit/train/test_schedule.py holds
+    them equal step by step), written here because ``transformers.optimization`` imports peft
+    through ``trainer_utils``, about 1 s of every rank's start. A ``LambdaLR`` over a
+    ``functools.partial``, as there, so checkpoints of either load into the other."""
+    import torch
 
     t = recipe.train
-    return get_scheduler(scheduler_name(t), optimizer, num_warmup_steps=warmup_steps(t, steps), num_training_steps=steps)
+    factor = functools.partial(_FACTORS[scheduler_name(t)], warmup=warmup_steps(t, steps), total=steps)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 @dataclass(frozen=True)

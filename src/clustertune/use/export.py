@@ -26,6 +26,7 @@ from typing import Any
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
 from clustertune.models.adapters import load_merged
+from clustertune.models.saving import save_pretrained
 from clustertune.use.load import Target, adapter_base, find_target, load_model_for, load_tokenizer_for
 from clustertune.use.model_card import model_card
 from clustertune.data.templates import set_generation_ids
@@ -216,7 +217,7 @@ def _write_model(target: Target, out: Path, want: Any) -> str:
     tokenizer = load_tokenizer_for(target)
     if not target.classifier:
         set_generation_ids(model, tokenizer)
-    model.save_pretrained(str(out))
+    save_pretrained(model, str(out))
     tokenizer.save_pretrained(str(out))
     return _dtype_name(model.dtype)
 

@@ -27,6 +27,7 @@ from clustertune.train.gather import SHARDS  # torch.distributed.checkpoint's di
 from clustertune.train.trainable import load_weights, save_weights, trainable_parameters
 from clustertune.train.strategies.base import AcceleratorRanks, OptimizerFactory, SchedulerFactory
 from clustertune.errors import ModelError
+from clustertune.models.saving import no_deepspeed_import
 
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.pt"
@@ -146,7 +147,8 @@ class AccelerateStrategy(AcceleratorRanks):
         return norm
 
     def unwrap(self, model: Any) -> torch.nn.Module:
-        return self.accelerator.unwrap_model(model)
+        with no_deepspeed_import():  # this strategy never builds a DeepSpeed engine (models/saving.py)
+            return self.accelerator.unwrap_model(model)
 
     def state_bytes(self, model: Any, optimizer: Any) -> dict[str, int]:
         # Under FSDP whole gradients of a unit not yet reduce-scattered live beside its shards
