@@ -127,3 +127,25 @@ def test_clustertune_s_own_warnings_are_not_taken_for_a_library_s(capfd: pytest.
             logging.getLogger("clustertune").addHandler(h)
     err = capfd.readouterr().err
     assert err.count("our own warning") == 1, err
+
+
+def test_the_real_deepspeeds_import_warning_is_taken_off_the_terminal_for_the_run() -> None:
+    """DeepSpeed's own logger (its handler on stdout, not propagating) warns on import on a
+    machine without a GPU. A plain run no longer imports DeepSpeed (models/saving.py), so the
+    end-to-end terminal tests see no library warning at all; this is where the real one is kept
+    off the terminal and handed to the run's log."""
+    import json
+    import subprocess
+
+    code = ("import json; from clustertune.runs.library_logs import libraries_quiet\n"
+            "records = []\n"
+            "with libraries_quiet(records):\n"
+            "    import deepspeed\n"
+            "print('RECORDS ' + json.dumps([r.getMessage() for r in records]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode == 0, out.stderr[-2000:]
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("RECORDS ")]
+    assert any(m.startswith("Setting accelerator to CPU") for m in json.loads(line.removeprefix("RECORDS ")))
+    rest = out.stdout.replace(line, "") + out.stderr
+    assert "Setting accelerator" not in rest, rest
