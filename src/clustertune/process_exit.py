@@ -22,10 +22,10 @@ from typing import NoReturn
 
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` once Python's exit steps above have run."""
-    me = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not me and not thread.daemon:
-            thread.join()
+    # Python's own first two exit steps, in its order: threading's exit hooks (they wake the idle
+    # workers of a thread pool never shut down, which would otherwise wait for work for ever) and
+    # the join of every non-daemon thread; then the atexit handlers.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

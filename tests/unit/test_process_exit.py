@@ -32,6 +32,10 @@ def test_the_status_atexit_handlers_threads_logs_and_output_all_survive(tmp_path
             Path("thread.txt").write_text("joined")
 
         threading.Thread(target=late).start()
+        # A pool never shut down: its idle worker waits for work until threading's exit hook wakes it.
+        from concurrent.futures import ThreadPoolExecutor
+        POOL = ThreadPoolExecutor(1)
+        POOL.submit(lambda: None).result()
         sys.stdout.write("no newline, still buffered")
         exit_now(3)
     """, tmp_path)
