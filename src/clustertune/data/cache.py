@@ -1,4 +1,4 @@
-"""Prepare data once: a content-addressed, locked, atomic cache of tokenized (and packed) data.
+"""Prepare data once: a content-addressed, locked, atomic cache of tokenized data.
 
 ``prepare(recipe)`` computes the fingerprint without reading the raw examples (local files are
 hashed once and memoised; a tokenizer trained on the spot is looked up in its own cache), and
@@ -7,6 +7,10 @@ file sizes only, well under a second whatever the corpus size. On a miss it take
 for that fingerprint (concurrent prepares of it build once; the others wait, then read the
 result), tokenizes into a temporary directory and renames it into place when complete, so a
 crash at any moment leaves nothing that looks complete and the next prepare rebuilds cleanly.
+
+What the data becomes is its shape's (:mod:`clustertune.data.shapes`, named by the task's
+traits): its part of the fingerprint, the build and how a split opens again. This module
+identifies, locks, has the shape build, and writes the manifest.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -43,33 +47,19 @@ from clustertune.data.manifest import (
     MappedArrays,
     add_files,
     load_manifest,
-    write_array,
     write_manifest,
 )
-from clustertune.data.encode import TextEncoder, chunks_by_chars, probe_sample, text_encoder
-from clustertune.data.blocks import discard_split, write_causal_lm_split
-from clustertune.data.labels import infer_labels
-from clustertune.data.prepare import column, prepare_split
+from clustertune.data.prepare import column
+from clustertune.data.shapes import BuildJob, open_split, shape_of
 from clustertune.data.sources import (
-    CHUNKED_SUFFIXES,
-    ArrowGaveUp,
     RawData,
-    as_text,
     load_raw,
-    load_validation,
-    text_chunks_of_files,
 )
 from clustertune.errors import DataError
 from clustertune.recipe.schema import TOKENIZER_TRAIN, Recipe
-from clustertune.data.packing import write_generation
-from clustertune.data.manifest import file_entry
-from clustertune.data.templates import BUILTIN_TEMPLATES, resolve_template
 from clustertune.models.local import hub_options
 from clustertune.models.tokenizer import cached_trained_tokenizer, fix_pad_token, load_tokenizer
-from clustertune.data.sft import checked_conversations, sft_split
 from clustertune.data.truncation import check_truncation
-from clustertune.data.templates import ChatRenderer
-from clustertune.data.templates import template_digest
 from clustertune.data.stream import texts_of_source
 
 log = logging.getLogger("clustertune")
@@ -78,8 +68,6 @@ CACHE_ENV = "CLUSTERTUNE_CACHE"
 # Fault injection for tests: SIGKILL the preparing process after its shards are written and
 # before the manifest ("after-shards"), or hold the lock until file PATH exists ("hold:PATH").
 FAULT_ENV = "CLUSTERTUNE_FAULT_PREPARE"
-# Characters of text read, tokenized and packed at a time: bounds a prepare's memory.
-CHUNK_CHARS = 16 << 20
 
 
 @contextmanager
@@ -162,7 +150,7 @@ class PreparedDataset:
         return {"examples": s.examples or 0, "samples": s.samples or 0, "tokens": s.tokens}
 
     def open_split(self, split: str) -> MappedArrays:
-        return self.manifest.open_split(split)
+        return open_split(self.manifest, split)
 
     def tokenizer(self) -> Any:
         from transformers import AutoTokenizer
@@ -181,7 +169,7 @@ class _LazyRaw:
         if self._raw is None:
             t0 = time.perf_counter()
             self._raw = load_raw(self.recipe.data, self.recipe.train.seed,
-                                 check_text=not self.recipe.traits.templated)
+                                 check_text=shape_of(self.recipe).reads_text_column)
             log.debug("data: loaded the raw examples in %.1fs", time.perf_counter() - t0)
         return self._raw
 
@@ -219,7 +207,7 @@ def _resolve_tokenizer(recipe: Recipe, root: Path, corpus: dict[str, Any], raw: 
     if source == TOKENIZER_TRAIN:
         tdir, sha = cached_trained_tokenizer(
             root, corpus, raw.train_texts, m.tokenizer_vocab_size,
-            classification=recipe.traits.labelled,
+            classification=shape_of(recipe).classifier_tokens,
             model_max_length=max(d.block_size, d.max_length),
         )
         return _Tokenizer(sha, tdir)
@@ -278,21 +266,14 @@ def _clean_stale(root: Path, fp: str) -> None:
 
 
 def _identify(recipe: Recipe, root: Path) -> tuple[str, dict[str, Any], _Tokenizer, _LazyRaw]:
-    if recipe.traits.data is None:
-        raise DataError(f"task {recipe.task} prepares no data: its trainer loads its own")
+    shape = shape_of(recipe)
     memo = HashMemo(root)
     corpus = corpus_identity(recipe, memo)
     raw = _LazyRaw(recipe)
     tok = _resolve_tokenizer(recipe, root, corpus, raw, memo)
     inputs = fingerprint_inputs(recipe, corpus, tok.sha256)
-    if recipe.traits.templated:  # the template decides the bytes; the tokenizer's hash leaves it out
-        inputs["chat_template"] = template_digest(_sft_template(recipe, tok))
+    inputs.update(shape.tokenizer_inputs(recipe, tok.load))
     return fingerprint(inputs), inputs, tok, raw
-
-
-def _sft_template(recipe: Recipe, tok: _Tokenizer) -> str:
-    spec = recipe.data.sft.chat_template
-    return BUILTIN_TEMPLATES[spec] if spec in BUILTIN_TEMPLATES else resolve_template(spec, tok.load())
 
 
 def fingerprint_of(recipe: Recipe, cache_dir: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any]]:
@@ -306,7 +287,7 @@ def fingerprint_of(recipe: Recipe, cache_dir: str | os.PathLike[str] | None = No
 
 def prepare(recipe: Recipe, workers: int | None = None, force: bool = False, *,
             cache_dir: str | os.PathLike[str] | None = None) -> PreparedDataset:
-    """The recipe's data, tokenized (and packed) once into the content-addressed cache."""
+    """The recipe's data, prepared in its shape once into the content-addressed cache."""
     t0 = time.perf_counter()
     root = cache_root(recipe, cache_dir)
     try:
@@ -353,108 +334,6 @@ def _recheck(recipe: Recipe, man: Manifest) -> None:
             check_truncation(recipe, name, split.model_dump())
 
 
-def _write_sft_split(out: Path, name: str, arr: Any, arrays: dict[str, Any], files: dict[str, Any],
-                     extra: dict[str, Any], unsynced: list[Path]) -> None:
-    """The SFT rows' other arrays, and the held-out prompts of the generation check."""
-
-    for key in ("loss_mask", "position_ids", "lengths"):
-        arrays[key] = write_array(out, f"{name}.{key}", getattr(arr, key), files, unsynced)
-    extra["packed"] = bool(arr.packed)
-    if arr.generation:
-        fname = f"{name}.generation.json"
-        files[fname] = file_entry(write_generation(out / fname, arr))
-        extra["generation_file"] = fname
-
-
-def _causal_lm_sources(recipe: Recipe, raw: _LazyRaw) -> list[tuple[str, Callable[[bool], Iterator[list[str]]]]]:
-    """Each causal-LM split's texts, a chunk at a time (``source(arrow)``): local .txt/.jsonl/
-    .parquet files with their own validation files are read chunk by chunk and never held
-    whole; everything else (datasets, a validation split carved from the training rows) is
-    loaded, then cut into chunks."""
-    d = recipe.data
-
-    def loaded(ds: Any) -> Callable[[bool], Iterator[list[str]]]:
-        return lambda arrow: iter(chunks_by_chars([as_text(t) for t in column(ds, d.text_column)], CHUNK_CHARS))
-
-    if d.streaming:  # the training text is tokenized on the fly by the loader
-        return [("validation", loaded(load_validation(d)))]
-    chunked = [list(d.train_files or []), list(d.validation_files or [])]
-    if all(fs and all(Path(f).suffix.lower() in CHUNKED_SUFFIXES for f in fs) for fs in chunked):
-        return [(name, lambda arrow, fs=fs, key=key: text_chunks_of_files(fs, d.text_column, key, CHUNK_CHARS, arrow,
-                                                                          d.keep_linebreaks))
-                for name, fs, key in (("train", chunked[0], "data.train_files"),
-                                      ("validation", chunked[1], "data.validation_files"))]
-    data = raw.get()
-    return [("train", loaded(data.train)), ("validation", loaded(data.validation))]
-
-
-def _causal_lm_splits(recipe: Recipe, raw: _LazyRaw, tk: Any, out: Path, workers: int,
-                      files: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Tokenize and pack each causal-LM split, writing its blocks while its texts are read."""
-    d = recipe.data
-    chosen: list[TextEncoder] = []
-
-    def encoder(chunk: list[str]) -> TextEncoder:  # chosen and checked on the first chunk of text
-        if not chosen:
-            chosen.append(text_encoder(tk, probe_sample(chunk), workers))
-        return chosen[0]
-
-    splits: dict[str, Any] = {}
-    for name, source in _causal_lm_sources(recipe, raw):
-        limit = d.max_train_samples if name == "train" else d.max_eval_samples
-        try:
-            splits[name] = write_causal_lm_split(source(True), encoder, out, name, d.block_size, limit, files)
-        except ArrowGaveUp as exc:
-            log.info("data: Arrow cannot read the %s files (%s); reading them line by line", name, exc)
-            discard_split(out, name, files)
-            splits[name] = write_causal_lm_split(source(False), encoder, out, name, d.block_size, limit, files)
-    if chosen:
-        log.info("data: tokenized with %s", chosen[0].engine)
-    return splits
-
-
-def _example_splits(recipe: Recipe, raw: _LazyRaw, tok: _Tokenizer, tk: Any, out: Path, workers: int,
-                    files: dict[str, dict[str, Any]], unsynced: list[Path]) -> tuple[dict[str, Any], dict[str, Any], float]:
-    """The splits of a task with one sample per example (classification, SFT) written to
-    ``out``: their manifest entries, what the manifest adds (labels), the seconds spent writing."""
-    data = raw.get()
-    splits: dict[str, Any] = {}
-    extra_manifest: dict[str, Any] = {}
-    labels = None
-    t_write = 0.0
-    traits = recipe.traits
-    if traits.labelled:
-        labels = infer_labels(recipe, {"train": data.train, "validation": data.validation}, data.origins)
-        extra_manifest["labels"] = labels.to_json()
-    renderer = None
-    if traits.templated:
-        tk.chat_template = _sft_template(recipe, tok)  # saved with the tokenizer: the model chats as trained
-        renderer = ChatRenderer(tk.chat_template, tk)
-    chosen: list[Any] = []  # the SFT encoder, chosen on the training split's texts
-    convs = (checked_conversations(recipe, {"train": data.train, "validation": data.validation}, data.origins)
-             if renderer is not None else {})
-    for name, ds in (("train", data.train), ("validation", data.validation)):
-        extra: dict[str, Any] = {}
-        if renderer is not None:
-            arr, extra = sft_split(recipe, ds, tk, name, renderer, workers, chosen, data.origins.get(name),
-                                   convs[name])
-        else:
-            arr = prepare_split(recipe, ds, tk, name, workers, labels)
-            extra = dict(arr.cut)
-            check_truncation(recipe, name, extra)
-        t2 = time.perf_counter()
-        arrays = {"input_ids": write_array(out, f"{name}.input_ids", arr.input_ids, files, unsynced)}
-        if arr.attention_mask is not None:
-            arrays["attention_mask"] = write_array(out, f"{name}.attention_mask", arr.attention_mask, files,
-                                                   unsynced)
-            arrays["labels"] = write_array(out, f"{name}.labels", arr.labels, files, unsynced)
-        if renderer is not None:
-            _write_sft_split(out, name, arr, arrays, files, extra, unsynced)
-        t_write += time.perf_counter() - t2
-        splits[name] = {"examples": len(ds), "samples": len(arr), "tokens": arr.tokens, "arrays": arrays, **extra}
-    return splits, extra_manifest, t_write
-
-
 def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: int,
            inputs: dict[str, Any], fp: str) -> None:
     import tokenizers
@@ -462,14 +341,9 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
 
     t0 = time.perf_counter()
     tk = tok.load()
-    files: dict[str, dict[str, Any]] = {}
-    unsynced: list[Path] = []  # written, flushed to disk together before the manifest
-    extra_manifest: dict[str, Any] = {}
-    if recipe.traits.packed:
-        splits = _causal_lm_splits(recipe, raw, tk, out, workers, files)
-        t_write = sum(s.pop("write_seconds") for s in splits.values())
-    else:
-        splits, extra_manifest, t_write = _example_splits(recipe, raw, tok, tk, out, workers, files, unsynced)
+    job = BuildJob(recipe, out, tk, raw.get, workers)
+    built = shape_of(recipe).build(job)
+    splits, files, unsynced, t_write = built.splits, job.files, job.unsynced, built.write_seconds
     t_tok = time.perf_counter() - t0 - t_write
     _fault("after-shards")
     tk.save_pretrained(str(out / TOKENIZER_DIR))
@@ -491,6 +365,6 @@ def _build(recipe: Recipe, out: Path, tok: _Tokenizer, raw: _LazyRaw, workers: i
         "inputs": inputs,
         "splits": splits,
         "files": files,
-        **extra_manifest,
+        **built.manifest,
     }
     write_manifest(out, manifest)

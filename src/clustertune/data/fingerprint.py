@@ -32,9 +32,8 @@ from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, canonical_json, digest, sha256_file, xxh3_file
 from clustertune.models.tokenizer import TOKENIZER_FORMAT, tokenizer_content_hash
 from clustertune.recipe.data_schema import DataSection
+from clustertune.data.shapes import shape_of
 from clustertune.recipe.schema import Recipe
-from clustertune.recipe.task_traits import TaskTraits
-from clustertune.data.labels import LABEL_RULE
 
 # Re-exported: the prepared-data code names these as part of what a fingerprint is made of.
 __all__ = ["FORMAT_VERSION", "TOKENIZER_FORMAT", "canonical_json", "digest", "fingerprint", "sha256_file",
@@ -168,10 +167,7 @@ def selection_identity(recipe: Recipe, carved: bool | None) -> dict[str, Any]:
     d = recipe.data
     sel: dict[str, Any] = {"train_split": d.train_split, "validation_split": d.validation_split,
                            "text_column": d.text_column}
-    if recipe.traits.labelled:
-        sel["label_column"] = d.label_column
-        sel["num_labels"] = recipe.model.num_labels
-        sel["labels"] = {"rule": LABEL_RULE, "names": d.label_names}  # which id each label gets
+    sel.update(shape_of(recipe).selection(recipe))  # a label column, and which id each label gets
     # Files without validation files are always carved; other sources only when they lack the
     # validation split, which is known once loaded (``carved=None`` keeps both settings in).
     if carved is not False:
@@ -199,20 +195,9 @@ def corpus_identity(recipe: Recipe, memo: HashMemo) -> dict[str, Any]:
     return {"source": source_identity(d, memo), "selection": selection_identity(recipe, carved)}
 
 
-def _shape_processing(traits: TaskTraits, d: DataSection) -> dict[str, Any]:
-    """What decides the bytes of a task's data shape beyond the source and the tokenizer."""
-    if traits.packed:
-        return {"block_size": d.block_size, "packing": "concat-all-drop-remainder", "special_tokens": True}
-    if traits.templated:
-        # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
-        # the template's text joins the inputs where the tokenizer is known.
-        return {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
-    return {"max_length": d.max_length, "truncation": "right", "padding": "max_length"}
-
-
 def processing_identity(recipe: Recipe) -> dict[str, Any]:
     d = recipe.data
-    proc = _shape_processing(recipe.traits, d)
+    proc = shape_of(recipe).processing(recipe)
     if d.streaming:
         proc["streaming"] = True  # only the validation split is prepared
     proc["max_train_samples"] = d.max_train_samples
@@ -222,8 +207,6 @@ def processing_identity(recipe: Recipe) -> dict[str, Any]:
         if d.sample_selection == "shuffled":
             proc["sample_seed"] = d.sample_seed
     proc["keep_linebreaks"] = d.keep_linebreaks  # .txt files
-    if recipe.traits.templated and d.sft.role_order != "alternate":
-        proc["role_order"] = d.sft.role_order  # which conversations are accepted (absent: the default)
     return proc
 
 

@@ -27,7 +27,7 @@ from clustertune.data.manifest_records import ArraySpec, FileEntry, ManifestReco
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DataError
 from clustertune.fsutil import atomic_write_json, fsync_file, fsync_open, sha256_file, xxh3_file
-from clustertune.data.packing import SFTArrays, read_generation
+from clustertune.recipe.task_traits import traits_of
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -167,20 +167,22 @@ class Manifest:
                     f"{self.path}); {force_hint(self.fingerprint)}"
                 )
 
-    def open_split(self, name: str) -> MappedArrays:
-        """The split as memory-mapped arrays (read-only, zero-copy)."""
+    def mapped_split(self, name: str) -> tuple[dict[str, Any], SplitRecord]:
+        """The split's arrays memory-mapped (read-only, zero-copy) by name, and its record; what
+        they mean is its shape's (``clustertune.data.shapes.open_split``)."""
         try:
             spec = self.split(name)
         except KeyError:
             raise DataError(f"prepared data {self.dir} has no split {name!r}") from None
-        arrays = {k: _map_array(self.dir, v) for k, v in spec.arrays.items()}
-        if "loss_mask" in arrays:  # SFT rows
-            gen, marker = read_generation(self.dir / spec.generation_file) if spec.generation_file else ([], "")
-            return SFTArrays(input_ids=arrays["input_ids"], loss_mask=arrays["loss_mask"],  # type: ignore[return-value]
-                             position_ids=arrays["position_ids"], lengths=arrays["lengths"], packed=spec.packed,
-                             n_tokens=spec.tokens, generation=gen, end_marker=marker)
-        return MappedArrays(input_ids=arrays["input_ids"], attention_mask=arrays.get("attention_mask"),
-                            labels=arrays.get("labels"), n_tokens=spec.tokens)
+        return {k: _map_array(self.dir, v) for k, v in spec.arrays.items()}, spec
+
+    def shape_of(self, spec: SplitRecord) -> str:
+        """The shape its task prepares data into (the manifest records the task); for an entry
+        that records none, the shape its arrays show."""
+        traits = traits_of(self.record.task or "")
+        if traits is not None and traits.data is not None:
+            return traits.data
+        return "chats" if "loss_mask" in spec.arrays else "labelled_text" if "labels" in spec.arrays else "packed_text"
 
 
 def file_matches(path: Path, want: FileEntry) -> tuple[str, bool]:

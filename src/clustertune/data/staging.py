@@ -29,6 +29,7 @@ from clustertune.data.cache import PreparedDataset
 from clustertune.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text, file_lock, fsync_file, replace_dir, sha256_file, temp_sibling
 from clustertune.data.manifest import MANIFEST, Manifest, MappedArrays, file_matches, force_hint, load_manifest
 from clustertune.data.manifest_records import FileEntry
+from clustertune.data.shapes import open_split
 from clustertune.errors import DataError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -322,8 +323,8 @@ def open_run_data(
         from transformers import AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(str(man.tokenizer_dir))
-        return BlockStream(texts_of_source(recipe.data), tok, recipe.data.block_size), man.open_split("validation")
-    return man.open_split("train"), man.open_split("validation")
+        return BlockStream(texts_of_source(recipe.data), tok, recipe.data.block_size), open_split(man, "validation")
+    return open_split(man, "train"), open_split(man, "validation")
 
 
 def _checked(where: Path, fp: str) -> Manifest:

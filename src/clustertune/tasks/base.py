@@ -51,6 +51,27 @@ class Task:
     called with the recipe and the runs root, returns (key, message with the fix) for every
     problem found without a GPU, the network or the data."""
 
+    batch_loss: Callable[[Any, dict[str, Any], Callable[[Any, dict[str, Any]], Any]], Any] | None = None
+    """The task's own loss: called with the model, one batch and the loop's forward call
+    (``forward(model, batch)``), returns an output whose ``.loss`` the step minimises (and
+    ``.logits`` where :meth:`correct` reads them). None: the model's own loss on the batch."""
+
+    def output(self, model: Any, batch: dict[str, Any], forward: Callable[[Any, dict[str, Any]], Any]) -> Any:
+        """The output of one batch, training or evaluating: the loop asks the task for it."""
+        return self.batch_loss(model, batch, forward) if self.batch_loss is not None else forward(model, batch)
+
+    def correct(self, out: Any, batch: dict[str, Any], n: int) -> Any:
+        """How many of the batch's first ``n`` (real) samples the model got right: the predicted
+        class against the label. None for a task whose evaluations count no right answers."""
+        if not self.counts_correct:
+            return None
+        return (out.logits[:n].argmax(-1) == batch["labels"][:n]).sum()
+
+    @property
+    def counts_correct(self) -> bool:
+        """Its evaluations report an accuracy (a classifier's)."""
+        return self.predicts_labels
+
     def base_ref(self, recipe: Any) -> str | None:
         """What :attr:`base_key` holds in ``recipe`` (None where unset)."""
         section, _, field = self.base_key.partition(".")
@@ -103,7 +124,7 @@ class Task:
     def summary_metrics(self, mean_loss: float, correct_fraction: float) -> dict[str, float]:
         """An evaluation's figures from its mean loss (and the fraction of correct predictions):
         accuracy for a classifier, perplexity for a language model."""
-        if self.predicts_labels:
+        if self.counts_correct:
             return {"eval_loss": mean_loss, "eval_accuracy": correct_fraction}
         return {"eval_loss": mean_loss, "eval_perplexity": math.exp(min(mean_loss, 700.0))}
 

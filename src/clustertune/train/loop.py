@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from clustertune.tasks import task_of
+from clustertune.tasks.base import Task
 from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
 from clustertune.errors import DivergedError
@@ -148,16 +149,16 @@ def evaluate(model: torch.nn.Module, arrays: Arrays, task: str, batch_size: int,
     # -100 and a batch of padding only is run (a collective under sharding) but not counted.
     for batch, n in eval_batches(arrays, batch_size, strategy.process_index, strategy.num_processes, dev):
         with strategy.autocast():
-            out = forward(model, batch, kept)
+            out = kind.output(model, batch, lambda m, b: forward(m, b, kept))
         if n == 0:
             continue
         weight = kind.weight(batch, n)  # samples, or trained tokens where the loss is their mean
         sums[0] += out.loss.double() * weight
         sums[1] += weight
-        if kind.predicts_labels:
-            predicted = out.logits[:n].argmax(-1)
-            sums[2] += (predicted == batch["labels"][:n]).sum()
+        if (right := kind.correct(out, batch, n)) is not None:
+            sums[2] += right
             if collect:
+                predicted = out.logits[:n].argmax(-1)
                 at = strategy.process_index + strategy.num_processes * torch.arange(seen, seen + n, device=dev)
                 preds[at], refs[at] = predicted, batch["labels"][:n]
                 seen += n
@@ -211,6 +212,7 @@ class LoopParts:
     metrics: MetricsWriter
     progress: Progress
     eval_arrays: Arrays
+    task: Task  # the task's loss and what its evaluations count
     kept: TrainedPositions | None  # SFT: the output layer sees the trained positions only
     metric_fns: list[MetricFn]
     generation_check: Any  # SFT: answers generated at each evaluation, or None
@@ -247,7 +249,7 @@ def train_step(parts: LoopParts, state: LoopState, micro_batches: list[dict[str,
         # Gradients are synchronised across ranks on the last micro-batch only.
         with strategy.accumulating(model, last=i == len(micro_batches) - 1):
             with strategy.autocast():
-                out = forward(model, batch, parts.kept)
+                out = parts.task.output(model, batch, lambda m, b: forward(m, b, parts.kept))
                 # fp32 whatever the outputs' dtype
                 loss = out.loss.float() * shares[i] if shares is not None else out.loss.float() / len(micro_batches)
             # The step's middle: forward done, backward not.
@@ -422,7 +424,7 @@ def train_loop(
         recipe=recipe, strategy=strategy, model=model, optimizer=optimizer, scheduler=scheduler, steps=steps,
         batches=batches, paths=paths, recipe_yaml=recipe_yaml, metrics=metrics,
         progress=progress, eval_arrays=eval_arrays,
-        kept=kept, metric_fns=metric_fns, generation_check=generation_check,
+        task=task, kept=kept, metric_fns=metric_fns, generation_check=generation_check,
         hold_watchdog=stop.paused if stop is not None else contextlib.nullcontext,
         scaled_loss=getattr(getattr(strategy, "accelerator", None), "mixed_precision", "no") == "fp16",
         flops_tok=flops_tok, peak=peak,

@@ -130,9 +130,11 @@ def test_validate_explain_lists_the_keys_a_recipe_sets(capsys: pytest.CaptureFix
 
 def test_shell_completion_shows_installs_and_completes(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("clustertune"))
-    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
-    # The shell named, as a user copying the line from --help does: typer finds the shell from the
-    # process's ancestors otherwise, and a test's ancestors need not include one.
+    # The shell named, as a user copying the line from --help does. Typer otherwise looks for a
+    # shell among the process's ancestors and ignores the name; a test's ancestors need not
+    # include one (a suite started in the background by a process that has exited has none), so
+    # its detection is turned off and the name given is the one used.
+    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash", "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     shown = subprocess.run(["bash", "-c", f"{exe} --show-completion bash"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0 and "_CLUSTERTUNE_COMPLETE=complete_bash" in shown.stdout, shown.stderr
     installed = subprocess.run(["bash", "-c", f"{exe} --install-completion bash"], env=env, capture_output=True,

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clustertune.data import cache
 from clustertune.data.builtin import pydoc_paragraphs
 from clustertune.data.cache import prepare
 from clustertune.data.manifest import write_array
+from clustertune.data.shapes import packed_text
 from clustertune.data.blocks import BlockWriter
 from clustertune.data.sources import ArrowGaveUp, as_text, load_raw, text_chunks_of_files
 from clustertune.errors import DataError
@@ -75,7 +75,7 @@ def test_chunked_prepare_gives_the_blocks_and_bytes_of_the_whole_text(tmp_path: 
 
     files, val = write_files(tmp_path / "data")
     whole = prepare(recipe(files, val, tok_dir, tmp_path / "one"))  # one chunk per split
-    monkeypatch.setattr(cache, "CHUNK_CHARS", 1000)
+    monkeypatch.setattr(packed_text, "CHUNK_CHARS", 1000)
     monkeypatch.setenv("CLUSTERTUNE_SHARD_BYTES", "3200")  # and several shards
     chunked = prepare(recipe(files, val, tok_dir, tmp_path / "many"))
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
@@ -93,7 +93,7 @@ def test_chunked_prepare_gives_the_blocks_and_bytes_of_the_whole_text(tmp_path: 
 
 def test_max_samples_and_too_little_text(tmp_path: Path, tok_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files, val = write_files(tmp_path / "data")
-    monkeypatch.setattr(cache, "CHUNK_CHARS", 200)
+    monkeypatch.setattr(packed_text, "CHUNK_CHARS", 200)
     p = prepare(recipe(files, val, tok_dir, tmp_path / "c", max_train_samples=5))
     rows = len(load_raw(recipe(files, val, tok_dir, tmp_path).data, 0).train)
     assert p.counts("train")["samples"] == 5 and p.counts("train")["examples"] == rows
@@ -113,7 +113,7 @@ def test_a_file_arrow_cannot_read_is_read_line_by_line(tmp_path: Path, tok_dir: 
     mixed.write_text("".join(json.dumps({"text": t}) + "\n" for t in PARAS[:40]) + '{"text": 12345}\n{"text": 6.5}\n')
     with pytest.raises(ArrowGaveUp):
         list(text_chunks_of_files([str(mixed)], "text", "data.train_files", 300))
-    monkeypatch.setattr(cache, "CHUNK_CHARS", 300)
+    monkeypatch.setattr(packed_text, "CHUNK_CHARS", 300)
     p = prepare(recipe([mixed], val, tok_dir, tmp_path / "c"))
     from transformers import AutoTokenizer
 

@@ -119,3 +119,46 @@ def test_a_new_task_changes_what_training_evaluates_without_touching_the_loop(to
     assert ours["eval_loss"] == theirs["eval_loss"]
     assert ours["eval_bits_per_token"] == pytest.approx(theirs["eval_loss"] / math.log(2))
     assert task_of("toy_bits").writes_text and task_of("toy_bits").prepares_data
+
+
+def test_the_loop_trains_and_evaluates_on_the_loss_its_task_gives(tmp_path: Path) -> None:
+    """A task's ``batch_loss`` is what the step minimises and what evaluations average: a toy loss
+    (the model's loss scaled to a quarter of it, plus 1) shows in every train and eval row of a
+    real run, and the hook saw both training and evaluation batches."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.helpers import TINY_CAUSAL, with_
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 4, "log_every": 2, "eval_every": 4})))
+    code = f"""
+import dataclasses, json, sys
+from clustertune.tasks import TASKS
+from clustertune.cli.main import main
+seen = {{"train": 0, "eval": 0}}
+def toy(model, batch, forward):
+    seen["train" if model.training else "eval"] += 1
+    out = forward(model, batch)
+    out.loss = out.loss * 0.25 + 1.0
+    return out
+TASKS["causal_lm"] = dataclasses.replace(TASKS["causal_lm"], batch_loss=toy)
+rc = main(["run", {str(recipe)!r}, "--runs-root", {str(tmp_path / "runs")!r}, "--no-progress"])
+print(json.dumps({{"rc": rc, **seen}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["rc"] == 0 and seen["train"] == 4 and seen["eval"] > 0, seen
+    (metrics,) = (tmp_path / "runs").glob("*/metrics.jsonl")
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    train = [r["loss"] for r in rows if r.get("kind") == "train"]
+    evals = [r["eval_loss"] for r in rows if r.get("kind") == "eval"]
+    # The tiny model's own loss is near ln(512) = 6.2 at the start: a quarter of it plus 1 is
+    # about 2.6, far from both the model's loss and from 1.
+    assert train and evals and all(1.0 < v < 3.0 for v in train + evals), (train, evals)
