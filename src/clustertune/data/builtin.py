@@ -9,6 +9,8 @@ no files to carry, and the same bytes on every node with the same Python version
 - ``builtin:pydoc-topics``: chat examples for instruction tuning: the opening words of a
   paragraph, and the answer naming the topic of the reference it comes from (one of
   :data:`SFT_TOPICS`, up to 100 passages each). The answer is never in the prompt: it has to be inferred.
+- ``builtin:pydoc-preferences``: preference pairs (prompt, chosen, rejected) for reward models
+  and DPO: :func:`builtin_rl_rows`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,16 @@ import platform
 import random
 import re
 from clustertune.errors import DataError
+from clustertune.rewards import char_fraction
 
 BUILTIN_PREFIX = "builtin:"
-BUILTINS = ("pydoc", "pydoc-kinds", "pydoc-topics")
+BUILTINS = ("pydoc", "pydoc-kinds", "pydoc-topics", "pydoc-preferences")
+# Preference pairs for rlhf and reward_model (see builtin_rl_rows).
+PROMPT_WORDS = 4
+CONTINUATION_WORDS = 6
+PAIR_MARGIN = 0.05
+# The pairing of builtin:pydoc-preferences as prepared data: fixed, as its fingerprint names no seed.
+PAIRS_SEED = 0
 KIND_LABELS = ("prose", "code")
 
 _CODE_START = (">>>", "...", "def ", "class ", "import ", "from ", "for ", "if ", "print(", "return", "while ",
@@ -140,4 +149,49 @@ def builtin_rows(name: str) -> list[dict[str, object]]:
         return pydoc_kinds()
     if name == "pydoc-topics":
         return pydoc_topics()
+    if name == "pydoc-preferences":
+        return builtin_rl_rows(name, PAIRS_SEED)  # type: ignore[return-value]
     raise KeyError(name)
+
+
+def _prose_windows() -> list[list[str]]:
+    """Runs of PROMPT_WORDS + CONTINUATION_WORDS words from the prose of the builtin corpus."""
+    need = PROMPT_WORDS + CONTINUATION_WORDS
+    out = []
+    for para in pydoc_paragraphs():
+        words: list[str] = []
+        for ln in para.split("\n"):
+            text = ln.strip()
+            letters = sum(c.isalpha() or c.isspace() for c in text)
+            if len(text.split()) >= 4 and letters >= 0.85 * len(text):  # prose, not code or tables
+                words.extend(text.split())
+        out.extend(words[i:i + need] for i in range(0, len(words) - need + 1, need))
+    return out
+
+
+def builtin_rl_rows(name: str, seed: int) -> list[dict[str, str]]:
+    """Rows of ``builtin:pydoc-prompts`` or ``builtin:pydoc-preferences``.
+
+    A preference pair offers two real continuations for one prompt (its own and another
+    window's) and prefers the one the shipped ``char_fraction`` reward scores higher (more
+    letters ``e``), keeping only pairs it separates clearly: a labeller with a consistent taste
+    that a small policy can learn, so held-out accuracy starts near chance and has to be earned.
+    """
+
+    windows = _prose_windows()
+    rng = random.Random(seed)
+    rows = []
+    for w in windows:
+        prompt = " ".join(w[:PROMPT_WORDS])
+        if name == "pydoc-prompts":
+            rows.append({"prompt": prompt})
+            continue
+        own = " " + " ".join(w[PROMPT_WORDS:])
+        other = " " + " ".join(rng.choice(windows)[PROMPT_WORDS:])
+        a, b = char_fraction([prompt] * 2, [own, other])
+        if abs(a - b) >= PAIR_MARGIN:
+            chosen, rejected = (own, other) if a > b else (other, own)
+            rows.append({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+    rng.shuffle(rows)
+    return rows
+

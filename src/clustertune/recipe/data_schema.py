@@ -62,6 +62,15 @@ class DataSection(Section):
     order, as ``run_glue.py`` does). The names are saved in the model's config (``id2label``,
     ``label2id``), so ``pipeline("text-classification")`` prints them."""
 
+    prompt_column: str = "prompt"
+    """``reward_model``: column holding each pair's prompt (may be empty: the texts alone)."""
+
+    chosen_column: str = "chosen"
+    """``reward_model``: column holding the preferred completion of the prompt."""
+
+    rejected_column: str = "rejected"
+    """``reward_model``: column holding the completion preferred less."""
+
     label_names: list[str] | None = None
     """String labels: the class names in id order (``[negative, positive]``) instead of their
     sorted order; every label in the data must be one of them."""

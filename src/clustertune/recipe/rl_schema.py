@@ -36,11 +36,13 @@ class RewardSpec(Section):
     model: str | None = None
     """A sequence-classification model directory (``save_pretrained``, e.g. the ``model/`` of a
     clustertune classification run, or ``run:<run-id>``) or hub name; the reward is the
-    probability of ``label`` for prompt + completion."""
+    probability of ``label`` for prompt + completion, or a reward model's score (``task:
+    reward_model``, no ``label``)."""
 
     label: str | int | None = None
     """With ``model``: the label whose probability is the reward, by name (``config.id2label``)
-    or by index."""
+    or by index; left out for a reward model (one output: a run of ``task: reward_model``),
+    whose score is the reward."""
 
     weight: float = 1.0
     """Weight of this reward in the sum when several are given."""
@@ -190,8 +192,6 @@ def rl_cross_field(recipe: Any) -> list[tuple[str, str]]:
                 problems.append((key, "set exactly one of function (module:attr) and model (a classifier directory)"))
             if r.function is not None and (":" not in r.function or not all(r.function.split(":", 1))):
                 problems.append((f"{key}.function", f"{r.function!r} must look like module:attribute, e.g. clustertune.rewards:char_fraction"))
-            if r.model is not None and r.label is None:
-                problems.append((f"{key}.label", "required with model: the label whose probability is the reward"))
             if r.model is None and r.label is not None:
                 problems.append((f"{key}.label", "only valid with model"))
             if r.function is None and r.kwargs:

@@ -22,8 +22,8 @@ from clustertune.recipe.model_schema import ModelSection
 from clustertune.recipe.run_refs import is_run_ref
 from clustertune.recipe.section import Section
 
-Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf"]
-TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf")
+Task = Literal["causal_lm", "sequence_classification", "sft", "rlhf", "reward_model"]
+TASKS: tuple[str, ...] = ("causal_lm", "sequence_classification", "sft", "rlhf", "reward_model")
 TOKENIZER_TRAIN = "train"
 
 
@@ -341,8 +341,10 @@ class Recipe(Section):
     task: Task = "causal_lm"
     """``causal_lm`` (next-token prediction, perplexity), ``sequence_classification``
     (text -> one of ``model.num_labels`` classes, accuracy), ``sft`` (instruction tuning on
-    chat or prompt/completion examples, loss on the answers; see ``data.sft``) or ``rlhf`` (a policy tuned against
-    a reward or on preference pairs, see the ``rl`` section)."""
+    chat or prompt/completion examples, loss on the answers; see ``data.sft``), ``rlhf`` (a policy tuned against
+    a reward or on preference pairs, see the ``rl`` section) or ``reward_model`` (a scalar score
+    trained on preference pairs, ``data.prompt_column``/``chosen_column``/``rejected_column``, with
+    the Bradley-Terry loss; evaluations report pairwise accuracy; usable as ``rl.rewards[].model``)."""
 
     model: ModelSection = Field(default_factory=ModelSection)
     """What to train."""
@@ -393,8 +395,8 @@ class Recipe(Section):
                 problems.append(("data.streaming", "needs data.validation_files: carving a validation split takes the whole dataset"))
             if (d.dataset or "").startswith("builtin:"):
                 problems.append(("data.streaming", "builtin corpora have no validation split to stream beside; prepare them instead"))
-        if self.task == "sft" and m.tokenizer == TOKENIZER_TRAIN:
-            problems.append(("model.tokenizer", "task sft fine-tunes a base model with its own tokenizer; "
+        if self.task in ("sft", "reward_model") and m.tokenizer == TOKENIZER_TRAIN:
+            problems.append(("model.tokenizer", f"task {self.task} fine-tunes a base model with its own tokenizer; "
                              "'train' is for models trained from scratch"))
         problems.extend(classification_problems(self))
         if self.launch.nodes > 1 and self.launch.backend == "local":

@@ -63,6 +63,22 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
          ("train", [("batch_size", 16), ("lr", 1.0e-3), ("warmup_steps", 10), ("lr_scheduler", "cosine"),
                     ("max_steps", 250), ("eval_every", 50), ("#gradient_accumulation_steps", 2)]),
          ("launch", _RUN_LOCAL)]),
+    "reward_model": (
+        "A reward model, offline on a CPU: the quickstart model (trained first when there is no\n"
+        "quickstart run yet) with a one-score head, trained on preference pairs (a prompt, the answer\n"
+        "to prefer, the one to avoid; here pairs made from Python's documentation) so that the\n"
+        "preferred answer scores higher. Evaluations report how often it does on held-out pairs. Use\n"
+        "the run as a GRPO reward: rl.rewards: [{model: run:<this run>}]. Put your own pairs in a JSONL\n"
+        "file with prompt/chosen/rejected fields (data.train_files).",
+        [("", [("description", "Reward model from the quickstart model on builtin preference pairs"),
+               ("task", "reward_model")]),
+         ("model", [("name_or_path", "run:quickstart"), ("#name_or_path", "HuggingFaceTB/SmolLM2-135M-Instruct")]),
+         ("data", [("dataset", "builtin:pydoc-preferences"), ("max_length", 64), ("validation_fraction", 0.1),
+                   ("max_eval_samples", 200), ("#train_files", ["pairs.jsonl"]), ("#chosen_column", "chosen"),
+                   ("#rejected_column", "rejected")]),
+         ("train", [("batch_size", 16), ("lr", 1.0e-3), ("max_steps", 100), ("eval_every", 50),
+                    ("eval_at_start", True), ("save_every", 50)]),
+         ("launch", _RUN_LOCAL)]),
     "rlhf": (
         "GRPO, offline on a CPU: the quickstart model (trained first when there is no quickstart run\n"
         "yet) tuned against a reward function (here: the share of letters 'e' in its completions;\n"
@@ -105,7 +121,7 @@ STARTERS: dict[str, tuple[str, list[tuple[str, list[Entry]]]]] = {
          ("launch", _RUN_LOCAL)]),
 }
 
-TASK_ALIASES = {"classification": "sequence_classification", "lm": "causal_lm", "grpo": "rlhf"}
+TASK_ALIASES = {"classification": "sequence_classification", "lm": "causal_lm", "grpo": "rlhf", "rm": "reward_model"}
 
 
 def starter_tasks() -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-DataShape = Literal["packed_text", "labelled_text", "chats"]
+DataShape = Literal["packed_text", "labelled_text", "chats", "pairs"]
 ModelHead = Literal["causal_lm", "classifier"]
 
 
@@ -58,6 +58,8 @@ TASK_TRAITS: dict[str, TaskTraits] = {
     "sequence_classification": TaskTraits(data="labelled_text", head="classifier"),
     "sft": TaskTraits(data="chats", head="causal_lm"),
     "rlhf": TaskTraits(data=None, head="causal_lm", trainer="trl"),
+    # A scalar head: the sequence classifier's, with one output (the manifest's label set has one).
+    "reward_model": TaskTraits(data="pairs", head="classifier"),
 }
 
 

@@ -6,11 +6,12 @@ data (never train, use, launch, api or cli).
 
 from clustertune.tasks.base import TASKS, Task, find_task, register, task_of
 from clustertune.tasks.causal_lm import CAUSAL_LM
+from clustertune.tasks.reward_model import REWARD_MODEL
 from clustertune.tasks.rlhf import RLHF
 from clustertune.tasks.sequence_classification import SEQUENCE_CLASSIFICATION
 from clustertune.tasks.sft import SFT
 
-for _task in (CAUSAL_LM, SEQUENCE_CLASSIFICATION, SFT, RLHF):
+for _task in (CAUSAL_LM, SEQUENCE_CLASSIFICATION, SFT, RLHF, REWARD_MODEL):
     register(_task)
 
-__all__ = ["CAUSAL_LM", "RLHF", "SEQUENCE_CLASSIFICATION", "SFT", "TASKS", "Task", "find_task", "register", "task_of"]
+__all__ = ["CAUSAL_LM", "REWARD_MODEL", "RLHF", "SEQUENCE_CLASSIFICATION", "SFT", "TASKS", "Task", "find_task", "register", "task_of"]

@@ -366,7 +366,7 @@ def test_a_hub_model_with_nothing_cached_is_one_line_not_checked(capsys: pytest.
 
 @pytest.mark.parametrize("name", ["quickstart", "sft-demo", "pydoc-kinds", "bert-yelp", "gpt2-wikitext2",
                                   "gpt2-wikitext2-slurm", "gpt2-wikitext2-ssh", "rlhf-grpo-offline",
-                                  "rlhf-dpo-offline", "rlhf-gpt2-sentiment"])
+                                  "rlhf-dpo-offline", "rlhf-gpt2-sentiment", "reward-model-offline"])
 def test_every_shipped_recipe_validates_once_its_base_run_exists(name: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,12 +18,13 @@ from clustertune.data.shapes.base import Built, BuildJob, DataShape
 from clustertune.data.shapes.chats import CHATS
 from clustertune.data.shapes.labelled_text import LABELLED_TEXT
 from clustertune.data.shapes.packed_text import PACKED_TEXT
+from clustertune.data.shapes.pairs import PAIRS
 from clustertune.data.manifest import Manifest
 from clustertune.errors import DataError
 
 __all__ = ["Built", "BuildJob", "DataShape", "SHAPES", "open_split", "shape_named", "shape_of"]
 
-SHAPES: dict[str, DataShape] = {s.name: s for s in (PACKED_TEXT, LABELLED_TEXT, CHATS)}
+SHAPES: dict[str, DataShape] = {s.name: s for s in (PACKED_TEXT, LABELLED_TEXT, CHATS, PAIRS)}
 
 
 def shape_named(name: str) -> DataShape:

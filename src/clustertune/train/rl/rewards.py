@@ -89,9 +89,15 @@ class ModelReward:
                 self.model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
         except (OSError, ValueError) as exc:
             raise ModelError(f"{key}.model: cannot load a sequence classifier from {path!r}: {exc}") from exc
-        assert spec.label is not None
-        self.index = label_index(self.model.config, spec.label, path, f"{key}.label")
-        self.name = f"{os.path.basename(path.rstrip('/')) or path}[{spec.label}]"
+        # A reward model (one output, task reward_model) gives its score itself; a classifier
+        # gives the probability of the label named.
+        self.scalar = spec.label is None
+        if self.scalar and int(getattr(self.model.config, "num_labels", 2)) != 1:
+            names = ", ".join(str(v) for v in (getattr(self.model.config, "id2label", None) or {}).values())
+            raise RewardError(f"{key}.label: required for {path}, a classifier with labels {names}: name the "
+                              "label whose probability is the reward (a reward model, one output, needs none)")
+        self.index = 0 if self.scalar else label_index(self.model.config, spec.label, path, f"{key}.label")
+        self.name = f"{os.path.basename(path.rstrip('/')) or path}" + ("" if self.scalar else f"[{spec.label}]")
         limit = getattr(self.model.config, "max_position_embeddings", None) or getattr(self.model.config, "n_positions", 512)
         self.max_length = min(int(limit), int(getattr(self.tokenizer, "model_max_length", limit) or limit))
 
@@ -105,8 +111,9 @@ class ModelReward:
         with torch.no_grad():
             enc = tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_length)
             enc = {k: v.to(self.model.device) for k, v in enc.items()}
-            probs = self.model(**enc).logits.float().softmax(-1)[:, self.index]
-        return check_scores(probs.tolist(), len(completions), self.name)
+            logits = self.model(**enc).logits.float()
+            scores = logits[:, 0] if self.scalar else logits.softmax(-1)[:, self.index]
+        return check_scores(scores.tolist(), len(completions), self.name)
 
 
 @dataclass

@@ -11,25 +11,21 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from clustertune.data import builtin
+from clustertune.data.builtin import builtin_rl_rows
 from clustertune.data.origins import Origins, row_at
 from clustertune.data.sources import RawData, carve_indices, load_raw
 from clustertune.errors import DataError, ModelError
 from clustertune.models.adapters import plain_model
 from clustertune.models.run_models import resolve_run_model
 from clustertune.recipe.rl_recipe import RLRecipe
-from clustertune.rewards import char_fraction
 
 RL_BUILTINS = ("pydoc-prompts", "pydoc-preferences")
-PROMPT_WORDS = 4
-CONTINUATION_WORDS = 6
-PAIR_MARGIN = 0.05
 
 
 def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
@@ -46,48 +42,6 @@ def resolve_model(ref: str, key: str, runs_root_dir: str | None = None) -> str:
     if ref.startswith(("/", "./", "../", "~")):
         raise ModelError(f"{key}: directory {ref!r} does not exist")
     return ref
-
-
-def _prose_windows() -> list[list[str]]:
-    """Runs of PROMPT_WORDS + CONTINUATION_WORDS words from the prose of the builtin corpus."""
-    need = PROMPT_WORDS + CONTINUATION_WORDS
-    out = []
-    for para in builtin.pydoc_paragraphs():
-        words: list[str] = []
-        for ln in para.split("\n"):
-            text = ln.strip()
-            letters = sum(c.isalpha() or c.isspace() for c in text)
-            if len(text.split()) >= 4 and letters >= 0.85 * len(text):  # prose, not code or tables
-                words.extend(text.split())
-        out.extend(words[i:i + need] for i in range(0, len(words) - need + 1, need))
-    return out
-
-
-def builtin_rl_rows(name: str, seed: int) -> list[dict[str, str]]:
-    """Rows of ``builtin:pydoc-prompts`` or ``builtin:pydoc-preferences``.
-
-    A preference pair offers two real continuations for one prompt (its own and another
-    window's) and prefers the one the shipped ``char_fraction`` reward scores higher (more
-    letters ``e``), keeping only pairs it separates clearly: a labeller with a consistent taste
-    that a small policy can learn, so held-out accuracy starts near chance and has to be earned.
-    """
-
-    windows = _prose_windows()
-    rng = random.Random(seed)
-    rows = []
-    for w in windows:
-        prompt = " ".join(w[:PROMPT_WORDS])
-        if name == "pydoc-prompts":
-            rows.append({"prompt": prompt})
-            continue
-        own = " " + " ".join(w[PROMPT_WORDS:])
-        other = " " + " ".join(rng.choice(windows)[PROMPT_WORDS:])
-        a, b = char_fraction([prompt] * 2, [own, other])
-        if abs(a - b) >= PAIR_MARGIN:
-            chosen, rejected = (own, other) if a > b else (other, own)
-            rows.append({"prompt": prompt, "chosen": chosen, "rejected": rejected})
-    rng.shuffle(rows)
-    return rows
 
 
 def _rename(ds: Any, mapping: dict[str, str]) -> Any:
