@@ -111,7 +111,8 @@ class TrainBatches:
 
     @property
     def seq_len(self) -> int:
-        return int(self.arrays.input_ids.shape[1])
+        """Tokens per row (the last axis: a sample of pairs holds two rows)."""
+        return int(self.arrays.input_ids.shape[-1])
 
     @property
     def tokens_per_sample(self) -> float:

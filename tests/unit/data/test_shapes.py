@@ -90,3 +90,23 @@ def test_a_task_that_prepares_nothing_has_no_shape() -> None:
     rl = load_recipe("recipes/rlhf-grpo-offline.yaml")
     with pytest.raises(DataError, match="prepares no data"):
         shapes.shape_of(rl)
+
+
+def test_a_pair_batch_holds_both_texts_cut_to_the_longest_and_counts_their_real_tokens() -> None:
+    """Pairs batch as (pairs, 2, width); tokens/s and the attention term of the flops count the
+    rows' real tokens and length, not the pair axis."""
+    import torch
+
+    from clustertune.data.loader import TrainBatches, to_batch
+    from clustertune.data.shapes.pairs import PairArrays
+
+    ids = np.arange(3 * 2 * 8, dtype=np.int32).reshape(3, 2, 8)
+    mask = np.zeros((3, 2, 8), dtype=np.uint8)
+    for i, (c, r) in enumerate([(3, 5), (2, 2), (6, 1)]):
+        mask[i, 0, :c], mask[i, 1, :r] = 1, 1
+    arrays = PairArrays(input_ids=ids, attention_mask=mask, n_tokens=int(mask.sum()))
+    batch = to_batch(arrays, np.array([0, 1]), torch.device("cpu"), ignore_from=1)
+    assert batch["input_ids"].shape == (2, 2, 5) and batch["attention_mask"].shape == (2, 2, 5)
+    assert batch["labels"].tolist() == [1, -100]  # the padding pair is not counted
+    batches = TrainBatches(arrays, 1, 1, 0, 1, 0, False)
+    assert batches.seq_len == 8 and batches.tokens_per_sample == pytest.approx(19 / 3)

@@ -162,3 +162,25 @@ print(json.dumps({{"rc": rc, **seen}}))
     # The tiny model's own loss is near ln(512) = 6.2 at the start: a quarter of it plus 1 is
     # about 2.6, far from both the model's loss and from 1.
     assert train and evals and all(1.0 < v < 3.0 for v in train + evals), (train, evals)
+
+
+def test_the_reward_models_loss_is_bradley_terrys_over_the_real_pairs_and_counts_wins() -> None:
+    """-log sigmoid(chosen - rejected), averaged over the pairs whose label is not -100; a pair is
+    right when its chosen text scores strictly higher (a tie is not a win)."""
+    from types import SimpleNamespace
+
+    kind = task_of("reward_model")
+    scores = torch.tensor([[2.0, 0.5], [0.0, 1.0], [1.0, 1.0], [9.0, -9.0]])  # (chosen, rejected) per pair
+
+    def forward(model: Any, batch: dict[str, Any]) -> Any:
+        assert batch["input_ids"].shape == (8, 3) and "labels" not in batch  # both texts in one call
+        return SimpleNamespace(logits=scores.reshape(8, 1))
+
+    batch = {"input_ids": torch.zeros(4, 2, 3, dtype=torch.long), "attention_mask": torch.ones(4, 2, 3),
+             "labels": torch.tensor([1, 1, 1, -100])}
+    out = kind.output(None, batch, forward)
+    want = -torch.nn.functional.logsigmoid(scores[:3, 0] - scores[:3, 1]).mean()
+    assert out.loss.item() == pytest.approx(want.item())
+    assert int(kind.correct(out, batch, 3)) == 1  # only the first: the second lost, the third tied
+    assert kind.summary_metrics(0.5, 1 / 3) == {"eval_loss": 0.5, "eval_accuracy": 1 / 3}
+    assert not kind.predicts_labels and not kind.writes_text and kind.prepares_data

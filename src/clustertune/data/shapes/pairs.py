@@ -35,6 +35,11 @@ class PairArrays(Arrays):
     def tokens(self) -> int:
         return self.n_tokens
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """Real tokens of each pair, both texts (what tokens/s counts per sample)."""
+        return np.asarray(self.attention_mask).sum(axis=(1, 2))  # type: ignore[call-overload]
+
     def batch_tensors(self, idx: np.ndarray) -> dict[str, Any]:
         """The pairs ``idx`` cut to their longest text; ``labels`` marks every pair real (the
         loader sets the padding ones to -100)."""
