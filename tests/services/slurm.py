@@ -92,6 +92,8 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
         "ReturnToService=2",
         "JobRequeue=1",
         "MinJobAge=600",
+        # A site's limit on job arrays (indices 0-39), small so a sweep can exceed it in a test.
+        "MaxArraySize=40",
         "KillWait=10",
         # The machine has 2 cores; let each node offer 4 so concurrent test jobs do not queue.
         "SlurmdParameters=config_overrides",

@@ -10,7 +10,7 @@ from reaching past).
 Each part is a module: runs (:mod:`clustertune.api.runs`: decide, describe, start, validate),
 following them (:mod:`~clustertune.api.jobs`: job, state, logs, trust, remove), data (:mod:`~clustertune.api.data`: prepare, cache, stage, fetch), estimates and
 benchmarks (:mod:`~clustertune.api.perf`), serving (:mod:`~clustertune.api.serving`) and the
-cluster commands (:mod:`~clustertune.api.clusters`). ``api.NAME`` loads the module behind NAME
+cluster commands (:mod:`~clustertune.api.clusters`), and sweeps (:mod:`~clustertune.api.sweeps`). ``api.NAME`` loads the module behind NAME
 on first use (:mod:`clustertune.lazy`), so importing this package (the CLI's start-up does) loads
 none of them.
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from clustertune.lazy import exports
 
 if TYPE_CHECKING:
-    from clustertune.api import clusters, data, perf, preflight, serving, tinker_proxy
+    from clustertune.api import clusters, data, perf, preflight, serving, sweeps, tinker_proxy
     from clustertune.train.bench_names import bench_variants
     from clustertune.api.runs import (decide, decide_command, describe, devices_of, dry_run, follow, job,
                                       kept_result_lines, launch_command, refreshed, remove_runs, run, start,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _RUNS = ("decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
          "with_base", "devices_of")
 _JOBS = ("remove_runs", "trust_checkpoint", "job", "refreshed", "follow", "kept_result_lines")
-_MODULES = ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters")
+_MODULES = ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps")
 
 __getattr__, __dir__ = exports(__name__, {**{name: f"{__name__}.runs" for name in _RUNS},
                                           **{name: f"{__name__}.jobs" for name in _JOBS},
@@ -41,4 +41,4 @@ __getattr__, __dir__ = exports(__name__, {**{name: f"{__name__}.runs" for name i
 # Written out (not built from the tuples above) so that tools that read it statically see it.
 __all__ = ["decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
            "with_base", "devices_of", "remove_runs", "trust_checkpoint", "job", "refreshed", "follow",
-           "kept_result_lines", "bench_variants", "runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters"]
+           "kept_result_lines", "bench_variants", "runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps"]

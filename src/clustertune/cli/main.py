@@ -12,7 +12,7 @@ import typer
 
 from clustertune import __version__
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
-                             run_cmds, runs_cmds, serve_cmds, start_cmds, use_cmds)
+                             run_cmds, runs_cmds, serve_cmds, start_cmds, sweep_cmds, use_cmds)
 from clustertune.errors import UserError
 from clustertune.process_exit import exit_now
 from clustertune.recipe.keys import all_keys
@@ -54,6 +54,8 @@ COMMANDS: list[tuple[str, Callable[..., Any] | typer.Typer, dict[str, Any]]] = [
     ("init", start_cmds.init, {}),
     ("schema", start_cmds.schema, {}),
     ("recipes", run_cmds.recipes, {}),
+    ("sweep", sweep_cmds.sweep, {}),
+    ("sweeps", sweep_cmds.sweeps, {}),
     ("runs", runs_cmds.runs_app, {}),
     ("logs", runs_cmds.logs, {}),
     ("status", runs_cmds.status, {}),

@@ -13,6 +13,7 @@ from clustertune.cli.tables import print_table
 from clustertune.runs import report
 from clustertune import api
 from clustertune.runs.store import get_run, list_runs
+from clustertune.runs.sweeps import is_sweep_id
 
 RunsRoot = typer.Option(None, "--runs-root", help="Where run directories live (default $CLUSTERTUNE_RUNS or ./runs).")
 
@@ -43,9 +44,11 @@ def runs_list(ctx: typer.Context, runs_root: Optional[Path] = RunsRoot,
         print("no runs yet")
         return
     rows = [report.run_row(r) for r in found]
-    print_table(["id", "task", "state", "steps", "best eval", "age"],
-                [[row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"]] for row in rows],
-                drop_first=["age", "best eval", "steps", "task"])
+    sweeps = any(row["sweep"] for row in rows)  # the column only where a run is a sweep's trial
+    print_table(["id", "task", "state", "steps", "best eval", "age", *(["sweep"] if sweeps else [])],
+                [[row["id"], row["task"], row["state"], row["steps"], row["best"], row["age"],
+                  *([row["sweep"]] if sweeps else [])] for row in rows],
+                drop_first=["sweep", "age", "best eval", "steps", "task"])
 
 @runs_app.command("show")
 def runs_show(
@@ -135,7 +138,11 @@ def cancel(
     run_id: str = RunId,
     runs_root: Optional[Path] = RunsRoot,
 ) -> None:
-    """Stop a run wherever it runs; it ends CANCELLED."""
+    """Stop a run wherever it runs; it ends CANCELLED. A sweep's id cancels every trial still queued or running."""
+    if is_sweep_id(run_id, runs_root):
+        stopped = api.sweeps.cancel_sweep(run_id, runs_root)
+        print(f"sweep {run_id}: cancelled {len(stopped)} trial(s)" + (f" ({', '.join(stopped)})" if stopped else ""))
+        return
     r = get_run(run_id, runs_root)
     job = api.job(r)
     job.cancel()

@@ -69,7 +69,7 @@ def describe_lines(plan: LaunchPlan, recipe: Recipe) -> list[str]:
     return lines
 
 
-def _run(argv: list[str], timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def slurm_command(argv: list[str], timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
@@ -83,16 +83,7 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     """Write the script into the run directory, submit it, record the attempt; the job id."""
     script = Path(plan.run_dir) / SCRIPT_NAME
     script.write_text(render_sbatch(plan), encoding="utf-8")
-    # The job's environment is this one (--export=ALL): a command's attempts count on from here.
-    env = {**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)}
-    # sbatch reads these over the script's #SBATCH lines: the job's name and logs are the recipe's.
-    for name in ("SBATCH_JOB_NAME", "SBATCH_OUTPUT", "SBATCH_ERROR"):
-        env.pop(name, None)
-    if not plan.command:
-        # The ranks sign the run's checkpoints and check them before loading with this user's
-        # checkpoint key: it travels as launch.env_passthrough values do, never in the script.
-        env[CHECKPOINT_KEY_ENV] = checkpoint_key().hex()
-    out = _run(sbatch_argv(plan, script), env=env)
+    out = slurm_command(sbatch_argv(plan, script), env=job_env(plan, run))
     if out.returncode != 0:
         msg = (out.stderr or out.stdout).strip()
         run.transition(RunState.FAILED, reason=f"sbatch rejected the job: {msg}")
@@ -103,6 +94,20 @@ def submit(plan: LaunchPlan, run: Run) -> str:
     run.start_attempt(job_id=job_id, state=RunState.PENDING)
     run.record_attempt(job_name=job_name(plan))
     return job_id
+
+
+def job_env(plan: LaunchPlan, run: Run) -> dict[str, str]:
+    """The environment sbatch submits with (the job's, under --export=ALL)."""
+    # A command's attempts count on from here.
+    env = {**os.environ, "CT_FIRST_ATTEMPT": str(len(run.attempts) + 1)}
+    # sbatch reads these over the script's #SBATCH lines: the job's name and logs are the recipe's.
+    for name in ("SBATCH_JOB_NAME", "SBATCH_OUTPUT", "SBATCH_ERROR", "SBATCH_ARRAY_INX"):
+        env.pop(name, None)
+    if not plan.command:
+        # The ranks sign the run's checkpoints and check them before loading with this user's
+        # checkpoint key: it travels as launch.env_passthrough values do, never in the script.
+        env[CHECKPOINT_KEY_ENV] = checkpoint_key().hex()
+    return env
 
 
 @dataclass
@@ -120,7 +125,7 @@ def _parse_kv(text: str) -> dict[str, str]:
 
 def scontrol_view(job_id: str) -> SchedulerView | None:
     """The controller's view: exact, with restarts; forgotten MinJobAge after the job ends."""
-    out = _run(["scontrol", "show", "job", "-o", job_id])
+    out = slurm_command(["scontrol", "show", "job", "-o", job_id])
     if out.returncode != 0 or not out.stdout.strip():
         return None
     kv = _parse_kv(out.stdout)
@@ -136,7 +141,7 @@ def sacct_view(job_id: str) -> SchedulerView | None:
     """Accounting's view (kept long after the job); None where accounting is off."""
     if shutil.which("sacct") is None:
         return None
-    out = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
+    out = slurm_command(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,ExitCode"])
     if out.returncode != 0 or not out.stdout.strip():
         return None  # "Slurm accounting storage is disabled"
     raw, _, code = out.stdout.strip().splitlines()[0].partition("|")
@@ -146,7 +151,7 @@ def sacct_view(job_id: str) -> SchedulerView | None:
 
 def squeue_view(job_id: str) -> SchedulerView | None:
     """``squeue -t all`` lists finished jobs too (plain squeue drops them), until MinJobAge."""
-    out = _run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
+    out = slurm_command(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
     raw = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
     return SchedulerView(SLURM_STATES[raw], raw) if raw in SLURM_STATES else None
 
@@ -258,7 +263,7 @@ class SlurmJob:
         if state.terminal and (query_job(self.job_id) or SchedulerView(state, "")).state.terminal:
             raise RunError(f"run {self.run.id} is already {state.value}; nothing to cancel")
         self.run.paths.cancel_request.write_text(CANCELLED_BY_USER + "\n", encoding="utf-8")
-        out = _run(["scancel", self.job_id])
+        out = slurm_command(["scancel", self.job_id])
         if out.returncode != 0:
             raise LaunchError(f"scancel {self.job_id} failed: {(out.stderr or out.stdout).strip()}")
         for _ in range(100):

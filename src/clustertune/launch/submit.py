@@ -13,11 +13,11 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from clustertune.errors import RunError, UserError
 from clustertune.launch.backends import launcher
-from clustertune.launch.base import Announce
+from clustertune.launch.base import Announce, Launcher
 from clustertune.launch.command import create_run, write_launch
 from clustertune.launch.decision import Decision, decide_recipe, root_of
 from clustertune.launch.files import describe, for_nodes, link_into, stored_copies
@@ -33,16 +33,6 @@ from clustertune.tasks import task_of
 from clustertune.runs.library_logs import LibraryLogs, libraries_quiet, run_log_handler
 
 log = logging.getLogger("clustertune")
-
-
-
-
-
-
-
-
-
-
 
 
 def plan_json_for_people(plan: LaunchPlan) -> str:
@@ -121,6 +111,21 @@ def start_launch(decision: Decision, *, command: list[str] | None = None, announ
     status RUN_ID` follows it). A resumed run's checkpoint not signed with this user's key is
     refused before anything changes, unless the decision trusts it. ``wait=False``: an SSH run
     returns once its hosts started it."""
+    opened = open_run(decision, command)
+    # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
+    return opened.backend.submit(decision.plan, opened.run, opened.recipe, announce, show_progress, wait=wait).run
+
+
+class Opened(NamedTuple):
+    run: Run
+    recipe: Recipe  # what the nodes read (local paths replaced by the copies they get)
+    backend: Launcher  # the one whose check passed: its submit goes on from what the check found
+
+
+def open_run(decision: Decision, command: list[str] | None = None) -> Opened:
+    """Everything :func:`start_launch` does before the backend's submit: the backend's checks,
+    the data where this machine prepares it, the nodes' copies, the run directory (a sweep
+    opens each trial's run so, then submits them all as one SLURM array)."""
     if decision.dry:
         raise UserError("this decision was made for a dry run (its run: base not resolved): decide again "
                         "without dry=True to start it")
@@ -161,8 +166,7 @@ def start_launch(decision: Decision, *, command: list[str] | None = None, announ
         libraries.stop()
         if to_log is not None:
             to_log.close()
-    # The job works on this same Run: a local or SSH run comes back finished, a SLURM one PENDING.
-    return backend.submit(plan, run, recipe, announce, show_progress, wait=wait).run
+    return Opened(run, recipe, backend)
 
 
 def _record(decision: Decision, recipe: Recipe, command: list[str] | None) -> Run:

@@ -93,6 +93,8 @@ class RunInfo(_Record):
     files: list[dict[str, Any]] = Field(default_factory=list)
     """The local paths the recipe named, as first launched: key, path on the submitting machine,
     content digest and size, and how the nodes get it (``clustertune.launch.files``)."""
+    sweep: dict[str, Any] | None = None
+    """A sweep's trial: the sweep's id, the trial's index and its swept values (``clustertune.runs.sweeps``)."""
 
     def _kept_nones(self) -> dict[str, Any]:
         return {"git_commit": None} if self.git_commit is None else {}

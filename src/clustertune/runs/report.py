@@ -111,6 +111,7 @@ def run_row(run: Run) -> dict[str, str]:
         "steps": str(last_step(run, rows)),
         "best": f"{best[0]} {best[1]:.4g}" if best else "-",
         "age": age(run.info.created_at or None),
+        "sweep": f"{run.info.sweep['id']} #{run.info.sweep['trial']}" if run.info.sweep else "",
     }
 
 
@@ -127,6 +128,7 @@ def run_record(run: Run, detail: bool = False) -> dict[str, Any]:
         "steps": last_step(run, rows),
         "best_eval": {"metric": best[0], "value": best[1]} if best else None,
         "dir": str(run.paths.root),
+        "sweep": info.sweep,
     }
     if detail:
         out |= {

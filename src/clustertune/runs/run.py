@@ -254,6 +254,11 @@ class Run:
         self.info.files = files
         self.save()
 
+    def set_sweep(self, sweep_id: str, index: int, overrides: dict[str, str]) -> None:
+        """This run is trial ``index`` of sweep ``sweep_id``, with those swept values."""
+        self.info.sweep = {"id": sweep_id, "trial": index, "overrides": dict(overrides)}
+        self.save()
+
     def set_backend(self, backend: str) -> None:
         self.info.backend = backend
         self.save()

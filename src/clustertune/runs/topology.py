@@ -56,7 +56,16 @@ class Topology:
             node_rank=_int(env, "GROUP_RANK", _int(env, "SLURM_NODEID", 0)),
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT", 0),
-            job_id=env.get("SLURM_JOB_ID") or None,
+            job_id=slurm_job_id(env),
             restart_count=_int(env, "SLURM_RESTART_COUNT", 0),
             node_name=env.get("SLURMD_NODENAME") or env.get("HOSTNAME", ""),
         )
+
+
+def slurm_job_id(env: Mapping[str, str]) -> str | None:
+    """The job's id as its run records it: an array task's is ``<array job>_<task>`` (what the
+    sweep submitted and squeue shows), every other job's its SLURM_JOB_ID."""
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return env.get("SLURM_JOB_ID") or None

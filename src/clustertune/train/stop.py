@@ -94,7 +94,9 @@ class StopFlag:
                 why = self.stop_file.read_text(encoding="utf-8").strip()
             except OSError:
                 why = ""
-            self.requested_by = f"SIG{why} via {self.stop_file.name}" if why else self.stop_file.name
+            # A signal's name (the batch shell's) or a few words of whoever else asked (a sweep's pruner).
+            cause = f"SIG{why}" if why in _CAUSES_BARE else why
+            self.requested_by = f"{cause} via {self.stop_file.name}" if why else self.stop_file.name
         return self.requested_by is not None
 
     def agreed(self, ranks: Any) -> bool:
@@ -120,6 +122,7 @@ class StopFlag:
 # What a stop request can be, by the signal it carries (a stop file names the signal the batch
 # shell got); anything else is the last slot. Earlier causes win when ranks saw different ones.
 _CAUSES = tuple(sig.name for sig in (signal.SIGUSR2, signal.SIGTERM, signal.SIGHUP))
+_CAUSES_BARE = {name.removeprefix("SIG") for name in _CAUSES} | {"INT", "USR1"}
 
 
 def _cause_index(requested_by: str) -> int:
