@@ -76,8 +76,10 @@ def test_a_grid_killed_in_its_first_trial_resumes_and_ranks_its_trials(tmp_path:
     assert png == root / "sweeps" / sweep_id / "sweep.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000  # curves and points drawn, not an empty canvas
 
-    runs = cli_here("runs", "--runs-root", str(root))
-    assert runs.stdout.count(sweep_id) == 4 and "sweep" in runs.stdout.splitlines()[0]
+    listed_runs = json.loads(cli_here("runs", "--json", "--runs-root", str(root)).stdout)
+    assert sorted(r["sweep"]["trial"] for r in listed_runs if r["sweep"]["id"] == sweep_id) == [0, 1, 2, 3]
+    runs = cli_here("runs", "--runs-root", str(root), env={"COLUMNS": "200"})
+    assert runs.stdout.count(sweep_id) == 4 and "sweep" in runs.stdout.splitlines()[0], runs.stdout
     listed = cli_here("sweeps", "--runs-root", str(root))
     assert sweep_id in listed.stdout and "4 COMPLETED" in listed.stdout
     nothing = cli_here("sweep", "resume", sweep_id, "--runs-root", str(root))

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clustertune.api.runs import decide
+from clustertune.api.sweep_report import metric_text, plot_sweep, sweep_report, sweep_rows
 from clustertune.api.sweep_search import PRUNERS, probe_trials, search
+from clustertune.api.sweep_slots import Slot, gpu_shares, local_gpu_ids, ssh_host_groups, trial_slots
 from clustertune.data.fingerprint import processing_identity, selection_identity
 from clustertune.errors import LaunchError, RunError, UserError
 from clustertune.launch.backends import job_for, refreshed
@@ -29,11 +32,10 @@ from clustertune.launch.submit import open_run
 from clustertune.launch.sweep_array import check_array, render_array, shared_flags, submit_array
 from clustertune.recipe.load import resolve_recipe_path, shipped_recipes
 from clustertune.recipe.sweep_space import Space, grid, parse_space, random_trials, trial_overrides
-from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
 from clustertune.runs.store import get_run
-from clustertune.runs.sweeps import Sweep, SweepInfo, get_sweep, metric_values, new_sweep_id, trial_metric
+from clustertune.runs.sweeps import Sweep, SweepInfo, get_sweep, new_sweep_id
 
 log = logging.getLogger("clustertune")
 Announce = Callable[[str], None]
@@ -146,6 +148,12 @@ def decide_sweep(source: str | os.PathLike[str], args: list[str], *, random_n: i
         shared_flags([d.plan for d in decisions])
     elif max_concurrent is not None:
         raise UserError("--max-concurrent is the SLURM array's %C; here use --parallel N")
+    if base_backend in ("inprocess", "local"):
+        gpu_shares(local_gpu_ids(), parallel)  # more trials at once than GPUs: refused now
+    elif parallel > 1:
+        raise UserError(f"--parallel is for trials here; on {base_backend} "
+                        + ("--max-concurrent C limits the array" if base_backend == "slurm"
+                           else "the trials run one on each group of launch.nodes hosts"))
     name = decisions[0].recipe.name
     mode: Literal["grid", "random", "optuna"] = "optuna" if searched else "random" if random_n is not None else "grid"
     return SweepDecision(_source_text(source), name, space, mode, tuple(trials), tuple(decisions), base_backend,
@@ -179,7 +187,11 @@ def describe_sweep(sd: SweepDecision) -> str:
     """What :func:`start_sweep` would start: each trial with its overrides and run, where they
     run, and which trials share one prepared dataset."""
     where = {"inprocess": "here, one after another", "local": "here, one after another",
-             "slurm": "as one SLURM job array", "ssh": "on the recipe's SSH hosts, one after another"}[sd.backend]
+             "slurm": "as one SLURM job array", "ssh": "on the recipe's SSH hosts"}[sd.backend]
+    if sd.backend == "ssh":
+        groups = ssh_host_groups(sd.decisions[0])
+        where += (f", {len(groups)} at a time (one on each group of {sd.decisions[0].plan.nodes} host(s))"
+                  if len(groups) > 1 else ", one after another")
     if sd.parallel > 1:
         where = f"here, {sd.parallel} at a time"
     if sd.backend == "slurm":
@@ -247,16 +259,26 @@ def start_sweep(sd: SweepDecision, *, command: list[str] | None = None, announce
         say(f"SLURM array {sweep.info.array_job} submitted; follow it with `clustertune sweep show {sweep.id}`")
         return sweep
 
+    slots = trial_slots(sd.backend, sd.decisions[0], sd.parallel)
+    free: queue.SimpleQueue[Slot] = queue.SimpleQueue()
+    for slot in slots:
+        free.put(slot)
+
     def one(index: int) -> None:
         if sweep.cancelled:
             say(f"trial {index} ({_label(sd.trials[index])}): not started, the sweep was cancelled")
             return
-        run = _start_one(sweep, index, sd.decisions[index], command, show_progress and sd.parallel == 1)
-        say(f"trial {index} ({_label(sd.trials[index])}): " + (f"run {run.id} {run.state.value}" + _metric_text(sweep, run)
-                                                               if run is not None else "did not start"))
+        slot = free.get()
+        try:
+            run = _start_one(sweep, index, slot.place(sd.decisions[index]), command, show_progress and len(slots) == 1)
+        finally:
+            free.put(slot)
+        where = f" on {slot.label}" if slot.label else ""
+        say(f"trial {index} ({_label(sd.trials[index])}){where}: "
+            + (f"run {run.id} {run.state.value}" + metric_text(sweep, run) if run is not None else "did not start"))
 
-    if sd.parallel > 1:
-        with ThreadPoolExecutor(sd.parallel) as pool:
+    if len(slots) > 1:
+        with ThreadPoolExecutor(len(slots)) as pool:
             list(pool.map(one, range(len(sd.decisions))))
     else:
         for i in range(len(sd.decisions)):
@@ -277,98 +299,6 @@ def _submit_array(sweep: Sweep, decisions: dict[int, Decision], max_concurrent: 
         sweep.trial(i).job_id = f"{array}_{i}"
         sweep.trial(i).run_id = opened[i][1].id
     sweep.save()
-
-
-# -- what a sweep shows -------------------------------------------------------------------------
-
-
-def _metric_text(sweep: Sweep, run: Run) -> str:
-    value = trial_metric(run, sweep.info.metric)
-    return f", {sweep.info.metric} {value:.4g}" if value is not None else ""
-
-
-def sweep_rows(sweep: Sweep) -> list[dict[str, Any]]:
-    """One row per trial: index, swept values, run, state (asked of its backend), steps, the
-    metric and the best value it reached; the winner marked (best metric among completed trials)."""
-    rows = []
-    root = sweep.dir.parent.parent
-    for t in sweep.info.trials:
-        row: dict[str, Any] = {"trial": t.index, "overrides": dict(t.overrides), "run_id": t.run_id, "state": "NOT STARTED",
-                               "steps": None, "metric": None, "best": None, "pruned": t.pruned, "winner": False}
-        if t.run_id:
-            try:
-                run = refreshed(get_run(t.run_id, root))
-            except RunError:
-                run = None
-            if run is not None:
-                values = metric_values(run, sweep.info.metric)
-                train_steps = [r["step"] for r in read_metrics(run.paths.metrics) if r.get("kind") == "train"]
-                pick = min if sweep.info.direction == "min" else max
-                row.update(state="PRUNED" if t.pruned else run.state.value,
-                           steps=run.summary.get("steps") if run.paths.summary.is_file() else (train_steps[-1] if train_steps else None),
-                           metric=trial_metric(run, sweep.info.metric), best=pick(values) if values else None)
-        rows.append(row)
-    done = [r for r in rows if r["state"] == RunState.COMPLETED.value and r["metric"] is not None]
-    if done:
-        pick = min if sweep.info.direction == "min" else max
-        winner = pick(done, key=lambda r: r["metric"])
-        winner["winner"] = True
-    return rows
-
-
-def sweep_report(sweep_id: str, runs_root_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """``sweep show --json``: the sweep's record and its rows."""
-    sweep = get_sweep(sweep_id, runs_root_dir)
-    rows = sweep_rows(sweep)
-    win = next((r for r in rows if r["winner"]), None)
-    return {"id": sweep.id, "recipe": sweep.info.recipe, "mode": sweep.info.mode, "backend": sweep.info.backend,
-            "metric": sweep.info.metric, "direction": sweep.info.direction, "fixed": sweep.info.fixed,
-            "keys": sweep.info.keys, "array_job": sweep.info.array_job, "dir": str(sweep.dir), "trials": rows,
-            "winner": None if win is None else {"trial": win["trial"], "run_id": win["run_id"], sweep.info.metric: win["metric"]}}
-
-
-def plot_sweep(sweep_id: str, out: Path | None = None, runs_root_dir: str | os.PathLike[str] | None = None) -> Path:
-    """A PNG: each trial's eval curve, then the metric against each swept key."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sweep = get_sweep(sweep_id, runs_root_dir)
-    rows = sweep_rows(sweep)
-    metric = sweep.info.metric
-    fig, axes = plt.subplots(1, 1 + len(sweep.info.keys), figsize=(5 * (1 + len(sweep.info.keys)), 4), squeeze=False)
-    curves = axes[0][0]
-    root = sweep.dir.parent.parent
-    for r in rows:
-        if not r["run_id"]:
-            continue
-        try:
-            run = get_run(r["run_id"], root)
-        except RunError:
-            continue
-        pts = [(m["step"], m[metric]) for m in read_metrics(run.paths.metrics) if m.get("kind") == "eval" and metric in m]
-        if pts:
-            curves.plot(*zip(*pts), marker=".", label=f"trial {r['trial']}" + (" (best)" if r["winner"] else ""))
-    curves.set_xlabel("step")
-    curves.set_ylabel(metric)
-    curves.legend(fontsize=7)
-    for ax, key in zip(axes[0][1:], sweep.info.keys):
-        pts = [(r["overrides"][key], r["metric"]) for r in rows if r["metric"] is not None]
-        try:
-            xs = [float(x) for x, _ in pts]
-        except ValueError:
-            xs = list(range(len(pts)))
-            ax.set_xticks(xs, [x for x, _ in pts])
-        ax.scatter(xs, [y for _, y in pts])
-        ax.set_xlabel(key)
-        ax.set_ylabel(metric)
-    fig.suptitle(sweep.id, fontsize=9)
-    fig.tight_layout()
-    target = out or sweep.dir / "sweep.png"
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
-    return target
 
 
 # -- resume and cancel ----------------------------------------------------------------------------
@@ -417,7 +347,7 @@ def resume_sweep(sweep_id: str, *, runs_root_dir: str | os.PathLike[str] | None 
             say(f"trial {i}: not started, the sweep was cancelled")
             continue
         run = _start_one(sweep, i, d, None, show_progress)
-        say(f"trial {i}: " + (f"run {run.id} {run.state.value}{_metric_text(sweep, run)}" if run else "did not start"))
+        say(f"trial {i}: " + (f"run {run.id} {run.state.value}{metric_text(sweep, run)}" if run else "did not start"))
     return sweep
 
 

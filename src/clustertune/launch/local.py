@@ -140,8 +140,9 @@ def visible_gpus(env: dict[str, str] | None = None) -> int:
 
 
 def local_procs(plan: LaunchPlan, env: dict[str, str] | None = None, cpus: int | None = None) -> int:
-    """Processes to start here: the plan's, else one per GPU, else 1; more than the host has is an error."""
-    gpus = visible_gpus(env)
+    """Processes to start here: the plan's, else one per GPU, else 1; more than the host has is an
+    error. The GPUs are those the ranks will see (the plan's CUDA_VISIBLE_DEVICES, if it sets one)."""
+    gpus = visible_gpus(env if env is not None else node_env(plan))
     cpus = cpus or os.cpu_count() or 1
     n = plan.procs_per_node or max(gpus, 1)
     if gpus and n > gpus:

@@ -109,6 +109,9 @@ class LaunchPlan:
     prepare: tuple[str, ...] = ()
     """``launch.prepare`` as an argv (a shell line as ``bash -c LINE``): run once, on the first
     node, before the command and its ``launch.stage`` copies."""
+    hosts: tuple[int, ...] = ()
+    """SSH: which of the cluster's hosts (their indices) the job runs on, in node-rank order; by
+    default its first ``nodes``. A sweep spreads its trials over the hosts with it."""
 
     @property
     def multi_process(self) -> bool:
@@ -121,6 +124,8 @@ class LaunchPlan:
             del d["command"], d["runner"]
         if not self.prepare:
             del d["prepare"]
+        if not self.hosts:
+            del d["hosts"]
         return d
 
     def to_json(self) -> str:

@@ -267,14 +267,17 @@ class _NodeStart:
     code: tuple[Path, list[str], str]
     workdirs: list[str]
     ckpt_key: str
+    nodes: list[int]  # the hosts, by node rank
 
     def __call__(self, i: int) -> dict[str, Any]:
+        """Host ``i``'s part: node rank ``nodes.index(i)``."""
+        rank = self.nodes.index(i)
         nproc = procs_on_host(self.plan, [] if self.plan.procs_per_node else host_gpus(self.cluster, i))
         abs_rdir, sent = _prepare_host(self.cluster, i, self.run, self.env, self.data_ref, self.code)
         # A user's command runs elsewhere than the run directory: {run_dir} in its arguments is
         # the host's own, absolute (a recipe's ranks start in it and name it ".").
         plan = replace(self.plan, run_dir=abs_rdir) if self.plan.command else self.plan
-        argv = node_command(plan, i, self.addresses, rendezvous_port(self.key), self.key, nproc)
+        argv = node_command(plan, rank, self.addresses, rendezvous_port(self.key), self.key, nproc)
         root = posixpath.dirname(posixpath.dirname(abs_rdir))
         runtime = self.env.runtime_vars()  # plan env plus pass-through values: on stdin, never argv
         cwd = abs_rdir
@@ -283,9 +286,9 @@ class _NodeStart:
             # user's checkpoint key (on stdin like the secrets above; never stored on the host).
             runtime[CHECKPOINT_KEY_ENV] = self.ckpt_key
         if self.plan.command:
-            cwd = self.workdirs[i] if self.workdirs else abs_rdir
+            cwd = self.workdirs[rank] if self.workdirs else abs_rdir
             runtime.update(CLUSTERTUNE_RUN_DIR=abs_rdir, CLUSTERTUNE_ATTEMPT=str(len(self.run.attempts)),
-                           CLUSTERTUNE_NODE_RANK=str(i), CLUSTERTUNE_MASTER_ADDR=self.addresses[0],
+                           CLUSTERTUNE_NODE_RANK=str(rank), CLUSTERTUNE_MASTER_ADDR=self.addresses[0],
                            CLUSTERTUNE_MASTER_PORT=str(rendezvous_port(self.key)))
         if FILES_ENV in runtime:  # launch.files, wherever the command starts
             runtime[FILES_ENV] = posixpath.join(abs_rdir, FILES_DIR)
@@ -309,7 +312,9 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     """Start the next attempt of ``run`` on the cluster's first ``plan.nodes`` hosts; returns at once."""
     cluster = find_cluster(str(launch.cluster))
     check_nodes(launch, len(cluster.hosts))
-    nodes = list(range(plan.nodes))
+    nodes = list(plan.hosts) or list(range(plan.nodes))
+    if len(nodes) != plan.nodes or not all(0 <= i < len(cluster.hosts) for i in nodes):
+        raise LaunchError(f"hosts {nodes} of cluster {cluster.name!r} ({len(cluster.hosts)} host(s)) for launch.nodes={plan.nodes}")
     hosts = [cluster.hosts[i] for i in nodes]
     key = attempt_key(run.id, len(run.attempts) + 1)
     addresses = [h.address for h in hosts]
@@ -328,7 +333,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     run.start_attempt(job_id=key, state=RunState.PENDING)
 
     start = _NodeStart(cluster, plan, run, key, addresses, _env_for(plan, launch), data_ref, code, workdirs,
-                       checkpoint_key().hex())
+                       checkpoint_key().hex(), nodes)
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
             answers = list(pool.map(start, nodes))
