@@ -17,6 +17,17 @@ from clustertune.runs.sweeps import Sweep, get_sweep, metric_values, trial_metri
 
 
 
+
+def trial_run(run_id: str | None, root: Path, ask_backend: bool = True) -> Run | None:
+    """A trial's run (its state asked of its backend), or None: never started, or its directory gone."""
+    if not run_id:
+        return None
+    try:
+        run = get_run(run_id, root)
+    except RunError:
+        return None
+    return refreshed(run) if ask_backend else run
+
 def metric_text(sweep: Sweep, run: Run) -> str:
     value = trial_metric(run, sweep.info.metric)
     return f", {sweep.info.metric} {value:.4g}" if value is not None else ""
@@ -26,22 +37,18 @@ def sweep_rows(sweep: Sweep) -> list[dict[str, Any]]:
     """One row per trial: index, swept values, run, state (asked of its backend), steps, the
     metric and the best value it reached; the winner marked (best metric among completed trials)."""
     rows = []
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     for t in sweep.info.trials:
         row: dict[str, Any] = {"trial": t.index, "overrides": dict(t.overrides), "run_id": t.run_id, "state": "NOT STARTED",
                                "steps": None, "metric": None, "best": None, "pruned": t.pruned, "winner": False}
-        if t.run_id:
-            try:
-                run = refreshed(get_run(t.run_id, root))
-            except RunError:
-                run = None
-            if run is not None:
-                values = metric_values(run, sweep.info.metric)
-                train_steps = [r["step"] for r in read_metrics(run.paths.metrics) if r.get("kind") == "train"]
-                pick = min if sweep.info.direction == "min" else max
-                row.update(state="PRUNED" if t.pruned else run.state.value,
-                           steps=run.summary.get("steps") if run.paths.summary.is_file() else (train_steps[-1] if train_steps else None),
-                           metric=trial_metric(run, sweep.info.metric), best=pick(values) if values else None)
+        run = trial_run(t.run_id, root)
+        if run is not None:
+            values = metric_values(run, sweep.info.metric)
+            train_steps = [r["step"] for r in read_metrics(run.paths.metrics) if r.get("kind") == "train"]
+            pick = min if sweep.info.direction == "min" else max
+            row.update(state="PRUNED" if t.pruned else run.state.value,
+                       steps=run.summary.get("steps") if run.paths.summary.is_file() else (train_steps[-1] if train_steps else None),
+                       metric=trial_metric(run, sweep.info.metric), best=pick(values) if values else None)
         rows.append(row)
     done = [r for r in rows if r["state"] == RunState.COMPLETED.value and r["metric"] is not None]
     if done:
@@ -74,13 +81,10 @@ def plot_sweep(sweep_id: str, out: Path | None = None, runs_root_dir: str | os.P
     metric = sweep.info.metric
     fig, axes = plt.subplots(1, 1 + len(sweep.info.keys), figsize=(5 * (1 + len(sweep.info.keys)), 4), squeeze=False)
     curves = axes[0][0]
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     for r in rows:
-        if not r["run_id"]:
-            continue
-        try:
-            run = get_run(r["run_id"], root)
-        except RunError:
+        run = trial_run(r["run_id"], root, ask_backend=False)
+        if run is None:
             continue
         pts = [(m["step"], m[metric]) for m in read_metrics(run.paths.metrics) if m.get("kind") == "eval" and metric in m]
         if pts:

@@ -16,16 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 from clustertune.api.runs import decide
-from clustertune.errors import RunError, UserError
+from clustertune.api.sweep_report import trial_run
+from clustertune.errors import UserError
 from clustertune.extras import install_hint
-from clustertune.launch.backends import refreshed
 from clustertune.launch.decision import Decision
 from clustertune.recipe.sweep_space import Space
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
-from clustertune.runs.store import get_run
 from clustertune.runs.sweeps import Sweep, trial_metric
 
 log = logging.getLogger("clustertune")
@@ -139,7 +138,7 @@ def run_trial(sweep: Sweep, st: Any, trial: Any, index: int, decision: Decision,
     (its value, PRUNED, or FAIL); the state it is shown with."""
     from optuna.trial import TrialState
 
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     with _Watch(trial, root / decision.run_id, sweep.info.metric) as watch:
         run = start_one(sweep, index, decision)
     value = trial_metric(run, sweep.info.metric) if run is not None else None
@@ -161,7 +160,7 @@ def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> No
     from optuna.trial import TrialState
 
     st = study(sweep)
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     wanted = int((sweep.info.search or {})["trials"])
     recorded = {t.number for t in sweep.info.trials}
     for left in st.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -172,7 +171,7 @@ def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> No
             return
         if t.pruned or t.value is not None:
             continue
-        run = _run_of(t.run_id, root)
+        run = trial_run(t.run_id, root)
         if run is not None and run.state is RunState.COMPLETED:
             continue
         trial = _again(st, t.number, t.overrides, space)
@@ -212,15 +211,6 @@ def _again(st: Any, number: int | None, overrides: dict[str, str], space: Space)
     trial = st.ask()
     suggest(trial, space)  # the enqueued values, as the study's own parameters
     return trial
-
-
-def _run_of(run_id: str | None, root: Any) -> Run | None:
-    if not run_id:
-        return None
-    try:
-        return refreshed(get_run(run_id, root))
-    except RunError:
-        return None
 
 
 def _label(values: dict[str, str]) -> str:

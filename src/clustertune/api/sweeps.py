@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clustertune.api.runs import decide
-from clustertune.api.sweep_report import metric_text, plot_sweep, sweep_report, sweep_rows
+from clustertune.api.sweep_report import metric_text, plot_sweep, sweep_report, sweep_rows, trial_run
 from clustertune.api.sweep_search import PRUNERS, probe_trials, search
 from clustertune.api.sweep_slots import Slot, gpu_shares, local_gpu_ids, ssh_host_groups, trial_slots
 from clustertune.data.fingerprint import processing_identity, selection_identity
 from clustertune.errors import LaunchError, RunError, UserError
-from clustertune.launch.backends import job_for, refreshed
+from clustertune.launch.backends import job_for
 from clustertune.launch.decision import Decision, decision_for
 from clustertune.launch.submit import open_run
 from clustertune.launch.sweep_array import check_array, render_array, shared_flags, submit_array
@@ -34,7 +34,6 @@ from clustertune.recipe.load import resolve_recipe_path, shipped_recipes
 from clustertune.recipe.sweep_space import Space, grid, parse_space, random_trials, trial_overrides
 from clustertune.runs.run import Run
 from clustertune.runs.state import RunState
-from clustertune.runs.store import get_run
 from clustertune.runs.sweeps import Sweep, SweepInfo, get_sweep, new_sweep_id
 
 log = logging.getLogger("clustertune")
@@ -313,19 +312,14 @@ def resume_sweep(sweep_id: str, *, runs_root_dir: str | os.PathLike[str] | None 
     trials stay as they are."""
     sweep = get_sweep(sweep_id, runs_root_dir)
     say = announce or (lambda _text: None)
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     if sweep.info.mode == "optuna":
         return _resume_search(sweep, show_progress, say)
     again: dict[int, Decision] = {}
     for t in sweep.info.trials:
         if t.pruned:
             continue
-        run = None
-        if t.run_id:
-            try:
-                run = refreshed(get_run(t.run_id, root))
-            except RunError:
-                run = None
+        run = trial_run(t.run_id, root)
         if run is not None and run.state not in RERUN:
             continue
         if run is not None:
@@ -352,7 +346,7 @@ def resume_sweep(sweep_id: str, *, runs_root_dir: str | os.PathLike[str] | None 
 
 
 def _resume_search(sweep: Sweep, show_progress: bool, say: Announce) -> Sweep:
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     wanted = int((sweep.info.search or {}).get("trials", 0))
     unfinished = [t.index for t in sweep.info.trials if not t.pruned and t.value is None
                   and not _completed(t.run_id, root)]
@@ -366,28 +360,19 @@ def _resume_search(sweep: Sweep, show_progress: bool, say: Announce) -> Sweep:
 
 
 def _completed(run_id: str | None, root: Path) -> bool:
-    if not run_id:
-        return False
-    try:
-        return refreshed(get_run(run_id, root)).state is RunState.COMPLETED
-    except RunError:
-        return False
+    run = trial_run(run_id, root)
+    return run is not None and run.state is RunState.COMPLETED
 
 
 def cancel_sweep(sweep_id: str, runs_root_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Cancel every trial still queued or running, and start no further one; the run ids cancelled."""
     sweep = get_sweep(sweep_id, runs_root_dir)
     sweep.mark_cancelled()
-    root = sweep.dir.parent.parent
+    root = sweep.runs_root
     done = []
     for t in sweep.info.trials:
-        if not t.run_id:
-            continue
-        try:
-            run = refreshed(get_run(t.run_id, root))
-        except RunError:
-            continue
-        if run.state.terminal:
+        run = trial_run(t.run_id, root)
+        if run is None or run.state.terminal:
             continue
         try:
             job_for(run).cancel()

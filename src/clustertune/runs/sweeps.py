@@ -89,6 +89,11 @@ class Sweep:
         return self.info.id
 
     @property
+    def runs_root(self) -> Path:
+        """The runs root its trials' run directories are in."""
+        return self.dir.parent.parent
+
+    @property
     def json_path(self) -> Path:
         return self.dir / SWEEP_JSON
 
