@@ -1,30 +1,25 @@
 """Every benchmark still runs: each script in benchmarks/ at its ``--smoke`` size (a few steps of a
 tiny model), so a change that breaks one fails here, not at the next measurement. A script that
 must build something heavy is listed as run by hand, with the reason; the ones the GPU harness's
-CPU rehearsal already runs are listed with it."""
+CPU rehearsal already runs are listed with it.
+
+This module runs the scripts that start ranks of their own (the ``ranks`` group: never beside
+another multi-rank test); ``test_benchmark_smoke_one_process.py`` runs the others on the other
+worker meanwhile."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
+from tests.integration.benchmark_smoke import BENCH, check_smoke_run, run_smoke
+from tests.integration.test_benchmark_smoke_one_process import ONE_PROCESS
+
 pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-# script -> extra arguments beside --smoke
-SMOKE: dict[str, list[str]] = {
-    "frameworks.py": [], "fsdp_build_memory.py": [], "health_latency.py": [], "largest_model.py": [], "launch.py": [], "loader.py": [],
-    "parity_run_clm.py": [], "prepare.py": [], "prepare_memory.py": [], "remote_call.py": [],
-    "rl_offline.py": [], "serve.py": [], "sft_prepare.py": [], "sft_recall.py": [], "stage.py": [],
-    "stream_prefetch.py": [], "tinker_loop.py": [], "train_cpu.py": [],
-}
+# Each starts two CPU ranks (torch.distributed.run) of its own, one side after another.
+MULTI_RANK = ["frameworks.py", "launch.py", "fsdp_build_memory.py"]
 # Run with --smoke by tests/integration/test_gpu_hour_rehearsal.py (gpu_hour.py --cpu --tiny; sft_gpu.py
 # runs sft_cpu.py, gpu_check.py runs its --smoke size on CPU ranks).
 IN_REHEARSAL = {"gpu_hour.py", "gpu_check.py", "gpu_gpt2.py", "sft_cpu.py", "sft_gpu.py", "adapter_memory.py"}
@@ -36,69 +31,25 @@ BY_HAND = {
 
 def test_every_benchmark_has_a_smoke_run_or_a_reason() -> None:
     scripts = {p.name for p in BENCH.glob("*.py")}
-    listed = set(SMOKE) | IN_REHEARSAL | set(BY_HAND)
+    listed = set(MULTI_RANK) | set(ONE_PROCESS) | IN_REHEARSAL | set(BY_HAND)
     assert scripts == listed, f"not listed: {sorted(scripts - listed)}; gone: {sorted(listed - scripts)}"
+    assert not set(MULTI_RANK) & set(ONE_PROCESS), "a script is run by one of the two smoke modules, not both"
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every SMOKE script run once, two at a time: each is mostly one process's start-up and a
-    few steps on one core, so the second core would otherwise sit idle for minutes of CI."""
+    """Every MULTI_RANK script run once, one at a time: each is two ranks, which the two cores
+    already hold beside the other worker's test."""
     # frameworks.py is five 2-rank runs one after another (DDP, Accelerate, DeepSpeed, Trainer,
     # clustertune): beside a second script and the other worker it took past 240 s twice, four
     # sides done, on 2026-12-01.
-    LIMITS = {"frameworks.py": 480}
-
-    def one(script: str) -> subprocess.CompletedProcess[str]:
-        where = tmp_path_factory.mktemp(script.removesuffix(".py"))
-        (where / "tmp").mkdir()
-        env = {**os.environ, "CLUSTERTUNE_CACHE": str(where / "cache"), "CLUSTERTUNE_RUNS": str(where / "runs"),
-               "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "TMPDIR": str(where / "tmp"),
-               # Two scripts at once beside the other worker's test: torch's default of a thread per
-               # core would put three times as many spinning threads as cores on the machine.
-               "OMP_NUM_THREADS": "1"}
-        try:
-            out = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *SMOKE[script]], capture_output=True,
-                                 text=True, timeout=LIMITS.get(script, 240), env=env, cwd=where)
-        except subprocess.TimeoutExpired as exc:
-            text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            out = subprocess.CompletedProcess(exc.cmd, -9, text, f"timed out after {exc.timeout} s")
-        out.left_behind = _left_behind(where)  # type: ignore[attr-defined]
-        return out
-
-    # The slowest first, so the pair finishes together.
-    order = sorted(SMOKE, key=lambda s: s not in ("frameworks.py", "rl_offline.py", "loader.py", "launch.py"))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(order, pool.map(one, order)))
+    return run_smoke(MULTI_RANK, tmp_path_factory, at_once=1, limits={"frameworks.py": 480})
 
 
-@pytest.mark.parametrize("script", sorted(SMOKE))
+@pytest.mark.parametrize("script", sorted(MULTI_RANK))
 def test_the_benchmark_runs_at_its_smoke_size(script: str,
                                               smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    out = smoke_runs[script]
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    assert out.stdout.strip(), "a benchmark prints its figures"
-    assert out.left_behind == [], "processes the benchmark started are still running after it ended"
-
-
-def _left_behind(where: Path, grace: float = 10.0) -> list[str]:
-    """The command lines of processes still running that name ``where`` (the benchmark's own
-    folder and temp dir: a server, an sshd, a worker it started), after ``grace`` seconds to exit."""
-    deadline = time.monotonic() + grace
-    while True:
-        found = []
-        for proc in Path("/proc").iterdir():
-            try:
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:  # gone meanwhile, or not a process
-                continue
-            line = " ".join(a.decode(errors="replace") for a in argv if a)
-            if str(where) in line:
-                found.append(line)
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
+    check_smoke_run(smoke_runs[script])
 
 
 def test_every_framework_side_trains_the_same_loss_curve(smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
