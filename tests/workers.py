@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ByGroup(LoadScopeScheduling):
         _groups: dict[str, str] | None = None
+        _ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:
@@ -90,7 +92,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 self._groups = json.loads(text) if text else {}
             return self._groups.get(nodeid) or nodeid.split("::", 1)[0]
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._ordered:  # once, before the first group is handed out
+                self._ordered = True
+                from tests.timing import read_slow_list
+
+                slow = read_slow_list()
+                order = sorted(self.workqueue, key=lambda g: heavy_first(g, list(self.workqueue[g]), slow))
+                self.workqueue = OrderedDict((g, self.workqueue[g]) for g in order)
+            super()._assign_work_unit(node)
+
     return ByGroup(config, log)
+
+
+def heavy_first(group: str, nodeids: list[str], slow_list: dict[str, str]) -> tuple[int, int, int]:
+    """The order groups are handed to the workers: the longest first, so that the end of the run
+    is many short groups that fill whichever worker is free, not one long module that starts
+    last (xdist's own order, by number of tests, put the 2-test SFT demo module near the end).
+    Durations are not known before the run; the signs are the ``ranks`` group (every multi-rank
+    test: the longest by far), the tests listed in slow_tests.txt, and integration before unit."""
+    from tests.timing import _listed
+
+    slow = sum(_listed(n, slow_list) for n in nodeids)
+    if group == RANKS:
+        return (0, 0, 0)
+    return (1 if group == SSH or group.startswith("tests/integration/") else 2, -slow, -len(nodeids))
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
