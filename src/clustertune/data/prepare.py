@@ -36,6 +36,9 @@ class Arrays:
     labels: np.ndarray | None = None
     cut: dict[str, int] = field(default_factory=dict)
     """Classification: what ``max_length`` cut (see :func:`clustertune.data.truncation.check_truncation`)."""
+    rows_cut: np.ndarray | None = None
+    """Classification: whether ``max_length`` cut each row (a shape whose example is several rows
+    counts an example as cut when any of its rows is)."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -75,6 +78,7 @@ def classification_arrays(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids[:] = pad
     cut = {"examples_read": len(texts), "truncated": 0, "tokens_before_cut": 0, "tokens_cut": 0, "longest": 0}
+    rows_cut = np.zeros(len(texts), dtype=bool)
     added = tokenizer.num_special_tokens_to_add()
     for start in range(0, len(texts), _BATCH):
         batch = texts[start : start + _BATCH]
@@ -88,10 +92,12 @@ def classification_arrays(
             ids[start + j, : len(row)] = row
             mask[start + j, : len(row)] = 1
             cut["truncated"] += over[j] > 0
+            rows_cut[start + j] = over[j] > 0
             cut["tokens_cut"] += over[j]
             cut["tokens_before_cut"] += len(row) + over[j]
             cut["longest"] = max(cut["longest"], len(row) + over[j])
-    return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64), cut=cut)
+    return Arrays(input_ids=ids, attention_mask=mask, labels=np.asarray(labels, dtype=np.int64), cut=cut,
+                  rows_cut=rows_cut)
 
 
 def column(ds: Any, name: str) -> list[Any]:

@@ -110,3 +110,29 @@ def test_a_pair_batch_holds_both_texts_cut_to_the_longest_and_counts_their_real_
     assert batch["labels"].tolist() == [1, -100]  # the padding pair is not counted
     batches = TrainBatches(arrays, 1, 1, 0, 1, 0, False)
     assert batches.seq_len == 8 and batches.tokens_per_sample == pytest.approx(19 / 3)
+
+
+def test_pairs_count_cut_examples_by_pair_not_by_text(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A pair is one example: cut when either of its texts is, its tokens both texts' (the line
+    once said "4 of 8 examples" for these 4 pairs)."""
+    import logging
+
+    from datasets import Dataset
+
+    from clustertune.data.sources import RawData
+    from clustertune.models.tokenizer import train_bpe
+
+    recipe = load_recipe({"name": "rm", "task": "reward_model", "model": {"name_or_path": str(tmp_path / "base")},
+                          "data": {"dataset": "builtin:pydoc-preferences", "max_length": 8, "truncation": "allow"}})
+    long = "a much longer text that will not fit in eight tokens"
+    tok = train_bpe(["short", long] * 20, 300, classification=True, model_max_length=8)
+    ds = Dataset.from_dict({"prompt": ["q "] * 4, "chosen": ["short", long, "short", long],
+                            "rejected": ["short", "short", long, long]})
+    job = BuildJob(recipe=recipe, out=tmp_path, tokenizer=tok, raw=lambda: RawData(train=ds, validation=ds), workers=1)
+    with caplog.at_level(logging.INFO, logger="clustertune"):
+        built = shapes.shape_of(recipe).build(job)
+    train = built.splits["train"]
+    assert (train["examples_read"], train["truncated"]) == (4, 3)
+    one = len(tok("q " + long)["input_ids"])  # one long text before the cut, special tokens included
+    assert train["longest"] == one and train["tokens_cut"] == 4 * (one - 8)
+    assert "data: train: 3 of 4 examples (75.0%)" in caplog.text

@@ -89,8 +89,11 @@ class Pairs:
                     for key in (d.chosen_column, d.rejected_column)]
             arr = PairArrays(input_ids=np.stack([b.input_ids for b in both], axis=1),
                              attention_mask=np.stack([b.attention_mask for b in both], axis=1))  # type: ignore[misc]
-            cut = {k: both[0].cut[k] + both[1].cut[k] if k != "longest" else max(both[0].cut[k], both[1].cut[k])
-                   for k in both[0].cut}
+            # Counted by pair: a pair is cut when either of its texts is (its tokens are both texts').
+            chosen, rejected = both
+            cut = {"examples_read": len(chosen), "truncated": int((chosen.rows_cut | rejected.rows_cut).sum()),
+                   **{k: chosen.cut[k] + rejected.cut[k] for k in ("tokens_before_cut", "tokens_cut")},
+                   "longest": max(chosen.cut["longest"], rejected.cut["longest"])}
             if shuffled:
                 arr = select_shuffled(arr, shuffled, d.sample_seed)
             arr.n_tokens = int(np.asarray(arr.attention_mask).sum())
