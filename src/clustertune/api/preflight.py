@@ -28,9 +28,10 @@ from clustertune.extras import install_hint
 from clustertune.launch.decision import planned_world_size
 from clustertune.models.adapters import check_adapter
 from clustertune.models.build import check_sequence_fits, resolve_config
-from clustertune.models.heads import auto_class
+from clustertune.models.meta_check import MODEL_CHECKS, meta_build_error
 from clustertune.models.local import checkpoint_refs, config_dir, locate_model
 from clustertune.recipe.checked import Checked
+from clustertune.data.cache import cache_root
 from clustertune.recipe.load import key_lines, resolve_recipe_path, shipped_recipes
 from clustertune.recipe.local_checks import local_problems, located
 from clustertune.recipe.rl_schema import model_refs
@@ -295,22 +296,18 @@ def _build_checks(recipe: Recipe, g: _Gather) -> None:
 
 def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:
     """The model built from ``config`` on the meta device: its class checks what its config
-    holds (a width that its heads do not divide, a zero size) as it will when the run builds it."""
-    # Deferred: torch, for recipes with a config to build.
-    import torch
-
-    auto = auto_class(recipe.traits.head)
-    try:
-        with torch.device("meta"):
-            auto.from_config(config, **({"trust_remote_code": True} if recipe.model.trust_remote_code else {}))
-    except Exception as exc:  # the model class's own checks: ValueError, AssertionError, ZeroDivisionError...
-        key = "model.config_overrides" if recipe.model.config_overrides else (
-            "model.config" if recipe.model.config else "model.name_or_path")
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        g.add([(key, f"the {config.model_type} model cannot be built from this config ({type(exc).__name__}: "
-                     f"{first}); change the sizes in {key}")])
-        return False
-    return True
+    holds (a width that its heads do not divide, a zero size) as it will when the run builds it.
+    A config that built before is remembered in the data cache (models/meta_check.py)."""
+    exc = meta_build_error(config, recipe.traits.head, recipe.model.trust_remote_code,
+                           cache_root(recipe) / MODEL_CHECKS)
+    if exc is None:
+        return True
+    key = "model.config_overrides" if recipe.model.config_overrides else (
+        "model.config" if recipe.model.config else "model.name_or_path")
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    g.add([(key, f"the {config.model_type} model cannot be built from this config ({type(exc).__name__}: "
+                 f"{first}); change the sizes in {key}")])
+    return False
 
 
 def _user_code_checks(recipe: Recipe, g: _Gather) -> None:

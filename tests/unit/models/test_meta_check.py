@@ -1,0 +1,89 @@
+"""The preflight's meta build of a model, remembered per config (models/meta_check.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustertune.models import meta_check
+from clustertune.models.meta_check import MODEL_CHECKS, meta_build_error
+
+
+def gpt2(**sizes: Any) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model("gpt2", **{"n_layer": 2, "n_embd": 64, "n_head": 2, "n_positions": 64,
+                                           "vocab_size": 512, **sizes})
+
+
+def builds_counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every model class the checks build from here on, by head."""
+    built: list[str] = []
+    real = meta_check.auto_class
+
+    def counting(head: str) -> Any:
+        built.append(head)
+        return real(head)
+
+    monkeypatch.setattr(meta_check, "auto_class", counting)
+    return built
+
+
+def test_a_config_that_built_is_not_built_again_until_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = builds_counted(monkeypatch)
+    good = tmp_path / MODEL_CHECKS
+    assert meta_build_error(gpt2(), "causal_lm", False, good) is None
+    assert meta_build_error(gpt2(), "causal_lm", False, good) is None
+    assert built == ["causal_lm"] and len(list(good.iterdir())) == 1
+    # Another size, another head: each built once more.
+    assert meta_build_error(gpt2(n_embd=128), "causal_lm", False, good) is None
+    assert meta_build_error(gpt2(), "classifier", False, good) is None
+    assert built == ["causal_lm", "causal_lm", "classifier"] and len(list(good.iterdir())) == 3
+
+
+def test_a_config_that_fails_is_built_and_told_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = builds_counted(monkeypatch)
+    good = tmp_path / MODEL_CHECKS
+    bad = gpt2(n_embd=66, n_head=4)  # 66 is not divisible by 4 heads
+    for _ in range(2):
+        exc = meta_build_error(bad, "causal_lm", False, good)
+        assert exc is not None and "66" in str(exc)
+    assert len(built) == 2 and not good.exists()
+
+
+def test_remote_code_and_a_missing_cache_root_remember_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = builds_counted(monkeypatch)
+    good = tmp_path / MODEL_CHECKS
+    for _ in range(2):
+        assert meta_build_error(gpt2(), "causal_lm", True, good) is None  # its code may change under one config
+    assert len(built) == 2 and not good.exists()
+    gone = tmp_path / "not-there" / MODEL_CHECKS  # a cache root named for a cluster, absent here
+    for _ in range(2):
+        assert meta_build_error(gpt2(), "causal_lm", False, gone) is None
+    assert len(built) == 4 and not (tmp_path / "not-there").exists()
+
+
+def test_a_second_validate_of_the_same_model_imports_no_modeling_code(tmp_path: Path) -> None:
+    """What it is for: the launching process of a rerun checks the recipe without importing the
+    model's code (torch's compiler comes with it), in a fresh interpreter as `clustertune` runs."""
+    import yaml
+
+    from tests.helpers import TINY_CAUSAL
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(TINY_CAUSAL))
+    (tmp_path / "cache").mkdir()
+    code = ("import json, sys\nfrom clustertune import api\n"
+            f"api.validate({str(recipe)!r}, [])\n"
+            "print(json.dumps([m in sys.modules for m in ('transformers.modeling_utils', 'torch._dynamo')]))")
+    env = {**os.environ, "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    seen = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                      check=True, timeout=120).stdout.splitlines()[-1]) for _ in range(2)]
+    assert seen == [[True, True], [False, False]], seen
+    assert len(list((tmp_path / "cache" / MODEL_CHECKS).iterdir())) == 1
