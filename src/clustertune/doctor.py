@@ -12,9 +12,8 @@ import platform
 import shutil
 import socket
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from clustertune.extras import install_hint
+from clustertune.extras import install_hint, installed_version
 from clustertune.runs.store import runs_root
 
 
@@ -40,17 +39,11 @@ def _fix(pkg: str) -> str:
     return f"pip install {pkg}"
 
 
-def _version(pkg: str) -> str | None:
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
-
 
 def versions() -> list[Check]:
     out = [Check("python", platform.python_version())]
     for pkg in PACKAGES:
-        v = _version(pkg)
+        v = installed_version(pkg)
         if v is None:
             required = pkg in ("torch", "transformers", "accelerate")
             out.append(Check(pkg, "not installed" if required else "not installed (optional)", not required,

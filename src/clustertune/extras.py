@@ -47,6 +47,14 @@ class Install:
     """The installed metadata's requirements (``Requires-Dist``), with their extra markers."""
 
 
+def installed_version(pkg: str) -> str | None:
+    """The installed version of distribution ``pkg``, None where it is not installed."""
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _is_clustertune_source(path: Path) -> bool:
     try:
         project = tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})

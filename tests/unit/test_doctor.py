@@ -26,8 +26,8 @@ def test_doctor_reports_the_precision_a_run_records(monkeypatch: pytest.MonkeyPa
 
 
 def test_a_missing_optional_package_names_the_command_for_this_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = doctor._version
-    monkeypatch.setattr(doctor, "_version", lambda pkg: None if pkg in ("fastapi", "deepspeed") else real(pkg))
+    real = doctor.installed_version
+    monkeypatch.setattr(doctor, "installed_version", lambda pkg: None if pkg in ("fastapi", "deepspeed") else real(pkg))
     fixes = {c.name: c.fix for c in doctor.versions() if not c.value[0].isdigit()}
     assert fixes["fastapi"] == f"{install_hint('serve')} (clustertune serve)"
     assert fixes["deepspeed"].startswith(install_hint("deepspeed"))

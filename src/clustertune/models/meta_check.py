@@ -14,10 +14,10 @@ time too, since that code can change under the same config.
 from __future__ import annotations
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from clustertune.extras import installed_version
 from clustertune.fsutil import atomic_write_text, digest
 from clustertune.models.heads import auto_class
 
@@ -30,21 +30,14 @@ MODEL_CHECKS = ".model-checks"
 
 def build_key(config: Any, head: str) -> str:
     """What a meta build of ``config`` under ``head`` depends on, as a digest."""
-
-    def installed(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "none"
-
     return digest({"config": config.to_json_string(use_diff=False), "head": head,
-                   "transformers": installed("transformers"), "torch": installed("torch")}, n=32)
+                   "transformers": installed_version("transformers"), "torch": installed_version("torch")}, n=32)
 
 
-def meta_build_error(config: Any, head: str, trust_remote_code: bool, known_good: Path | None) -> Exception | None:
+def meta_build_error(config: Any, head: str, trust_remote_code: bool, known_good: Path) -> Exception | None:
     """What building the ``head`` model of ``config`` on the meta device raises (None: it builds).
-    ``known_good`` is the folder of remembered successes (None: remember nothing)."""
-    marker = None if known_good is None or trust_remote_code else known_good / f"{build_key(config, head)}.ok"
+    ``known_good`` is the folder of remembered successes."""
+    marker = None if trust_remote_code else known_good / f"{build_key(config, head)}.ok"
     if marker is not None and marker.is_file():
         return None
     # Deferred: torch and the model's code, for configs not built before.

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clustertune.errors import RunError
+from clustertune.extras import installed_version
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
@@ -54,14 +55,9 @@ def new_run_id(name: str) -> str:
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {"python": platform.python_version()}
     for pkg in ("clustertune", "torch", "transformers", "accelerate", "datasets", "tokenizers"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
+        out[pkg] = installed_version(pkg) or "not installed"
     return out
 
 
