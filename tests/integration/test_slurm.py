@@ -151,8 +151,16 @@ def test_failing_node_shows_failed_with_its_last_log_lines(runs_root: Path) -> N
 def test_sbatch_rejection_shows_slurms_message(runs_root: Path) -> None:
     from clustertune.errors import LaunchError
 
-    with pytest.raises(LaunchError, match="sbatch rejected the job.*[Pp]artition"):
+    from clustertune.api.cluster_check import ClusterCheckError
+
+    # Asked before the queue (launch.preflight), the partition is named with the ones there are.
+    with pytest.raises(ClusterCheckError, match=r"launch.partition=no-such-partition: no such partition on cluster "
+                                                r"\w+ \(it has: debug, short\)"):
         api.run(tiny(launch={**ONE_NODE, "partition": "no-such-partition"}))
+    assert not runs_root.exists()
+    # Submitted without asking, sbatch's own refusal is shown.
+    with pytest.raises(LaunchError, match="sbatch rejected the job.*[Pp]artition"):
+        api.run(tiny(launch={**ONE_NODE, "partition": "no-such-partition", "preflight": False}))
 
 
 def test_unreachable_rendezvous_fails_within_its_timeout_naming_the_endpoint(runs_root: Path) -> None:

@@ -5,12 +5,14 @@ real controller whether it would schedule a script, without queueing it."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from clustertune.api.cluster_check import ClusterCheckError
 from clustertune.errors import LaunchError, RecipeError
 from clustertune.launch import job_for
 from clustertune.launch.plan import build_plan
@@ -65,8 +67,15 @@ def test_slurm_accepts_each_rendered_form_and_refuses_what_the_recipe_refuses(tm
         rendered.write_text(render_sbatch(build_plan(recipe_of(launch_), "no", str(tmp_path), "/usr/bin/python3")))
         out = sbatch_test_only(rendered)
         assert out.returncode != 0, (launch_, out.stderr)
+        # Asked before the queue (launch.preflight, on by default): refused with the controller's own
+        # words for the test (its test-only answer can be more general than the submission's).
+        answer = out.stderr.strip().splitlines()[-1]
+        with pytest.raises(ClusterCheckError, match="sbatch --test-only: refused.*" + re.escape(answer)):
+            api.run(recipe_of(launch_), runs_root_dir=tmp_path / "asked")
+        assert not (tmp_path / "asked").exists()
+        # Without it, the submission itself is refused, and said so.
         with pytest.raises(LaunchError, match=f"sbatch rejected the job.*{said}"):
-            api.run(recipe_of(launch_), runs_root_dir=tmp_path / "runs")
+            api.run(recipe_of({**launch_, "preflight": False}), runs_root_dir=tmp_path / "runs")
 
 
 def test_gpu_job_starts_one_rank_per_allocated_gpu_with_expanded_env(tmp_path: Path) -> None:
@@ -88,8 +97,9 @@ def test_gpu_job_starts_one_rank_per_allocated_gpu_with_expanded_env(tmp_path: P
 
 
 def test_a_failing_setup_line_stops_the_job(tmp_path: Path) -> None:
-    run = api.run(recipe_of({"procs_per_node": 1, "cpus_per_task": 1, "setup": ["false", "echo after-the-failure"]}),
-                 runs_root_dir=tmp_path / "runs")
+    # The job's own behaviour (the preflight refuses this recipe first: tests/integration/test_validate_on.py).
+    run = api.run(recipe_of({"procs_per_node": 1, "cpus_per_task": 1, "setup": ["false", "echo after-the-failure"],
+                             "preflight": False}), runs_root_dir=tmp_path / "runs")
     state = job_for(run).wait(timeout=120)
     run = run.reload()
     batch = (run.paths.logs_dir / batch_log_name(run.attempts[-1].job_id)).read_text()

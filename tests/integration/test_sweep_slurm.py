@@ -68,7 +68,11 @@ def test_a_sweep_is_one_throttled_array_whose_preempted_task_resumes_exactly(tmp
     # scancel retries a signal that slurmctld answers "try again later" (an array's pending tasks
     # cannot be signalled), so the requeued task may be told to stop a second time: each stop
     # then checkpoints, requeues and resumes again.
-    subprocess.run(["scancel", "--signal=USR2", "--batch", f"{array}_1"], check=True, timeout=30)
+    # Its exit code is no verdict: with tasks of the array still pending, scancel retries for about
+    # 10 s and then exits 229 ("Job can not be altered now") although the running task got the
+    # signal (checked on this cluster: the task's trap ran, twice). What counts is the run's record
+    # below: stopped (PREEMPTED, SIGUSR2), requeued and resumed.
+    subprocess.run(["scancel", "--signal=USR2", "--batch", f"{array}_1"], timeout=30)
     for run in runs:
         assert job_for(run).wait(timeout=600) is RunState.COMPLETED, f"{run.reload().info.reason}\n{job_for(run).logs()}"
 

@@ -1,6 +1,7 @@
-"""A real SLURM cluster on loopback for the test session: munged, slurmctld and two slurmd
-("n1", "n2", several node daemons on one host), configuration and state in a temporary
-directory, ports chosen free. Started once per session, on first use.
+"""A real SLURM cluster on loopback for the test session: munged, slurmctld and three slurmd
+(several node daemons on one host): "n1" and "n2" in the default partition, "n3" alone in a
+short one whose GPUs and environment differ; configuration and state in a temporary directory,
+ports chosen free. Started once per session, on first use.
 
 Needs Debian's packages (``bash scripts/ci/install_slurm.sh`` as root) and root (SlurmUser=root).
 Without them the tests that use it skip, unless CLUSTERTUNE_REQUIRE_SERVICES=1 (CI), where a
@@ -24,9 +25,24 @@ from pathlib import Path
 import pytest
 
 ENABLE_HINT = "install SLURM with `sudo bash scripts/ci/install_slurm.sh` and run the tests as root"
-NODES = ("n1", "n2")
+NODES = ("n1", "n2")  # the default partition, "debug": no time limit
 GPU_TYPE = "a100"
 GPUS_PER_NODE = 4
+# A second partition of one node whose GPUs, limits and environment differ, so each check of
+# `validate --on slurm` has a failing case on the real controller: typed GPUs no other node has
+# (24 GB, as its fake nvidia-smi says), a 30-minute MaxTime, one node at most, and another torch
+# on its Python's path (a distribution record only: the ranks' imports are unchanged).
+SHORT = "short"
+SHORT_NODE = "n3"
+SHORT_GPU_TYPE = "l4"
+SHORT_GPUS = 2
+SHORT_MAX_MINUTES = 30
+SHORT_TORCH = "2.1.0"
+ALL_NODES = (*NODES, SHORT_NODE)
+# What each node's fake nvidia-smi reports: name, memory (MiB), driver, compute capability.
+FAKE_GPUS = {"n1": ("NVIDIA A100-SXM4-40GB", 40960, "550.54.15", "8.0"),
+             "n2": ("NVIDIA A100-SXM4-40GB", 40960, "550.54.15", "8.0"),
+             SHORT_NODE: ("NVIDIA L4", 23034, "535.104.05", "8.9")}
 
 
 def _missing_service(why: str) -> None:
@@ -67,6 +83,7 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
     sock = root / "munge" / "munge.socket"
     conf = root / "slurm.conf"
     lo, hi = node_ports[0], node_ports[0] + len(NODES) - 1
+    short_port = node_ports[len(NODES)]
     conf.write_text("\n".join([
         f"ClusterName=ct{secrets.token_hex(3)}",
         "SlurmctldHost=localhost(127.0.0.1)",
@@ -107,19 +124,37 @@ def _write_conf(root: Path, ctl_port: int, node_ports: list[int]) -> Path:
         "GresTypes=gpu",
         f"NodeName=n[1-{len(NODES)}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[{lo}-{hi}] CPUs=4 RealMemory=4000 TmpDisk=2000 "
         f"Gres=gpu:{GPU_TYPE}:{GPUS_PER_NODE} State=UNKNOWN",
+        f"NodeName={SHORT_NODE} NodeHostname=localhost NodeAddr=127.0.0.1 Port={short_port} CPUs=4 RealMemory=4000 "
+        f"TmpDisk=2000 Gres=gpu:{SHORT_GPU_TYPE}:{SHORT_GPUS} State=UNKNOWN",
         f"PartitionName=debug Nodes=n[1-{len(NODES)}] Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName={SHORT} Nodes={SHORT_NODE} MaxTime={SHORT_MAX_MINUTES} MaxNodes=1 State=UP",
     ]) + "\n")
     _write_gres_conf(root)
     return conf
 
 
 def _write_task_prolog(root: Path) -> Path:
-    """A TaskProlog: slurmstepd runs it before each task and sets the ``export`` lines it prints."""
+    """A TaskProlog: slurmstepd runs it before each task (with the task's environment) and sets the
+    ``export`` lines it prints. Each node gets its own fake nvidia-smi first on PATH, and the short
+    partition's node another torch's distribution record first on PYTHONPATH."""
+    for node, (name, mib, driver, cap) in FAKE_GPUS.items():
+        count = SHORT_GPUS if node == SHORT_NODE else GPUS_PER_NODE
+        smi = root / "node-bin" / node / "nvidia-smi"
+        smi.parent.mkdir(parents=True, exist_ok=True)
+        smi.write_text("#!/bin/sh\n" + "".join(f'echo "{name}, {mib}, {driver}, {cap}"\n' for _ in range(count)))
+        smi.chmod(0o755)
+    record = root / "node-site" / SHORT_NODE / f"torch-{SHORT_TORCH}.dist-info"
+    record.mkdir(parents=True, exist_ok=True)
+    (record / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {SHORT_TORCH}\n")
     script = root / "task_prolog.sh"
     script.write_text("#!/bin/sh\n"
                       f'dir="{root}/node-tmp/$SLURMD_NODENAME/$SLURM_JOB_ID"\n'
                       'mkdir -p "$dir"\n'
-                      'echo "export SLURM_TMPDIR=$dir"\n')
+                      'echo "export SLURM_TMPDIR=$dir"\n'
+                      f'echo "export PATH={root}/node-bin/$SLURMD_NODENAME:$PATH"\n'
+                      f'if [ "$SLURMD_NODENAME" = {SHORT_NODE} ]; then\n'
+                      f'  echo "export PYTHONPATH={root}/node-site/{SHORT_NODE}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+                      'fi\n')
     script.chmod(0o755)
     return script
 
@@ -131,9 +166,12 @@ def _write_gres_conf(root: Path) -> None:
     dev.mkdir(exist_ok=True)
     for i in range(GPUS_PER_NODE):
         (dev / f"gpu{i}").touch()
+    for i in range(SHORT_GPUS):
+        (dev / f"{SHORT_NODE}-gpu{i}").touch()
     (root / "gres.conf").write_text(
         "AutoDetect=off\n"
-        f"NodeName=n[1-{len(NODES)}] Name=gpu Type={GPU_TYPE} File={dev}/gpu[0-{GPUS_PER_NODE - 1}]\n")
+        f"NodeName=n[1-{len(NODES)}] Name=gpu Type={GPU_TYPE} File={dev}/gpu[0-{GPUS_PER_NODE - 1}]\n"
+        f"NodeName={SHORT_NODE} Name=gpu Type={SHORT_GPU_TYPE} File={dev}/{SHORT_NODE}-gpu[0-{SHORT_GPUS - 1}]\n")
 
 
 def _consecutive_free_ports(n: int) -> list[int]:
@@ -168,13 +206,13 @@ def _start(root: Path) -> SlurmCluster:
     if m.returncode != 0:
         raise RuntimeError(f"munged failed: {m.stderr}")
     ctl_port = _free_ports(1)[0]
-    node_ports = _consecutive_free_ports(len(NODES))
+    node_ports = _consecutive_free_ports(len(ALL_NODES))
     conf = _write_conf(root, ctl_port, node_ports)
     os.environ["SLURM_CONF"] = str(conf)
     c = run(["slurmctld", "-f", str(conf)])
     if c.returncode != 0:
         raise RuntimeError(f"slurmctld failed: {c.stderr}")
-    for node in NODES:
+    for node in ALL_NODES:
         d = run(["slurmd", "-f", str(conf), "-N", node])
         if d.returncode != 0:
             raise RuntimeError(f"slurmd -N {node} failed: {d.stderr}")
@@ -183,7 +221,7 @@ def _start(root: Path) -> SlurmCluster:
     while time.monotonic() < deadline:
         out = run(["sinfo", "-h", "-N", "-o", "%N %t"])
         states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-        if out.returncode == 0 and all(states.get(n) == "idle" for n in NODES):
+        if out.returncode == 0 and all(states.get(n) == "idle" for n in ALL_NODES):
             return cluster
         time.sleep(0.5)
     raise RuntimeError(f"nodes not idle after 60 s: {out.stdout} {out.stderr}\n{cluster.daemon_logs()}")

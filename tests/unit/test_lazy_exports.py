@@ -45,7 +45,8 @@ def test_every_exported_name_is_what_its_module_defines() -> None:
     assert sorted(api.__all__) == sorted(set(api.__all__)), "each name once"
     for name in api.__all__:
         value = getattr(api, name)
-        if name in ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps"):
+        if name in ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps",
+                    "cluster_check", "cluster_show"):
             assert value is importlib.import_module(f"clustertune.api.{name}")
         elif name != "bench_variants":
             assert value is getattr(runs if hasattr(runs, name) else jobs, name), name

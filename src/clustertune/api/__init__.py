@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING
 from clustertune.lazy import exports
 
 if TYPE_CHECKING:
-    from clustertune.api import clusters, data, perf, preflight, serving, sweeps, tinker_proxy
+    from clustertune.api import cluster_check, cluster_show, clusters, data, perf, preflight, serving, sweeps, tinker_proxy
     from clustertune.train.bench_names import bench_variants
     from clustertune.api.runs import (decide, decide_command, describe, devices_of, dry_run, follow, job,
                                       kept_result_lines, launch_command, refreshed, remove_runs, run, start,
-                                      trust_checkpoint, validate, with_base)
+                                      trust_checkpoint, validate, validate_on, with_base)
 
 _RUNS = ("decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
-         "with_base", "devices_of")
+         "validate_on", "with_base", "devices_of")
 _JOBS = ("remove_runs", "trust_checkpoint", "job", "refreshed", "follow", "kept_result_lines")
-_MODULES = ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps")
+_MODULES = ("runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps",
+            "cluster_check", "cluster_show")
 
 __getattr__, __dir__ = exports(__name__, {**{name: f"{__name__}.runs" for name in _RUNS},
                                           **{name: f"{__name__}.jobs" for name in _JOBS},
@@ -40,5 +41,6 @@ __getattr__, __dir__ = exports(__name__, {**{name: f"{__name__}.runs" for name i
 
 # Written out (not built from the tuples above) so that tools that read it statically see it.
 __all__ = ["decide", "decide_command", "describe", "start", "run", "launch_command", "dry_run", "validate",
-           "with_base", "devices_of", "remove_runs", "trust_checkpoint", "job", "refreshed", "follow",
-           "kept_result_lines", "bench_variants", "runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps"]
+           "validate_on", "with_base", "devices_of", "remove_runs", "trust_checkpoint", "job", "refreshed", "follow",
+           "kept_result_lines", "bench_variants", "runs", "jobs", "data", "perf", "preflight", "serving", "tinker_proxy", "clusters", "sweeps",
+           "cluster_check", "cluster_show"]

@@ -10,12 +10,10 @@ from typing import Any
 
 from clustertune.api.runs import devices_of, with_base
 from clustertune.errors import UserError
-from clustertune.models.build import resolve_config
 from clustertune.recipe.schema import Recipe
 from clustertune.train import memory
 from clustertune.train.bench import BenchSpec, report, run_side_by_side
 from clustertune.train.bench_names import SIZES
-from clustertune.recipe.ds_config import with_deepspeed_json
 
 
 @dataclass(frozen=True)
@@ -42,23 +40,14 @@ def estimate_memory(recipe: Recipe, devices: int | None = None, gpu: str | None 
     machine's)."""
 
     recipe = with_base(recipe)  # a run:<run> base: that run's final model, as `run` takes it
-    recipe = with_deepspeed_json(recipe)  # a DeepSpeed JSON's own ZeRO stage and offload
     world = devices or devices_of(recipe)
-    config = resolve_config(recipe, None)
-    if recipe.model.config is not None and recipe.model.tokenizer == "train":
-        config.vocab_size = recipe.model.tokenizer_vocab_size  # the tokenizer is not trained yet
-    # auto is bf16 or fp16 on every GPU, and a device estimate is for GPUs.
-    mixed = recipe.train.precision in ("bf16", "fp16", "auto")
-    # QLoRA's 4-bit base is not offloaded (the recipe refuses it).
-    qlora = recipe.model.adapter is not None and recipe.model.adapter.type == "qlora"
-    shown = [s for s in memory.STRATEGIES if not (qlora and "offload" in s)]
-    rows = memory.estimate_all(recipe, config, world, mixed, shown)
+    recipe, shape, mixed, rows = memory.estimate_recipe(recipe, world)
     dev = memory.device_memory_bytes(gpu)
     if gpu is not None and dev is None:
         raise UserError(f"--gpu: unknown GPU {gpu!r}; known: {', '.join(memory.DEVICE_MEMORY_GB)}")
     notes = memory.gpu_notes(recipe.train.precision, memory.strategy_key(recipe.train), world,
                              recipe.model.adapter is not None)
-    return MemoryReport(recipe, memory.model_shape(config, recipe.task, recipe), world, mixed, dev, rows, list(notes))
+    return MemoryReport(recipe, shape, world, mixed, dev, rows, list(notes))
 
 
 def bench(size: str, batches: list[int] | None, steps: int | None, skip: int | None, layers: int | None,

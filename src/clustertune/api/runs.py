@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from clustertune.api.cluster_check import ClusterReport, check_decision, target_overrides
 from clustertune.api.preflight import Where, check
 from clustertune.errors import RecipeError, UserError
 from clustertune.launch.command import load_launch
@@ -52,12 +54,16 @@ def decide(
     trust_checkpoint: bool = False,
     show_progress: bool = True,
     dry: bool = False,
+    refresh: bool = False,
 ) -> Decision:
     """The one decision behind :func:`run` and :func:`dry_run`, before anything changes: a new
-    recipe passes the preflight first (every problem at once, nothing written; :func:`validate`);
-    a resume keeps the run's recipe, and ``overrides`` may change ``launch.*`` keys only (another
-    world size, another partition). :func:`describe` shows it, :func:`start` does it. ``dry``: the
-    decision a dry run describes (nothing is trained or written, no backend is asked)."""
+    recipe passes the preflight first (every problem at once, nothing written; :func:`validate`),
+    then, on SLURM or SSH, the cluster's own answers (:mod:`clustertune.api.cluster_check`: a
+    problem stops a run here; a dry run shows them). A resume keeps the run's recipe, and
+    ``overrides`` may change ``launch.*`` keys only (another world size, another partition).
+    :func:`describe` shows it, :func:`start` does it. ``dry``: the decision a dry run describes
+    (nothing is trained or written). ``refresh``: probe a compute node again, not from the day's
+    answer."""
     if trust_checkpoint and (resume is None or dry):  # the rule, for the CLI and Python callers alike
         raise UserError("--trust-checkpoint goes with --resume RUN_ID (it signs the checkpoint that run resumes from; "
                         "from Python: trust_checkpoint=True with resume=RUN_ID), not with a new run or a dry run")
@@ -70,7 +76,19 @@ def decide(
     checked = validate(source, overrides, runs_root_dir=runs_root_dir, library_warnings=held)
     recipe = checked.recipe if dry else resolve_base_model(checked.recipe, runs_root_dir, show_progress,
                                                            library_warnings=held)  # a dry run's base stays as named
-    return decide_recipe(recipe, runs_root_dir=runs_root_dir, dry=dry, library_warnings=tuple(held))
+    return asked_cluster(decide_recipe(recipe, runs_root_dir=runs_root_dir, dry=dry, library_warnings=tuple(held)),
+                         refresh)
+
+
+def asked_cluster(decision: Decision, refresh: bool = False) -> Decision:
+    """``decision`` with the cluster's answers (SLURM and SSH launches whose launch.preflight is
+    on); a problem stops a launch here, before anything is written or queued, and a dry run shows it."""
+    report = check_decision(decision, refresh)
+    if report is None:
+        return decision
+    if not decision.dry:
+        report.raise_problems()
+    return replace(decision, cluster_report=report)
 
 
 def decide_command(
@@ -98,7 +116,7 @@ def decide_command(
     section = load_launch(None if source is None else str(source), list(overrides or []), user_command)
     if source is not None:  # launch.files: relative paths start beside the YAML file, then here
         section = absolute_paths(section, Path(source).expanduser().parent)
-    return decide_new_command(section, user_command, runs_root_dir=runs_root_dir, dry=dry)
+    return asked_cluster(decide_new_command(section, user_command, runs_root_dir=runs_root_dir, dry=dry))
 
 
 def describe(decision: Decision) -> str:
@@ -202,6 +220,16 @@ def _validate(source: Source | None, overrides: list[str] | None, runs_root_dir:
     return check(recipe, where, runs_root_dir=runs_root_dir, need_base=need_base)
 
 
+def validate_on(source: Source | None, overrides: list[str] | None, target: str, *,
+                runs_root_dir: str | os.PathLike[str] | None = None, refresh: bool = False) -> ClusterReport:
+    """``clustertune validate RECIPE --on TARGET``: the recipe's own checks (every problem at once,
+    as :func:`validate`), then the cluster's answers for a run of it on ``TARGET`` (``slurm``, or
+    an SSH cluster's name), decided as ``run --dry-run`` decides it. Nothing is queued."""
+    decision = decide(source, [*(overrides or []), *target_overrides(target)], runs_root_dir=runs_root_dir,
+                      dry=True, refresh=refresh)
+    return decision.cluster_report
+
+
 def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = None) -> Recipe:
     """``recipe`` with a ``run:<run>`` base replaced by that run's final model directory (and any
     ``run:<run>@step-N`` model by that checkpoint written out as a model), as ``run`` resolves it
@@ -216,5 +244,5 @@ def with_base(recipe: Recipe, runs_root_dir: str | os.PathLike[str] | None = Non
 # -- following a run, whatever runs it ---------------------------------------------------------
 
 
-__all__ = ["decide", "decide_command", "describe", "start", "validate", "with_base", "devices_of", "dry_run",
+__all__ = ["decide", "decide_command", "describe", "start", "validate", "validate_on", "with_base", "devices_of", "dry_run",
            "launch_command", "run"]

@@ -1,7 +1,8 @@
-"""``cluster add|ls|check|down|gc|rm``, ``sync`` and ``exec``: SSH clusters from the shell."""
+"""``cluster add|ls|show|check|down|gc|rm``, ``sync`` and ``exec``: clusters from the shell."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -111,6 +112,48 @@ def cluster_check(
     _print_table(["host", "reachable", "python", "gpus", "free disk", "envs"], table)
     if bad:
         raise ClusterError("\n".join(r["error"] for r in bad))
+
+@cluster_app.command("show")
+def cluster_show(
+    name: str = typer.Argument(..., help="`slurm` (the SLURM cluster this machine submits to) or an SSH cluster's name."),
+    as_json: bool = typer.Option(False, "--json", help="The same facts as JSON."),
+    refresh: bool = typer.Option(False, "--refresh", help="SLURM: probe each partition's node again (kept a day)."),
+) -> None:
+    """What a cluster offers a run: partitions or hosts, GPUs and their memory, limits, a compute
+    node's environment, and the largest model each shipped recipe's way of training fits there."""
+    facts = api.cluster_show.show_slurm(refresh) if name == "slurm" else api.cluster_show.show_ssh(name)
+    if as_json:
+        print(json.dumps(facts, indent=2, default=str))
+        return
+    places: list[str]
+    if facts["backend"] == "slurm":
+        print(f"SLURM cluster {facts['cluster']} ({facts['version']})")
+        rows = []
+        for p in facts["partitions"]:
+            env = p["environment"] or {}
+            gpus = ", ".join(f"{n} x {k}" for k, n in p["gpus_per_node"].items()) or "none"
+            mem = f"{p['gpu_memory_gib']} GiB" if p["gpu_memory_gib"] else "-"
+            rows.append([p["partition"] + ("*" if p["default"] else ""), str(p["nodes"]), p["state"],
+                         "none" if p["max_time_min"] is None else f"{p['max_time_min']} min",
+                         str(p["max_nodes"] or "-"), gpus, mem,
+                         f"Python {env['python']}, torch {env['torch']}" if env else "not probed"])
+        _print_table(["partition", "nodes", "state", "max time", "max nodes", "gpus per node", "gpu memory",
+                      "environment"], rows)
+        places = [p["partition"] for p in facts["partitions"]]
+    else:
+        print(f"SSH cluster {facts['cluster']}")
+        rows = []
+        for h in facts["hosts"]:
+            gpus = ", ".join(f"{g['name']} {(g['memory_mib'] or 0) // 1024} GiB" for g in h.get("gpus") or []) or "none"
+            rows.append([h["host"], h.get("python", "-"), gpus, f"{h.get('free_disk_gib', '-')} GiB"]
+                        if h.get("ok") else [h["host"], "unreachable", "-", "-"])
+        _print_table(["host", "python", "gpus", "free disk"], rows)
+        places = [h["host"] for h in facts["hosts"]]
+    print("\nlargest Llama-shaped model that fits one GPU (the estimator, ~90% of its memory), per way of training:")
+    _print_table(["shipped recipes", "strategy", "precision", "batch x seq", *places],
+                 [[", ".join(r["recipes"]), r["strategy"], r["precision"], f"{r['batch_size']} x {r['sequence_length']}",
+                   *(r[p] or "-" for p in places)] for r in facts["fits"]])
+
 
 @cluster_app.command("down")
 def cluster_down(

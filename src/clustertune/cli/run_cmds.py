@@ -50,9 +50,22 @@ def validate(
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value overrides.", autocompletion=complete_override),
     explain: bool = typer.Option(False, "--explain", help="Also list every key the recipe sets, with its doc."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live (for run:<run> models)."),
+    on: Optional[str] = typer.Option(
+        None, "--on", metavar="CLUSTER",
+        help="Also ask the cluster: `slurm` (partition, limits, GPU types, sbatch --test-only, a compute node's "
+             "environment, memory per GPU) or an SSH cluster's name (each host's GPUs, memory, disk, env)."),
+    refresh: bool = typer.Option(False, "--refresh", help="With --on slurm: probe a compute node again instead of "
+                                                          "using the answer kept for a day."),
+    as_json: bool = typer.Option(False, "--json", help="With --on: the findings as JSON."),
 ) -> None:
     """Check a recipe as `run` would before it starts, without a GPU and without network; every
-    problem at once (README: "What clustertune checks before it runs")."""
+    problem at once (README: "What clustertune checks before it runs"). With --on CLUSTER, then ask
+    the cluster whether the run would run there (README: "Before the queue"); exit 2 on a problem."""
+    if on is not None:
+        _validate_on(recipe, overrides or [], on, runs_root, refresh, as_json)
+        return
+    if refresh or as_json:
+        raise UserError("--refresh and --json go with --on CLUSTER")
     checked = api.validate(recipe, overrides or [], runs_root_dir=runs_root)
     r = checked.recipe
     src = r.model.name_or_path or f"{r.model.config} (fresh)"
@@ -64,6 +77,24 @@ def validate(
         print(f"not checked offline: {'; '.join(checked.not_checked)}")
     if explain:
         _explain(r)
+
+
+def _validate_on(recipe: str, overrides: list[str], target: str, runs_root: Path | None, refresh: bool,
+                 as_json: bool) -> None:
+    report = api.validate_on(recipe, overrides, target, runs_root_dir=runs_root, refresh=refresh)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+        if report.problems:
+            raise typer.Exit(2)
+        return
+    where = f"cluster {report.facts['cluster']}" if "cluster" in report.facts else f"cluster {report.target}"
+    print(f"{resolve_recipe_path(recipe)} on {where}:")
+    print("\n".join(report.lines()))
+    if report.problems:
+        raise api.cluster_check.ClusterCheckError(
+            f"{len(report.problems)} problem(s) above would stop the run on {report.target}; each names the key to "
+            "change")
+    print(f"ok: nothing found that would stop it on {report.target}")
 
 
 def _explain(r: Recipe) -> None:

@@ -59,6 +59,9 @@ class Decision:
     # What the libraries warned while the launch was decided (the preflight, a base model written
     # out or merged): written into the run's log once it exists, never to the terminal.
     library_warnings: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    # What the cluster said of the run before anything was queued (a SLURM or SSH run whose
+    # launch.preflight is on): the api's ClusterReport, whose lines the dry run shows.
+    cluster_report: Any = field(default=None, compare=False, repr=False)
 
     @property
     def run_dir(self) -> Path:

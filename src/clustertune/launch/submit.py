@@ -54,6 +54,10 @@ def describe_launch(decision: Decision) -> str:
            "to start until it is exported (or dropped from the recipe)" for n in decision.missing_passthrough]
     out += ["# launch plan", plan_json_for_people(decision.plan)]
     out += describe(list(decision.placed), decision.backend)
+    if decision.cluster_report is not None:  # what the cluster said (a problem stops the launch itself)
+        report = decision.cluster_report
+        out += [f"# asked {report.target} before the queue ({len(report.problems)} problem(s); "
+                "launch.preflight=false skips this):", *(f"#{line}" for line in report.lines())]
     out += launcher(decision.backend).describe(decision.plan, decision.recipe)
     return "\n".join(out)
 

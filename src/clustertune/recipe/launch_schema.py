@@ -20,6 +20,13 @@ class LaunchSection(Section):
     cluster: str | None = None
     """``backend: ssh``: the name of a cluster in the user's cluster config (``clustertune cluster ls``)."""
 
+    preflight: bool = True
+    """``backend: slurm`` or ``ssh``: before submitting (and in the dry run), ask the cluster whether
+    the run fits it: on SLURM the partition, its time and node limits, the GPU types, ``sbatch
+    --test-only`` and a short probe of a compute node's environment (kept for a day); on SSH each
+    host's GPUs, memory and disk; and the memory per GPU. ``false`` skips these checks
+    (``clustertune validate RECIPE --on CLUSTER`` runs them alone)."""
+
     keep_on_cluster: bool = False
     """``backend: ssh``: leave metrics, checkpoints and the final model on the hosts instead of
     copying them back into the local run directory (logs and state are still read from there)."""

@@ -182,6 +182,28 @@ def _load_all() -> dict[str, Any]:
     return clusters
 
 
+def gpu_memory_overrides() -> dict[str, float]:
+    """``gpu_memory_gb`` in ``clusters.yaml``: a site's own GPU type names (as its GRES or its
+    ``nvidia-smi`` names them) and their memory in GB, beside the table clustertune ships, e.g.
+    ``gpu_memory_gb: {a100-80g: 80, rtx6000ada: 48}``."""
+    path = clusters_file()
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return {}  # the clusters' own loader says what is wrong with the file
+    table = data.get("gpu_memory_gb", {}) if isinstance(data, dict) else {}
+    if not isinstance(table, dict):
+        raise ClusterError(f"{path}: gpu_memory_gb must be a mapping of GPU type to GB, e.g. 'gpu_memory_gb: {{l40s: 48}}'")
+    bad = [f"{k}: {v!r}" for k, v in table.items()
+           if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0]
+    if bad:
+        raise ClusterError(f"{path}: gpu_memory_gb: {', '.join(bad)}: each GPU type needs its memory in GB, a "
+                           "positive number (e.g. 'l40s: 48')")
+    return {str(k).lower(): float(v) for k, v in table.items()}
+
+
 def _parse_cluster(name: str, raw: Any) -> ClusterSpec:
     """One cluster's entry, through its typed model; the error names the key in the file."""
     try:

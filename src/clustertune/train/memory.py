@@ -67,7 +67,8 @@ from typing import Any
 
 import torch
 from clustertune.models.heads import auto_class, head_of
-from clustertune.recipe.ds_config import deepspeed_config
+from clustertune.models.build import resolve_config
+from clustertune.recipe.ds_config import deepspeed_config, with_deepspeed_json
 from clustertune.models.adapters import apply_adapter, quantized_linear_numels
 
 GiB = 1024**3
@@ -403,6 +404,24 @@ def estimate_all(recipe: Any, config: Any, world: int, mixed: bool,
     thr = persistence_threshold(recipe, world, "bf16" if mixed else "no")
     t = recipe.train
     return [estimate(shape, s, world, act, mixed, thr, t.optimizer, t.momentum) for s in strategies]
+
+
+def estimate_recipe(recipe: Any, world: int, strategies: Iterable[str] | None = None) -> tuple[Any, ModelShape, bool, list[MemoryEstimate]]:
+    """A recipe (its base model already resolved) over ``world`` devices: the recipe as estimated
+    (a DeepSpeed JSON's own stage and offload applied), the model's shape, whether it trains in
+    mixed precision, and one estimate per strategy (default: each one QLoRA can use)."""
+    recipe = with_deepspeed_json(recipe)
+    config = resolve_config(recipe, None)
+    if recipe.model.config is not None and recipe.model.tokenizer == "train":
+        config.vocab_size = recipe.model.tokenizer_vocab_size  # the tokenizer is not trained yet
+    # auto is bf16 or fp16 on every GPU, and a device estimate is for GPUs.
+    mixed = recipe.train.precision in ("bf16", "fp16", "auto")
+    if strategies is None:
+        # QLoRA's 4-bit base is not offloaded (the recipe refuses it).
+        qlora = recipe.model.adapter is not None and recipe.model.adapter.type == "qlora"
+        strategies = [s for s in STRATEGIES if not (qlora and "offload" in s)]
+    rows = estimate_all(recipe, config, world, mixed, strategies)
+    return recipe, model_shape(config, recipe.task, recipe), mixed, rows
 
 
 def device_memory_bytes(name: str | None = None) -> tuple[str, int] | None:

@@ -13,6 +13,7 @@ import yaml
 
 from clustertune.errors import ClusterError, LaunchError, RecipeError
 from clustertune import api
+from clustertune.api.cluster_check import ClusterCheckError
 from clustertune.recipe.load import load_recipe
 from clustertune.remote.config import HostSpec, add_cluster
 from tests.helpers import TINY_CAUSAL, cli_here, with_
@@ -88,8 +89,13 @@ def test_dry_run_shows_each_hosts_command_with_quoted_paths(two_hosts, runs_root
 
 
 def test_unreachable_host_fails_the_run_with_a_clear_error(two_hosts, runs_root: Path) -> None:
-    with pytest.raises(ClusterError, match="unreachable") as exc:
+    # Asked before the launch (launch.preflight): refused, naming the host, before a run exists.
+    with pytest.raises(ClusterCheckError, match=r"PROBLEM\s+host \S+127.0.0.1:\d+: .*unreachable"):
         api.run(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=1)))
+    assert not runs_root.exists()
+    # Without asking: the run starts, fails, and says so in its record.
+    with pytest.raises(ClusterError, match="unreachable") as exc:
+        api.run(load_recipe(_ssh_recipe(cluster="gpu-boxes", nodes=1)), ["launch.preflight=false"])
     assert "127.0.0.1" in str(exc.value)
     (run_dir,) = runs_root.iterdir()
     info = json.loads((run_dir / "run.json").read_text())
@@ -109,13 +115,13 @@ def test_unreachable_host_from_the_cli_exits_2(two_hosts, runs_root: Path, tmp_p
 
 
 def test_hosts_env_defaults_to_clustertunes_own_dependencies() -> None:
-    from clustertune.launch.ssh import _env_for
+    from clustertune.launch.ssh import env_for
     from clustertune.launch.decision import plan_for
 
     bare = load_recipe(_ssh_recipe(cluster="c"))
-    env = _env_for(plan_for(bare, "r", Path(".")), bare.launch)
+    env = env_for(plan_for(bare, "r", Path(".")), bare.launch)
     assert any(r.startswith("torch") for r in env.requirements) and any(r.startswith("transformers") for r in env.requirements)
     assert env.env_vars["OMP_NUM_THREADS"] == "1"  # the plan's variables reach the ranks
     reuse = load_recipe(_ssh_recipe(cluster="c", site_packages_from="/opt/py/bin/python3", requirements=["x==1"]))
-    env = _env_for(plan_for(reuse, "r", Path(".")), reuse.launch)
+    env = env_for(plan_for(reuse, "r", Path(".")), reuse.launch)
     assert env.requirements == ("x==1",) and env.site_packages_from == "/opt/py/bin/python3"

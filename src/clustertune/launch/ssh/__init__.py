@@ -142,7 +142,7 @@ def _sync_workdir(cluster: Any, nodes: list[int]) -> list[str]:
     return out
 
 
-def _env_for(plan: LaunchPlan, launch: LaunchSection) -> Any:
+def env_for(plan: LaunchPlan, launch: LaunchSection) -> Any:
     reqs = list(launch.requirements)
     if not reqs and not launch.site_packages_from:
         reqs = own_dependencies()
@@ -332,7 +332,7 @@ def submit(plan: LaunchPlan, run: Run, launch: LaunchSection) -> SshJob:
     # the node entry on global rank 0 records how it ends. RUNNING once every host has started.
     run.start_attempt(job_id=key, state=RunState.PENDING)
 
-    start = _NodeStart(cluster, plan, run, key, addresses, _env_for(plan, launch), data_ref, code, workdirs,
+    start = _NodeStart(cluster, plan, run, key, addresses, env_for(plan, launch), data_ref, code, workdirs,
                        checkpoint_key().hex(), nodes)
     try:
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
