@@ -1,7 +1,8 @@
 """A sweep on a real SLURM cluster is one job array: one sbatch call, `--array=0-3%2` as the
 cluster itself reports it, at most two tasks at once, and each task an ordinary run that a
 preemption requeues and resumes exactly. A sweep larger than the cluster's MaxArraySize is
-refused before anything is submitted."""
+refused before anything is submitted. A search runs in waves: one array per wave, each told to
+the study before the next is asked."""
 
 from __future__ import annotations
 
@@ -118,3 +119,44 @@ def test_more_trials_than_max_array_size_are_refused_before_sbatch(tmp_path: Pat
     out = cli_here("sweep", str(recipe), "launch.cpus_per_task=1,2")
     assert out.returncode == 2 and "trial 1 asks SLURM for other resources than trial 0" in out.stderr, out.stderr
     assert "--cpus-per-task" in out.stderr
+
+
+def test_a_search_on_slurm_runs_in_waves_of_arrays_each_told_before_the_next_is_asked(tmp_path: Path,
+                                                                                         runs_root: Path) -> None:
+    pytest.importorskip("optuna", reason="the sweep extra (bash scripts/setup.sh sweep)")
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(with_(TINY_CAUSAL, train={"max_steps": 4, "log_every": 2, "eval_at_start": False},
+                                           launch=LAUNCH)))
+    args = ["sweep", str(recipe), "train.lr=interval(1e-3,1e-2,log)", "--search", "optuna", "--trials", "4",
+            "--max-concurrent", "2", "--pruner", "none"]
+    dry = cli_here(*args, "--dry-run")
+    assert dry.returncode == 0 and "on SLURM in waves: 2 trials asked, submitted as one job array" in dry.stdout
+    out = cli_here(*args)
+    assert out.returncode == 0, out.stderr
+    (sweep_dir,) = (runs_root / "sweeps").iterdir()
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    trials = sweep["trials"]
+    arrays = [t["job_id"].split("_")[0] for t in trials]
+    # Two waves, each one array of two tasks, announced as such.
+    assert arrays[0] == arrays[1] != arrays[2] == arrays[3], arrays
+    assert [t["job_id"].split("_")[1] for t in trials] == ["0", "1", "2", "3"]
+    for first in (arrays[0], arrays[2]):
+        assert f"SLURM array {first}, trial(s)" in out.stderr
+    # The second wave was submitted once the first had ended: its tasks start after the first's end.
+    first_end = max(datetime.fromisoformat(t["EndTime"]) for t in _scontrol(arrays[0]))
+    second_start = min(datetime.fromisoformat(t["SubmitTime"]) for t in _scontrol(arrays[2]))
+    assert second_start >= first_end
+    # Every trial was told to the study with its run's own final eval loss; the winner is the lowest.
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    study = optuna.load_study(study_name=sweep_dir.name,
+                              storage=JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal"))))
+    told = {t.number: t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(told) == 4
+    for t in trials:
+        summary = json.loads((runs_root / t["run_id"] / "summary.json").read_text())
+        assert told[t["number"]] == pytest.approx(summary["final_eval"]["eval_loss"]) == t["value"]
+    report = json.loads(cli_here("sweep", "show", sweep_dir.name, "--json").stdout)
+    assert [r["state"] for r in report["trials"]] == ["COMPLETED"] * 4
+    assert report["winner"]["eval_loss"] == pytest.approx(min(told.values()))

@@ -10,15 +10,18 @@ with a checkpoint, PREEMPTED) and recorded as pruned, not as a failure.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from clustertune.api.runs import decide
 from clustertune.api.sweep_report import trial_run
 from clustertune.errors import UserError
 from clustertune.extras import install_hint
+from clustertune.launch.backends import job_for
 from clustertune.launch.decision import Decision
 from clustertune.recipe.sweep_space import Space
 from clustertune.runs.metrics_file import read_metrics
@@ -32,6 +35,7 @@ PRUNERS = ("median", "asha", "none")
 PRUNE_REQUEST = "the sweep's pruner"  # what a pruned trial's stop file says (its run's reason names it)
 Announce = Callable[[str], None]
 StartOne = Callable[[Sweep, int, Decision], "Run | None"]
+SubmitWave = Callable[[Sweep, "dict[int, Decision]"], str]  # the wave's trials as one array: its job id
 
 
 def _optuna() -> Any:
@@ -136,13 +140,17 @@ class _Watch:
 def run_trial(sweep: Sweep, st: Any, trial: Any, index: int, decision: Decision, start_one: StartOne) -> str:
     """Run one searched trial to its end, reporting to the study; tell the study how it ended
     (its value, PRUNED, or FAIL); the state it is shown with."""
+    with _Watch(trial, sweep.runs_root / decision.run_id, sweep.info.metric) as watch:
+        run = start_one(sweep, index, decision)
+    return tell(sweep, st, trial, index, run, watch.pruned)
+
+
+def tell(sweep: Sweep, st: Any, trial: Any, index: int, run: Run | None, pruned: bool) -> str:
+    """Tell the study how a trial ended (its value, PRUNED, or FAIL); the state it is shown with."""
     from optuna.trial import TrialState
 
-    root = sweep.runs_root
-    with _Watch(trial, root / decision.run_id, sweep.info.metric) as watch:
-        run = start_one(sweep, index, decision)
     value = trial_metric(run, sweep.info.metric) if run is not None else None
-    if watch.pruned and run is not None and run.state is not RunState.COMPLETED:
+    if pruned and run is not None and run.state is not RunState.COMPLETED:
         sweep.update_trial(index, pruned=True)
         st.tell(trial, state=TrialState.PRUNED)
         return "PRUNED"
@@ -154,12 +162,26 @@ def run_trial(sweep: Sweep, st: Any, trial: Any, index: int, decision: Decision,
     return run.state.value if run is not None else "did not start"
 
 
-def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> None:
-    """Ask, run and tell until the sweep has its trials (or is cancelled): first the trials a dead
-    sweep process left unfinished (each resumed from its checkpoint), then new ones."""
+@dataclass
+class Asked:
+    """A trial of the study with its sweep index, values and decided run."""
+
+    trial: Any
+    index: int
+    values: dict[str, str]
+    decision: Decision
+    again: bool = False  # a trial a dead sweep process left unfinished, run again
+
+    def label(self) -> str:
+        return f"trial {self.index} ({_label(self.values)})" + (f", study trial {self.trial.number}" if self.again else "")
+
+
+def _trials(sweep: Sweep, st: Any, space: Space, say: Announce) -> Iterator[Asked]:
+    """The trials to run, in order, until the sweep has its trials (or is cancelled): first those a
+    dead sweep process left unfinished (each resumed from its checkpoint), then new ones asked of
+    the study. Asked lazily, so a study asked between waves knows the trials told before."""
     from optuna.trial import TrialState
 
-    st = study(sweep)
     root = sweep.runs_root
     wanted = int((sweep.info.search or {})["trials"])
     recorded = {t.number for t in sweep.info.trials}
@@ -179,8 +201,7 @@ def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> No
              else decide(sweep.info.recipe, [*sweep.info.fixed, *(f"{k}={v}" for k, v in t.overrides.items())],
                          runs_root_dir=root, show_progress=False))
         sweep.update_trial(t.index, run_id=d.run_id, number=trial.number)
-        say(f"trial {t.index} ({_label(t.overrides)}), study trial {trial.number}: "
-            + run_trial(sweep, st, trial, t.index, d, start_one))
+        yield Asked(trial, t.index, dict(t.overrides), d, again=True)
     while len(sweep.info.trials) < wanted and not sweep.cancelled:
         trial = st.ask()
         values = suggest(trial, space)
@@ -194,7 +215,46 @@ def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> No
             say(f"trial {index} ({_label(values)}): cannot run: {exc}")
             continue
         sweep.update_trial(index, run_id=d.run_id, number=trial.number)
-        say(f"trial {index} ({_label(values)}): " + run_trial(sweep, st, trial, index, d, start_one))
+        yield Asked(trial, index, values, d)
+
+
+def search(sweep: Sweep, space: Space, start_one: StartOne, say: Announce) -> None:
+    """Ask, run and tell, one trial at a time, until the sweep has its trials (or is cancelled)."""
+    st = study(sweep)
+    for a in _trials(sweep, st, space, say):
+        say(f"{a.label()}: " + run_trial(sweep, st, a.trial, a.index, a.decision, start_one))
+
+
+def search_in_waves(sweep: Sweep, space: Space, wave: int, submit: SubmitWave, say: Announce) -> None:
+    """A search on SLURM: ask the study for ``wave`` trials, submit them as one job array, watch
+    their eval curves (a pruned trial is stopped through its run's stop file, which the job reads
+    on the shared filesystem), wait for all of them, tell the study; then ask for the next wave."""
+    st = study(sweep)
+    asked = _trials(sweep, st, space, say)
+    while not sweep.cancelled:
+        batch = list(itertools.islice(asked, wave))
+        if not batch:
+            return
+        watches = [_Watch(a.trial, sweep.runs_root / a.decision.run_id, sweep.info.metric) for a in batch]
+        for w in watches:
+            w.__enter__()
+        try:
+            array = submit(sweep, {a.index: a.decision for a in batch})
+            say(f"wave of {len(batch)}: SLURM array {array}, trial(s) {', '.join(str(a.index) for a in batch)}")
+            runs = [_wait(sweep, a) for a in batch]
+        finally:
+            for w in watches:
+                w.__exit__(None, None, None)
+        for a, run, w in zip(batch, runs, watches):
+            say(f"{a.label()}: " + tell(sweep, st, a.trial, a.index, run, w.pruned))
+
+
+def _wait(sweep: Sweep, a: Asked) -> Run | None:
+    run = trial_run(a.decision.run_id, sweep.runs_root, ask_backend=False)
+    if run is None:
+        return None
+    job_for(run).wait()
+    return run.reload()
 
 
 def _again(st: Any, number: int | None, overrides: dict[str, str], space: Space) -> Any:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from clustertune.api.runs import decide
 from clustertune.api.sweep_report import metric_text, plot_sweep, sweep_report, sweep_rows, trial_run
-from clustertune.api.sweep_search import PRUNERS, probe_trials, search
+from clustertune.api.sweep_search import PRUNERS, probe_trials, search, search_in_waves
 from clustertune.api.sweep_slots import Slot, gpu_shares, local_gpu_ids, ssh_host_groups, trial_slots
 from clustertune.data.fingerprint import processing_identity, selection_identity
 from clustertune.errors import LaunchError, RunError, UserError
@@ -126,8 +126,8 @@ def decide_sweep(source: str | os.PathLike[str], args: list[str], *, random_n: i
             continue
         if base_backend is None:
             base_backend = d.recipe.launch.backend
-            if base_backend == "slurm":
-                check_array(len(trials), max_concurrent)  # before the other trials' preflight
+            if base_backend == "slurm":  # before the other trials' preflight; a search's arrays are its waves
+                check_array(wave_size(searched, max_concurrent) if searched else len(trials), max_concurrent)
         if d.recipe.launch.backend != base_backend:
             failed.append((i, trial, UserError(f"launch.backend is {d.recipe.launch.backend}, trial 0's is "
                                                f"{base_backend}: one sweep runs on one backend")))
@@ -139,10 +139,12 @@ def decide_sweep(source: str | os.PathLike[str], args: list[str], *, random_n: i
     if failed:
         raise UserError(_failures(failed, len(trials)))
     assert base_backend is not None
-    if searched is not None and (base_backend not in ("inprocess", "local") or parallel > 1):
-        raise UserError(f"--search optuna runs its trials here, one at a time (this recipe's launch.backend is "
-                        f"{base_backend}{', with --parallel' if parallel > 1 else ''}): on SLURM or SSH hosts sweep a "
-                        "grid or --random N")
+    if searched is not None and (base_backend == "ssh" or parallel > 1):
+        raise UserError(f"--search optuna runs its trials here one at a time, or on SLURM in waves of arrays (this "
+                        f"recipe's launch.backend is {base_backend}{', with --parallel' if parallel > 1 else ''}): on "
+                        "SSH hosts sweep a grid or --random N")
+    if searched is not None and base_backend == "slurm":
+        max_concurrent = wave_size(searched, max_concurrent)
     if base_backend == "slurm":
         shared_flags([d.plan for d in decisions])
     elif max_concurrent is not None:
@@ -158,6 +160,14 @@ def decide_sweep(source: str | os.PathLike[str], args: list[str], *, random_n: i
     return SweepDecision(_source_text(source), name, space, mode, tuple(trials), tuple(decisions), base_backend,
                          max_concurrent, parallel, metric, direction, None if runs_root_dir is None else str(runs_root_dir),
                          tuple(args), searched)
+
+
+DEFAULT_WAVE = 4  # a search's trials per SLURM array when --max-concurrent does not say
+
+
+def wave_size(searched: dict[str, Any], max_concurrent: int | None) -> int:
+    """How many trials a search on SLURM asks for, submits as one array and waits for at a time."""
+    return min(int(searched["trials"]), max_concurrent or DEFAULT_WAVE)
 
 
 def _label(trial: dict[str, str]) -> str:
@@ -199,6 +209,9 @@ def describe_sweep(sd: SweepDecision) -> str:
              f"# fixed: {' '.join(sd.space.fixed) or '(none)'}",
              f"# metric: {sd.metric} ({sd.direction})"]
     if sd.search is not None:
+        if sd.backend == "slurm":
+            where = (f"on SLURM in waves: {sd.max_concurrent} trials asked, submitted as one job array and told "
+                     "before the next are asked")
         lines[0] = (f"# sweep of {sd.source}: {sd.search['trials']} trials asked of Optuna (TPE sampler, seed "
                     f"{sd.search['seed']}; {sd.search['pruner']} pruner on each trial's {sd.metric}), {where}")
         lines.append(f"# checked before it starts, each value of each key ({len(sd.trials)} recipes):")
@@ -248,7 +261,7 @@ def start_sweep(sd: SweepDecision, *, command: list[str] | None = None, announce
     say = announce or (lambda _text: None)
     if sd.search is not None:
         say(f"sweep {sweep.id}: {sd.search['trials']} trials asked of Optuna ({sweep.dir})")
-        search(sweep, sd.space, lambda sw, i, d: _start_one(sw, i, d, command, show_progress), say)
+        _search(sweep, sd.space, command, show_progress, say)
         return sweep
     for trial, d in zip(sd.trials, sd.decisions):
         sweep.update_trial(sweep.add_trial(trial).index, run_id=d.run_id)
@@ -285,8 +298,16 @@ def start_sweep(sd: SweepDecision, *, command: list[str] | None = None, announce
     return sweep
 
 
+def _search(sweep: Sweep, space: Space, command: list[str] | None, show_progress: bool, say: Announce) -> None:
+    if sweep.info.backend == "slurm":
+        search_in_waves(sweep, space, int(sweep.info.max_concurrent or DEFAULT_WAVE),
+                        lambda sw, ds: _submit_array(sw, ds, None, command), say)
+    else:
+        search(sweep, space, lambda sw, i, d: _start_one(sw, i, d, command, show_progress), say)
+
+
 def _submit_array(sweep: Sweep, decisions: dict[int, Decision], max_concurrent: int | None,
-                  command: list[str] | None) -> None:
+                  command: list[str] | None) -> str:
     opened = {}
     for i, d in decisions.items():
         o = open_run(d, command)
@@ -298,6 +319,7 @@ def _submit_array(sweep: Sweep, decisions: dict[int, Decision], max_concurrent: 
         sweep.trial(i).job_id = f"{array}_{i}"
         sweep.trial(i).run_id = opened[i][1].id
     sweep.save()
+    return array
 
 
 # -- resume and cancel ----------------------------------------------------------------------------
@@ -355,7 +377,7 @@ def _resume_search(sweep: Sweep, show_progress: bool, say: Announce) -> Sweep:
     sweep.clear_cancelled()
     say(f"sweep {sweep.id}: resuming the search: trial(s) {', '.join(map(str, unfinished)) or '(none)'} again, "
         f"{wanted - len(sweep.info.trials)} more to ask for")
-    search(sweep, parse_space(sweep.info.space), lambda sw, i, d: _start_one(sw, i, d, None, show_progress), say)
+    _search(sweep, parse_space(sweep.info.space), None, show_progress, say)
     return sweep
 
 

@@ -36,7 +36,9 @@ Search: --search optuna --trials 12 [--pruner median|asha|none]
   --metric eval_loss --direction min: Optuna's TPE sampler asks for each
   trial's values; the pruner stops a trial whose eval curve trails the
   others (PRUNED, not FAILED). The study is kept in the sweep's directory:
-  `sweep resume ID` continues it after the sweep's process died.
+  `sweep resume ID` continues it after the sweep's process died. On SLURM
+  it runs in waves: --max-concurrent C trials (default 4) asked, submitted
+  as one job array, waited for and told, then the next C.
 
 \b
 On each backend (the recipe's launch.backend):
@@ -67,7 +69,7 @@ def sweep(
     search: Optional[str] = typer.Option(None, "--search", help="optuna: ask Optuna for each trial's values (--trials N)."),
     n_trials: Optional[int] = typer.Option(None, "--trials", help="--search: how many trials to run."),
     pruner: str = typer.Option("median", "--pruner", help="--search: median, asha or none; stops a trial early from its eval curve."),
-    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="SLURM: at most C trials at once (--array=0-N%C)."),
+    max_concurrent: Optional[int] = typer.Option(None, "--max-concurrent", help="SLURM: at most C trials at once (--array=0-N%C; a search's waves of C)."),
     parallel: int = typer.Option(1, "--parallel", help="Local: N trials at once, each in its own processes."),
     metric: str = typer.Option("eval_loss", "--metric", help="The eval figure that ranks the trials."),
     direction: str = typer.Option("min", "--direction", help="min or max: which end of --metric wins."),
