@@ -85,6 +85,12 @@ def test_validate_on_memory_fit_suggests_a_change_that_fits_and_sees_the_nodes_t
     seen = findings(report, "note")["node environment"]
     assert "n3: Python" in seen and "2 x NVIDIA L4 (compute capability 8.9, 23034 MiB, driver 535.104.05)" in seen
 
+    # From the command line: exit 2, nothing queued (the node's answer is the one just kept).
+    before = queue()
+    out = cli_here("validate", str(recipe), "--on", "slurm", *(f"model.config_overrides.{k}={v}" for k, v in XL.items()))
+    assert out.returncode == 2 and "does not fit" in out.stdout and f"torch {loop.SHORT_TORCH} there" in out.stdout
+    assert "2 problem(s) above would stop the run on slurm" in out.stderr and queue() == before
+
     # The first suggestion, applied, fits the same GPU by the same estimator.
     first = re.search(r"Would fit: `([^`]+)`", memory).group(1).split()
     again = api.validate_on(str(recipe), [*(f"model.config_overrides.{k}={v}" for k, v in XL.items()), *first],

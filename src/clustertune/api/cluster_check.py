@@ -278,6 +278,11 @@ def environment_findings(node: dict, here: dict, recipe: Recipe | None, gpus_wan
             out.append(Finding("problem", "precision",
                                f"train.precision=bf16 needs compute capability 8.0 or newer; {name}'s "
                                f"{old[0]['name']} has {old[0]['compute_capability']}: set train.precision=fp16"))
+        if recipe is not None and recipe.model.attn_implementation == "flash_attention_2" and old:
+            out.append(Finding("problem", "model.attn_implementation",
+                               f"flash_attention_2 needs compute capability 8.0 or newer; {name}'s {old[0]['name']} "
+                               f"has {old[0]['compute_capability']}: set model.attn_implementation=sdpa"))
+    out += _libraries(node, name, recipe)
     kinds = Counter(f"{g.get('name')} (compute capability {g.get('compute_capability')}, {g.get('memory_mib')} MiB, "
                     f"driver {g.get('driver')})" for g in gpus or [] if "error" not in g)
     gpu_text = ", ".join(f"{n} x {k}" for k, n in kinds.items()) or "no GPU"
@@ -286,6 +291,24 @@ def environment_findings(node: dict, here: dict, recipe: Recipe | None, gpus_wan
                           f"{node.get('cuda_runtime') or '-'}), transformers {node.get('transformers')}, "
                           f"clustertune {node.get('clustertune')}, glibc {node.get('glibc')}, {gpu_text}"))
     return out
+
+
+def _libraries(node: dict, name: str, recipe: Recipe | None) -> list[Finding]:
+    """The libraries the recipe's own choices load on the ranks, present on the node."""
+    if recipe is None:
+        return []
+    wants = []
+    if recipe.model.attn_implementation == "flash_attention_2":
+        wants.append(("flash_attn", "model.attn_implementation=flash_attention_2", "flash-attn"))
+    adapter = recipe.model.adapter
+    if adapter is not None and adapter.type == "qlora":
+        wants.append(("bitsandbytes", "model.adapter.type=qlora", "bitsandbytes"))
+    if "8bit" in recipe.train.optimizer:
+        wants.append(("bitsandbytes", f"train.optimizer={recipe.train.optimizer}", "bitsandbytes"))
+    return [Finding("problem", "node environment", f"{key} loads {dist} on the ranks, and {name}'s Python has none: "
+                                                   f"install {dist} there (or activate an environment that has it in "
+                                                   "launch.setup)")
+            for field_, key, dist in wants if node.get(field_) is None]
 
 
 def _capability(gpu: dict) -> float:

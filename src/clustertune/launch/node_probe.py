@@ -97,6 +97,8 @@ def facts() -> dict[str, object]:
         "torch": _version("torch"),
         "cuda_runtime": next((v for d in CUDA_RUNTIME_DISTS if (v := _version(d))), None),
         "transformers": _version("transformers"),
+        "flash_attn": _version("flash-attn") or _version("flash_attn"),
+        "bitsandbytes": _version("bitsandbytes"),
         "clustertune": _version("clustertune"),
         "glibc": libc_version if libc == "glibc" else None,
         "gpus": _gpus(),

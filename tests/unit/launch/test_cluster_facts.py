@@ -86,3 +86,21 @@ def test_gpu_memory_by_site_names_and_a_sites_own_table(tmp_path: Path, monkeypa
     with pytest.raises(ClusterError, match=r"gpu_memory_gb: mystery: 'lots', big: -1: each GPU type needs its "
                                            r"memory in GB, a positive number"):
         gpu_memory_gb("a100")
+
+
+def test_the_libraries_a_recipe_loads_must_be_on_the_node() -> None:
+    here = node_probe.facts()
+    qlora = load_recipe({**TINY_CAUSAL, "model": {"name_or_path": "someorg/base", "adapter": {"type": "qlora"},
+                                                  "attn_implementation": "flash_attention_2"}})
+    node = {**here, "node": "n2", "bitsandbytes": None, "flash_attn": None,
+            "gpus": [{"name": "Tesla T4", "memory_mib": 15360, "driver": "535", "compute_capability": "7.5"}]}
+    said = [f.said for f in environment_findings(node, here, qlora, gpus_wanted=True) if f.status == "problem"]
+    assert ("flash_attention_2 needs compute capability 8.0 or newer; n2's Tesla T4 has 7.5: set "
+            "model.attn_implementation=sdpa") in said
+    assert any(s.startswith("model.attn_implementation=flash_attention_2 loads flash-attn on the ranks") for s in said)
+    assert any(s.startswith("model.adapter.type=qlora loads bitsandbytes on the ranks, and n2's Python has none")
+               for s in said)
+    fine = {**node, "bitsandbytes": "0.45.0", "flash_attn": "2.7.0",
+            "gpus": [{"name": "NVIDIA L4", "memory_mib": 23034, "driver": "535", "compute_capability": "8.9"}]}
+    assert [f for f in environment_findings(fine, {**here, "bitsandbytes": "0.45.0", "flash_attn": "2.7.0"}, qlora,
+                                            gpus_wanted=True) if f.status == "problem"] == []
