@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustertune.api.cluster_check import gpu_bytes_of, node_facts
+from clustertune.api.cluster_check import gpu_bytes_of
+from clustertune.api.node_check import node_facts
 from clustertune.api.cluster_fit import USABLE
 from clustertune.data.cache import cache_root
 from clustertune.launch import slurm_facts

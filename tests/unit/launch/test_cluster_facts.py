@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clustertune.api.cluster_check import environment_findings, gpu_bytes_of
+from clustertune.api.cluster_check import gpu_bytes_of
+from clustertune.api.node_check import environment_findings
 from clustertune.errors import ClusterError
 from clustertune.launch import node_probe, slurm_facts
 from clustertune.launch.gpu_types import gpu_memory_gb
