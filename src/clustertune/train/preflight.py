@@ -48,9 +48,13 @@ def use_device(recipe: Recipe) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
-def preflight(recipe: Recipe) -> TrainInputs:
+def preflight(recipe: Recipe, checked_before: bool = False) -> TrainInputs:
     """Checks that need data or a model config, and the data preparation itself (a cache hit
-    when the same data was prepared before), done before any run directory exists."""
+    when the same data was prepared before), done before any run directory exists.
+    ``checked_before``: the recipe passed the api's preflight in this launch (a new run), which
+    built the model on the meta device with its adapter and imported its metrics; only what needs
+    this process (the device, the strategy's libraries) and the data are left. A resumed run's
+    recipe did not pass it, and is checked whole here."""
     use_device(recipe)  # first: before anything can start CUDA
     check_strategy(recipe, mixed_precision(recipe))
     if recipe.traits.trainer == "trl":  # TRL's trainers load their own prompts/pairs; nothing to prepare here
@@ -59,11 +63,12 @@ def preflight(recipe: Recipe) -> TrainInputs:
 
         preflight_rl(recipe)
         return TrainInputs(prepared=None, config=None)
-    if recipe.train.metrics:  # a metric function that does not import stops the run before it starts
+    if recipe.train.metrics and not checked_before:  # a metric function that does not import stops the run
         metric_functions(recipe.train.metrics, recipe.model.num_labels or 2)
-    config = resolve_config(recipe, None)
-    check_sequence_fits(recipe, config)
-    check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
+    config = resolve_config(recipe, None)  # the run builds its model from it
+    if not checked_before:
+        check_sequence_fits(recipe, config)
+        check_adapter(recipe, config)  # target modules exist, PEFT can wrap, bitsandbytes for QLoRA
     with log_to_stderr():
         prepared = prepare_for_run(recipe)
     return TrainInputs(prepared=prepared, config=config)
@@ -90,7 +95,7 @@ def get_ready(recipe: Recipe, resumed: Run | None, resume_from: Path | None) -> 
         if state.get("kind") != "trl":  # an RL checkpoint is the trainer's own directory
             ckpt.check_tensor_files(resume_from, list(state.get("files", {})))
         check_resume_recipe(resume_from, recipe)  # the same base and adapter settings
-    checked = preflight(recipe)
+    checked = preflight(recipe, checked_before=resumed is None)  # a new run came through the api's preflight
     if resumed is not None and checked.prepared is not None:
         _check_same_data(resumed, checked.prepared)
     return checked
