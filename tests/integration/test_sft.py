@@ -46,6 +46,14 @@ def test_sft_run_trains_evaluates_generation_and_saves_the_template(sft_base: Pa
     template = config.get("chat_template") or (run.paths.model / "chat_template.jinja").read_text()
     assert template == BUILTIN_TEMPLATES["chatml"]
 
+    # The output layer and loss fused (train.fused_loss): the same run, step for step.
+    recipe["train"]["fused_loss"] = True
+    fused = ct.run(ct.load_recipe(recipe), show_progress=False)
+    assert fused.state is RunState.COMPLETED, fused.info.reason
+    assert _losses(fused) == pytest.approx(_losses(run), rel=1e-5)
+    fused_evals = [r for r in read_jsonl(fused.paths.metrics) if r["kind"] == "eval"]
+    assert [e["eval_loss"] for e in fused_evals] == pytest.approx([e["eval_loss"] for e in evals], rel=1e-5)
+
 
 def test_lora_under_two_ranks_matches_one_rank_with_twice_the_batch(sft_base: Path, chat_file: Path,
                                                                     runs_root: Path) -> None:

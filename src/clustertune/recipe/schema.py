@@ -98,6 +98,14 @@ class TrainSection(Section):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
 
+    fused_loss: bool = False
+    """SFT (the loss on trained tokens only): compute the output layer and the cross-entropy
+    together, a chunk of rows at a time, so the logits of the trained positions never exist
+    whole (Liger Kernel's fused kernel on a GPU where it is installed, a chunked torch version
+    elsewhere). The same loss and gradients (exact against the unfused loss in fp32); less peak
+    memory with a large vocabulary (``benchmarks/fused_loss.py``). A model whose output layer is
+    not a plain Linear (an adapter wrapped around it) keeps the unfused loss."""
+
     eval_every: int | Literal["epoch"] | None = None
     """Evaluate every N optimizer steps, or ``epoch``: at the end of every epoch (and always at
     the end of training)."""

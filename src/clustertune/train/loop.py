@@ -403,7 +403,7 @@ def train_loop(
     flops_tok = flops_per_token(model, seq_len)  # before sharding: parameters counted whole
     # SFT: logits for the trained positions only (a hook on the bare model's output layer).
     task = task_of(recipe.task)
-    kept = TrainedPositions(model) if task.loss_on_trained_tokens else None
+    kept = TrainedPositions(model, fused=t.fused_loss) if task.loss_on_trained_tokens else None
     model, optimizer, scheduler = strategy.prepare(
         model, lambda m: make_optimizer(recipe, m), RecipeSchedule(recipe, steps))
     metrics = MetricsWriter(paths.metrics, strategy.accelerator, main)

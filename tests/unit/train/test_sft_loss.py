@@ -45,7 +45,8 @@ def _grads(model: Any) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 @pytest.mark.parametrize("packed", [False, True])
-def test_trained_positions_loss_and_gradients_equal_full_logits(arch: str, packed: bool) -> None:
+@pytest.mark.parametrize("fused", [False, True])
+def test_trained_positions_loss_and_gradients_equal_full_logits(arch: str, packed: bool, fused: bool) -> None:
     model = _model(arch).train()
     rows = _rows(packed)
     batch = to_batch(rows, np.arange(len(rows)), CPU)
@@ -54,11 +55,15 @@ def test_trained_positions_loss_and_gradients_equal_full_logits(arch: str, packe
     want = _grads(model)
     model.zero_grad()
 
-    kept = TrainedPositions(model)
+    kept = TrainedPositions(model, fused=fused)
+    assert kept.fused is fused
     out = forward(model, batch, kept)
     out.loss.backward()
     n = int((batch["labels"][:, 1:] != -100).sum())
-    assert out.logits.shape == (n, 100)  # the output layer saw the trained positions only
+    if fused:  # the output layer gave the loss itself: no logits were made whole
+        assert out.logits is None
+    else:
+        assert out.logits.shape == (n, 100)  # the output layer saw the trained positions only
     assert abs(out.loss.item() - full.loss.item()) < 1e-5
     got = _grads(model)
     assert got.keys() == want.keys()
@@ -70,6 +75,20 @@ def test_trained_positions_loss_and_gradients_equal_full_logits(arch: str, packe
         plain = model(input_ids=batch["input_ids"][:1, :5])
     assert plain.logits.shape == (1, 5, 100)
     kept.remove()
+    assert "forward" not in vars(model.get_output_embeddings())  # the layer's own forward again
+
+
+def test_an_output_layer_that_is_not_a_plain_linear_keeps_the_unfused_loss() -> None:
+    model = _model("gpt2")
+
+    class Scaled(torch.nn.Linear):  # a wrapper computing more than weight and bias
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) * 2
+
+    head = model.get_output_embeddings()
+    scaled = Scaled(head.in_features, head.out_features, bias=False)
+    model.set_output_embeddings(scaled)
+    assert TrainedPositions(model, fused=True).fused is False
 
 
 def test_targets_are_the_next_tokens_that_carry_labels() -> None:
@@ -79,9 +98,10 @@ def test_targets_are_the_next_tokens_that_carry_labels() -> None:
     assert targets.tolist() == [5, 6, 9]
 
 
-def test_batch_without_labels_has_zero_loss_not_nan() -> None:
+@pytest.mark.parametrize("fused", [False, True])
+def test_batch_without_labels_has_zero_loss_not_nan(fused: bool) -> None:
     model = _model("gpt2").train()
-    kept = TrainedPositions(model)
+    kept = TrainedPositions(model, fused=fused)
     ids = torch.randint(1, 100, (2, 6))
     out = forward(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                           "labels": torch.full_like(ids, -100)}, kept)
