@@ -38,7 +38,7 @@ def launch(
                                                 "then `--` and the command.", autocompletion=complete_launch_item),
     resume: Optional[str] = typer.Option(None, "--resume", help="Run this run's command again, as its next attempt."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script and command); start nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script and command) and, on SLURM or SSH, what the cluster says of it; run nothing."),
 ) -> None:
     """Run your own script (`-- python train.py ...`) on every rank: torchrun per node by default,
     a run id, logs, status, cancel, stop requests and requeue as for recipes."""

@@ -32,7 +32,7 @@ def run(
                                          help="Continue this run id (or `last`, the newest run) from its last checkpoint."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script); start nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the launch plan (and sbatch script) and, on SLURM or SSH, what the cluster says of it (sbatch --test-only; once a day a short probe step on a node); train nothing."),
     trust_checkpoint: bool = typer.Option(
         False, "--trust-checkpoint",
         help="With --resume: sign the run's newest checkpoint with your key when it is unsigned or signed with "
