@@ -19,7 +19,11 @@ from tests.helpers import TINY_CAUSAL, with_
 
 pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 
-RECIPE = with_(TINY_CAUSAL, train={"max_steps": 12, "log_every": 4, "eval_every": 4, "save_every": 4})
+# Long enough to be seen live: 12 steps of this model train in about 0.2 s here, and the process
+# ends at once after its last line, so a screen read every half second could miss the whole run
+# (it did, once in a CI run). 48 steps and a read every 50 ms leave many reads inside the run.
+STEPS, EVERY = 48, 16
+RECIPE = with_(TINY_CAUSAL, train={"max_steps": STEPS, "log_every": 4, "eval_every": EVERY, "save_every": EVERY})
 
 
 def tmux(socket: str, *args: str) -> str:
@@ -51,15 +55,15 @@ def test_the_progress_bar_in_a_terminal(tmp_path: Path, procs: int | None) -> No
             if not live:
                 now = tmux(socket, "capture-pane", "-p").splitlines()
                 live = any(ln.startswith("train ") and "eval@" in ln for ln in now) and not done.is_file()
-            time.sleep(0.5)
+            time.sleep(0.05)
         screen = tmux(socket, "capture-pane", "-p", "-S", "-200")
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=30)
     assert done.read_text().strip() == "0", screen
     (run_dir,) = list(root.iterdir())
     bars = [ln for ln in screen.splitlines() if ln.startswith("train ")]
-    assert bars and " 12/12 " in bars[-1] and "eval@12 perplexity" in bars[-1], screen
-    for step in (4, 8):
+    assert bars and f" {STEPS}/{STEPS} " in bars[-1] and f"eval@{STEPS} perplexity" in bars[-1], screen
+    for step in (EVERY, 2 * EVERY):
         assert f"checkpoint step-{step:08d} written" in screen, screen
     assert "Setting accelerator" not in screen and "WARNING" not in screen, screen
     assert not any(ln.startswith("step ") for ln in screen.splitlines()), screen  # a bar, not lines
