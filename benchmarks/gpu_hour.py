@@ -48,7 +48,7 @@ SCRIPTS = ("gpu_check.py", "gpu_gpt2.py", "sft_gpu.py", "sft_cpu.py", "adapter_m
 REQUIRED = ("clustertune", "pydantic", "yaml", "torch", "transformers", "accelerate", "peft", "gigatoken",
             "awkward", "safetensors", "tokenizers", "xxhash", "rich")
 OPTIONAL = {"deepspeed": "more-checks (ZeRO)", "trl": "sft-speed (SFTTrainer)", "datasets": "sft-speed",
-            "bitsandbytes": "qlora"}
+            "bitsandbytes": "qlora", "liger_kernel": "fused loss (Liger's kernel; else the chunked torch one)"}
 VERSIONS = ("torch", "transformers", "accelerate", "peft", "tokenizers", "pyarrow", "safetensors", "numpy",
             "pydantic", "datasets", "trl", "deepspeed", "bitsandbytes", "gigatoken")
 
