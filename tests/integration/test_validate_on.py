@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,28 @@ def test_validate_on_offline_node_needs_the_hub_model_in_its_own_cache(tmp_path:
     (hub / "models--someorg--tiny-llm" / "snapshots").mkdir(parents=True)  # what a fetch into that cache leaves
     again = api.validate_on(str(recipe), [], "slurm")
     assert again.problems == [] and "its hub cache" in findings(again, "ok")["files"]
+
+
+def test_validate_on_a_busy_partition_says_not_checked_and_does_not_wait_again(tmp_path: Path, monkeypatch) -> None:
+    from clustertune.launch import slurm_facts
+
+    monkeypatch.setattr(slurm_facts, "PROBE_WAIT_S", 2)  # srun --immediate=2: the test's own patience
+    blocker = subprocess.run(["sbatch", "--parsable", "-p", loop.SHORT, "--exclusive", "--wrap", "sleep 120"],
+                             capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", blocker, "-o", "%T"], capture_output=True,
+                                              text=True, timeout=30).stdout:
+            assert time.monotonic() < deadline, "the blocking job never started"
+            time.sleep(0.5)
+        recipe = recipe_file(tmp_path, partition=loop.SHORT, setup=["echo busy-partition"])
+        report = api.validate_on(str(recipe), [], "slurm")
+        said = findings(report, "not checked")["node environment"]
+        assert said.startswith("no node of the partition was free within 2 s to probe") and "busy" in said
+        assert report.problems == []  # the controller's own answers passed: a busy node is no fault
+        probes = probe_jobs()
+        again = api.validate_on(str(recipe), [], "slurm")
+        assert "within the hour before" in findings(again, "not checked")["node environment"]
+        assert probe_jobs() == probes  # not waited for again
+    finally:
+        subprocess.run(["scancel", blocker], timeout=30)

@@ -166,11 +166,11 @@ def _node(cluster: str, plan: LaunchPlan, recipe: Recipe | None, cache: Path, re
     facts, probe, cached = node_facts(cluster, plan, cache, refresh, reads)
     said = probe.said
     if facts is None:
-        waited = "Unable to allocate" in said or "Immediate" in said or "immediate" in said
-        if waited:
+        if probe.busy:
+            again = " (within the hour before; not waited for again until then, or --refresh)" if cached else ""
             out.append(Finding("not checked", "node environment",
                                f"no node of the partition was free within {slurm_facts.PROBE_WAIT_S} s to probe "
-                               f"(srun: \"{said[-200:]}\"); check again later"))
+                               f"(srun: \"{said[-200:]}\"){again}"))
         elif probe.setup_failed:
             out.append(Finding("problem", "launch.setup", f"a setup line failed on a compute node, which stops the "
                                                          f"job there: \"{said[-400:]}\"; fix the line"))

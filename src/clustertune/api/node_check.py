@@ -25,6 +25,9 @@ from clustertune.recipe.schema import Recipe
 
 Status = Literal["ok", "problem", "note", "not checked"]
 PROBE_TTL_S = 24 * 3600
+# A partition with no node free (srun --immediate gave up) is not waited for again this long: a busy
+# cluster would otherwise cost every run and dry run the probe's wait.
+BUSY_TTL_S = 3600
 PROBES_DIR = "cluster-probes"  # under the data cache root, beside the prepared data
 SUBMITTER_ENV = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE",
                  "XDG_CACHE_HOME", "LD_LIBRARY_PATH")
@@ -90,16 +93,20 @@ def node_facts(cluster: str, plan: LaunchPlan, cache: Path, refresh: bool,
     if not refresh and path.is_file():
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
-            if time.time() - float(kept["time"]) < PROBE_TTL_S:
+            age = time.time() - float(kept["time"])
+            if kept.get("facts") is not None and age < PROBE_TTL_S:
                 return kept["facts"], slurm_facts.Probe(kept["facts"], ""), True
+            if kept.get("busy") and age < BUSY_TTL_S:  # no node was free a moment ago: not waited for again
+                return None, slurm_facts.Probe(None, str(kept["busy"])), True
         except (OSError, ValueError, KeyError, TypeError):
             pass  # unreadable: probe again
     found = slurm_facts.probe(plan, list(reads.paths), list(reads.hub))
     complete = found.facts is not None and all((found.facts.get("paths") or {}).values()) and (
         found.facts.get("online") or all((found.facts.get("hub") or {}).values()))
-    if complete:
+    if complete or found.busy:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"time": time.time(), "facts": found.facts}))
+        kept = {"facts": found.facts} if complete else {"busy": found.said}
+        atomic_write_text(path, json.dumps({"time": time.time(), **kept}))
     return found.facts, found, False
 
 

@@ -234,11 +234,12 @@ def test_only(plan: LaunchPlan) -> TestOnly:
     return TestOnly(out.returncode == 0, said, start.group(1) if start else None)
 
 
-def probe_argv(plan: LaunchPlan, paths: list[str] = (), hub: list[str] = (), wait_s: int = PROBE_WAIT_S) -> list[str]:
+def probe_argv(plan: LaunchPlan, paths: list[str] = (), hub: list[str] = (), wait_s: int | None = None) -> list[str]:
     """One short step on one node of the run's partition, with the run's account and QoS and one of
     the GPUs it asks for (a site may show a step only the GPUs it was given), running the job's
     ``launch.setup`` lines and then the probe under the job's Python."""
     s = plan.slurm
+    wait_s = PROBE_WAIT_S if wait_s is None else wait_s
     argv = ["srun", "--nodes=1", "--ntasks=1", "--time=2", f"--immediate={wait_s}", "--job-name=ct-node-probe",
             "--export=ALL"]
     argv += [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account), ("qos", s.qos),
@@ -267,6 +268,11 @@ class Probe:
     facts: dict[str, object] | None  # None: the probe did not answer (see ``said``)
     said: str
     setup_failed: bool = False  # a launch.setup line stopped it (or srun never started it: see ``said``)
+
+    @property
+    def busy(self) -> bool:
+        """No node was free within the wait (``srun --immediate`` gave up): nothing was probed."""
+        return self.facts is None and any(w in self.said for w in ("Unable to allocate", "immediate", "Immediate"))
 
 
 def probe(plan: LaunchPlan, paths: list[str] = (), hub: list[str] = ()) -> Probe:
