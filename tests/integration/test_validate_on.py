@@ -17,6 +17,7 @@ import yaml
 from clustertune import api
 from clustertune.api.cluster_check import ClusterCheckError
 from clustertune.launch import job_for
+from clustertune.runs.store import get_run
 from tests.helpers import TINY_CAUSAL, cli_here, with_
 from tests.services import slurm as loop
 
@@ -124,7 +125,11 @@ def test_validate_on_passes_a_fitting_recipe_keeps_the_probe_a_day_and_run_submi
     # The dry run shows the same answers; the run itself passes them and is submitted.
     dry = cli_here("run", str(recipe), "--dry-run", "--runs-root", str(tmp_path / "runs"))
     assert dry.returncode == 0 and "# asked slurm before the queue (0 problem(s)" in dry.stdout, dry.stderr
-    run = api.run(str(recipe), runs_root_dir=tmp_path / "runs")
+    started = cli_here("run", str(recipe), "--runs-root", str(tmp_path / "runs"))
+    assert started.returncode == 0, started.stderr
+    assert re.search(r"asked slurm before the queue: \d+ ok, \d+ not checked \(`clustertune validate RECIPE --on "
+                     r"slurm` lists them\)", started.stderr), started.stderr
+    run = get_run(re.search(r"run (\S+) submitted \(SLURM job \d+\)", started.stdout).group(1), tmp_path / "runs")
     assert run.attempts[-1].job_id.isdigit()
     job_for(run).cancel()
 

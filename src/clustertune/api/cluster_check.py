@@ -50,6 +50,13 @@ class ClusterReport:
             raise ClusterCheckError("\n".join([head, *self.lines(),
                                                "(skip these checks with launch.preflight=false)"]))
 
+    def summary(self) -> str:
+        """One line for a launch that passed: what was asked, and where to see it all."""
+        counts = {s: sum(1 for f in self.findings if f.status == s) for s in ("ok", "note", "not checked")}
+        said = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        command = "validate RECIPE --on " + ("slurm" if self.target == "slurm" else self.target)
+        return f"asked {self.target} before the queue: {said} (`clustertune {command}` lists them)"
+
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "ok": not self.problems, "findings": [asdict(f) for f in self.findings],
                 **self.facts}

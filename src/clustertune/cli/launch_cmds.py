@@ -49,6 +49,8 @@ def launch(
     if dry_run:  # the same decision a launch starts from, described
         print(api.describe(decided))
         return
+    if decided.cluster_report is not None:  # it passed (a problem stopped it in the decision)
+        _to_stderr(decided.cluster_report.summary())
     r = api.start(decided, command=None if resume is not None else ["clustertune", *sys.argv[1:]], announce=_to_stderr)
     if r.state is RunState.PENDING:
         print(f"run {r.id} submitted (SLURM job {r.attempts[-1].job_id}); follow it with `clustertune status {r.id}`")

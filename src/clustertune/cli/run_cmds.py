@@ -136,6 +136,8 @@ def _run_cmd(recipe: str | None, overrides: list[str], resume: str | None, runs_
     if dry_run:  # the same decision a run starts from, described
         print(api.describe(decided))
         return
+    if decided.cluster_report is not None:  # it passed (a problem stopped it in the decision)
+        print(decided.cluster_report.summary(), file=sys.stderr, flush=True)
     r = api.start(decided, command=["clustertune", *sys.argv[1:]], show_progress=progress,
                   announce=lambda text: print(text, file=sys.stderr, flush=True))
     if r.state is RunState.PENDING:
