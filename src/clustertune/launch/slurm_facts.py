@@ -22,7 +22,7 @@ from clustertune.launch.sbatch import render_sbatch
 from clustertune.launch.slurm import slurm_command
 from clustertune.runs.paths import FILES_ENV
 
-SETUP_DONE = "CT-NODE-SETUP-DONE"
+SETUP_START, SETUP_DONE = "CT-NODE-SETUP-START", "CT-NODE-SETUP-DONE"
 # How long the probe step may wait for a node before it is reported as not run (srun --immediate).
 PROBE_WAIT_S = 30
 
@@ -252,7 +252,7 @@ def probe_argv(plan: LaunchPlan, paths: list[str] = (), hub: list[str] = (), wai
     script = "\n".join([*(f"export {k}={shell_expanding_quote(v)}" for k, v in plan.env), *asked,
                         # A failing setup line stops the job (set -e), and the probe the same way; the
                         # mark after the lines tells that apart from the probe's own failure.
-                        "set -e", *setup, "set +e", f"echo {SETUP_DONE}",
+                        f"echo {SETUP_START}", "set -e", *setup, "set +e", f"echo {SETUP_DONE}",
                         f"exec {shlex.quote(plan.python)} -c {shlex.quote(node_probe.source())}"])
     return argv + ["/bin/bash", "-c", script]
 
@@ -267,7 +267,7 @@ def setup_reads_the_run(plan: LaunchPlan) -> bool:
 class Probe:
     facts: dict[str, object] | None  # None: the probe did not answer (see ``said``)
     said: str
-    setup_failed: bool = False  # a launch.setup line stopped it (or srun never started it: see ``said``)
+    setup_failed: bool = False  # a launch.setup line stopped it
 
     @property
     def busy(self) -> bool:
@@ -280,5 +280,9 @@ def probe(plan: LaunchPlan, paths: list[str] = (), hub: list[str] = ()) -> Probe
     hub models ``hub`` in its cache."""
     out = slurm_command(probe_argv(plan, paths, hub), timeout=PROBE_WAIT_S + 90)
     found = node_probe.parse(out.stdout)
-    said = (out.stderr + out.stdout).strip() if found is None else ""
-    return Probe(found, said[-600:], setup_failed=found is None and SETUP_DONE not in out.stdout)
+    said = "\n".join(part.strip() for part in (out.stderr, out.stdout) if part.strip()) if found is None else ""
+    # Started on the node but never through its setup lines: one of them stopped it (a step srun
+    # never started, refused or not allocated, is told apart by its own words).
+    setup_failed = found is None and SETUP_START in out.stdout and SETUP_DONE not in out.stdout
+    shown = "\n".join(line for line in said.splitlines() if line.strip() != SETUP_START)
+    return Probe(found, shown[-600:], setup_failed=setup_failed)
