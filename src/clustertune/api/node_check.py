@@ -20,6 +20,7 @@ from clustertune.fsutil import atomic_write_text
 from clustertune.launch import slurm_facts
 from clustertune.launch.files import IN_PLACE, Placed
 from clustertune.launch.plan import LaunchPlan
+from clustertune.recipe.launch_checks import gpus_requested
 from clustertune.recipe.run_refs import is_run_ref
 from clustertune.recipe.schema import Recipe
 
@@ -36,13 +37,10 @@ SUBMITTER_ENV = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HOME",
 def gpus_asked(plan: LaunchPlan) -> tuple[str | None, int]:
     """(the GPU type, GPUs per node) the job asks SLURM for; (None, 0) for a CPU job."""
     s = plan.slurm
-    kind = s.gpu_type
-    count = s.gpus_per_node or (s.gpus_per_task or 0) * (plan.procs_per_node or 1)
-    if s.gres:
-        asked = slurm_facts.gpus_of_gres(s.gres)
-        if asked:
-            kind, count = next(iter(asked.items()))
-            kind = kind or None
+    # The count by the launch section's own rule (SlurmOptions carries the same three keys); the
+    # type from launch.gpu_type, else the one --gres names.
+    count = gpus_requested(s) or 0  # type: ignore[arg-type]
+    kind = s.gpu_type or next((k for k in slurm_facts.gpus_of_gres(s.gres or "") if k), None)
     return kind, count
 
 

@@ -105,3 +105,18 @@ def test_the_libraries_a_recipe_loads_must_be_on_the_node() -> None:
             "gpus": [{"name": "NVIDIA L4", "memory_mib": 23034, "driver": "535", "compute_capability": "8.9"}]}
     assert [f for f in environment_findings(fine, {**here, "bitsandbytes": "0.45.0", "flash_attn": "2.7.0"}, qlora,
                                             gpus_wanted=True) if f.status == "problem"] == []
+
+
+def test_the_gpus_a_job_asks_per_node_follow_the_launch_sections_own_rule() -> None:
+    from clustertune.api.node_check import gpus_asked
+    from clustertune.launch.plan import build_plan
+
+    def asked(**launch):
+        recipe = load_recipe(with_(TINY_CAUSAL, launch={"backend": "slurm", **launch}))
+        return gpus_asked(build_plan(recipe, "r", "/tmp/r", "/usr/bin/python3"))
+
+    assert asked() == (None, 0)
+    assert asked(gpus_per_node=4, gpu_type="a100") == ("a100", 4)
+    # One torchrun agent (task) per node: --gpus-per-task is the node's count, whatever the ranks.
+    assert asked(gpus_per_task=2, procs_per_node=2) == (None, 2)
+    assert asked(gres="gpu:l4:2") == ("l4", 2) and asked(gres="gpu:3") == (None, 3)
