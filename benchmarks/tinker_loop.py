@@ -7,20 +7,23 @@ assistant token weighted 1/N, N the step's trained tokens: the mean `clustertune
 whole set each step. Both use LoRA rank 8, alpha 32, no dropout, on the attention and MLP layers
 (not the output layer), the same seed for the adapter's initial weights, AdamW with betas 0.9 and
 0.95, eps 1e-12, no weight decay, no clipping and a constant learning rate; fp32 on the CPU.
-Equal settings should give equal losses: the script prints both per step and the largest
-relative difference, then the time per step of each and the ratio.
+The server runs in its own process, as a user runs it, and both sides compute with the same
+number of torch threads (`--threads`, default 1). In each of `--rounds` rounds (default 3) the
+sides take turns: a new run, then a new training client on the one server. Equal settings should
+give equal losses: the script prints both per step and the largest relative difference, then the
+time per step of each side in each round and `ratio=`, the median of the rounds (Tinker over run).
 
     .venv/bin/python benchmarks/tinker_loop.py                  # a 4-layer base, 40 chats, 30 steps
-    .venv/bin/python benchmarks/tinker_loop.py --smoke          # the tiny base, 8 chats, 6 steps
+    .venv/bin/python benchmarks/tinker_loop.py --smoke          # the tiny base, 8 chats, 6 steps, 1 round
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,7 +60,7 @@ def write_chats(path: Path, n: int, start: int = 0) -> Path:
     return path
 
 
-def run_side(base: Path, chats: Path, work: Path, steps: int, rows: int) -> tuple[Any, list[float], float]:
+def run_side(base: Path, chats: Path, work: Path, steps: int, rows: int, threads: int) -> tuple[Any, list[float], float]:
     """`clustertune run` of the chats: the run, its loss per step, seconds per step."""
     import json
 
@@ -73,7 +76,7 @@ def run_side(base: Path, chats: Path, work: Path, steps: int, rows: int) -> tupl
         "train": {"precision": "fp32", "batch_size": rows, "lr": LR, "lr_scheduler": "constant", "warmup_steps": 0,
                   "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1e-12, "weight_decay": 0.0,
                   "max_grad_norm": None, "max_steps": steps, "log_every": 1, "seed": 0,
-                  "cpu_threads": 1, "shuffle": False},
+                  "cpu_threads": threads, "shuffle": False},
     })
     run = ct.run(recipe, runs_root_dir=str(work / "runs"), show_progress=False)
     if run.state.value != "COMPLETED":
@@ -102,66 +105,103 @@ def prepared_rows(run: Any) -> list[tuple[list[int], list[int]]]:
     return out
 
 
-def tinker_side(base: Path, rows: list[tuple[list[int], list[int]]], work: Path, steps: int) -> tuple[list[float], float]:
-    """The same rows through the tinker SDK against a server in this process."""
-    os.environ.setdefault("TINKER_API_KEY", "tml-benchmark")
-    os.environ.setdefault("TINKER_TELEMETRY", "0")
+def start_server(work: Path, threads: int) -> tuple[Any, str]:
+    """`clustertune serve --tinker` in its own process, as a user runs it: the process and its URL.
+
+    ``threads``: torch's threads in the server (OMP_NUM_THREADS), as `train.cpu_threads` is the
+    run's: both sides compute with the same number."""
+    import re
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
+    log = (work / "server.log").open("w+")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from clustertune.cli.main import main; sys.exit(main())",
+                             "serve", "--tinker", "--port", "0", "--tinker-dir", str(work / "tinker"),
+                             "--device", "cpu", "--dtype", "fp32"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        hit = re.search(r"Tinker API at (http://\S+?):? ", (work / "server.log").read_text())
+        if hit:
+            return proc, hit.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"the server did not start:\n{(work / 'server.log').read_text()}")
+
+
+def tinker_side(url: str, base: Path, rows: list[tuple[list[int], list[int]]], steps: int) -> tuple[list[float], float]:
+    """The same rows through the tinker SDK against the server at ``url``: a new training client
+    (the same seed, so the same initial adapter) and its loss and seconds per step."""
     import tinker
     from tinker import types
 
-    from clustertune.api import serving
-
-    server = serving.start(None, port=0, tinker=True, tinker_dir=work / "tinker", device="cpu", dtype="fp32")
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        tc = tinker.ServiceClient(base_url=server.served.root_url).create_lora_training_client(
-            base_model=str(base), rank=8, seed=0, train_unembed=False).result()
-        total = sum(sum(1 for x in labels[1:] if x != -100) for _, labels in rows)
-        data = [types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
-            "target_tokens": ids[1:], "weights": [(1.0 / total) if x != -100 else 0.0 for x in labels[1:]]})
-            for ids, labels in rows]
-        losses, times = [], []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            fb = tc.forward_backward(data, "cross_entropy")
-            opt = tc.optim_step(types.AdamParams(learning_rate=LR, beta1=0.9, beta2=0.95, eps=1e-12))
-            losses.append(fb.result().metrics["loss:sum"])
-            opt.result()
-            times.append(time.perf_counter() - t0)
-        return losses, sum(times[1:]) / max(len(times) - 1, 1)
-    finally:
-        server.stop()
-        thread.join(30)
+    tc = tinker.ServiceClient(base_url=url).create_lora_training_client(
+        base_model=str(base), rank=8, seed=0, train_unembed=False).result()
+    total = sum(sum(1 for x in labels[1:] if x != -100) for _, labels in rows)
+    data = [types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
+        "target_tokens": ids[1:], "weights": [(1.0 / total) if x != -100 else 0.0 for x in labels[1:]]})
+        for ids, labels in rows]
+    losses, times = [], []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fb = tc.forward_backward(data, "cross_entropy")
+        opt = tc.optim_step(types.AdamParams(learning_rate=LR, beta1=0.9, beta2=0.95, eps=1e-12))
+        losses.append(fb.result().metrics["loss:sum"])
+        opt.result()
+        times.append(time.perf_counter() - t0)
+    return losses, sum(times[1:]) / max(len(times) - 1, 1)
 
 
-def compare(work: Path, *, layers: int, width: int, chats: int, steps: int) -> dict[str, Any]:
+def compare(work: Path, *, layers: int, width: int, chats: int, steps: int, threads: int,
+            rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds, the two sides taking turns in each (a new run, then a new training client
+    on the one server): the machine's changes of speed fall on both."""
+    os.environ.setdefault("TINKER_API_KEY", "tml-benchmark")
+    os.environ.setdefault("TINKER_TELEMETRY", "0")
     base = make_base(work / "base", layers, width)
     path = write_chats(work / "chats.jsonl", chats)
-    run, run_losses, run_step = run_side(base, path, work, steps, rows=chats)
-    rows = prepared_rows(run)
-    tk_losses, tk_step = tinker_side(base, rows, work, steps)
-    worst = max(abs(a - b) / abs(a) for a, b in zip(run_losses, tk_losses))
-    return {"run": run_losses, "tinker": tk_losses, "worst_relative": worst, "rows": len(rows),
-            "run_step_s": run_step, "tinker_step_s": tk_step}
+    proc, url = start_server(work, threads)
+    try:
+        out: dict[str, Any] = {"run_step_s": [], "tinker_step_s": [], "worst_relative": 0.0}
+        for i in range(rounds):
+            (work / f"round-{i}").mkdir()
+            run, run_losses, run_step = run_side(base, path, work / f"round-{i}", steps, rows=chats, threads=threads)
+            rows = prepared_rows(run)
+            tk_losses, tk_step = tinker_side(url, base, rows, steps)
+            worst = max(abs(a - b) / abs(a) for a, b in zip(run_losses, tk_losses))
+            out.update(run=run_losses, tinker=tk_losses, rows=len(rows),
+                       worst_relative=max(out["worst_relative"], worst))
+            out["run_step_s"].append(run_step)
+            out["tinker_step_s"].append(tk_step)
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="the tiny base, 8 chats, 6 steps: the script still runs")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, the sides taking turns; the median is reported")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads on each side (train.cpu_threads, the "
+                    "server's OMP_NUM_THREADS); default 1")
     args = ap.parse_args()
-    size = dict(layers=2, width=64, chats=8, steps=6) if args.smoke else dict(layers=4, width=128, chats=40,
-                                                                              steps=args.steps)
+    size = dict(layers=2, width=64, chats=8, steps=6, rounds=1) if args.smoke else dict(layers=4, width=128, chats=40,
+                                                                              steps=args.steps, rounds=args.rounds)
     work = Path(tempfile.mkdtemp(prefix="tinker-loop-"))
-    r = compare(work, **size)
+    r = compare(work, **size, threads=args.threads)
     print(f"{r['rows']} rows, {size['steps']} steps, LoRA r8 on a GPT-2 of {size['layers']} layers x {size['width']}")
     print("step  clustertune run  tinker SDK loop")
     for i, (a, b) in enumerate(zip(r["run"], r["tinker"]), 1):
         print(f"{i:4d}  {a:15.6f}  {b:15.6f}")
-    print(f"largest relative difference of the loss: {r['worst_relative']:.2e}")
-    print(f"seconds per step: clustertune run {r['run_step_s']:.4f}, tinker loop {r['tinker_step_s']:.4f}, "
-          f"ratio (tinker / run) {r['tinker_step_s'] / r['run_step_s']:.2f}")
+    print(f"largest relative difference of the loss (every round): {r['worst_relative']:.2e}")
+    ratios = [t / w for t, w in zip(r["tinker_step_s"], r["run_step_s"])]
+    for i, (w, t, q) in enumerate(zip(r["run_step_s"], r["tinker_step_s"], ratios), 1):
+        print(f"round {i}: seconds per step: clustertune run {w:.4f}, tinker loop {t:.4f}, ratio {q:.2f}")
+    print(f"ratio={statistics.median(ratios):.2f} (tinker loop / clustertune run, time per step, median of "
+          f"{len(ratios)} rounds)")
     sys.stdout.flush()
 
 

@@ -22,7 +22,7 @@ from clustertune.errors import ModelError
 from clustertune.serve.app import make_app
 from clustertune.serve.engine import Engine, Limits
 from clustertune.serve.protocol import ApiError, check_sampling, read_chat
-from clustertune.serve.tinker import lora, sampling, wire
+from clustertune.serve.tinker import forward, lora, sampling, wire
 from clustertune.serve.tinker.lora import Base, LoraSpec, TinkerUserError
 from clustertune.serve.tinker.service import TinkerService
 from clustertune.use.generate import Generator
@@ -374,7 +374,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[An
 
 def _train(t: lora.Trainee) -> None:
     datum = {"tokens": [1, 2, 3], "inputs": {"target_tokens": np.array([2, 3, 4]), "weights": np.ones(3, np.float32)}}
-    lora.forward_backward(t, [datum], "cross_entropy", None, backward=True)
+    forward.forward_backward(t, [datum], "cross_entropy", None, backward=True)
     lora.optim_step(t, {"learning_rate": 1e-2})
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from clustertune.serve.tinker import lora
+from clustertune.serve.tinker import forward, lora
 from clustertune.serve.tinker.lora import Base, LoraSpec, TinkerUserError, Trainee
 
 
@@ -32,7 +32,7 @@ def datum(weight: float) -> dict[str, Any]:
 
 
 def loss(t: Trainee) -> float:
-    return lora.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=False)[1]["loss:sum"]
+    return forward.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=False)[1]["loss:sum"]
 
 
 def snapshot(t: Trainee) -> tuple[list[torch.Tensor], dict[str, Any] | None, int]:
@@ -58,14 +58,14 @@ def assert_unchanged(t: Trainee, before: tuple[list[torch.Tensor], dict[str, Any
 def test_a_step_that_would_poison_the_weights_is_refused_and_leaves_the_client_as_it_was(trainee: Trainee) -> None:
     t = trainee
     # Finite inputs whose loss overflows float32: infinite gradients, refused before anything changes.
-    lora.forward_backward(t, [datum(3e38)], "cross_entropy", None, backward=True)
+    forward.forward_backward(t, [datum(3e38)], "cross_entropy", None, backward=True)
     before = snapshot(t)
     with pytest.raises(TinkerUserError, match="gradients gathered since its last step are not finite"):
         lora.optim_step(t, {"learning_rate": 1e-2})
     assert_unchanged(t, before)
 
     # eps 0 over LoRA's zero gradients (its B starts at zero) divides 0 by 0 on the first step.
-    lora.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
+    forward.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
     with pytest.raises(TinkerUserError, match="would make weights NaN or infinite"):
         lora.optim_step(t, {"learning_rate": 1e-2, "eps": 0.0})
     assert_unchanged(t, before)
@@ -74,7 +74,7 @@ def test_a_step_that_would_poison_the_weights_is_refused_and_leaves_the_client_a
     # updated the moments by then) is undone as well, Adam's moments included.
     first = loss(t)
     lora.optim_step(t, {"learning_rate": 1e-2})
-    lora.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
+    forward.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
     before = snapshot(t)
     assert before[1] is not None and before[2] == 1
     with pytest.raises(TinkerUserError, match="overflows"):
@@ -84,5 +84,5 @@ def test_a_step_that_would_poison_the_weights_is_refused_and_leaves_the_client_a
     # The client goes on: finite losses that fall.
     for _ in range(3):
         lora.optim_step(t, {"learning_rate": 1e-2})
-        lora.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
+        forward.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
     assert t.steps == 4 and np.isfinite(loss(t)) and loss(t) < first

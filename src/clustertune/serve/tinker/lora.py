@@ -27,7 +27,6 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json, replace_dir, temp_sibling
 from clustertune.serve.protocol import shown
-from clustertune.serve.tinker.losses import LossError, check, datum_loss
 
 ATTN = re.compile(r"(^|\.)[^.]*(attn|attention)[^.]*\.")
 MLP = re.compile(r"(^|\.)[^.]*(mlp|ffn|feed_forward|experts)[^.]*\.")
@@ -115,18 +114,16 @@ class Base:
     adapters: set[str] = field(default_factory=set)
     samplers: dict[str, str] = field(default_factory=dict)  # sampler weights directory -> adapter name
     kinds: dict[str, str] = field(default_factory=dict)
+    # Read once: an adapter changes neither, and the lookup through PEFT's wrappers costs about
+    # 10 us a call, which a per-token check of a request multiplied into milliseconds.
+    vocab: int = 0
+    positions: int | None = None
 
     def __post_init__(self) -> None:
         self.kinds = layer_kinds(self.model)
-
-    @property
-    def positions(self) -> int | None:
+        self.vocab = int(self.model.get_input_embeddings().num_embeddings)
         n = getattr(self.model.config, "max_position_embeddings", None) or getattr(self.model.config, "n_positions", None)
-        return int(n) if n else None
-
-    @property
-    def vocab(self) -> int:
-        return int(self.model.get_input_embeddings().num_embeddings)
+        self.positions = int(n) if n else None
 
     def add(self, name: str, spec: LoraSpec) -> None:
         import torch
@@ -168,10 +165,15 @@ class Base:
         return self.model.get_base_model() if isinstance(self.model, PeftModel) else self.model
 
     @contextlib.contextmanager
-    def using(self, name: str | None) -> Iterator[Any]:
-        """The model with adapter ``name`` active (None: the base alone)."""
+    def using(self, name: str | None, training: bool = False) -> Iterator[Any]:
+        """The model with adapter ``name`` active (None: the base alone), in training mode or not.
+
+        Both switches walk every module of the model (milliseconds a call on a small model), so
+        each is made only when the model is not already so."""
         from peft import PeftModel
 
+        if self.model.training != training:
+            self.model.train(training)
         if not isinstance(self.model, PeftModel):
             assert name is None
             yield self.model
@@ -179,7 +181,8 @@ class Base:
             with self.model.disable_adapter():
                 yield self.model
         else:
-            self.model.set_adapter(name)
+            if self.model.active_adapter != name:
+                self.model.set_adapter(name)
             yield self.model
 
     def params(self, name: str) -> list[Any]:
@@ -199,86 +202,6 @@ class Trainee:
     base_ref: str = ""  # the base as this client named it (several names may load one base)
     last_seq: int = 0  # the seq_id of the last request done for it
     restored_seq: int | None = None  # restored after a restart: the last seq_id its state includes
-
-
-def target_tokens(i: int, inputs: dict[str, Any]) -> Any:
-    """Datum ``i``'s ``target_tokens`` as token ids (int64), else :class:`TinkerUserError`: a float
-    such as 6.5 would be cut to 6 by the cast, training on a token nobody sent."""
-    import numpy as np
-
-    if "target_tokens" not in inputs:
-        raise TinkerUserError(f"datum {i}: loss_fn_inputs has no target_tokens")
-    targets = np.asarray(inputs["target_tokens"]).reshape(-1)
-    if targets.dtype.kind not in "iu":
-        raise TinkerUserError(f"datum {i}: loss_fn_inputs['target_tokens'] is {targets.dtype}: send token ids as "
-                              "integers (int64 or int32)")
-    return targets.astype(np.int64)
-
-
-def check_targets(data: list[dict[str, Any]]) -> None:
-    """Every datum's ``target_tokens`` are token ids (at the edge, before anything is queued)."""
-    for i, d in enumerate(data):
-        target_tokens(i, d["inputs"])
-
-
-def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: dict[str, Any] | None,
-                     backward: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Log-probabilities of each datum's target tokens, the loss summed over the data, and (with
-    ``backward``) its gradients added to the adapter's: a later :func:`optim_step` applies them.
-
-    ``data``: ``{"tokens": [...], "inputs": {name: numpy array}}`` per datum."""
-    import numpy as np
-    import torch
-
-    check(loss, config)
-    if not data:
-        raise TinkerUserError("forward_backward got no data: send at least one Datum")
-    rows, limit = [], t.base.positions
-    for i, d in enumerate(data):
-        tokens = d["tokens"]
-        inputs = d["inputs"]
-        targets = target_tokens(i, inputs)
-        if len(targets) != len(tokens):
-            raise TinkerUserError(f"datum {i}: target_tokens has {len(targets)} entries and model_input {len(tokens)} "
-                                  "tokens: give one target per input position (the input shifted by one)")
-        if not tokens:
-            raise TinkerUserError(f"datum {i}: model_input is empty")
-        if limit is not None and len(tokens) > limit:
-            raise TinkerUserError(f"datum {i}: {len(tokens)} tokens; {t.base.ref} takes at most {limit} positions")
-        bad = [int(x) for x in (*tokens, *targets.tolist()) if not 0 <= int(x) < t.base.vocab]
-        if bad:
-            raise TinkerUserError(f"datum {i}: token id {bad[0]} is outside the vocabulary of {t.base.ref} "
-                                  f"(0..{t.base.vocab - 1})")
-        rows.append((tokens, targets))
-    width = max(len(r[0]) for r in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, (tokens, _) in enumerate(rows):
-        ids[i, :len(tokens)] = torch.tensor(tokens)
-        mask[i, :len(tokens)] = 1
-    dev = t.base.device
-    with t.base.using(t.adapter) as model:
-        model.train(backward)
-        grad = torch.enable_grad() if backward else torch.no_grad()
-        with grad:
-            logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float()
-            total = logits.new_zeros(())
-            outputs = []
-            for i, (tokens, targets) in enumerate(rows):
-                n = len(tokens)
-                logp = torch.log_softmax(logits[i, :n], dim=-1)
-                picked = logp.gather(-1, torch.as_tensor(targets, dtype=torch.long, device=dev)[:, None])[:, 0]
-                given = {k: torch.as_tensor(np.asarray(v, dtype=np.float32).reshape(-1), device=dev)
-                         for k, v in data[i]["inputs"].items() if k != "target_tokens"}
-                try:
-                    total = total + datum_loss(loss, picked, given, config)
-                except LossError as exc:
-                    raise TinkerUserError(f"datum {i}: {exc}") from None
-                outputs.append({"logprobs": picked.detach().float().cpu().numpy()})
-            if backward:
-                total.backward()
-        model.eval()
-    return outputs, {"loss:sum": float(total.detach())}
 
 
 ADAM_KEYS = ("learning_rate", "beta1", "beta2", "eps", "weight_decay", "grad_clip_norm")
@@ -322,9 +245,11 @@ def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
     import torch
 
     p = adam_params(adam)
-    params = t.base.params(t.adapter)
+    # The optimizer's own list once it exists (the same tensors; walking the model's parameters
+    # by name costs about a millisecond a step).
+    params = t.optimizer.param_groups[0]["params"] if t.optimizer is not None else t.base.params(t.adapter)
     grads = [q.grad for q in params if q.grad is not None]
-    if grads and not bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()):  # one sync
+    if grads and not _all_finite(grads):
         for q in params:
             q.grad = None
         raise TinkerUserError(
@@ -338,7 +263,7 @@ def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
     # The state as it is, to put back if the step goes wrong (the adapter and its moments are
     # small beside the base model).
     weights = [q.detach().clone() for q in params]
-    state = copy.deepcopy(t.optimizer.state_dict()) if had_optimizer else None
+    state = _state_copy(t.optimizer.state_dict()) if had_optimizer else None
     for group in t.optimizer.param_groups:
         group.update(lr=p["learning_rate"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
                      weight_decay=p["weight_decay"])
@@ -370,13 +295,34 @@ def optim_step(t: Trainee, adam: dict[str, Any]) -> dict[str, float]:
             raise TinkerUserError(f"optim_step refused for {t.model_id}: with adam_params {p} the step overflows "
                                   f"({exc}): {why}") from None
         raise
-    if not bool(torch.stack([torch.isfinite(q).all() for q in params]).all()):
+    if not _all_finite(params):
         put_back()
         raise TinkerUserError(f"optim_step refused for {t.model_id}: with adam_params {p} this step would make "
                               f"weights NaN or infinite: {why}")
     t.optimizer.zero_grad(set_to_none=True)
     t.steps += 1
     return metrics
+
+
+def _all_finite(tensors: list[Any]) -> bool:
+    """No NaN or infinity in any of ``tensors``: their largest magnitudes in one fused call (a
+    NaN or an infinity makes its own), then one sync. Empty tensors hold nothing to check."""
+    import torch
+
+    tensors = [x for x in tensors if x.numel()]
+    if not tensors:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(tensors, float("inf")))).all())
+
+
+def _state_copy(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer's ``state_dict`` with its tensors cloned: what ``copy.deepcopy`` gives, at a
+    fraction of its cost (deepcopy walks every tensor through Python's copy protocol)."""
+    import torch
+
+    return {"state": {k: {n: v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for n, v in s.items()}
+                      for k, s in state["state"].items()},
+            "param_groups": copy.deepcopy(state["param_groups"])}
 
 
 def write_adapter(t: Trainee, directory: Path) -> None:

@@ -87,18 +87,42 @@ def check(name: str, config: dict[str, Any] | None) -> None:
     raise LossError(f"unknown loss {name!r}; this server computes {', '.join(SUPPORTED)}")
 
 
+# Losses that are not a sum of one term per token: computed a datum at a time. The others are
+# computed once over every datum's tokens together (the same sum, far fewer kernels).
+PER_SEQUENCE = ("gspo",)
+
+
+def check_inputs(name: str, inputs: dict[str, Any], shape: tuple[int, ...]) -> None:
+    """The ``loss_fn_inputs`` loss ``name`` reads are all there, each one value per target token."""
+    missing = [k for k in INPUTS[name] if k not in inputs]
+    if missing:
+        raise LossError(f"loss {name!r} needs loss_fn_inputs {', '.join(missing)} (given: {', '.join(sorted(inputs))})")
+    for key in INPUTS[name]:
+        if tuple(inputs[key].shape) != shape:
+            raise LossError(f"loss_fn_inputs[{key!r}] has shape {tuple(inputs[key].shape)}; target_tokens has "
+                            f"{shape}: give one value per target token")
+
+
+def with_gradient(name: str, inputs: dict[str, Any], n: int) -> Any:
+    """Which of a datum's ``n`` target tokens the loss can move (a numpy bool array): those whose
+    weight (``cross_entropy``) or advantage (the policy losses) is not zero. Elsewhere each term
+    is zero whatever the log-probability, so its gradient is too; ``dro``'s penalty moves every
+    token. Inputs of the wrong shape: every token (:func:`datum_loss` names the problem)."""
+    import numpy as np
+
+    key = {"cross_entropy": "weights", "dro": None}.get(name, "advantages")
+    given = inputs.get(key) if key else None
+    if given is None or given.shape != (n,):
+        return np.ones(n, dtype=bool)
+    return given != 0
+
+
 def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[str, Any] | None) -> Any:
     """The loss of one datum (a 0-d tensor) from its target log-probabilities (1-d, one per
     target token) and its ``loss_fn_inputs`` as tensors of the same length."""
     import torch
 
-    missing = [k for k in INPUTS[name] if k not in inputs]
-    if missing:
-        raise LossError(f"loss {name!r} needs loss_fn_inputs {', '.join(missing)} (given: {', '.join(sorted(inputs))})")
-    for key in INPUTS[name]:
-        if inputs[key].shape != logprobs.shape:
-            raise LossError(f"loss_fn_inputs[{key!r}] has shape {tuple(inputs[key].shape)}; target_tokens has "
-                            f"{tuple(logprobs.shape)}: give one value per target token")
+    check_inputs(name, inputs, tuple(logprobs.shape))
     if name == "cross_entropy":
         return -(inputs["weights"].to(logprobs.dtype) * logprobs).sum()
     ratio = torch.exp(logprobs - inputs["logprobs"].to(logprobs.dtype))

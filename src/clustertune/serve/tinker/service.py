@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertune.errors import UserError
-from clustertune.serve.tinker import fields, lora, wire
+from clustertune.serve.tinker import fields, forward, lora, wire
 from clustertune.serve.tinker import sampling as sampling_of
 from clustertune.serve.tinker.bases import resolve_base
 from clustertune.serve.tinker.sampling import prompt_tokens, read_sampling, with_end_of_text
@@ -274,10 +274,10 @@ class TinkerService:
         except (TinkerUserError, LossError) as exc:
             return self.failed(str(exc))
         wire.check_finite(req["data"])  # first: a NaN among float targets is named with its position
-        lora.check_targets(req["data"])
+        forward.check_targets(req["data"])
 
         def run(t: Trainee) -> Any:
-            outputs, metrics = lora.forward_backward(t, req["data"], req["loss"], req["config"],
+            outputs, metrics = forward.forward_backward(t, req["data"], req["loss"], req["config"],
                                                      backward=not req["forward_only"])
             return ("proto", wire.forward_backward_output(outputs, metrics))
 
