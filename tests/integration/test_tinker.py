@@ -131,7 +131,7 @@ def test_the_server_trains_as_clustertune_run_does(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("tinker_loop", Path(__file__).parents[2] / "benchmarks" / "tinker_loop.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    r = bench.compare(tmp_path, layers=2, width=64, chats=8, steps=6)
+    r = bench.compare(tmp_path, layers=2, width=64, chats=8, steps=6, threads=1, rounds=1)
     assert r["rows"] == 8 and len(r["run"]) == len(r["tinker"]) == 6
     assert r["tinker"][-1] < 0.95 * r["tinker"][0]  # it trained
     assert r["worst_relative"] <= 1e-3, list(zip(r["run"], r["tinker"]))
@@ -333,6 +333,38 @@ def test_state_round_trips_bit_exactly_and_clients_do_not_disturb_each_other(ser
     assert {a.model_id, b.model_id} <= set(session.training_run_ids)
     rest.delete_checkpoint_from_tinker_path(path).result()
     assert path not in [c.tinker_path for c in rest.list_checkpoints(a.model_id).result().checkpoints]
+
+
+def test_clients_of_other_ranks_and_a_sampler_at_once_each_get_their_numbers_alone(service: Any,
+                                                                                   chat_base: Path) -> None:
+    """Two training clients of different LoRA ranks and a sampling client, each driven from its own
+    thread so their requests interleave on the one base: every number equals the same client's
+    run alone (the server does one request at a time and switches adapters between them)."""
+    tok = service.create_lora_training_client(base_model=str(chat_base), rank=2, seed=0).result().get_tokenizer()
+    data = supervised_batch(tok)
+    prompt = types.ModelInput.from_ints(tok.encode("The for"))
+    params = types.SamplingParams(max_tokens=8, temperature=1.0, seed=11, stop=[])
+    maker = service.create_lora_training_client(base_model=str(chat_base), rank=4, seed=9).result()
+    train(maker, data, 2)
+    sampler = maker.save_weights_and_get_sampling_client().result()
+
+    def client(rank: int, seed: int) -> Any:
+        return service.create_lora_training_client(base_model=str(chat_base), rank=rank, seed=seed).result()
+
+    def samples() -> list[list[int]]:
+        return [list(sampler.sample(prompt, 2, params).result().sequences[i].tokens) for _ in range(4) for i in range(2)]
+
+    alone = {"r4": train(client(4, 21), data, 5), "r16": train(client(16, 22), data, 5), "sampler": samples()}
+    a, b = client(4, 21), client(16, 22)
+    together: dict[str, Any] = {}
+    jobs = {"r4": lambda: train(a, data, 5), "r16": lambda: train(b, data, 5), "sampler": samples}
+    threads = [threading.Thread(target=lambda k=k: together.__setitem__(k, jobs[k]())) for k in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert together == alone
+    assert alone["r4"] != alone["r16"]  # the ranks differ, so their numbers do: the check can fail
 
 
 def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, chat_base: Path) -> None:

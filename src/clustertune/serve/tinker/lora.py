@@ -118,6 +118,8 @@ class Base:
     # 10 us a call, which a per-token check of a request multiplied into milliseconds.
     vocab: int = 0
     positions: int | None = None
+    # The adapter this server last made active (None: not known, after any change of adapters).
+    active: str | None = None
 
     def __post_init__(self) -> None:
         self.kinds = layer_kinds(self.model)
@@ -140,6 +142,7 @@ class Base:
                     self.model = get_peft_model(self.model, config, adapter_name=name)
         self.model.to(self.device)
         self.adapters.add(name)
+        self.active = None
 
     def load(self, name: str, directory: Path) -> None:
         """An adapter written by :func:`write_adapter`, as ``name`` (frozen: sampling)."""
@@ -152,11 +155,13 @@ class Base:
                 self.model = PeftModel.from_pretrained(self.model, str(directory), adapter_name=name)
         self.model.to(self.device)
         self.adapters.add(name)
+        self.active = None
 
     def drop(self, name: str) -> None:
         if name in self.adapters and len(self.adapters) > 1:
             self.model.delete_adapter(name)
         self.adapters.discard(name)
+        self.active = None
         self.samplers = {k: v for k, v in self.samplers.items() if v != name}
 
     def _plain(self) -> Any:
@@ -181,8 +186,9 @@ class Base:
             with self.model.disable_adapter():
                 yield self.model
         else:
-            if self.model.active_adapter != name:
+            if self.active != name:
                 self.model.set_adapter(name)
+                self.active = name
             yield self.model
 
     def params(self, name: str) -> list[Any]:

@@ -107,14 +107,12 @@ def with_gradient(name: str, inputs: dict[str, Any], n: int) -> Any:
     """Which of a datum's ``n`` target tokens the loss can move (a numpy bool array): those whose
     weight (``cross_entropy``) or advantage (the policy losses) is not zero. Elsewhere each term
     is zero whatever the log-probability, so its gradient is too; ``dro``'s penalty moves every
-    token. Inputs of the wrong shape: every token (:func:`datum_loss` names the problem)."""
+    token. The inputs are checked first (:func:`check_inputs`)."""
     import numpy as np
 
+    check_inputs(name, inputs, (n,))
     key = {"cross_entropy": "weights", "dro": None}.get(name, "advantages")
-    given = inputs.get(key) if key else None
-    if given is None or given.shape != (n,):
-        return np.ones(n, dtype=bool)
-    return given != 0
+    return inputs[key] != 0 if key else np.ones(n, dtype=bool)
 
 
 def datum_loss(name: str, logprobs: Any, inputs: dict[str, Any], config: dict[str, Any] | None) -> Any:
