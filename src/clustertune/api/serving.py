@@ -30,6 +30,7 @@ from clustertune.remote.transport import ssh_env
 from clustertune.runs.run import Run
 from clustertune.runs.store import runs_root as default_runs_root
 from clustertune.script import RUN_DIR_ENV
+from clustertune.serve.host_memory import keep_freed_memory
 from clustertune.serve.engine import Limits
 from clustertune.serve.listen import ServeError
 from clustertune.serve.tinker.service import TinkerService
@@ -59,6 +60,7 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
     alone); its checkpoints go to ``tinker_dir`` (default ``RUNS_ROOT/tinker``, or the run
     directory's ``tinker/`` when the server is a run)."""
     _require_extra()
+    keep_freed_memory()  # before any of the server's threads allocates (their arenas)
     if model is None and not tinker:
         raise UserError("name the model to serve (a run id or a model directory), or --tinker for the Tinker "
                         "training API alone")
