@@ -61,6 +61,11 @@ if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import clustertune" >/dev/null 2>
   # DeepSpeed (in the test and deepspeed extras) would otherwise try to compile all its ops at
   # install time; with DS_BUILD_OPS=0 the few that are used compile on first use and are cached.
   DS_BUILD_OPS=0 pip install -e "$target"
+  if [[ " ${extras[*]} " == *" test "* ]]; then
+    # The tinker-cookbook's loops are a client the tests run (pyproject.toml's test extra says why
+    # without its dependencies; the rest of them are in that extra).
+    pip install --no-deps "tinker-cookbook==0.6.1"
+  fi
   .venv/bin/python -c "import clustertune, torch, transformers, accelerate" >/dev/null
   touch "$stamp"
 fi
