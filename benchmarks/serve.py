@@ -13,17 +13,21 @@ builtin corpus and ChatML as its chat template), served by each server in turn o
 Each level sends the same chat requests (greedy, ``max_tokens`` fixed, the answer not allowed
 to end early: ``ignore_eos`` is not in OpenAI's protocol, so prompts are varied and the count of
 completion tokens each server reports is what tokens/s divides) from N client threads with
-OpenAI's own client, after one warm-up request. Printed per level: requests/s and completion
-tokens/s for both, and ``ratio=`` clustertune over the peer (tokens/s). Servers run one at a time,
-so they do not share the two cores.
+OpenAI's own client, after one warm-up request. Servers run one at a time, so they do not share
+the two cores, in ``--rounds`` rounds (default 3) in which they take turns, the first one changing
+each round. Printed per round and level: requests/s, completion tokens/s and the median and 95th
+percentile of a request's time for both; then per level ``ratio=``, the median over the rounds of
+clustertune over the peer (tokens/s), with the medians of p50 and p95.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 QUESTIONS = ["Which keyword starts a loop?", "What does def define?", "What is a tuple?", "How do I open a file?",
              "What does yield do?", "Explain a dictionary.", "What is a class?", "What is None?"]
@@ -77,27 +82,29 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 300) -
     raise SystemExit(f"{base} not ready after {timeout:.0f} s")
 
 
-def load(base_url: str, model: str, clients: int, requests: int, max_tokens: int) -> tuple[float, float]:
-    """(requests/s, completion tokens/s) for ``requests`` chat requests from ``clients`` threads."""
+def load(base_url: str, model: str, clients: int, requests: int, max_tokens: int) -> dict[str, Any]:
+    """Requests/s, completion tokens/s and each request's seconds for ``requests`` chat requests
+    from ``clients`` threads."""
     import openai
 
     client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=600)
 
-    def one(i: int) -> int:
+    def one(i: int) -> tuple[int, float]:
+        t = time.perf_counter()
         r = client.chat.completions.create(model=model, temperature=0, max_tokens=max_tokens,
                                            messages=[{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} ({i})"}])
-        return r.usage.completion_tokens
+        return r.usage.completion_tokens, time.perf_counter() - t
 
     one(0)  # warm-up: first-call costs are not the server's speed
     t0 = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        tokens = sum(pool.map(one, range(requests)))
+        done = list(pool.map(one, range(requests)))
     dt = time.perf_counter() - t0
-    return requests / dt, tokens / dt
+    return {"req_s": requests / dt, "tok_s": sum(n for n, _ in done) / dt, "latency": [s for _, s in done]}
 
 
 def serve_and_measure(name: str, argv: list[str], base: str, model: str, levels: list[int], requests: int,
-                      max_tokens: int) -> dict[int, tuple[float, float]]:
+                      max_tokens: int) -> dict[int, dict[str, Any]]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
@@ -105,7 +112,9 @@ def serve_and_measure(name: str, argv: list[str], base: str, model: str, levels:
         out = {}
         for c in levels:
             out[c] = load(base + "/v1", model, c, requests, max_tokens)
-            print(f"  {name:<22} clients={c:<3} {out[c][0]:7.2f} req/s {out[c][1]:9.1f} tokens/s", flush=True)
+            p50, p95 = percentiles(out[c]["latency"])
+            print(f"  {name:<22} clients={c:<3} {out[c]['req_s']:7.2f} req/s {out[c]['tok_s']:9.1f} tokens/s "
+                  f"p50 {p50 * 1000:6.1f} ms p95 {p95 * 1000:6.1f} ms", flush=True)
         return out
     finally:
         proc.terminate()
@@ -115,34 +124,64 @@ def serve_and_measure(name: str, argv: list[str], base: str, model: str, levels:
             proc.kill()
 
 
+def percentiles(seconds: list[float]) -> tuple[float, float]:
+    """The median and the 95th percentile (nearest rank) of request times."""
+    ordered = sorted(seconds)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smoke", action="store_true", help="the 2-layer test size and 8 requests per level")
     ap.add_argument("--levels", default="1,4,16")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, the servers taking turns (the first one changing "
+                    "each round); medians are reported")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     layers, width, requests = (2, 64, 8) if args.smoke else (4, 256, 48)
+    if args.smoke:
+        args.rounds = 1
     bindir = Path(sys.executable).parent
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_model(Path(tmp) / "bench-model", layers, width)
         blocks = ["--cb-num-blocks", "512", "--cb-max-batch-tokens", "512"]
-        p1, p2 = free_port(), free_port()
-        ours = serve_and_measure("clustertune serve", [str(bindir / "clustertune"), "serve", str(model_dir), "--port",
-                                                       str(p1), "--device", "cpu", "--dtype", "fp32",
-                                                       "--max-running", "16"],
-                                 f"http://127.0.0.1:{p1}", model_dir.name, levels, requests, args.max_tokens)
-        peer = serve_and_measure("transformers serve", [str(bindir / "transformers"), "serve", str(model_dir),
-                                                        "--port", str(p2), "--host", "127.0.0.1", "--device", "cpu",
-                                                        "--dtype", "float32", "--continuous-batching", *blocks],
-                                 f"http://127.0.0.1:{p2}", str(model_dir), levels, requests, args.max_tokens)
+
+        def ours() -> dict[int, dict[str, Any]]:
+            port = free_port()
+            return serve_and_measure("clustertune serve", [str(bindir / "clustertune"), "serve", str(model_dir), "--port",
+                                                           str(port), "--device", "cpu", "--dtype", "fp32",
+                                                           "--max-running", "16"],
+                                     f"http://127.0.0.1:{port}", model_dir.name, levels, requests, args.max_tokens)
+
+        def peer() -> dict[int, dict[str, Any]]:
+            port = free_port()
+            return serve_and_measure("transformers serve", [str(bindir / "transformers"), "serve", str(model_dir),
+                                                            "--port", str(port), "--host", "127.0.0.1", "--device", "cpu",
+                                                            "--dtype", "float32", "--continuous-batching", *blocks],
+                                     f"http://127.0.0.1:{port}", str(model_dir), levels, requests, args.max_tokens)
+
+        rounds = []
+        for r in range(args.rounds):
+            print(f"round {r + 1}", flush=True)
+            # The sides take turns, the first one changing each round.
+            first, second = (ours, peer) if r % 2 == 0 else (peer, ours)
+            a, b = first(), second()
+            rounds.append((a, b) if r % 2 == 0 else (b, a))
     rows = {}
     for c in levels:
-        ratio = ours[c][1] / peer[c][1]
-        rows[c] = {"clustertune_req_s": ours[c][0], "clustertune_tok_s": ours[c][1], "peer_req_s": peer[c][0],
-                   "peer_tok_s": peer[c][1], "ratio": ratio}
-        print(f"clients={c} ratio={ratio:.2f}x (tokens/s, clustertune over transformers serve)")
+        ratios = [o[c]["tok_s"] / p[c]["tok_s"] for o, p in rounds]
+        ours_p50 = statistics.median(percentiles(o[c]["latency"])[0] for o, _ in rounds)
+        peer_p50 = statistics.median(percentiles(p[c]["latency"])[0] for _, p in rounds)
+        ours_p95 = statistics.median(percentiles(o[c]["latency"])[1] for o, _ in rounds)
+        peer_p95 = statistics.median(percentiles(p[c]["latency"])[1] for _, p in rounds)
+        rows[c] = {"ratios": ratios, "ratio": statistics.median(ratios), "clustertune_p50_s": ours_p50,
+                   "peer_p50_s": peer_p50, "clustertune_p95_s": ours_p95, "peer_p95_s": peer_p95,
+                   "clustertune_tok_s": [o[c]["tok_s"] for o, _ in rounds], "peer_tok_s": [p[c]["tok_s"] for _, p in rounds]}
+        print(f"clients={c} ratio={rows[c]['ratio']:.2f}x (tokens/s, clustertune over transformers serve, median of "
+              f"{len(ratios)} rounds: {', '.join(f'{x:.2f}' for x in ratios)}); p50 {ours_p50 * 1000:.1f} vs "
+              f"{peer_p50 * 1000:.1f} ms, p95 {ours_p95 * 1000:.1f} vs {peer_p95 * 1000:.1f} ms")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
