@@ -86,3 +86,49 @@ def test_a_step_that_would_poison_the_weights_is_refused_and_leaves_the_client_a
         lora.optim_step(t, {"learning_rate": 1e-2})
         forward.forward_backward(t, [datum(1.0)], "cross_entropy", None, backward=True)
     assert t.steps == 4 and np.isfinite(loss(t)) and loss(t) < first
+
+
+def _capped_trainee(tmp_path: Path) -> Trainee:
+    """A base whose forward soft-caps the output layer's logits (as Gemma's does), with LoRA."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Capped(GPT2LMHeadModel):
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().forward(*args, **kwargs)
+            out.logits = 2.0 * torch.tanh(out.logits / 2.0)
+            return out
+
+    torch.manual_seed(0)
+    model = Capped(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2, n_positions=32))
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)  # logits well past the cap, so capping changes them
+    base = Base(ref="capped", path=tmp_path, model=model.eval(), tokenizer=None, device="cpu")
+    base.add("tk_1", LoraSpec(rank=2))
+    return Trainee("s:train:0", base, "tk_1", LoraSpec(rank=2))
+
+
+@pytest.mark.parametrize("capped", [False, True], ids=["plain", "soft-capped"])
+def test_log_probabilities_are_the_models_own_where_the_loss_moves_a_few_tokens_only(trainee: Trainee,
+                                                                                      tmp_path: Path,
+                                                                                      capped: bool) -> None:
+    """A datum trained on two of its five tokens: every returned log-probability is the model's
+    own (as the whole forward computes it), and so is the gradient, whether or not the model
+    changes its output layer's result."""
+    t = _capped_trainee(tmp_path) if capped else trainee
+    tokens, targets = [1, 2, 3, 4, 5], np.array([2, 3, 4, 5, 6])
+    weights = np.array([0, 0, 0, 1, 1], np.float32)
+    outputs, metrics = forward.forward_backward(t, [{"tokens": tokens, "inputs": {"target_tokens": targets,
+                                                                                  "weights": weights}}],
+                                                "cross_entropy", None, backward=True)
+    got = {n: p.grad.clone() for n, p in t.base.model.named_parameters() if p.grad is not None}
+    t.base.model.zero_grad(set_to_none=True)
+
+    with t.base.using(t.adapter, training=True) as model:
+        logp = torch.log_softmax(model(input_ids=torch.tensor([tokens])).logits[0].float(), -1)
+        want = logp.gather(-1, torch.tensor(targets)[:, None])[:, 0]
+        (-(torch.tensor(weights) * want).sum()).backward()
+    np.testing.assert_allclose(outputs[0]["logprobs"], want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert metrics["loss:sum"] == pytest.approx(float(-(torch.tensor(weights) * want).sum()), rel=1e-5)
+    assert got and all(torch.allclose(got[n], p.grad, rtol=1e-4, atol=1e-7) for n, p in
+                       t.base.model.named_parameters() if p.grad is not None)
+    t.base.model.zero_grad(set_to_none=True)

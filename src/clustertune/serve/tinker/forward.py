@@ -7,7 +7,9 @@ loss has a gradient only where its weights (``cross_entropy``) or advantages (th
 are not zero: in a chat's supervised datum that is the assistant's few tokens. The output layer
 and its log-softmax run with a gradient over those positions only; the others are scored once
 without one (as :mod:`clustertune.train.sft_loss` does for ``clustertune run``). The loss takes
-the same values either way, and its gradient is the same, since it is zero at the others.
+the same values either way, and its gradient is the same, since it is zero at the others. A
+model that changes what its output layer returns (soft-capping, a logit scale) is found by the
+two passes disagreeing where both scored, and takes the plain path: every position with a gradient.
 """
 
 from __future__ import annotations
@@ -88,6 +90,38 @@ def _scores(logits: Any, targets: Any) -> Any:
     return logits.gather(-1, targets[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
 
 
+def _logits(model: Any, inputs: dict[str, Any]) -> Any:
+    # use_cache=False: by default GPT-2 and Llama build a KV cache in training too (5-7% of a
+    # small model's forward and backward, measured), which nothing here reads.
+    return model(**inputs, use_cache=False).logits
+
+
+def _scores_moving(model: Any, inputs: dict[str, Any], wanted: Any, flat: Any) -> Any:
+    """Every target's log-probability, with a gradient only at the flat positions ``flat``: the
+    output layer runs with one over those alone, and once more without one over every position.
+    None where the model changes what its output layer returns (soft-capping, a logit scale):
+    the second pass would miss that, so the caller takes the plain path."""
+    import torch
+
+    head = model.get_output_embeddings()
+    keep = _Keep(head)
+    keep.index = flat
+    try:
+        with torch.enable_grad():
+            logits = _logits(model, inputs)
+    finally:
+        keep.handle.remove()
+    if logits.dim() != 2 or logits.shape[0] != flat.numel():
+        return None
+    moved = _scores(logits, wanted.reshape(-1).index_select(0, flat))
+    with torch.no_grad():  # every position's score, for the answer
+        picked = _scores(head(keep.hidden), wanted).reshape(-1)
+    if not torch.allclose(picked.index_select(0, flat), moved.detach(), rtol=1e-4, atol=1e-5):
+        return None
+    # The positions the loss moves, with their gradient, in their places.
+    return picked.index_put((flat,), moved).reshape(wanted.shape)
+
+
 def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: dict[str, Any] | None,
                      backward: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Log-probabilities of each datum's target tokens, the loss summed over the data, and (with
@@ -119,31 +153,13 @@ def forward_backward(t: Trainee, data: list[dict[str, Any]], loss: str, config: 
     dev = t.base.device
     wanted_t = torch.from_numpy(wanted).to(dev)
     with t.base.using(t.adapter, training=backward) as model:
-        head = model.get_output_embeddings()
-        keep = _Keep(head) if backward and not moving.all() else None
-        flat = torch.from_numpy(np.flatnonzero(moving)).to(dev)
-        if keep is not None:
-            keep.index = flat
-        try:
+        inputs = {"input_ids": torch.from_numpy(ids).to(dev), "attention_mask": torch.from_numpy(mask).to(dev)}
+        picked = None
+        if backward and not moving.all():
+            picked = _scores_moving(model, inputs, wanted_t, torch.from_numpy(np.flatnonzero(moving)).to(dev))
+        if picked is None:
             with torch.enable_grad() if backward else torch.no_grad():
-                # use_cache=False: by default GPT-2 and Llama build a KV cache in training too
-                # (5-7% of a small model's forward and backward, measured), which nothing reads.
-                logits = model(input_ids=torch.from_numpy(ids).to(dev), attention_mask=torch.from_numpy(mask).to(dev),
-                               use_cache=False).logits
-        finally:
-            if keep is not None:
-                keep.handle.remove()
-        if keep is None:
-            picked = _scores(logits, wanted_t)
-        else:
-            if logits.dim() != 2 or logits.shape[0] != flat.numel():
-                raise RuntimeError(f"{type(model).__name__} reshaped its output layer's result "
-                                   f"({tuple(logits.shape)}): the loss needs it per position")
-            with torch.no_grad():  # every position's score, for the answer; no gradient
-                picked = _scores(head(keep.hidden), wanted_t)
-            # The positions the loss moves, with their gradient, in their places.
-            moved = _scores(logits, wanted_t.reshape(-1).index_select(0, flat))
-            picked = picked.reshape(-1).index_put((flat,), moved).reshape(ids.shape)
+                picked = _scores(_logits(model, inputs), wanted_t)
         with torch.enable_grad() if backward else torch.no_grad():
             if loss in PER_SEQUENCE:
                 total = picked.new_zeros(())
