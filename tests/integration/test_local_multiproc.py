@@ -158,6 +158,10 @@ def test_sigterm_to_the_launcher_stops_every_rank_with_a_checkpoint(runs_root: P
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err
+    # With --no-progress the person still sees rank 0's phases (no step lines), as in-process.
+    shown = err.splitlines()
+    assert "rank 0/2 on node 0" in shown and any(ln.startswith("model: ") for ln in shown), err
+    assert not any(ln.startswith("step ") for ln in shown), err
     info = json.loads((run_dir / "run.json").read_text())
     assert info["state"] == "PREEMPTED" and "SIGTERM" in info["reason"], info
     (ckpt,) = (run_dir / "checkpoints").glob("step-*")

@@ -166,9 +166,9 @@ def node_env(plan: LaunchPlan, base: dict[str, str] | None = None) -> dict[str, 
 
 def run_torchrun(plan: LaunchPlan, run: Run, show: bool = True) -> RunState:
     """Run the plan's ranks on this host and wait; the ranks record progress in run.json,
-    this records how the job ended when they could not (a crash, Ctrl-C). ``show``: rank 0's
-    lines (``logs/run.log``) appear on this process's stderr as they are written, as a
-    progress bar on a terminal."""
+    this records how the job ended when they could not (a crash, Ctrl-C). Rank 0's lines
+    (``logs/run.log``) appear on this process's stderr as they are written; ``show``: with the
+    step and evaluation lines (a progress bar on a terminal), else the others only."""
     nproc = local_procs(plan)
     argv = node_command(plan, 0, ["127.0.0.1"], 0, run.id, nproc)
     out = run.paths.logs_dir / "launcher.log"
@@ -182,7 +182,7 @@ def run_torchrun(plan: LaunchPlan, run: Run, show: bool = True) -> RunState:
         run.record_attempt(torchrun_pid=proc.pid)  # so a cancel can reach the ranks if this process is gone
         try:
             with stop_on_signals(run.paths):
-                rc = wait_showing(proc.wait, lambda: [("", run.paths.log)] if show else [], Echo())
+                rc = wait_showing(proc.wait, lambda: [("", run.paths.log)], Echo(progress=show))
         except KeyboardInterrupt:
             # torchrun passes SIGINT on to every rank, which records CANCELLED after its checkpoint.
             end_after_interrupt(proc, lambda: proc.send_signal(signal.SIGINT), grace=30)

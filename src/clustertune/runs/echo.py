@@ -135,18 +135,23 @@ def make_bar(total: int, completed: int, console: Any = None) -> tuple[Any, Any]
 class Echo:
     """Shows log lines as they come: on a terminal (``tty``) the step lines move a bar and every
     other line prints above it; elsewhere each line is written to ``out`` as it is.
-    ``raw``: show lines as they are (a user's own output), with no prefix taken off."""
+    ``raw``: show lines as they are (a user's own output), with no prefix taken off.
+    ``progress`` False (``--no-progress``): no bar, and no step or evaluation lines; the others
+    (data, model, checkpoints, the end) as they come, as an in-process run shows them."""
 
-    def __init__(self, tty: bool | None = None, out: TextIO | None = None, raw: bool = False):
+    def __init__(self, tty: bool | None = None, out: TextIO | None = None, raw: bool = False, progress: bool = True):
         self.out = out if out is not None else sys.stderr
-        self.tty = self.out.isatty() if tty is None else tty
+        self.tty = (self.out.isatty() if tty is None else tty) and progress
         self.raw = raw
+        self.progress = progress
         self._bar: Any = None
         self._task: Any = None
         self._info = ""  # the figures the bar shows now
 
     def line(self, text: str) -> None:
         shown = text if self.raw else message(text)
+        if not self.progress and not self.raw and (parse_step_line(shown) or parse_eval_line(shown)):
+            return
         step = None if self.raw or not self.tty else parse_step_line(shown)
         evaluated = None if self.raw or not self.tty else parse_eval_line(shown)
         if step is not None:

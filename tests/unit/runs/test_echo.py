@@ -47,6 +47,21 @@ def test_without_a_terminal_every_line_is_shown_as_it_is() -> None:
     assert out.getvalue().splitlines() == ["step 4/12  loss 6.25  eta 0:03", "checkpoint step-00000004 written (0.1s)"]
 
 
+def test_without_progress_the_phases_show_and_the_steps_and_evaluations_do_not() -> None:
+    """`--no-progress`, on a terminal or not: no bar, no step or evaluation lines; every other line
+    (what an in-process run shows then) as it comes."""
+    for out in (io.StringIO(), Terminal()):
+        echo = Echo(out=out, progress=False)
+        echo.line(record("model: gpt2, 0.10M parameters"))
+        echo.line(record(step_line(4, 12, "loss 6.25", "0:03")))
+        echo.line(record(eval_line(4, {"eval_loss": 5.5})))
+        echo.line(record("checkpoint step-00000004 written (0.1s)"))
+        echo.line(record("done at step 12"))
+        echo.close()
+        assert out.getvalue().splitlines() == ["model: gpt2, 0.10M parameters", "checkpoint step-00000004 written (0.1s)",
+                                               "done at step 12"], out.getvalue()
+
+
 def test_on_a_terminal_the_step_lines_move_a_bar_and_other_lines_print_above_it() -> None:
     out = Terminal()
     echo = Echo(out=out)
