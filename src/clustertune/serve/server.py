@@ -23,7 +23,6 @@ from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.engine import Engine, Limits
-from clustertune.serve.host_memory import keep_freed_memory
 from clustertune.serve.listen import ModelLoadError, ServeError, bind
 from clustertune.use.generate import Generator, resolve_chat_template
 from clustertune.use.load import (DTYPES, Loaded, Target, find_target, load_model_for, load_tokenizer_for,
@@ -104,7 +103,6 @@ class Server:
             raise ServeError(f"--api-key (or {API_KEY_ENV}) is empty: give a key, or leave both unset to serve "
                              "without one")
         self.engine = engine
-        keep_freed_memory()  # before the worker threads make their arenas
         self.sock = bind(host, port)
         bound = self.sock.getsockname()
         self.tinker = tinker
