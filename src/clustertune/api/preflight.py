@@ -28,7 +28,7 @@ from clustertune.extras import install_hint
 from clustertune.launch.decision import planned_world_size
 from clustertune.models.adapters import check_adapter
 from clustertune.models.build import check_sequence_fits, resolve_config
-from clustertune.models.meta_check import MODEL_CHECKS, meta_build_error
+from clustertune.models.meta_check import MODEL_CHECKS, ModelChecks, meta_build_error
 from clustertune.models.local import checkpoint_refs, config_dir, locate_model
 from clustertune.recipe.checked import Checked
 from clustertune.data.cache import cache_root
@@ -284,14 +284,22 @@ def _cached(name: str, revision: str | None = None) -> Path | None:
 
 
 def _build_checks(recipe: Recipe, g: _Gather) -> None:
-
+    """The config resolved, against the sequence length, built and wrapped: checks that import
+    transformers and torch, so once all passed for a model they are remembered
+    (models/meta_check.py)."""
+    remembered = ModelChecks(recipe, cache_root(recipe) / MODEL_CHECKS)
+    if remembered.passed:
+        return
+    found, whole = len(g.found), recipe.sequence_key not in g.keys()
     config = g.run("model", resolve_config, recipe, None)
     if config is None:
         return
-    if recipe.sequence_key not in g.keys():
+    if whole:
         g.run(recipe.sequence_key, check_sequence_fits, recipe, config)
     if _meta_build(recipe, config, g):
         g.run("model.adapter", check_adapter, recipe, config)
+    if whole and len(g.found) == found:
+        remembered.remember()
 
 
 def _meta_build(recipe: Recipe, config: Any, g: _Gather) -> bool:

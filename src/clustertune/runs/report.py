@@ -18,6 +18,14 @@ from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.report_rl import plot_rl
 
 
+def _to_the_second(iso: str) -> str:
+    """A time as people read it: no fractions of a second (runs keep them to order by)."""
+    try:
+        return datetime.fromisoformat(iso).isoformat(timespec="seconds")
+    except ValueError:
+        return iso
+
+
 def age(iso: str | None) -> str:
     if not iso:
         return "?"
@@ -150,7 +158,7 @@ def show_text(run: Run) -> str:
         f"recipe    {info.name} ({info.task})" if not run.paths.is_command
         else f"command   {shlex.join(json.loads(run.paths.command.read_text(encoding='utf-8')))}",
         f"state     {run.state.value}" + (f": {info.reason}" if info.reason else ""),
-        f"created   {info.created_at} on {info.host}",
+        f"created   {_to_the_second(info.created_at)} on {info.host}",
         f"dir       {run.paths.root}",
     ]
     for att in run.attempts:

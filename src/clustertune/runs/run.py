@@ -48,6 +48,12 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def created_now() -> str:
+    """When a run is made, to the microsecond: runs are ordered by it (``last``, the newest of a
+    name), and a sweep's trials or a short run and the next are made within one second."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
 def new_run_id(name: str) -> str:
     """``<name>-<UTC timestamp>-<4 hex>``: sortable by time, unique, safe in paths and shells."""
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-")[:40] or "run"
@@ -168,7 +174,7 @@ class Run:
         if recipe_yaml is not None:
             paths.recipe.write_text(recipe_yaml, encoding="utf-8")
         run = cls(paths, RunInfo(
-            id=root.name, name=name, task=task, state=RunState.CREATED, created_at=now_iso(),
+            id=root.name, name=name, task=task, state=RunState.CREATED, created_at=created_now(),
             host=socket.gethostname(), command=command, cwd=os.getcwd(), git_commit=_git_commit(Path.cwd()),
             versions=_versions(), backend=backend,
         ))

@@ -33,6 +33,13 @@ def every_warning_printed() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data cache of the test's own: the model checks that make the libraries warn run here, not
+    remembered from another test's check of the same model (models/meta_check.py)."""
+    monkeypatch.setenv("CLUSTERTUNE_CACHE", str(tmp_path / "cache"))
+
+
 def _library_lines(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if "Warning" in ln or "warnings.warn" in ln]
 
@@ -47,7 +54,7 @@ def adapter_recipe(request: pytest.FixtureRequest, llama_base: Path, tmp_path: P
 
 
 def test_validate_of_an_adapter_recipe_prints_no_library_warning(
-        adapter_recipe: Path, runs_root: Path, every_warning_printed: None) -> None:
+        adapter_recipe: Path, runs_root: Path, every_warning_printed: None, tmp_path: Path) -> None:
     if "qlora" in adapter_recipe.name:
         pytest.importorskip("bitsandbytes")
     checked = cli_here("validate", str(adapter_recipe))
@@ -56,7 +63,8 @@ def test_validate_of_an_adapter_recipe_prints_no_library_warning(
     ours = logging.getLogger("clustertune")
     level = ours.level
     try:
-        debugged = cli_here("validate", str(adapter_recipe), "--debug")
+        # In another empty cache: the first check is remembered, and a second one builds nothing.
+        debugged = cli_here("validate", str(adapter_recipe), "--debug", env={"CLUSTERTUNE_CACHE": str(tmp_path / "c2")})
     finally:
         ours.setLevel(level)  # --debug sets it for the process; the next test's CLI call is not debugged
     assert debugged.returncode == 0

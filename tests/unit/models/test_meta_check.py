@@ -86,4 +86,94 @@ def test_a_second_validate_of_the_same_model_imports_no_modeling_code(tmp_path: 
     seen = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                       check=True, timeout=120).stdout.splitlines()[-1]) for _ in range(2)]
     assert seen == [[True, True], [False, False]], seen
-    assert len(list((tmp_path / "cache" / MODEL_CHECKS).iterdir())) == 1
+    # The config's build and the recipe's whole model check, one marker each.
+    assert sorted(p.name.startswith("checks-") for p in (tmp_path / "cache" / MODEL_CHECKS).iterdir()) == [False, True]
+
+
+def test_a_second_run_of_the_same_model_imports_neither_transformers_nor_torch_before_its_ranks(tmp_path: Path) -> None:
+    """The whole model check remembered: the launching process of a rerun resolves no config (that
+    import alone is torch and transformers' config classes, about 1.5 s here)."""
+    import yaml
+
+    from tests.helpers import TINY_CAUSAL
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(TINY_CAUSAL))
+    (tmp_path / "cache").mkdir()
+    code = ("import json, sys\nfrom clustertune import api\n"
+            f"api.validate({str(recipe)!r}, ['train.max_steps=3'])\n"
+            "print(json.dumps([m in sys.modules for m in ('transformers.configuration_utils', 'torch')]))")
+    env = {**os.environ, "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    seen = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                      check=True, timeout=120).stdout.splitlines()[-1]) for _ in range(2)]
+    assert seen == [[True, True], [False, False]], seen
+
+
+def _validate_counted(recipe: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
+    """Validate ``recipe`` in a cache of its own; the list counts the configs resolved."""
+    import yaml
+
+    from clustertune import api
+    from clustertune.api import preflight
+
+    monkeypatch.setenv("CLUSTERTUNE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    resolved: list[int] = []
+    real = preflight.resolve_config
+
+    def counting(*args: Any) -> Any:
+        resolved.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(preflight, "resolve_config", counting)
+    path = tmp_path / "r.yaml"
+
+    def validate(*overrides: str) -> Any:
+        path.write_text(yaml.safe_dump(recipe))
+        return api.validate(str(path), list(overrides))
+
+    return resolved, validate
+
+
+def test_a_model_check_is_remembered_by_what_it_reads_and_a_failure_never(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustertune.errors import RecipeError
+    from tests.helpers import TINY_CAUSAL
+
+    config = tmp_path / "model"
+    gpt2().save_pretrained(config)
+    recipe = {**TINY_CAUSAL, "model": {**TINY_CAUSAL["model"], "config": str(config), "config_overrides": {}}}
+    resolved, validate = _validate_counted(recipe, tmp_path, monkeypatch)
+    validate()
+    validate("train.lr=1e-4")  # nothing of the model changed
+    assert len(resolved) == 1
+    validate("data.block_size=32")  # the length checked against its positions
+    validate("model.config_overrides.n_layer=3")
+    assert len(resolved) == 3
+    # The config file's bytes, not its path: 64 positions become 32, under the block of 64.
+    (config / "config.json").write_text((config / "config.json").read_text().replace('"n_positions": 64',
+                                                                                      '"n_positions": 32'))
+    for n in (4, 5):
+        with pytest.raises(RecipeError, match="data.block_size: 64 is longer than the 32 positions"):
+            validate()
+        assert len(resolved) == n  # told every time
+    validate("data.block_size=32")
+    validate("data.block_size=32")
+    assert len(resolved) == 6
+
+
+def test_qlora_checked_once_is_refused_when_bitsandbytes_cannot_be_imported(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          llama_base: Path) -> None:
+    """What the check found importable is part of what it remembers."""
+    from clustertune.errors import RecipeError
+    from tests.adapter_fixtures import lora_recipe
+
+    pytest.importorskip("bitsandbytes")
+    resolved, validate = _validate_counted(lora_recipe(llama_base, type="qlora"), tmp_path, monkeypatch)
+    validate()
+    validate()
+    assert len(resolved) == 1
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # as if it were not installed: import fails
+    with pytest.raises(RecipeError, match="bitsandbytes"):
+        validate()

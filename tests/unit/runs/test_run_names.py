@@ -4,7 +4,6 @@ final model for what loads one, an error listing them for what changes one."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from tests.helpers import cli
 
 
 def run_of(root: Path, name: str, state: RunState, model: bool = False) -> Run:
-    time.sleep(1.05)  # created_at has one-second resolution: the order is the order made
     r = Run.create(root, name, "causal_lm", f"name: {name}\n", ["clustertune", "run", name])
     r.start_attempt()
     if state.terminal:
