@@ -293,6 +293,10 @@ def test_bad_serve_options_exit_2_before_anything_listens(plain_base: Path, chat
         (["serve", str(plain_base), "--device", "cuda:0"], "--device cuda:0"),
         (["serve", str(plain_base), "--dtype", "fp64"], "--dtype 'fp64'"),
         (["serve", str(plain_base), "--template", str(tmp_path / "nope.jinja")], "--template"),
+        (["serve", str(plain_base), "--adapters", " , "], "--adapters ' , '"),
+        (["serve", str(plain_base), "--adapters", "no-such-run", "--runs-root", str(tmp_path)], "no-such-run"),
+        (["serve", str(plain_base), "--max-adapters", "0"], "--max-adapters 0"),
+        (["serve", str(plain_base), "launch.backend=slurm", "--adapters", "x"], "--adapters and --max-adapters"),
     ]
     for argv, words in cases:
         assert main(argv) == 2, argv

@@ -34,7 +34,7 @@ from clustertune.serve.host_memory import keep_freed_memory
 from clustertune.serve.engine import Limits
 from clustertune.serve.listen import ServeError
 from clustertune.serve.tinker.service import TinkerService
-from clustertune.serve.server import (API_KEY_ENV, Served, Server, check_options, model_id_of, prepare,
+from clustertune.serve.server import (API_KEY_ENV, DEFAULT_MAX_ADAPTERS, Served, Server, check_options, model_id_of, prepare,
                                        resolve_api_key)
 from clustertune.use.load import find_target
 
@@ -53,8 +53,12 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
           runs_root: str | os.PathLike[str] | None = None, device: str | None = None, dtype: str = "auto",
           template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
           name: str | None = None, tinker: bool = False, tinker_dir: str | os.PathLike[str] | None = None,
-          tinker_save_every: int = 0) -> Server:
+          tinker_save_every: int = 0, adapters: list[str] | None = None,
+          max_adapters: int = DEFAULT_MAX_ADAPTERS) -> Server:
     """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``.
+
+    A base model also serves its adapter runs, each by its run id: ``adapters`` loaded at start,
+    others when first asked for, at most ``max_adapters`` held at once.
 
     ``tinker``: also answer the Tinker training API under ``/api/v1`` (``model`` None: that API
     alone); its checkpoints go to ``tinker_dir`` (default ``RUNS_ROOT/tinker``, or the run
@@ -67,7 +71,9 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
     engine = None
     if model is not None:
         engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits,
-                         name=name)
+                         name=name, adapters=adapters, max_adapters=max_adapters)
+    elif adapters:
+        raise UserError("--adapters: name the base model to serve them on")
     service = None
     if tinker:
         service = tinker_service(runs_root=runs_root, device=device, dtype=dtype, tinker_dir=tinker_dir,

@@ -38,6 +38,12 @@ def serve(
     log_prompts: bool = typer.Option(False, "--log-prompts", help="Log every prompt and answer (off by default)."),
     name: Optional[str] = typer.Option(None, "--name", help="The model's id in /v1/models (default: the run id, "
                                        "or the model directory's name)."),
+    adapters: Optional[str] = typer.Option(None, "--adapters", help="Adapter runs of the served base to load at "
+                                           "start, comma-separated (RUN1,RUN2); a request's `model` names one by "
+                                           "its run id. Any other adapter run of the base loads when first asked "
+                                           "for, with no restart."),
+    max_adapters: int = typer.Option(8, "--max-adapters", help="Adapters held loaded at once; past that the one "
+                                     "used longest ago is unloaded (it loads again when asked for)."),
     template: Optional[str] = Template,
     device: Optional[str] = Device,
     dtype: str = Dtype,
@@ -67,6 +73,12 @@ def serve(
         # option in silence would promise a limit that is not there.
         raise UserError(f"--max-body {max_body}: limits the OpenAI routes' request bodies, and this server answers "
                         "the Tinker API alone (no model named): leave it out, or name a model to serve")
+    adapter_refs = [a.strip() for a in (adapters or "").split(",") if a.strip()]
+    if adapters is not None and not adapter_refs:
+        raise UserError(f"--adapters {adapters!r}: name adapter runs, comma-separated (--adapters RUN1,RUN2)")
+    if launch_keys and (adapter_refs or max_adapters != 8):
+        raise UserError("--adapters and --max-adapters serve on this machine; as a run (launch keys) the base is "
+                        "served alone: leave them out, or serve here")
     if launch_keys:
         not_keys = [k for k in launch_keys if not k.startswith("launch.") or "=" not in k]
         if not_keys:
@@ -112,7 +124,7 @@ def serve(
     api.serving.serve(model, on_listening=listening, on_ready=ready if model is not None else None, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
                   limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir,
-                  tinker_save_every=tinker_save_every)
+                  tinker_save_every=tinker_save_every, adapters=adapter_refs, max_adapters=max_adapters)
 
 
 def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:

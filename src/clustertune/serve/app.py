@@ -102,9 +102,13 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
         return body
 
     def check_model(ask: Ask) -> None:
-        if ask.model != engine.model_id:
-            raise ApiError(404, f"model {ask.model!r} is not served here; this server serves {engine.model_id!r}",
-                           param="model", code="model_not_found")
+        engine.pick(ask.model)  # 404 unless the base or one of its adapters
+
+    def model_entry(model_id: str) -> dict[str, Any]:
+        entry = {"id": model_id, "object": "model", "created": started, "owned_by": "clustertune"}
+        if model_id != engine.model_id:
+            entry["parent"] = engine.model_id  # an adapter, answered by the base with its weights
+        return entry
 
     @app.get("/health")
     async def health() -> JSONAnswer:
@@ -117,15 +121,15 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
         check_key(request)
-        return {"object": "list", "data": [{"id": engine.model_id, "object": "model", "created": started,
-                                            "owned_by": "clustertune"}]}
+        return {"object": "list", "data": [model_entry(m) for m in engine.served_ids()]}
 
     @app.get("/v1/models/{model_id:path}")
     async def one_model(model_id: str, request: Request) -> dict[str, Any]:
         check_key(request)
-        if model_id != engine.model_id:
+        if model_id != engine.model_id and engine.adapters is None:
             raise ApiError(404, f"model {model_id!r} is not served here", param="model", code="model_not_found")
-        return {"id": engine.model_id, "object": "model", "created": started, "owned_by": "clustertune"}
+        engine.pick(model_id)
+        return model_entry(model_id)
 
     async def serve(request: Request, ask: Ask) -> Any:
         check_model(ask)
@@ -133,7 +137,7 @@ def make_app(engine: Engine | None, *, api_key: str | None = None, log_prompts: 
         engine.room(len(ids), ask.sampled)  # 413 before a place is taken
         if log_prompts:
             log.info("%s: %s", ask.id, json.dumps(ask.messages if chat else ask.prompt))
-        shape = _ChatShape(ask, engine.model_id) if chat else _CompletionShape(ask, engine.model_id)
+        shape = _ChatShape(ask, ask.model) if chat else _CompletionShape(ask, ask.model)
         if not ask.stream:
             async with engine.admitted():
                 choices: dict[int, Choice] = {}

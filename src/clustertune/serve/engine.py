@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustertune.errors import UserError
+from clustertune.serve.adapters import BASE, AdapterSet, Turns
 from clustertune.serve.protocol import ApiError, Ask, Choice, Sampled
 from clustertune.use.generate import Generator, PromptTooLong, seed as seed_all, text_ids
+from clustertune.use.load import Loaded, load_tokenizer_for
 
 # Above this many tokens per batch step the CPU spends its time in attention over padding-free
 # but long prompts; GPUs are sized by transformers from their free memory instead.
@@ -123,10 +125,14 @@ class Ticket:
 class Engine:
     """One model served: load it (:meth:`load`, in a thread), then :meth:`answer` requests."""
 
-    def __init__(self, loaded_fn: Any, model_id: str, limits: Limits = Limits()):
+    def __init__(self, loaded_fn: Any, model_id: str, limits: Limits = Limits(), adapters: AdapterSet | None = None):
         self._load_fn = loaded_fn
         self.model_id = model_id
         self.limits = limits
+        # Adapters of the served base (serve/adapters.py): the batch answers for one at a time.
+        self.adapters = adapters
+        self.turns = Turns(self._switch) if adapters is not None else None
+        self._gens: dict[str, Generator] = {}
         self.gen: Generator | None = None
         self.failed: str | None = None
         self.error: BaseException | None = None  # why loading failed
@@ -144,6 +150,8 @@ class Engine:
         """Load the model and start the batch; sets :attr:`failed` instead of raising."""
         try:
             gen = self._load_fn()
+            if self.adapters is not None:
+                self.adapters.load_listed(gen.model)
             self._manager = _start_batching(gen, self.limits)
             self.gen = gen
         except Exception as exc:  # reported by /health and every request; the server then stops
@@ -194,6 +202,51 @@ class Engine:
                            code="model_loading", headers={"Retry-After": "2"})
         return self.gen
 
+    # ------------------------------------------------------------------ adapters
+    def pick(self, model_id: str) -> str:
+        """The key of what answers a request for ``model_id``: BASE for the served model itself,
+        else an adapter of it (loaded on first use); 404 for anything else."""
+        if model_id == self.model_id:
+            return BASE
+        ref = self.adapters.find(model_id) if self.adapters is not None else None
+        if ref is None:
+            served = ", ".join(repr(m) for m in self.served_ids())
+            raise ApiError(404, f"model {model_id!r} is not served here; this server serves {served}"
+                           + (" and any adapter run of its base, by run id" if self.adapters is not None else ""),
+                           param="model", code="model_not_found")
+        return ref.id
+
+    def served_ids(self) -> list[str]:
+        """The base's id, then every adapter it can serve now (those loaded and those known)."""
+        return [self.model_id, *(self.adapters.known if self.adapters is not None else [])]
+
+    def gen_for(self, key: str) -> Generator:
+        """The prompts' writer for ``key``: an adapter run's own tokenizer and chat template over
+        the one model."""
+        gen = self.require_ready()
+        if key == BASE:
+            return gen
+        if key not in self._gens:
+            assert self.adapters is not None
+            target = self.adapters.known[key].target
+            self._gens[key] = Generator(Loaded(target=target, model=gen.model, tokenizer=load_tokenizer_for(target),
+                                               device=gen.device))
+        return self._gens[key]
+
+    def _switch(self, key: str) -> None:
+        assert self.adapters is not None
+        gen = self.require_ready()
+        self.adapters.switch(gen.model, key, self._manager.pause)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[None]:
+        """The model answering for ``key`` for the block (the adapters' turns, serve/adapters.py)."""
+        if self.turns is None:
+            yield
+            return
+        async with self.turns.turn(key):
+            yield
+
     # ------------------------------------------------------------------ admission
     def ticket(self) -> Ticket:
         """A place in line; 429 when the line is full. Release it with :meth:`Ticket.release`."""
@@ -223,7 +276,8 @@ class Engine:
     def encode(self, ask: Ask) -> tuple[list[int], bool]:
         """The prompt's token ids, and whether it is a chat (answers stripped, marker stops); a
         prompt longer than the model reads is refused (413) as it is counted."""
-        gen = self.require_ready()
+        self.require_ready()
+        gen = self.gen_for(self.pick(ask.model))
         try:
             return self._encode(gen, ask)
         except PromptTooLong as exc:
@@ -233,14 +287,14 @@ class Engine:
     def _encode(self, gen: Generator, ask: Ask) -> tuple[list[int], bool]:
         if ask.messages is not None:
             if not gen.chat:
-                raise ApiError(400, f"{self.model_id} has no chat template, so it cannot answer a conversation: "
+                raise ApiError(400, f"{ask.model} has no chat template, so it cannot answer a conversation: "
                                     "send plain text to /v1/completions", param="messages")
             from jinja2 import TemplateError
 
             try:
                 return gen.encode(ask.messages, most=gen.context), True
             except TemplateError as exc:  # the template's own raise_exception ("roles must alternate")
-                raise ApiError(400, f"messages: the chat template of {self.model_id} refuses this conversation: "
+                raise ApiError(400, f"messages: the chat template of {ask.model} refuses this conversation: "
                                     f"{exc}", param="messages") from None
         ids = text_ids(gen.tokenizer, ask.prompt, add_special_tokens=True, most=gen.context)
         if not ids:
@@ -261,23 +315,25 @@ class Engine:
     async def answer(self, ask: Ask, ids: list[int], chat: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
         """``(choice index, new text, the finished choice or None)`` as answers grow. Cancelling
         the iteration (a client that went away) cancels what is still being drawn."""
-        gen = self.require_ready()
+        self.require_ready()
+        key = self.pick(ask.model)
+        gen = self.gen_for(key)
         s = ask.sampled
         max_new = self.room(len(ids), s)
         stops = (list(gen.stops) if chat else []) + list(s.stop)
-        if s.exact:
-            for choice in await asyncio.to_thread(self._exact_answers, ids, s, max_new, stops, chat):
-                yield choice.index, choice.text, choice
-            return
-        # Token by token only where someone reads them: a stream, or stop strings to watch for (a
-        # marker that is one token is an end-of-text id, which the batch stops at by itself).
-        watch = ask.stream or bool(s.stop) or (chat and bool(gen.stops) and not gen.marker_is_token())
-        async for item in self._batched(ids, s, max_new, stops, chat, watch):
-            yield item
+        async with self.turn(key):
+            if s.exact:
+                for choice in await asyncio.to_thread(self._exact_answers, gen, ids, s, max_new, stops, chat):
+                    yield choice.index, choice.text, choice
+                return
+            # Token by token only where someone reads them: a stream, or stop strings to watch for (a
+            # marker that is one token is an end-of-text id, which the batch stops at by itself).
+            watch = ask.stream or bool(s.stop) or (chat and bool(gen.stops) and not gen.marker_is_token())
+            async for item in self._batched(gen, ids, s, max_new, stops, chat, watch):
+                yield item
 
-    async def _batched(self, ids: list[int], s: Sampled, max_new: int, stops: list[str], chat: bool,
+    async def _batched(self, gen: Generator, ids: list[int], s: Sampled, max_new: int, stops: list[str], chat: bool,
                        watch: bool) -> AsyncIterator[tuple[int, str, Choice | None]]:
-        gen = self.require_ready()
         mgr = self._manager
         results: asyncio.Queue[Any] = asyncio.Queue()
         base = uuid.uuid4().hex
@@ -329,10 +385,10 @@ class Engine:
                 if isinstance(handlers, dict):
                     handlers.pop(rid, None)
 
-    def _exact_answers(self, ids: list[int], s: Sampled, max_new: int, stops: list[str], chat: bool) -> list[Choice]:
+    def _exact_answers(self, gen: Generator, ids: list[int], s: Sampled, max_new: int, stops: list[str],
+                       chat: bool) -> list[Choice]:
         import torch
 
-        gen = self.require_ready()
         tok = gen.tokenizer
         with self._exact, self._manager.pause():
             seed_all(s.seed)

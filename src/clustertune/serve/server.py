@@ -19,17 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
 from clustertune.script import RUN_DIR_ENV
+from clustertune.serve.adapters import AdapterRef, AdapterSet
 from clustertune.serve.engine import Engine, Limits
+from clustertune.serve.protocol import ApiError
 from clustertune.serve.listen import ModelLoadError, ServeError, bind
 from clustertune.use.generate import Generator, resolve_chat_template
-from clustertune.use.load import (DTYPES, Loaded, Target, find_target, load_model_for, load_tokenizer_for,
-                                  pick_device)
+from clustertune.use.load import (DTYPES, Loaded, Target, adapter_base, find_target, load_model_for,
+                                  load_tokenizer_for, pick_device)
 
 API_KEY_ENV = "CLUSTERTUNE_API_KEY"
 TINKER_ONLY = "tinker"  # the served name of a server without a model (the Tinker API alone)
+DEFAULT_MAX_ADAPTERS = 8  # adapters held loaded at once: each is a few MB of LoRA weights
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,15 @@ def model_id_of(target: Target) -> str:
 
 def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
             dtype: str = "auto", template: str | None = None, merge: bool = False,
-            limits: Limits = Limits(), name: str | None = None) -> Engine:
+            limits: Limits = Limits(), name: str | None = None, adapters: list[str] | None = None,
+            max_adapters: int = DEFAULT_MAX_ADAPTERS) -> Engine:
     """The engine for ``ref`` (checked now; the model loads when :meth:`Engine.load` runs);
-    ``name``: its id in ``/v1/models`` (default: the run id, or the directory's name)."""
+    ``name``: its id in ``/v1/models`` (default: the run id, or the directory's name).
+
+    A base (a model that is not itself an adapter run) also serves its adapter runs, each by its
+    run id: ``adapters`` (runs or adapter directories) are loaded at start, any other adapter run
+    of the base when first asked for; at most ``max_adapters`` are held loaded
+    (serve/adapters.py)."""
     if limits.running < 1 or limits.waiting < 0 or limits.max_tokens < 1:
         raise ServeError(f"--max-running {limits.running}, --max-waiting {limits.waiting}, --max-tokens "
                          f"{limits.max_tokens}: running and max-tokens must be at least 1, waiting at least 0")
@@ -69,13 +79,69 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
         raise ServeError(f"{target.label} is a sequence classifier: it labels text and has nothing to write; "
                          "serve a causal LM run")
     dev = pick_device(device)
+    served = name or model_id_of(target)
+    adapter_set = _adapters_of(target, served, adapters or [], max_adapters, runs_root)
 
     def load() -> Generator:
         tokenizer = load_tokenizer_for(target)
         model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
         return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
 
-    return Engine(load, name or model_id_of(target), limits)
+    return Engine(load, served, limits, adapter_set)
+
+
+
+def _adapters_of(base: Target, served: str, refs: list[str], max_adapters: int,
+                 runs_root: str | os.PathLike[str] | None) -> AdapterSet | None:
+    """The adapters ``base`` serves (None where it is an adapter run or a checkpoint itself: it
+    serves only what it is), each of ``refs`` checked now."""
+    if max_adapters < 1:
+        raise ServeError(f"--max-adapters {max_adapters}: how many adapters are held loaded at once; at least 1")
+    if base.adapter or base.step is not None:
+        if refs:
+            raise ServeError(f"--adapters: {base.label} is " + ("an adapter run" if base.adapter else "a checkpoint")
+                             + "; serve the base model it was trained from, with --adapters naming the adapter runs")
+        return None
+    listed: dict[str, AdapterRef] = {}
+    for ref in refs:
+        found = _adapter_ref(find_target(ref, runs_root), base)
+        if isinstance(found, str):
+            raise ServeError(f"--adapters {ref}: {found}")
+        if found.id == served or found.id in listed:
+            raise ServeError(f"--adapters {ref}: {found.id!r} is named twice (or is the base's own id)")
+        listed[found.id] = found
+    if len(listed) > max_adapters:
+        raise ServeError(f"--adapters names {len(listed)} adapters and --max-adapters is {max_adapters}: raise it to "
+                         f"{len(listed)}, or name fewer (the others load when first asked for)")
+
+    def lookup(model_id: str) -> AdapterRef | None:
+        """An adapter run named by its exact id after the server started (a prefix or a run's name
+        could pick another run than the client meant)."""
+        try:
+            target = find_target(model_id, runs_root)
+        except (UserError, OSError):
+            return None
+        if target.run is None or target.run.id != model_id:
+            return None
+        found = _adapter_ref(target, base)
+        if isinstance(found, str):
+            raise ApiError(404, f"model {model_id!r} is not served here: {found}", param="model",
+                           code="model_not_found")
+        return found
+
+    return AdapterSet(list(listed.values()), max_adapters, lookup)
+
+
+def _adapter_ref(target: Target, base: Target) -> AdapterRef | str:
+    """``target`` as an adapter of ``base``, or why it is not one."""
+    if not target.adapter or target.step is not None:
+        return f"{target.label} is not an adapter run (a LoRA, QLoRA or DoRA run's final model)"
+    if target.classifier:
+        return f"{target.label} is a sequence classifier's adapter: it labels text and has nothing to write"
+    trained_on = adapter_base(target.path)
+    if Path(trained_on).expanduser().resolve() != base.path.resolve():
+        return f"{target.label} is an adapter of {trained_on}, not of the served base {base.path}"
+    return AdapterRef(id=model_id_of(target), path=target.path, target=target)
 
 
 def check_options(*, dtype: str, template: str | None = None, max_body: int | None = None) -> None:
