@@ -77,6 +77,10 @@ def test_adapters_on_one_base_answer_at_once_each_as_its_run_generates(chat_base
     try:
         engine = server.server.engine
         assert list(engine.adapters.loaded) == [yes.id]  # loaded before the first request
+        # Every adapter run of the base is listed, the one not named at start too.
+        with urllib.request.urlopen(f"{server.url}/models") as resp:
+            listed = json.load(resp)["data"]
+        assert [(m["id"], m.get("parent")) for m in listed] == [("base", None), (yes.id, "base"), (no.id, "base")]
         c = server.client()
         jobs = [(m, q) for q in QUESTIONS for m in (yes.id, no.id, "base")] * 2
         with ThreadPoolExecutor(len(jobs)) as pool:
@@ -93,9 +97,6 @@ def test_adapters_on_one_base_answer_at_once_each_as_its_run_generates(chat_base
                                            stream=True)
         assert "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices) == want[no.id][QUESTIONS[1]]
 
-        with urllib.request.urlopen(f"{server.url}/models") as resp:
-            listed = json.load(resp)["data"]
-        assert [(m["id"], m.get("parent")) for m in listed] == [("base", None), (yes.id, "base"), (no.id, "base")]
         with pytest.raises(openai.NotFoundError, match="not served here"):
             _served(c, "says-no", QUESTIONS[0])  # a run's name could mean another run: ids only
         with pytest.raises(openai.NotFoundError, match="not served here"):

@@ -85,14 +85,17 @@ class Turns:
 class AdapterSet:
     """The adapters of one served base: which are loaded (least recently used first), loading,
     switching and unloading them on the shared model. ``lookup(model_id)`` finds an adapter run
-    not listed at start (None: not one this base can serve)."""
+    not listed at start (None: not one this base can serve); ``discover()`` lists the ids of
+    those there are now."""
 
-    def __init__(self, listed: list[AdapterRef], max_adapters: int, lookup: Callable[[str], AdapterRef | None]):
+    def __init__(self, listed: list[AdapterRef], max_adapters: int, lookup: Callable[[str], AdapterRef | None],
+                 discover: Callable[[], list[str]] = list):
         if max_adapters < 1:
             raise ValueError("max_adapters must be at least 1")
         self.known: dict[str, AdapterRef] = {a.id: a for a in listed}
         self.max_adapters = max_adapters
         self._lookup = lookup
+        self._discover = discover
         self.loaded: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.peft: Any = None  # the PeftModel over the base, once an adapter is loaded
         self._lock = threading.Lock()
@@ -104,6 +107,12 @@ class AdapterSet:
             self._load(base_model, ref)
         if self.peft is not None:
             self.peft.base_model.disable_adapter_layers()
+
+    def servable(self) -> list[str]:
+        """The ids of every adapter this base can serve: those named or asked for so far, then the
+        adapter runs of the base found since (loaded when first asked for)."""
+        ids = list(self.known)
+        return ids + [i for i in self._discover() if i not in self.known]
 
     def find(self, model_id: str) -> AdapterRef | None:
         ref = self.known.get(model_id)

@@ -210,15 +210,14 @@ class Engine:
             return BASE
         ref = self.adapters.find(model_id) if self.adapters is not None else None
         if ref is None:
-            served = ", ".join(repr(m) for m in self.served_ids())
-            raise ApiError(404, f"model {model_id!r} is not served here; this server serves {served}"
-                           + (" and any adapter run of its base, by run id" if self.adapters is not None else ""),
-                           param="model", code="model_not_found")
+            raise ApiError(404, f"model {model_id!r} is not served here; this server serves {self.model_id!r}"
+                           + (" and the adapter runs of it, each by its run id (GET /v1/models lists them)"
+                              if self.adapters is not None else ""), param="model", code="model_not_found")
         return ref.id
 
     def served_ids(self) -> list[str]:
-        """The base's id, then every adapter it can serve now (those loaded and those known)."""
-        return [self.model_id, *(self.adapters.known if self.adapters is not None else [])]
+        """The base's id, then every adapter of it that can be served now (loaded or not)."""
+        return [self.model_id, *(self.adapters.servable() if self.adapters is not None else [])]
 
     def gen_for(self, key: str) -> Generator:
         """The prompts' writer for ``key``: an adapter run's own tokenizer and chat template over

@@ -22,6 +22,8 @@ from typing import Any
 from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.paths import RunPaths
+from clustertune.runs.state import RunState
+from clustertune.runs.store import list_runs
 from clustertune.script import RUN_DIR_ENV
 from clustertune.serve.adapters import AdapterRef, AdapterSet
 from clustertune.serve.engine import Engine, Limits
@@ -129,7 +131,21 @@ def _adapters_of(base: Target, served: str, refs: list[str], max_adapters: int,
                            code="model_not_found")
         return found
 
-    return AdapterSet(list(listed.values()), max_adapters, lookup)
+    def discover() -> list[str]:
+        """Every finished adapter run of the base under the runs root, by id (for /v1/models)."""
+        found = []
+        for run in list_runs(runs_root):
+            config = run.paths.model / "adapter_config.json"
+            if run.state is RunState.COMPLETED and config.is_file():
+                try:
+                    trained_on = adapter_base(run.paths.model)
+                except UserError:  # an unreadable config: not one to offer
+                    continue
+                if Path(trained_on).expanduser().resolve() == base.path.resolve():
+                    found.append(run.id)
+        return found
+
+    return AdapterSet(list(listed.values()), max_adapters, lookup, discover)
 
 
 def _adapter_ref(target: Target, base: Target) -> AdapterRef | str:
