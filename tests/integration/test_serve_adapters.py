@@ -92,6 +92,10 @@ def test_adapters_on_one_base_answer_at_once_each_as_its_run_generates(chat_base
         for m in (yes.id, no.id, yes.id):
             assert _served(c, m, QUESTIONS[0]) == want[m][QUESTIONS[0]]
             assert list(engine.adapters.loaded) == [m]
+        # Answered alone with generate (a seed), on the adapter asked for.
+        seeded = c.chat.completions.create(model=yes.id, messages=ask(QUESTIONS[2]), temperature=0, max_tokens=6,
+                                           seed=3)
+        assert seeded.choices[0].message.content == want[yes.id][QUESTIONS[2]]
         # The streamed answer of an adapter is its answer too.
         stream = c.chat.completions.create(model=no.id, messages=ask(QUESTIONS[1]), temperature=0, max_tokens=6,
                                            stream=True)
