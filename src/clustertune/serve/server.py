@@ -21,6 +21,7 @@ from typing import Any
 
 from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json
+from clustertune.runs.library_logs import libraries_quiet
 from clustertune.runs.paths import RunPaths
 from clustertune.runs.state import RunState
 from clustertune.runs.store import list_runs
@@ -206,7 +207,11 @@ class Server:
     def _load(self) -> None:
         try:
             if self.engine is not None:
-                self.engine.load()
+                # What the libraries print while the model and its adapters load (bitsandbytes'
+                # missing CPU kernels when PEFT imports it, transformers' notices) is nothing a
+                # user of the server can act on: kept off the terminal (--debug shows it).
+                with libraries_quiet():
+                    self.engine.load()
         finally:
             self._done_loading.set()
         if self.engine is not None and self.engine.failed is not None:
