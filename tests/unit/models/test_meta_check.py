@@ -69,9 +69,11 @@ def test_remote_code_and_a_missing_cache_root_remember_nothing(tmp_path: Path, m
     assert len(built) == 4 and not (tmp_path / "not-there").exists()
 
 
-def test_a_second_validate_of_the_same_model_imports_no_modeling_code(tmp_path: Path) -> None:
-    """What it is for: the launching process of a rerun checks the recipe without importing the
-    model's code (torch's compiler comes with it), in a fresh interpreter as `clustertune` runs."""
+def test_a_second_check_of_the_same_model_imports_neither_transformers_nor_torch(tmp_path: Path) -> None:
+    """What it is for: the launching process of a rerun (here with another train setting) checks
+    the recipe without importing the model's code (torch's compiler comes with it), nor even
+    transformers' config classes and torch (about 1.5 s here), in a fresh interpreter as
+    `clustertune` runs."""
     import yaml
 
     from tests.helpers import TINY_CAUSAL
@@ -79,34 +81,18 @@ def test_a_second_validate_of_the_same_model_imports_no_modeling_code(tmp_path: 
     recipe = tmp_path / "tiny.yaml"
     recipe.write_text(yaml.safe_dump(TINY_CAUSAL))
     (tmp_path / "cache").mkdir()
-    code = ("import json, sys\nfrom clustertune import api\n"
-            f"api.validate({str(recipe)!r}, [])\n"
-            "print(json.dumps([m in sys.modules for m in ('transformers.modeling_utils', 'torch._dynamo')]))")
+    modules = ("transformers.modeling_utils", "torch._dynamo", "transformers.configuration_utils", "torch")
     env = {**os.environ, "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    seen = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                                      check=True, timeout=120).stdout.splitlines()[-1]) for _ in range(2)]
-    assert seen == [[True, True], [False, False]], seen
+    seen = []
+    for overrides in ([], ["train.max_steps=3"]):
+        code = ("import json, sys\nfrom clustertune import api\n"
+                f"api.validate({str(recipe)!r}, {overrides!r})\n"
+                f"print(json.dumps([m in sys.modules for m in {modules!r}]))")
+        seen.append(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                              check=True, timeout=120).stdout.splitlines()[-1]))
+    assert seen == [[True] * 4, [False] * 4], seen
     # The config's build and the recipe's whole model check, one marker each.
     assert sorted(p.name.startswith("checks-") for p in (tmp_path / "cache" / MODEL_CHECKS).iterdir()) == [False, True]
-
-
-def test_a_second_run_of_the_same_model_imports_neither_transformers_nor_torch_before_its_ranks(tmp_path: Path) -> None:
-    """The whole model check remembered: the launching process of a rerun resolves no config (that
-    import alone is torch and transformers' config classes, about 1.5 s here)."""
-    import yaml
-
-    from tests.helpers import TINY_CAUSAL
-
-    recipe = tmp_path / "tiny.yaml"
-    recipe.write_text(yaml.safe_dump(TINY_CAUSAL))
-    (tmp_path / "cache").mkdir()
-    code = ("import json, sys\nfrom clustertune import api\n"
-            f"api.validate({str(recipe)!r}, ['train.max_steps=3'])\n"
-            "print(json.dumps([m in sys.modules for m in ('transformers.configuration_utils', 'torch')]))")
-    env = {**os.environ, "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    seen = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                                      check=True, timeout=120).stdout.splitlines()[-1]) for _ in range(2)]
-    assert seen == [[True, True], [False, False]], seen
 
 
 def _validate_counted(recipe: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Any]:
