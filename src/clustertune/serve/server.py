@@ -139,11 +139,10 @@ def _adapters_of(base: Target, served: str, refs: list[str], max_adapters: int,
             config = run.paths.model / "adapter_config.json"
             if run.state is RunState.COMPLETED and config.is_file():
                 try:
-                    trained_on = adapter_base(run.paths.model)
+                    if _base_of(run.paths.model, base) is None:
+                        found.append(run.id)
                 except UserError:  # an unreadable config: not one to offer
                     continue
-                if Path(trained_on).expanduser().resolve() == base.path.resolve():
-                    found.append(run.id)
         return found
 
     return AdapterSet(list(listed.values()), max_adapters, lookup, discover)
@@ -155,10 +154,16 @@ def _adapter_ref(target: Target, base: Target) -> AdapterRef | str:
         return f"{target.label} is not an adapter run (a LoRA, QLoRA or DoRA run's final model)"
     if target.classifier:
         return f"{target.label} is a sequence classifier's adapter: it labels text and has nothing to write"
-    trained_on = adapter_base(target.path)
-    if Path(trained_on).expanduser().resolve() != base.path.resolve():
-        return f"{target.label} is an adapter of {trained_on}, not of the served base {base.path}"
+    other = _base_of(target.path, base)
+    if other is not None:
+        return f"{target.label} is an adapter of {other}, not of the served base {base.path}"
     return AdapterRef(id=model_id_of(target), path=target.path, target=target)
+
+
+def _base_of(adapter_dir: Path, base: Target) -> str | None:
+    """None where the adapter in ``adapter_dir`` was trained on ``base``, else the base it names."""
+    trained_on = adapter_base(adapter_dir)
+    return None if Path(trained_on).expanduser().resolve() == base.path.resolve() else trained_on
 
 
 def check_options(*, dtype: str, template: str | None = None, max_body: int | None = None) -> None:
