@@ -227,6 +227,24 @@ def test_concurrent_streams_each_equal_their_answer_alone(chat_server: Running, 
     assert got == want
 
 
+def test_greedy_and_sampled_requests_in_one_batch_each_get_what_they_asked(chat_server: Running,
+                                                                           chat_gen: Generator) -> None:
+    want = greedy(chat_gen, QUESTIONS[0], 10)
+    c = chat_server.client()
+
+    def answer(settings: dict[str, float]) -> str:
+        r = c.chat.completions.create(model=chat_server.model, messages=ask(QUESTIONS[0]), max_tokens=10, **settings)
+        return r.choices[0].message.content or ""
+
+    # Batched together: greedy ones, sampled ones whose nucleus is the most likely token alone
+    # (so they answer greedily too), and sampled ones from the whole distribution at temperature 2.
+    asks = [{"temperature": 0.0}] * 3 + [{"temperature": 1.5, "top_p": 1e-6}] * 3 + [{"temperature": 2.0}] * 3
+    with ThreadPoolExecutor(len(asks)) as pool:
+        got = list(pool.map(answer, asks))
+    assert got[:6] == [want] * 6
+    assert any(g != want for g in got[6:]), "temperature 2 answered greedily three times"
+
+
 def _wait_idle(server: Running) -> None:
     deadline = time.monotonic() + 30
     while server.server.engine.busy and time.monotonic() < deadline:

@@ -58,7 +58,11 @@ class Limits:
 class TextCut:
     """The part of a growing answer a client may see: nothing from a stop string on, nothing that
     may still become one, no half-decoded character, and for chat answers no surrounding
-    whitespace (as ``clustertune generate`` cuts them)."""
+    whitespace (as ``clustertune generate`` cuts them).
+
+    The text grows by decoding only the newest tokens beside the piece before them (the context
+    a tokenizer needs for the space before a word, or to clean up spaces before punctuation), so
+    a stream costs the same per token at its thousandth token as at its first."""
 
     def __init__(self, tokenizer: Any, stops: list[str], eos_ids: list[int], strip: bool):
         self.tokenizer, self.stops, self.eos_ids, self.strip = tokenizer, [s for s in stops if s], set(eos_ids), strip
@@ -66,19 +70,39 @@ class TextCut:
         self.start: int | None = None
         self.text = ""
         self.stopped = False
+        self._longest_stop = max((len(s) for s in self.stops), default=0)
+        # Tokens [0, _read) are in self.text; _prefix <= _read is where the last piece began.
+        self._prefix = self._read = 0
+        self._ended = False
 
-    def _decode(self, tokens: list[int]) -> tuple[str, bool]:
-        end = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
-        text = self.tokenizer.decode(tokens[:end] if end is not None else tokens, skip_special_tokens=True)
-        return text, end is not None
+    def _grow(self, tokens: list[int], final: bool) -> None:
+        if self._ended:
+            return
+        end = next((k for k in range(self._read, len(tokens)) if tokens[k] in self.eos_ids), None)
+        self._ended = end is not None
+        upto = end if end is not None else len(tokens)
+        decode = self.tokenizer.decode
+        if upto == self._read:
+            return
+        before = decode(tokens[self._prefix:self._read], skip_special_tokens=True)
+        both = decode(tokens[self._prefix:upto], skip_special_tokens=True)
+        # A character whose bytes are still coming decodes as U+FFFD: wait for them (unless nothing
+        # more will come), so the next piece starts on a whole character.
+        if len(both) > len(before) and (final or self._ended or not both.endswith("\ufffd")):
+            self.text += both[len(before):]
+            self._prefix, self._read = self._read, upto
+        elif final or self._ended:
+            self.text += both[len(before):]
+            self._read = upto
 
     def feed(self, tokens: list[int], final: bool = False) -> tuple[str, bool]:
         """The new visible text for the tokens drawn so far, and whether an end was reached."""
-        text, ended = self._decode(tokens)
-        self.text = text
+        searched = max(0, len(self.text) - self._longest_stop + 1)
+        self._grow(tokens, final)
+        text, ended = self.text, self._ended
         end = len(text)
         for s in self.stops:
-            if (k := text.find(s)) >= 0 and k < end:
+            if (k := text.find(s, searched)) >= 0 and k < end:
                 end, self.stopped = k, True
         done = self.stopped or ended or final
         if not done:
@@ -339,8 +363,8 @@ class Engine:
         rids = [f"{base}-{i}" for i in range(s.n)]
         cuts = [TextCut(gen.tokenizer, stops, gen.eos_ids, chat) for _ in rids]
         choices = [Choice(index=i) for i in range(s.n)]
-        kwargs = ({"top_k": 1, "temperature": 1.0, "top_p": 1.0} if s.greedy else
-                  {"top_k": int(gen.model.config.vocab_size), "temperature": float(s.temperature), "top_p": float(s.top_p)})
+        # Read by the batch's sampler (serve/sampling.py): temperature 0 is argmax, with no work per token.
+        kwargs = {"temperature": 0.0 if s.greedy else float(s.temperature), "top_p": float(s.top_p)}
         live = set(rids)
         try:
             for rid in rids:
@@ -442,16 +466,19 @@ def _entry(tok: Any, token: int, logprob: float) -> dict[str, Any]:
 
 
 def _start_batching(gen: Generator, limits: Limits) -> Any:
-    """transformers' continuous batching on the loaded model, its sampling set per request."""
+    """transformers' continuous batching on the loaded model, each request drawn as it asks
+    (serve/sampling.py: greedy by argmax alone, sampled rows with their own temperature and top-p)."""
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
+    from clustertune.serve.sampling import BatchSampler
+
     tok = gen.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (gen.eos_ids or [0])[0]
-    # Temperature, top-k and top-p processors exist only when the defaults are not neutral;
-    # each request then sets its own values.
-    config = GenerationConfig(do_sample=True, temperature=0.7, top_k=50, top_p=0.95, max_new_tokens=limits.max_tokens,
-                              eos_token_id=gen.eos_ids or -1, pad_token_id=pad)
+    # The batch itself is greedy (its step ends in argmax, no processors of its own); the sampler
+    # put in their place below turns only the rows that sample into scores whose argmax is a draw.
+    config = GenerationConfig(do_sample=False, max_new_tokens=limits.max_tokens, eos_token_id=gen.eos_ids or -1,
+                              pad_token_id=pad)
     sized: dict[str, Any] = {}
     if not str(gen.device).startswith("cuda"):
         # On the CPU the cache is sized from what is served, not from free memory (which would be
@@ -460,7 +487,17 @@ def _start_batching(gen: Generator, limits: Limits) -> Any:
         per_request = math.ceil((gen.context or limits.max_tokens * 2) / _PAGE)
         sized = {"num_blocks": max(16, per_request * limits.running), "max_batch_tokens": _CPU_BATCH_TOKENS,
                  "page_size": _PAGE}
-    cb = ContinuousBatchingConfig(per_request_processors=True, auto_switch_to_flash=False, **sized)
+    else:
+        # The share of free memory transformers leaves for processors' temporaries when it has
+        # some (the batch is built believing it has none).
+        sized = {"max_memory_percent": 0.8}
+    cb = ContinuousBatchingConfig(auto_switch_to_flash=False, **sized)
     mgr = gen.model.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
+    resolved = mgr.continuous_batching_config
+    graphs = resolved.use_cuda_graph
+    captured = any(graphs) if isinstance(graphs, tuple) else bool(graphs)
+    compiled = resolved.varlen_compile_config is not None or resolved.decode_compile_config is not None
+    # A captured or compiled step cannot branch on which rows sample: that sampler computes every row.
+    mgr.logit_processor = BatchSampler(eager=not (captured or compiled))
     mgr.start()
     return mgr
