@@ -54,7 +54,7 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
           template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
           name: str | None = None, tinker: bool = False, tinker_dir: str | os.PathLike[str] | None = None,
           tinker_save_every: int = 0, adapters: list[str] | None = None,
-          max_adapters: int = DEFAULT_MAX_ADAPTERS) -> Server:
+          max_adapters: int = DEFAULT_MAX_ADAPTERS, check: bool = True) -> Server:
     """A bound server for ``model`` (checked, port taken, nothing loaded yet): call ``run()``.
 
     A base model also serves its adapter runs, each by its run id: ``adapters`` loaded at start,
@@ -71,7 +71,7 @@ def start(model: str | None, *, host: str = "127.0.0.1", port: int = 8000, api_k
     engine = None
     if model is not None:
         engine = prepare(model, runs_root=runs_root, device=device, dtype=dtype, template=template, limits=limits,
-                         name=name, adapters=adapters, max_adapters=max_adapters)
+                         name=name, adapters=adapters, max_adapters=max_adapters, check=check)
     elif adapters:
         raise UserError("--adapters: name the base model to serve them on")
     service = None
@@ -142,7 +142,8 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
            host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, device: str | None = None,
            dtype: str = "auto", template: str | None = None, limits: Limits = Limits(), log_prompts: bool = False,
            wait_seconds: float = 600.0, announce: Callable[[str], Any] | None = None,
-           cli_command: list[str] | None = None, tinker: bool = False, tinker_save_every: int = 0) -> Submitted:
+           cli_command: list[str] | None = None, tinker: bool = False, tinker_save_every: int = 0,
+           check: bool = True) -> Submitted:
     """Serve ``model`` as a run under ``launch_keys``; returns once its server listens (or the run
     ended, or ``wait_seconds`` passed: a SLURM job may wait in the queue).
 
@@ -170,6 +171,7 @@ def submit(model: str | None, launch_keys: list[str], *, runs_root: str | os.Pat
     options += ["--max-body", str(limits.max_body)] if limits.max_body is not None else []
     options += (["--device", device] if device else []) + (["--template", template] if template else [])
     options += ["--log-prompts"] if log_prompts else []
+    options += [] if check else ["--no-check"]
     if tinker:
         # The Tinker API alone, its checkpoints in the run directory (the server finds it in
         # $CLUSTERTUNE_RUN_DIR); the bases are named by the clients, as the host knows them.

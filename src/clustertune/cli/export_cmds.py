@@ -34,6 +34,8 @@ def export(
     token: Optional[str] = typer.Option(None, "--token", show_default=False,
                                         help="Hub token for --push (default: $HF_TOKEN or `hf auth login`)."),
     private: bool = typer.Option(False, "--private", help="With --push: create the repository private."),
+    no_check: bool = typer.Option(False, "--no-check", help="Skip comparing the written model with the trained one "
+                                  "on held-out prompts (template, tokens, greedy answers, log-probabilities)."),
     runs_root: Optional[Path] = typer.Option(None, "--runs-root", help="Where run directories live "
                                              "(default $CLUSTERTUNE_RUNS or ./runs)."),
 ) -> None:
@@ -47,9 +49,11 @@ def export(
         if dtype is not None:
             raise ModelError("--dtype is for --format hf; a GGUF file's weights are chosen with --quant "
                              f"({', '.join(GGUF_QUANTS)})")
-        gg = export_gguf(ref, to, runs_root=runs_root, quant=check_quant(quant or "f16"), force=force)
+        gg = export_gguf(ref, to, runs_root=runs_root, quant=check_quant(quant or "f16"), force=force,
+                         check=not no_check)
         print(f"exported  {gg.source} as GGUF ({gg.quant}; pre-tokenizer: {gg.pre_tokenizer})")
         print("checked   read back: every tensor, the vocabulary and merges, special tokens, chat template")
+        _print_fidelity(gg.fidelity, no_check)
         print(f"to        {gg.path}")
         print(f"files     {', '.join(gg.files)}")
         print(f"run it    llama-cli -m {gg.gguf}   or   cd {gg.path} && ollama create my-model -f Modelfile")
@@ -57,9 +61,12 @@ def export(
     else:
         if quant is not None:
             raise ModelError(f"--quant {quant}: only with --format gguf (a transformers directory takes --dtype)")
-        done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push)
+        done = export_model(ref, to, runs_root=runs_root, merge=merge, dtype=dtype, force=force, repo_id=push,
+                            check=not no_check)
         article = "an" if done.kind[0] in "aeiou" else "a"
         print(f"exported  {done.source} as {article} {done.kind} ({done.dtype})")
+        if done.kind != "adapter":
+            _print_fidelity(done.fidelity, no_check)
         print(f"to        {done.path}")
         print(f"files     {', '.join(done.files)}")
         written = done.path
@@ -68,3 +75,10 @@ def export(
 
     pushed = push_dir(written, push, token=token, private=private)
     print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")
+
+
+def _print_fidelity(found: object, skipped: bool) -> None:
+    if found is not None:
+        print(f"answers   as trained: {found.summary()}")  # type: ignore[attr-defined]
+    elif skipped:
+        print("answers   not compared with the trained model (--no-check)")

@@ -44,6 +44,8 @@ def serve(
                                            "for, with no restart."),
     max_adapters: int = typer.Option(8, "--max-adapters", help="Adapters held loaded at once; past that the one "
                                      "used longest ago is unloaded (it loads again when asked for)."),
+    no_check: bool = typer.Option(False, "--no-check", help="Serve without comparing the model as loaded (its "
+                                  "--dtype, --template, a merge) with the trained one on held-out prompts."),
     template: Optional[str] = Template,
     device: Optional[str] = Device,
     dtype: str = Dtype,
@@ -91,7 +93,7 @@ def serve(
                              device=device, dtype=dtype, template=template, limits=limits, log_prompts=log_prompts,
                              announce=lambda text: print(text, file=sys.stderr, flush=True),
                              cli_command=["clustertune", *sys.argv[1:]], tinker=tinker,
-                             tinker_save_every=tinker_save_every)
+                             tinker_save_every=tinker_save_every, check=not no_check)
         run = sub.run
         if sub.address is None:
             print(f"run {run.id} {run.state.value}: its server has not started listening yet" if not run.state.terminal
@@ -119,12 +121,15 @@ def serve(
                   "TINKER_API_KEY=tml-... set (any key unless --api-key is given)", file=sys.stderr, flush=True)
 
     def ready(served: Any) -> None:
+        if served.checked:
+            print(f"answers as trained: {served.checked}", file=sys.stderr, flush=True)
         print(f"serving {served.model_id} at {served.base_url}", file=sys.stderr, flush=True)
 
     api.serving.serve(model, on_listening=listening, on_ready=ready if model is not None else None, host=host, port=8000 if port is None else port, api_key=api_key, runs_root=runs_root,
                   device=device, dtype=dtype, template=template, log_prompts=log_prompts,
                   limits=limits, name=name, tinker=tinker, tinker_dir=tinker_dir,
-                  tinker_save_every=tinker_save_every, adapters=adapter_refs, max_adapters=max_adapters)
+                  tinker_save_every=tinker_save_every, adapters=adapter_refs, max_adapters=max_adapters,
+                  check=not no_check)
 
 
 def _hold_forward(sub: Any, local_port: int, tinker: bool = False) -> None:

@@ -335,7 +335,10 @@ def generation_prompts(convs: list[list[dict[str, str]]], renderer: ChatRenderer
         text = renderer.render(conv[:last], add_generation_prompt=True)
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         if len(ids) + max_new_tokens <= max_length:
-            out.append({"prompt_ids": list(map(int, ids)), "reference": conv[last]["content"].strip()})
+            # The conversation itself too: a served model's own template renders it again (the
+            # fidelity check of export and serve, use/fidelity.py).
+            out.append({"prompt_ids": list(map(int, ids)), "reference": conv[last]["content"].strip(),
+                        "messages": [{"role": m["role"], "content": m["content"]} for m in conv[:last]]})
     return out
 
 

@@ -159,6 +159,7 @@ class Engine:
         self._gens: dict[str, Generator] = {}
         self.gen: Generator | None = None
         self.failed: str | None = None
+        self.fidelity: Any = None  # what the check against the trained model found (use/fidelity.py), if it ran
         self.error: BaseException | None = None  # why loading failed
         self._manager: Any = None
         self._exact = threading.Lock()

@@ -10,6 +10,8 @@ raises :class:`ModelLoadError` (exit 1) and nothing is ever announced as served.
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import socket
@@ -46,6 +48,9 @@ class Served:
     model_id: str
     host: str
     port: int
+    # What the check against the trained model found (use/fidelity.py), once it has loaded:
+    # None where it was not run (--no-check) or had nothing to compare.
+    checked: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -65,9 +70,12 @@ def model_id_of(target: Target) -> str:
 def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device: str | None = None,
             dtype: str = "auto", template: str | None = None, merge: bool = False,
             limits: Limits = Limits(), name: str | None = None, adapters: list[str] | None = None,
-            max_adapters: int = DEFAULT_MAX_ADAPTERS) -> Engine:
+            max_adapters: int = DEFAULT_MAX_ADAPTERS, check: bool = True) -> Engine:
     """The engine for ``ref`` (checked now; the model loads when :meth:`Engine.load` runs);
-    ``name``: its id in ``/v1/models`` (default: the run id, or the directory's name).
+    ``name``: its id in ``/v1/models`` (default: the run id, or the directory's name). ``check``:
+    once loaded, where its dtype, a merge or ``template`` could make it answer otherwise than it
+    trained, it is compared with the trained model on held-out prompts (use/fidelity.py) and not
+    served when it differs.
 
     A base (a model that is not itself an adapter run) also serves its adapter runs, each by its
     run id: ``adapters`` (runs or adapter directories) are loaded at start, any other adapter run
@@ -88,9 +96,20 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
     def load() -> Generator:
         tokenizer = load_tokenizer_for(target)
         model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
-        return Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
+        gen = Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
+        if check:
+            from clustertune.use.fidelity import check_served
 
-    return Engine(load, served, limits, adapter_set)
+            found = check_served(target, gen, merged=merge and target.adapter)
+            if found is not None and not found.passed:
+                raise ServeError(f"{found.artifact} does not answer as {target.label} does, so it is not served "
+                                 f"({found.summary()}):\n  - " + "\n  - ".join(found.differences)
+                                 + "\n(--no-check serves it anyway)")
+            engine.fidelity = found
+        return gen
+
+    engine = Engine(load, served, limits, adapter_set)
+    return engine
 
 
 
@@ -222,8 +241,11 @@ class Server:
         if self.engine is not None and self.engine.failed is not None:
             # Nothing this server could answer would work: stop it, and run() says why.
             self._uvicorn.should_exit = True
-        elif self._on_ready is not None:
-            self._on_ready(self.served)
+        else:
+            if self.engine is not None and self.engine.fidelity is not None:
+                self.served = dataclasses.replace(self.served, checked=self.engine.fidelity.summary())
+            if self._on_ready is not None:
+                self._on_ready(self.served)
 
     def run(self, on_listening: Callable[[Served], Any] | None = None,
             on_ready: Callable[[Served], Any] | None = None) -> None:

@@ -47,6 +47,7 @@ class Exported:
     dtype: str
     source: str
     files: list[str] = field(default_factory=list)
+    fidelity: Any = None  # use/fidelity.py's Fidelity, where the written model was checked
 
 
 def torch_dtype(name: str | None) -> Any:
@@ -91,17 +92,18 @@ def check_destination(to: Path, target: Target, force: bool) -> Path:
 
 def export_model(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.PathLike[str] | None = None,
                  merge: bool = False, dtype: str | None = None, force: bool = False,
-                 repo_id: str | None = None) -> Exported:
+                 repo_id: str | None = None, check: bool = True) -> Exported:
     """Write what ``ref`` (a run id or a model directory) names to ``to``; see the module doc.
 
     ``merge`` merges an adapter into its base (a full model is exported as it is either way);
     ``dtype`` converts the weights; ``repo_id`` is the name the model card's examples load from
-    (default: the directory)."""
+    (default: the directory); ``check``: compare the written model with the trained one
+    (use/fidelity.py) before it is moved into place."""
     target = find_target(ref, runs_root)
     refuse_adapter_checkpoint(target, merge)
     want = torch_dtype(dtype)
     return write_export(target, check_destination(Path(to), target, force), want, merge=merge, repo_id=repo_id,
-                        to=to)
+                        to=to, check=check)
 
 
 def refuse_adapter_checkpoint(target: Target, merge: bool) -> None:
@@ -127,19 +129,24 @@ def _cannot_write(to: str | os.PathLike[str], out: Path, exc: OSError) -> ModelE
 
 
 def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = False, repo_id: str | None = None,
-                 to: str | os.PathLike[str] | None = None) -> Exported:
+                 to: str | os.PathLike[str] | None = None, check: bool = False) -> Exported:
     """Write ``target`` to the directory ``out`` (checked already, or one clustertune owns, such
-    as a run's ``checkpoint-models``), replacing it in one step; ``want`` a torch dtype or None."""
+    as a run's ``checkpoint-models``), replacing it in one step; ``want`` a torch dtype or None.
+    ``check``: a generative full or merged model is compared with the trained one first, and not
+    written when it answers differently (an adapter directory is loaded onto its base as it trained)."""
     to = to if to is not None else out
     made = _missing_parents(out)
     tmp = temp_sibling(out, "export")
+    fidelity = None
     try:
         start_export_dir(out, tmp, to)
         if target.adapter and not merge:
             kind, written = "adapter", _write_adapter(target, tmp, want)
         else:
             kind, written = ("merged model" if target.adapter else "model"), _write_model(target, tmp, want)
-        card = model_card(target, tmp, kind=kind, dtype=written, load_from=repo_id or str(out))
+            if check and not target.classifier:
+                fidelity = check_written(target, tmp, artifact=f"the exported {kind} ({written})", precision=written)
+        card = model_card(target, tmp, kind=kind, dtype=written, load_from=repo_id or str(out), fidelity=fidelity)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         readable_as_written(tmp)
         replace_dir(tmp, out)
@@ -149,7 +156,21 @@ def write_export(target: Target, out: Path, want: Any = None, *, merge: bool = F
             raise _cannot_write(to, out, exc) from exc
         raise
     return Exported(path=out, kind=kind, dtype=written, source=target.label,
-                    files=sorted(p.name for p in out.iterdir()))
+                    files=sorted(p.name for p in out.iterdir()), fidelity=fidelity)
+
+
+def check_written(target: Target, written: Path, *, artifact: str, precision: str,
+                  gguf_file: str | None = None) -> Any:
+    """The fidelity check of what an export wrote (use/fidelity.py); a typed error naming the
+    first difference when it fails (the caller then removes what it wrote)."""
+    from clustertune.use.fidelity import check_export
+
+    found = check_export(target, written, artifact=artifact, precision=precision, gguf_file=gguf_file)
+    if not found.passed:
+        raise ModelError(f"{artifact} does not answer as {target.label} does, so nothing was written "
+                         f"({found.summary()}):\n  - " + "\n  - ".join(found.differences)
+                         + "\n(--no-check writes it anyway)")
+    return found
 
 
 def readable_as_written(folder: Path) -> None:

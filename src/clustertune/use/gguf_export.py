@@ -25,10 +25,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clustertune.errors import ModelError
 from clustertune.fsutil import replace_dir, temp_sibling
-from clustertune.use.export import _missing_parents, _write_model, check_destination, start_export_dir, undo_partial
+from clustertune.use.export import (_missing_parents, _write_model, check_destination, check_written, start_export_dir,
+                                    undo_partial)
 from clustertune.use.load import find_target, load_tokenizer_for
 from clustertune.use.modelfile import modelfile
 
@@ -50,6 +52,7 @@ class GgufExported:
     source: str
     pre_tokenizer: str
     files: list[str] = field(default_factory=list)
+    fidelity: Any = None  # use/fidelity.py's Fidelity, where the file was checked against the trained model
 
 
 def converter_dir() -> Path:
@@ -128,9 +131,11 @@ def convert(model_dir: Path, out: Path, quant: str, pre: str | None) -> None:
 
 
 def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.PathLike[str] | None = None,
-                quant: str = "f16", force: bool = False) -> GgufExported:
+                quant: str = "f16", force: bool = False, check: bool = True) -> GgufExported:
     """Write ``to/model-<quant>.gguf`` and ``to/Modelfile`` for what ``ref`` (a run id or a model
-    directory) names; see the module doc."""
+    directory) names; see the module doc. ``check``: the file, read by transformers' GGUF loader
+    (its tokenizer metadata, its tensors dequantized), is compared with the trained model on
+    held-out prompts first (use/fidelity.py)."""
     check_quant(quant)
     target = find_target(ref, runs_root)
     if target.step is not None:
@@ -159,6 +164,8 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
             if problems:
                 raise ModelError(f"the GGUF file does not hold the model, so it was deleted ({CONVERTER_PIN}):\n  - "
                                  + "\n  - ".join(problems))
+            fidelity = (check_written(target, tmp, artifact=f"the GGUF file ({quant})", precision=quant, gguf_file=name)
+                        if check else None)
             template = load_tokenizer_for(target).chat_template
             template = template.get("default") if isinstance(template, dict) else template
             (tmp / MODELFILE).write_text(modelfile(name, template), encoding="utf-8")
@@ -167,4 +174,5 @@ def export_gguf(ref: str, to: str | os.PathLike[str], *, runs_root: str | os.Pat
         undo_partial(tmp, made)
         raise
     return GgufExported(path=out, gguf=out / name, quant=quant, source=target.label,
-                        pre_tokenizer=pre or "the converter's own", files=sorted(p.name for p in out.iterdir()))
+                        pre_tokenizer=pre or "the converter's own", files=sorted(p.name for p in out.iterdir()),
+                        fidelity=fidelity)

@@ -157,9 +157,9 @@ def _usage(kind: str, classifier: bool, load_from: str, base: str | None, chat: 
     )
 
 
-def model_card(target: Target, out: Path, *, kind: str, dtype: str, load_from: str) -> str:
+def model_card(target: Target, out: Path, *, kind: str, dtype: str, load_from: str, fidelity: Any = None) -> str:
     """README.md for the export of ``target`` written to ``out`` (``kind``: model, adapter or
-    merged model)."""
+    merged model; ``fidelity``: what the check against the trained model found, if it ran)."""
     recipe = _recipe(target)
     base = _base(target, recipe)
     summary = _read_json(target.run.paths.summary) if target.run is not None else {}
@@ -188,6 +188,8 @@ def model_card(target: Target, out: Path, *, kind: str, dtype: str, load_from: s
     labels = _labels(out) if target.classifier else None
     if labels:
         parts.append("## Labels\n\n" + ", ".join(f"{i} = `{n}`" for i, n in labels) + "\n")
+    if fidelity is not None:
+        parts.append("## Checked against the trained model\n\n" + _fidelity_lines(fidelity) + "\n")
     parts.append("## How to load it\n\n" + _usage(kind, target.classifier, load_from, base,
                                                              (out / "chat_template.jinja").is_file()))
     return "\n".join(parts)
@@ -199,3 +201,15 @@ def _labels(out: Path) -> list[tuple[int, str]]:
         return sorted((int(k), str(v)) for k, v in id2label.items())
     except (TypeError, ValueError):
         return []
+
+
+def _fidelity_lines(found: Any) -> str:
+    lines = [f"This export, loaded back with transformers, was run on {found.prompts} held-out prompts "
+             f"({found.source}) beside the trained model, before it was written:", ""]
+    if found.templates_equal is not None:
+        lines.append(f"- the chat template renders {found.templates_equal} of {found.prompts} prompts identically")
+    lines += [f"- the tokenizer splits {found.tokens_equal} of {found.prompts} prompts identically",
+              f"- greedy agreement with the trained model's answers: {found.agreement:.3f} "
+              f"(the check asks for at least {found.threshold})",
+              f"- mean log-probability difference of those answers: {found.logprob_gap:.2e} a token"]
+    return "\n".join(lines)

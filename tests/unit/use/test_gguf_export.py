@@ -21,6 +21,8 @@ from clustertune.use.gguf_check import check_gguf
 from clustertune.use.gguf_export import export_gguf
 from clustertune.use.modelfile import GO_TEMPLATES, modelfile
 from tests.helpers import tree_snapshot
+from clustertune.use.fidelity import check_export
+from clustertune.use.load import find_target
 from tests.sft_fixtures import CHATS, make_base
 
 
@@ -61,6 +63,14 @@ def test_the_gguf_file_holds_the_tokenizer_and_template(base: Path, f16: Path) -
     assert fields["tokenizer.ggml.eos_token_id"] == tok.eos_token_id
     assert fields["general.architecture"] == "gpt2" and fields["gpt2.context_length"] == 128
 
+    # What the export's fidelity check found: the file, read by transformers' GGUF loader, answers
+    # the prompts as the model does (a plain directory: the builtin corpus's questions).
+    found = check_export(find_target(str(base)), f16, artifact="the GGUF file (f16)", precision="f16",
+                         gguf_file="model-f16.gguf", device="cpu")
+    assert found.passed and found.source == "the builtin corpus" and found.prompts == 8, found.differences
+    assert found.templates_equal == 8 and found.tokens_equal == 8 and found.agreement >= 0.9
+    assert 0 < found.logprob_gap < 1e-2  # f16's rounding, and no more
+
 
 def test_the_check_names_a_changed_weight_vocabulary_and_template(base: Path, f16: Path, tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
@@ -99,6 +109,7 @@ def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base:
 
     done = export_gguf(str(adapter), tmp_path / "q8", quant="q8_0")
     assert done.gguf.name == "model-q8_0.gguf" and done.pre_tokenizer == "gpt-2"
+    assert done.fidelity.passed and done.fidelity.threshold == 0.8 and done.fidelity.agreement >= 0.8
     reader = gguf.GGUFReader(str(done.gguf))
     qkv = next(t for t in reader.tensors if t.name == "blk.0.attn_qkv.weight")
     assert qkv.tensor_type == gguf.GGMLQuantizationType.Q8_0

@@ -36,9 +36,10 @@ class Chats:
 
     def processing(self, recipe: Recipe) -> dict[str, Any]:
         d = recipe.data
-        # Format, columns, masking rule (loss_on), packing, too_long and the generation prompts;
+        # Format (3: held-out prompts keep their conversations), columns, masking rule (loss_on),
+        # packing, too_long and the generation prompts;
         # the template's text joins the inputs where the tokenizer is known.
-        proc: dict[str, Any] = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 2}
+        proc: dict[str, Any] = {"max_length": d.max_length, "sft": d.sft.model_dump(mode="json"), "sft_format": 3}
         if d.sft.role_order != "alternate":
             proc["role_order"] = d.sft.role_order  # which conversations are accepted (absent: the default)
         return proc
