@@ -17,6 +17,8 @@ that no longer fits is a SKIP row saying so):
   sft-speed    sft_gpu.py: LoRA SFT of a ~1B Llama-shaped model at 2048, clustertune vs SFTTrainer
   more-checks  gpu_check.py: ZeRO-3, ZeRO-2 (DeepSpeed carried without its compiled ops), FSDP +
                offload under the launcher, estimate-memory against the measured peak
+  serve-speed  serve.py: clustertune serve vs transformers serve --continuous-batching on the GPU,
+               GPT-2 small's shape in bf16, tokens/s and latency at 1 and 16 clients
   qlora        adapter_memory.py: full, LoRA and QLoRA (bitsandbytes) runs side by side
   cpu-adam     builds DeepSpeed's CPU Adam (what ZeRO-offload needs) if the time left allows
 
@@ -42,12 +44,13 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # The scripts the parts start by path: what runs on the GPU machine besides this file.
-SCRIPTS = ("gpu_check.py", "gpu_gpt2.py", "sft_gpu.py", "sft_cpu.py", "adapter_memory.py")
+SCRIPTS = ("gpu_check.py", "gpu_gpt2.py", "sft_gpu.py", "sft_cpu.py", "adapter_memory.py", "serve.py")
 # Modules that the GPU paths import and the image lacks (they travel as wheels); required ones
 # FAIL the env part when missing, the others make their part SKIP.
 REQUIRED = ("clustertune", "pydantic", "yaml", "torch", "transformers", "accelerate", "peft", "gigatoken",
             "awkward", "safetensors", "tokenizers", "xxhash", "rich")
 OPTIONAL = {"deepspeed": "more-checks (ZeRO)", "trl": "sft-speed (SFTTrainer)", "datasets": "sft-speed",
+            "fastapi": "serve-speed", "uvicorn": "serve-speed", "openai": "serve-speed",
             "bitsandbytes": "qlora", "liger_kernel": "fused loss (Liger's kernel; else the chunked torch one)"}
 VERSIONS = ("torch", "transformers", "accelerate", "peft", "tokenizers", "pyarrow", "safetensors", "numpy",
             "pydantic", "datasets", "trl", "deepspeed", "bitsandbytes", "gigatoken")
@@ -280,6 +283,25 @@ def part_sft(h: Harness) -> None:
                      f"{last['ours']['tokens_per_s'] / last['trl']['tokens_per_s']:.2f}x")
 
 
+def part_serve(h: Harness) -> None:
+    if {"fastapi", "uvicorn", "openai"} & h.missing:
+        h.report.add("serve-speed", "serving side by side", "SKIP", "fastapi, uvicorn or openai does not import here")
+        return
+    rows_file = h.out / "serve-speed.json"
+    args = (["--smoke"] if h.a.tiny else ["--size", "gpt2", "--rounds", "1", "--levels", "1,16"])
+    device = ["--device", "cpu" if h.a.cpu else "cuda"]
+    rc, tail = h.run("serve-speed", [str(HERE / "serve.py"), *args, *device, "--json", str(rows_file)], 150)
+    if rc != 0 or not rows_file.exists():
+        h.report.add("serve-speed", "tokens/s side by side", "FAIL",
+                     "stopped at its time limit" if rc is None else f"exit {rc}: {last_line(tail)}")
+        return
+    for clients, row in json.loads(rows_file.read_text()).items():
+        h.report.add("serve-speed", f"{clients} clients", "PASS",
+                     f"clustertune {row['clustertune_tok_s'][-1]:,.0f} vs transformers serve {row['peer_tok_s'][-1]:,.0f} "
+                     f"tokens/s ({row['ratio']:.2f}x); p50 {1000 * row['clustertune_p50_s']:.0f} vs "
+                     f"{1000 * row['peer_p50_s']:.0f} ms")
+
+
 def part_qlora(h: Harness) -> None:
     if "bitsandbytes" in h.missing:
         h.report.add("qlora", "QLoRA run", "SKIP", "bitsandbytes does not import here (left out of the wheels?)")
@@ -316,6 +338,7 @@ PARTS: list[tuple[str, Callable[[Harness], None], float]] = [
     ("correctness", part_correctness, 30),
     ("gpt2-speed", part_gpt2, 20),
     ("sft-speed", part_sft, 30),
+    ("serve-speed", part_serve, 30),
     ("more-checks", part_more_checks, 30),
     ("qlora", part_qlora, 20),
     ("cpu-adam", part_cpu_adam, 30),

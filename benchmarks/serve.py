@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/serve.py            # 4-layer GPT-2 (width 256), 48 requests per level
     .venv/bin/python benchmarks/serve.py --smoke    # the 2-layer test size, 8 requests per level
+    python3 benchmarks/serve.py --device cuda --size gpt2 --rounds 1   # on a GPU (gpu_hour.py's serving part)
 
 One model directory (a GPT-2 built from its config, seeded, with a byte-level BPE trained on the
 builtin corpus and ChatML as its chat template), served by each server in turn on this machine:
@@ -138,28 +139,37 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, the servers taking turns (the first one changing "
                     "each round); medians are reported")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cpu: fp32, both caches 512 blocks of 32; cuda: bf16, each server sizes its cache itself")
+    ap.add_argument("--size", default="bench", choices=("bench", "gpt2"),
+                    help="bench: 4 layers x 256 (default); gpt2: GPT-2 small's shape, 12 x 768 (for a GPU)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
-    layers, width, requests = (2, 64, 8) if args.smoke else (4, 256, 48)
+    layers, width, requests = (2, 64, 8) if args.smoke else (12, 768, 48) if args.size == "gpt2" else (4, 256, 48)
     if args.smoke:
         args.rounds = 1
     bindir = Path(sys.executable).parent
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_model(Path(tmp) / "bench-model", layers, width)
-        blocks = ["--cb-num-blocks", "512", "--cb-max-batch-tokens", "512"]
+        gpu = args.device == "cuda"
+        # On the CPU the peer is given clustertune's cache size (it would otherwise take most of the
+        # machine's memory); on a GPU both size theirs from free memory.
+        blocks = [] if gpu else ["--cb-num-blocks", "512", "--cb-max-batch-tokens", "512"]
+        ours_dtype, peer_dtype = ("bf16", "bfloat16") if gpu else ("fp32", "float32")
 
         def ours() -> dict[int, dict[str, Any]]:
             port = free_port()
             return serve_and_measure("clustertune serve", [str(bindir / "clustertune"), "serve", str(model_dir), "--port",
-                                                           str(port), "--device", "cpu", "--dtype", "fp32",
+                                                           str(port), "--device", args.device, "--dtype", ours_dtype,
                                                            "--max-running", "16"],
                                      f"http://127.0.0.1:{port}", model_dir.name, levels, requests, args.max_tokens)
 
         def peer() -> dict[int, dict[str, Any]]:
             port = free_port()
             return serve_and_measure("transformers serve", [str(bindir / "transformers"), "serve", str(model_dir),
-                                                            "--port", str(port), "--host", "127.0.0.1", "--device", "cpu",
-                                                            "--dtype", "float32", "--continuous-batching", *blocks],
+                                                            "--port", str(port), "--host", "127.0.0.1", "--device",
+                                                            args.device, "--dtype", peer_dtype, "--continuous-batching",
+                                                            *blocks],
                                      f"http://127.0.0.1:{port}", str(model_dir), levels, requests, args.max_tokens)
 
         rounds = []

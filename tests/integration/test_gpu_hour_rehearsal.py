@@ -28,8 +28,8 @@ def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
     data = json.loads((out / "results.json").read_text())
     rows = {(r["part"], r["check"]): r for r in data["rows"]}
     # Every part ran, in priority order, each with its seconds.
-    assert [p["part"] for p in data["parts"]] == ["env", "correctness", "gpt2-speed", "sft-speed", "more-checks",
-                                                  "qlora", "cpu-adam"]
+    assert [p["part"] for p in data["parts"]] == ["env", "correctness", "gpt2-speed", "sft-speed", "serve-speed",
+                                                  "more-checks", "qlora", "cpu-adam"]
     assert all(p["note"] == "" for p in data["parts"]), data["parts"]
     assert data["machine"]["gpu"] == "none (CPU)" and data["machine"]["torch"]
     # The correctness rows are gpu_check.py's, read back from its own JSON.
@@ -38,6 +38,10 @@ def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
     assert rows[("gpt2-speed", "ratio clustertune / Trainer")]["detail"].endswith("x")
     assert rows[("sft-speed", "ratio clustertune / SFTTrainer")]["status"] == "PASS"
     assert rows[("qlora", "full, LoRA and QLoRA runs")]["status"] == "PASS"
+    # Both servers answered at every level (serve.py's own JSON read back).
+    for level in ("1", "4", "16"):
+        row = rows[("serve-speed", f"{level} clients")]
+        assert row["status"] == "PASS" and "transformers serve" in row["detail"] and "x); p50" in row["detail"], row
     # A SKIP always says why.
     skips = [r for r in data["rows"] if r["status"] == "SKIP"]
     assert skips and all(len(r["detail"]) > 20 for r in skips)
