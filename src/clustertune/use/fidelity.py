@@ -22,6 +22,8 @@ threshold: 0.9 for models in their trained precision or halved (f16, bf16), 0.8 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,7 +267,10 @@ def check_export(target: Target, out: Any, *, artifact: str, precision: str, ggu
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {"dtype": "auto"}
     if gguf_file:
         kwargs["config"] = _gguf_config(out, gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(str(out), **kwargs).to(device).eval()
+    # transformers' GGUF loader draws a progress bar of its own on stderr (tqdm, which no
+    # transformers setting turns off): nothing a user of export acts on.
+    with contextlib.redirect_stderr(io.StringIO()) if gguf_file else contextlib.nullcontext():
+        model = AutoModelForCausalLM.from_pretrained(str(out), **kwargs).to(device).eval()
     served = Loaded(target=Target(path=out, run=None, adapter=False, classifier=False), model=model,
                     tokenizer=AutoTokenizer.from_pretrained(str(out), **({"gguf_file": gguf_file} if gguf_file else {})),
                     device=device)

@@ -94,7 +94,8 @@ def test_the_check_names_a_changed_weight_vocabulary_and_template(base: Path, f1
     assert check_gguf(f16 / "model-f16.gguf", base) == []
 
 
-def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base: Path, tmp_path: Path) -> None:
+def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base: Path, tmp_path: Path,
+                                                                         capfd: pytest.CaptureFixture[str]) -> None:
     import gguf
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,6 +111,7 @@ def test_an_adapter_run_merges_and_exports_as_q8_0_within_its_stated_error(base:
     done = export_gguf(str(adapter), tmp_path / "q8", quant="q8_0")
     assert done.gguf.name == "model-q8_0.gguf" and done.pre_tokenizer == "gpt-2"
     assert done.fidelity.passed and done.fidelity.threshold == 0.8 and done.fidelity.agreement >= 0.8
+    assert "GGUF tensors" not in capfd.readouterr().err  # the GGUF loader's progress bar stays off the terminal
     reader = gguf.GGUFReader(str(done.gguf))
     qkv = next(t for t in reader.tensors if t.name == "blk.0.attn_qkv.weight")
     assert qkv.tensor_type == gguf.GGMLQuantizationType.Q8_0
