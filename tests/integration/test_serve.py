@@ -346,6 +346,9 @@ def test_the_cli_serves_until_sigterm(plain_base: Path) -> None:
         assert r.model == plain_base.name and r.choices
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+        # What a person sees: the lines the server says, not the libraries' loading bars.
+        rest = proc.stderr.read()
+        assert f"serving {plain_base.name} at" in rest and "Loading weights" not in rest, rest
     finally:
         if proc.poll() is None:
             proc.kill()

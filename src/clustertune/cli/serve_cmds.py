@@ -110,6 +110,11 @@ def serve(
         print(f"  `clustertune logs {run.id}`, `clustertune cancel {run.id}` as for any run")
         return
 
+    if model is not None:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a bar per weight load (the model, the check's reference): noise here
+
     def listening(served: Any) -> None:
         if model is not None:
             # Not "serving" yet: that is said once the model has loaded (a model that fails to
