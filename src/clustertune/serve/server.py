@@ -32,6 +32,7 @@ from clustertune.serve.adapters import AdapterRef, AdapterSet
 from clustertune.serve.engine import Engine, Limits
 from clustertune.serve.protocol import ApiError
 from clustertune.serve.listen import ModelLoadError, ServeError, bind
+from clustertune.use.fidelity import check_served
 from clustertune.use.generate import Generator, resolve_chat_template
 from clustertune.use.load import (DTYPES, Loaded, Target, adapter_base, find_target, load_model_for,
                                   load_tokenizer_for, pick_device)
@@ -98,8 +99,6 @@ def prepare(ref: str, *, runs_root: str | os.PathLike[str] | None = None, device
         model = load_model_for(target, device=dev, dtype=dtype, merge=merge)
         gen = Generator(Loaded(target=target, model=model, tokenizer=tokenizer, device=dev), template=template)
         if check:
-            from clustertune.use.fidelity import check_served
-
             found = check_served(target, gen, merged=merge and target.adapter)
             if found is not None and not found.passed:
                 raise ServeError(f"{found.artifact} does not answer as {target.label} does, so it is not served "

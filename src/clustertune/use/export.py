@@ -163,6 +163,7 @@ def check_written(target: Target, written: Path, *, artifact: str, precision: st
                   gguf_file: str | None = None) -> Any:
     """The fidelity check of what an export wrote (use/fidelity.py); a typed error naming the
     first difference when it fails (the caller then removes what it wrote)."""
+    # Deferred: the check reads prepared data (numpy) and loads models, which the CLI's start-up does without.
     from clustertune.use.fidelity import check_export
 
     found = check_export(target, written, artifact=artifact, precision=precision, gguf_file=gguf_file)

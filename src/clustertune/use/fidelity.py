@@ -26,10 +26,16 @@ import contextlib
 import io
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from clustertune.data.builtin import pydoc_paragraphs
+from clustertune.data.manifest import load_manifest
+from clustertune.data.shapes import open_split
+from clustertune.data.staging import read_run_data
+from clustertune.errors import UserError
 from clustertune.use.generate import Generator
-from clustertune.use.load import Loaded, Target
+from clustertune.use.load import Loaded, Target, load_model_for, load_tokenizer_for, pick_device
 
 PROMPTS = 8
 NEW_TOKENS = 16
@@ -101,8 +107,6 @@ def held_out(target: Target, tokenizer: Any, chat: bool, n: int = PROMPTS) -> tu
     found = _run_prompts(target, tokenizer, chat, n)
     if found:
         return found, f"the validation data of {target.label}"
-    from clustertune.data.builtin import pydoc_paragraphs
-
     texts = []
     for para in pydoc_paragraphs():
         first = para.strip().split(". ")[0].strip()
@@ -119,13 +123,6 @@ def _run_prompts(target: Target, tokenizer: Any, chat: bool, n: int) -> list[Hel
     """The run's held-out prompts (empty where the run has no prepared data left to read)."""
     if target.run is None or not target.run.paths.data.is_file():
         return []
-    from pathlib import Path
-
-    from clustertune.data.manifest import load_manifest
-    from clustertune.data.shapes import open_split
-    from clustertune.data.staging import read_run_data
-    from clustertune.errors import UserError
-
     try:
         arrays = open_split(load_manifest(Path(read_run_data(target.run.paths).dir)), "validation")
     except (UserError, OSError, KeyError):
@@ -259,8 +256,6 @@ def check_export(target: Target, out: Any, *, artifact: str, precision: str, ggu
     GGUF file ``gguf_file`` in it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from clustertune.use.load import load_model_for, load_tokenizer_for, pick_device
-
     device = device or pick_device()
     trained = Loaded(target=target, model=load_model_for(target, device=device, dtype="fp32"),
                      tokenizer=load_tokenizer_for(target), device=device)
@@ -285,8 +280,6 @@ def check_served(target: Target, served: Generator, *, merged: bool) -> Fidelity
     chat template it serves with) with the trained one. None where it is the trained model as it
     trained: fp32, an adapter unmerged, the run's own template (nothing could differ)."""
     import torch
-
-    from clustertune.use.load import load_model_for, load_tokenizer_for
 
     tokenizer = load_tokenizer_for(target)
     own = Generator(Loaded(target=target, model=served.model, tokenizer=tokenizer, device=served.device))

@@ -1,7 +1,8 @@
-"""What a streamed answer shows (serve/engine.py's TextCut): token by token it adds up to the whole
+"""What a streamed answer shows (serve/text_cut.py): token by token it adds up to the whole
 answer decoded at once, for byte-level, Llama 3 and sentencepiece-shaped tokenizers, with
-characters split across tokens, spaces cleaned up before punctuation, stop strings across tokens and an end-of-text token; and a
-stream decodes each token a bounded number of times, not its whole answer again per token."""
+characters split across tokens, spaces cleaned up before punctuation, stop strings across tokens
+and an end-of-text token; and a stream decodes each token a bounded number of times, not its
+whole answer again per token."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clustertune.serve.engine import TextCut
+from clustertune.serve.text_cut import TextCut
 from tests.unit.data.test_encode import bert_style, gpt2_style, llama3_style, sentencepiece_style
 
 TEXT = ("def naïve(x):  # café, 東京 and 🙂 are bytes split over tokens\n    return x , y . z\n"
