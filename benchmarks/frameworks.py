@@ -391,6 +391,11 @@ def main() -> None:
     print(f"loss curves: {'the same on every side' if not bad else 'differ'} (relative tolerance {args.tol:g})")
     for line in bad[:20]:
         print(f"  {line}")
+    ours = next((r for r in rows if r["side"] == "clustertune"), None)
+    others = [r for r in rows if r is not ours]
+    if ours is not None and others:
+        # clustertune's tokens/s over the fastest other side's
+        print(f"ratio={ours['tokens_per_s'] / max(r['tokens_per_s'] for r in others):.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"spec": spec, "procs": args.procs, "rows": rows}, indent=2))
     if bad:

@@ -44,6 +44,12 @@ def main() -> None:
     spec = replace(spec, steps=a.steps or spec.steps, skip=a.skip or spec.skip)
     rows = run_side_by_side(spec, [v for v in a.variants.split(",") if v], batches, a.repeats)
     print("\n".join(report(spec, rows)))
+    ours = max((r for r in rows if r["variant"] in ("clustertune", "clustertune-eager")), key=lambda r: r["tokens_per_s"],
+               default=None)
+    trainers = [r for r in rows if r["variant"] in ("trainer", "trainer-compile")]
+    if ours is not None and trainers:
+        # clustertune's tokens/s over the best Trainer setup's
+        print(f"ratio={ours['tokens_per_s'] / max(r['tokens_per_s'] for r in trainers):.2f}")
     if a.json:
         a.json.write_text(json.dumps({"spec": spec.__dict__, "rows": rows}, indent=2) + "\n")
 

@@ -240,6 +240,9 @@ def main() -> None:
         for setup in ("zero3-offload", "fsdp-offload"):
             if best.get(setup):
                 print(f"{setup} / plain, largest size: {best[setup]['params'] / best['plain']['params']:.2f}x (goal on a GPU >= 1.5x)")
+        grown = [best[s]["params"] / best["plain"]["params"] for s in ("zero3-offload", "fsdp-offload") if best.get(s)]
+        if grown:
+            print(f"ratio={max(grown):.2f}")  # the largest size an offloading setup trains over plain's
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
             json.dump({"args": {k: v for k, v in vars(a).items() if k != "one"}, "rows": rows}, fh, indent=2)

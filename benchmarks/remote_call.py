@@ -95,6 +95,7 @@ def _measure(name: str, args: argparse.Namespace) -> None:
     print(f"unchanged env reuse   : median {statistics.median(reuse) * 1000:.0f} ms (goal < 1000 ms)")
     if not args.cluster:
         c.down()
+    print(f"ratio={mc / ms:.2f}")  # a warm call's time over a muxed `ssh host true`
 
 
 if __name__ == "__main__":

@@ -132,6 +132,7 @@ def main() -> None:
           f"{a.steps} steps ({a.skip} not counted), torch threads {__import__('torch').get_num_threads()}")
     print(f"median tokens/s: clustertune {med['clustertune']:.0f}, Trainer {med['trainer']:.0f}")
     print(f"ratio clustertune / Trainer: {med['clustertune'] / med['trainer']:.3f}x")
+    print(f"ratio={med['clustertune'] / med['trainer']:.2f}")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess
 @pytest.mark.parametrize("script", sorted(MULTI_RANK))
 def test_the_benchmark_runs_at_its_smoke_size(script: str,
                                               smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    check_smoke_run(smoke_runs[script])
+    check_smoke_run(smoke_runs[script], script)
 
 
 def test_every_framework_side_trains_the_same_loss_curve(smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:

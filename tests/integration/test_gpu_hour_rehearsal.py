@@ -38,6 +38,10 @@ def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
     assert rows[("gpt2-speed", "ratio clustertune / Trainer")]["detail"].endswith("x")
     assert rows[("sft-speed", "ratio clustertune / SFTTrainer")]["status"] == "PASS"
     assert rows[("qlora", "full, LoRA and QLoRA runs")]["status"] == "PASS"
+    # The speed parts' scripts end with their headline ratio, as every benchmark does.
+    for part in ("gpt2-speed", "sft-speed", "qlora"):
+        last = (out / f"{part}.log").read_text().strip().splitlines()[-1]
+        assert last.startswith("ratio="), (part, last)
     # Both servers answered at every level (serve.py's own JSON read back).
     for level in ("1", "4", "16"):
         row = rows[("serve-speed", f"{level} clients")]
