@@ -63,7 +63,7 @@ def check_smoke_run(out: subprocess.CompletedProcess[str], script: str) -> None:
     if script not in NO_RATIO:
         last = out.stdout.strip().splitlines()[-1]
         assert last.startswith("ratio="), f"{script}'s last line is {last!r}, not ratio=X"
-        float(last.removeprefix("ratio="))  # a number
+        float(last.removeprefix("ratio=").split()[0])  # a number (what it divides may follow)
 
 
 def left_behind(where: Path, grace: float = 10.0) -> list[str]:
