@@ -161,6 +161,7 @@ def main() -> None:
             port = free_port()
             return serve_and_measure("clustertune serve", [str(bindir / "clustertune"), "serve", str(model_dir), "--port",
                                                            str(port), "--device", args.device, "--dtype", ours_dtype,
+                                                           "--no-check",  # served as the peer is: no fidelity check
                                                            "--max-running", "16"],
                                      f"http://127.0.0.1:{port}", model_dir.name, levels, requests, args.max_tokens)
 

@@ -257,8 +257,6 @@ def check_export(target: Target, out: Any, *, artifact: str, precision: str, ggu
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device or pick_device()
-    trained = Loaded(target=target, model=load_model_for(target, device=device, dtype="fp32"),
-                     tokenizer=load_tokenizer_for(target), device=device)
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {"dtype": "auto"}
     if gguf_file:
         kwargs["config"] = _gguf_config(out, gguf_file)
@@ -269,6 +267,9 @@ def check_export(target: Target, out: Any, *, artifact: str, precision: str, ggu
     served = Loaded(target=Target(path=out, run=None, adapter=False, classifier=False), model=model,
                     tokenizer=AutoTokenizer.from_pretrained(str(out), **({"gguf_file": gguf_file} if gguf_file else {})),
                     device=device)
+    at = reference_device(model, device)
+    trained = Loaded(target=target, model=load_model_for(target, device=at, dtype="fp32"),
+                     tokenizer=load_tokenizer_for(target), device=at)
     t_gen = Generator(trained)
     prompts, source = held_out(target, trained.tokenizer, t_gen.chat)
     return compare(t_gen, Generator(served), prompts, artifact=artifact, source=source,
@@ -286,9 +287,9 @@ def check_served(target: Target, served: Generator, *, merged: bool) -> Fidelity
     same_weights = served.model.dtype == torch.float32 and not merged
     if same_weights and own.template == served.template:
         return None
+    at = reference_device(served.model, served.device)
     t_gen = own if same_weights else Generator(Loaded(
-        target=target, model=load_model_for(target, device=served.device, dtype="fp32"), tokenizer=tokenizer,
-        device=served.device))
+        target=target, model=load_model_for(target, device=at, dtype="fp32"), tokenizer=tokenizer, device=at))
     prompts, source = held_out(target, tokenizer, t_gen.chat)
     precision = str(served.model.dtype).removeprefix("torch.")
     what = ", ".join([precision] + (["merged"] if merged else [])
@@ -307,3 +308,16 @@ def _gguf_config(out: Any, gguf_file: str) -> Any:
     if config.model_type == "gpt2" and getattr(config, "n_ctx", None):
         config.n_positions = int(config.n_ctx)
     return config
+
+
+def reference_device(served_model: Any, device: str) -> str:
+    """Where the trained model is loaded in fp32 beside the served one: the same device when it
+    has room for it (with a fifth to spare), else the CPU (slower, but a 13B model served in bf16
+    on an 80 GB GPU leaves no room for its 52 GB fp32 twin)."""
+    if not str(device).startswith("cuda"):
+        return device
+    import torch
+
+    need = 4 * sum(p.numel() for p in served_model.parameters()) * 1.2
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return device if need <= free else "cpu"
