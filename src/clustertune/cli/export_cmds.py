@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -77,8 +77,8 @@ def export(
     print(f"pushed    {pushed.url} (commit {pushed.commit[:12]})")
 
 
-def _print_fidelity(found: object, skipped: bool) -> None:
+def _print_fidelity(found: Any, skipped: bool) -> None:
     if found is not None:
-        print(f"answers   as trained: {found.summary()}")  # type: ignore[attr-defined]
+        print(f"answers   as trained: {found.summary()}")
     elif skipped:
         print("answers   not compared with the trained model (--no-check)")

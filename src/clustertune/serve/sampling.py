@@ -68,8 +68,9 @@ class BatchSampler:
         temps = [float(s.get("temperature", GREEDY)) for s in settings]
         top_ps = [float(s.get("top_p", 1.0)) for s in settings]
         self._drawn = [i for i, t in enumerate(temps) if t > 0]
-        self._cuts = any(temps[i] > 0 and top_ps[i] < 1.0 for i in range(len(temps)))
-        if settings:
+        self._cuts = any(top_ps[i] < 1.0 for i in self._drawn)
+        # An eager step of greedy rows never reads its arguments: nothing to write, every step.
+        if settings and (self._drawn or not self.eager):
             n = len(settings)
             arg_storage[_TEMPERATURE, :n] = torch.tensor(temps, dtype=torch.float32).view(torch.int32)
             arg_storage[_TOP_P, :n] = torch.tensor(top_ps, dtype=torch.float32).view(torch.int32)

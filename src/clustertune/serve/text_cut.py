@@ -39,12 +39,9 @@ class TextCut:
         both = decode(tokens[self._prefix:upto], skip_special_tokens=True)
         # A character whose bytes are still coming decodes as U+FFFD: wait for them (unless nothing
         # more will come), so the next piece starts on a whole character.
-        if len(both) > len(before) and (final or self._ended or not both.endswith("\ufffd")):
+        if final or self._ended or (len(both) > len(before) and not both.endswith("\ufffd")):
             self.text += both[len(before):]
             self._prefix, self._read = self._read, upto
-        elif final or self._ended:
-            self.text += both[len(before):]
-            self._read = upto
 
     def feed(self, tokens: list[int], final: bool = False) -> tuple[str, bool]:
         """The new visible text for the tokens drawn so far, and whether an end was reached."""

@@ -34,7 +34,7 @@ from clustertune.data.manifest import load_manifest
 from clustertune.data.shapes import open_split
 from clustertune.data.staging import read_run_data
 from clustertune.errors import UserError
-from clustertune.use.generate import Generator
+from clustertune.use.generate import Generator, text_ids
 from clustertune.use.load import Loaded, Target, load_model_for, load_tokenizer_for, pick_device
 
 PROMPTS = 8
@@ -88,11 +88,6 @@ class Fidelity:
                   f"log-prob difference {self.logprob_gap:.2e} a token"]
         return ", ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"artifact": self.artifact, "prompts": self.prompts, "source": self.source,
-                "templates_equal": self.templates_equal, "tokens_equal": self.tokens_equal,
-                "greedy_agreement": round(self.agreement, 6), "threshold": self.threshold,
-                "logprob_difference": self.logprob_gap, "passed": self.passed, "differences": self.differences}
 
 
 def threshold_for(precision: str) -> float:
@@ -128,11 +123,11 @@ def _run_prompts(target: Target, tokenizer: Any, chat: bool, n: int) -> list[Hel
     except (UserError, OSError, KeyError):
         return []  # the cache was cleared since: the builtin prompts stand in
     generation = getattr(arrays, "generation", None) or []
-    if chat and generation:
-        # Prepared before the conversations were kept with them: their rendered text stands in.
-        return [HeldOut(messages=p["messages"]) if "messages" in p else
-                HeldOut(text=tokenizer.decode(p["prompt_ids"])) for p in generation[:n]]
-    if chat or not hasattr(arrays, "input_ids") or len(arrays.input_ids) == 0:
+    if chat:
+        # Data prepared before the conversations were kept with their prompts has none to
+        # render again: the builtin prompts stand in.
+        return [HeldOut(messages=p["messages"]) for p in generation[:n] if "messages" in p]
+    if not hasattr(arrays, "input_ids") or len(arrays.input_ids) == 0:
         return []
     blocks = arrays.input_ids
     return [HeldOut(text=tokenizer.decode([int(t) for t in blocks[i][:24]], skip_special_tokens=True))
@@ -168,8 +163,9 @@ def compare(t_gen: Generator, s_gen: Generator, prompts: list[HeldOut], *, artif
             else:
                 first.setdefault("template", "chat template: prompt " + str(i + 1) + " renders differently "
                                  + _text_difference(t_text, s_text, artifact))
-        t_ids = t_gen.encode(held.prompt)
-        s_ids = s_gen.encode(held.prompt)
+        # The prompts as each side writes them (generate's encoding, from the text rendered above).
+        t_ids = text_ids(t_gen.tokenizer, t_text, add_special_tokens=not t_gen.chat)
+        s_ids = text_ids(s_gen.tokenizer, s_text, add_special_tokens=not s_gen.chat)
         if t_ids == s_ids:
             out.tokens_equal += 1
         elif t_text == s_text:
@@ -282,7 +278,7 @@ def check_served(target: Target, served: Generator, *, merged: bool) -> Fidelity
     trained: fp32, an adapter unmerged, the run's own template (nothing could differ)."""
     import torch
 
-    tokenizer = load_tokenizer_for(target)
+    tokenizer = served.tokenizer  # the run's own, loaded by serve; only the template may differ
     own = Generator(Loaded(target=target, model=served.model, tokenizer=tokenizer, device=served.device))
     same_weights = served.model.dtype == torch.float32 and not merged
     if same_weights and own.template == served.template:

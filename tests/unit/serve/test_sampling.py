@@ -85,3 +85,18 @@ def test_a_request_that_names_nothing_is_greedy_and_unknown_settings_are_refused
         sampler.check_kwargs({"top_k": 1})
     with pytest.raises(TypeError, match="temperature"):
         sampler.check_kwargs({"temperature": 1})
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "captured"])
+def test_a_greedy_step_after_a_sampled_one_stays_greedy(eager: bool) -> None:
+    # The batch keeps one argument storage across steps: what a sampled step wrote there must not
+    # make the next, greedy step draw.
+    torch.manual_seed(0)
+    sampler = BatchSampler(eager=eager)
+    storage = torch.zeros(sampler.tensors_required, 4, dtype=torch.int32)
+    sampler.fill_defaults(storage[:, :1])
+    sampler.prepare_tensor_args([request(temperature=2.0, top_p=1.0)] * 2, storage)
+    sampler(torch.zeros(2, dtype=torch.long), LOGITS.repeat(2, 1), storage)
+    sampler.prepare_tensor_args([request(temperature=0.0, top_p=1.0)] * 2, storage)
+    scores = LOGITS.repeat(2, 1)
+    assert torch.equal(sampler(torch.zeros(2, dtype=torch.long), scores.clone(), storage), scores)
