@@ -34,8 +34,9 @@ EARLIER = {
 }
 
 # --smoke: a few steps each, to check the benchmark still runs.
-SMOKE = {"grpo": ["train.max_steps=2", "rl.num_generations=2", "rl.max_new_tokens=4"],
-         "dpo": ["train.max_steps=2"]}
+SMOKE = {"grpo": ["train.max_steps=2", "rl.num_generations=2", "rl.max_new_tokens=4", "train.batch_size=4",
+                  "data.max_eval_samples=8"],
+         "dpo": ["train.max_steps=2", "train.batch_size=4", "data.max_eval_samples=8"]}
 
 
 def tiny_policy(path: Path) -> Path:

@@ -25,8 +25,18 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from clustertune import startup  # noqa: E402
+
+# As clustertune's own commands start: collecting imports torch and transformers, made cheaper
+# without the collector walking their objects over and over; released once the tests are collected.
+startup.hold()
+
 # Re-exported for test modules written against conftest; new ones import tests.helpers.
 from tests.helpers import TINY_CAUSAL, TINY_CLS, cli, read_jsonl, tree_snapshot, with_  # noqa: E402, F401
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    startup.release()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from clustertune import __version__
+from clustertune import __version__, startup
 from clustertune.cli import (bench_cmds, cloud_cmds, cluster_cmds, data_cmds, eval_cmds, export_cmds, launch_cmds, perf_cmds,
                              run_cmds, runs_cmds, serve_cmds, start_cmds, sweep_cmds, use_cmds)
 from clustertune.errors import UserError
@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> NoReturn:
     """The ``clustertune`` console entry point: :func:`main`, then the end of the process without
     the interpreter's teardown (:mod:`clustertune.process_exit` says why). An exception that
-    escapes :func:`main` (a bug) takes Python's ordinary exit, traceback and all."""
+    escapes :func:`main` (a bug) takes Python's ordinary exit, traceback and all. The collector
+    is held while the command starts (:mod:`clustertune.startup`): training and serving release it."""
+    startup.hold()
     exit_now(main())
 
 

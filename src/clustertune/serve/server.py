@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clustertune import startup
 from clustertune.errors import UserError
 from clustertune.fsutil import atomic_write_json
 from clustertune.runs.library_logs import libraries_quiet
@@ -236,6 +237,7 @@ class Server:
                 with libraries_quiet():
                     self.engine.load()
         finally:
+            startup.release()  # loaded: the first requests do not wait for the start's one collection
             self._done_loading.set()
         if self.engine is not None and self.engine.failed is not None:
             # Nothing this server could answer would work: stop it, and run() says why.

@@ -12,11 +12,16 @@ import sys
 import traceback
 from pathlib import Path
 
-from clustertune.errors import UserError
-from clustertune.recipe.load import load_recipe
-from clustertune.runs.paths import RunPaths
-from clustertune.runs.topology import Topology
-from clustertune.train.attempt import Placement, exit_rank, run_attempt
+from clustertune import startup
+
+if __name__ == "__main__":
+    startup.hold()  # before torch and transformers are imported below; the loop releases it
+
+from clustertune.errors import UserError  # noqa: E402
+from clustertune.recipe.load import load_recipe  # noqa: E402
+from clustertune.runs.paths import RunPaths  # noqa: E402
+from clustertune.runs.topology import Topology  # noqa: E402
+from clustertune.train.attempt import Placement, exit_rank, run_attempt  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

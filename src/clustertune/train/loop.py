@@ -25,6 +25,7 @@ from clustertune.tasks import task_of
 from clustertune.tasks.base import Task
 from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
+from clustertune import startup
 from clustertune.errors import DivergedError
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
@@ -443,6 +444,7 @@ def train_loop(
         state.steps_at_log = state.step
         it = batches.iterate(state.pos, strategy.device)
         progress.started()
+        startup.release()  # the process's start is over: one collection, the collector on again
         probe_at = state.step + 1  # this attempt's first step: what each rank holds, recorded once
         while state.step < steps:
             micro_batches, next_pos = next(it)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from clustertune import startup
 from clustertune.errors import RewardError
 from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.rl_recipe import RLRecipe, as_rl_recipe
@@ -151,6 +152,7 @@ def execute_rl(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_p
         dropped = truncate_after(paths.metrics, _step_of(resume_from) or 0)
         log.info("resumed from %s; dropped %d metric rows of the lost attempt", resume_from.name, dropped)
         ckpt.announce_load(resume_from, "the policy, optimizer and scheduler")
+    startup.release()  # TRL's loop is the work: the process's start is over
     try:
         try:
             if rl.algorithm == "ppo":
