@@ -32,6 +32,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+if __name__ == "__main__":  # as clustertune.train.entry starts a rank; the loop releases it
+    from clustertune import startup
+
+    startup.hold()
+
 
 def sized_run(run_dir: Path, layers: int, width: int) -> Path:
     """RUN_DIR's recipe with another model shape, one step, as a run directory of its own."""

@@ -12,13 +12,18 @@ import sys
 import time
 from pathlib import Path
 
-from clustertune.data.run_data import data_step, holds_data
-from clustertune.errors import UserError
-from clustertune.process_exit import exit_now
-from clustertune.recipe.load import load_recipe
-from clustertune.runs.paths import RunPaths
-from clustertune.runs.run import Run
-from clustertune.runs.state import RunState
+from clustertune import startup
+
+if __name__ == "__main__":
+    startup.hold()  # imports the tokenizer's libraries; a step past a minute gets it back from the timer
+
+from clustertune.data.run_data import data_step, holds_data  # noqa: E402
+from clustertune.errors import UserError  # noqa: E402
+from clustertune.process_exit import exit_now  # noqa: E402
+from clustertune.recipe.load import load_recipe  # noqa: E402
+from clustertune.runs.paths import RunPaths  # noqa: E402
+from clustertune.runs.run import Run  # noqa: E402
+from clustertune.runs.state import RunState  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
