@@ -20,7 +20,11 @@ that no longer fits is a SKIP row saying so):
                offload under the launcher, estimate-memory against the measured peak
   serve-speed  serve.py: clustertune serve vs transformers serve --continuous-batching on the GPU,
                GPT-2 small's shape in bf16, tokens/s and latency at 1 and 16 clients
+  gpt2-modes   gpu_gpt2.py: the same GPT-2 compiled with CUDA graphs (train.compile_mode
+               reduce-overhead) and with autotuned kernels, against the default compile
   qlora        adapter_memory.py: full, LoRA and QLoRA (bitsandbytes) runs side by side
+  fp8          fp8_check.py: a ~1.1B Llama-shaped model, 100 steps with train.fp8 and without, the
+               losses and tokens/s side by side (torchao carried in place of bitsandbytes)
   cpu-adam     builds DeepSpeed's CPU Adam (what ZeRO-offload needs) if the time left allows
 
 Out: DIR/results.json and DIR/results.md (rewritten after every row), DIR/<part>.log, and the
@@ -45,14 +49,14 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # The scripts the parts start by path: what runs on the GPU machine besides this file.
-SCRIPTS = ("gpu_check.py", "gpu_gpt2.py", "sft_gpu.py", "sft_cpu.py", "adapter_memory.py", "serve.py")
+SCRIPTS = ("gpu_check.py", "gpu_gpt2.py", "sft_gpu.py", "sft_cpu.py", "adapter_memory.py", "serve.py", "fp8_check.py")
 # Modules that the GPU paths import and the image lacks (they travel as wheels); required ones
 # FAIL the env part when missing, the others make their part SKIP.
 REQUIRED = ("clustertune", "pydantic", "yaml", "torch", "transformers", "accelerate", "peft", "gigatoken",
             "awkward", "safetensors", "tokenizers", "xxhash", "rich")
 OPTIONAL = {"deepspeed": "more-checks (ZeRO)", "trl": "sft-speed (SFTTrainer)", "datasets": "sft-speed",
             "fastapi": "serve-speed", "uvicorn": "serve-speed", "openai": "serve-speed",
-            "bitsandbytes": "qlora", "liger_kernel": "fused loss (Liger's kernel; else the chunked torch one)"}
+            "bitsandbytes": "qlora", "liger_kernel": "fused loss (Liger's kernel; else the chunked torch one)", "torchao": "fp8 (train.fp8)"}
 VERSIONS = ("torch", "transformers", "accelerate", "peft", "tokenizers", "pyarrow", "safetensors", "numpy",
             "pydantic", "datasets", "trl", "deepspeed", "bitsandbytes", "gigatoken")
 
@@ -238,14 +242,30 @@ def part_more_checks(h: Harness) -> None:
 
 
 def part_gpt2(h: Harness) -> None:
-    rows_file = h.out / "gpt2-speed.json"
     size = ["--smoke"] if h.a.tiny else ["--size", "gpt2", "--batch", "16", "--steps", "30", "--skip", "10",
                                            "--variants", "clustertune,trainer,trainer-compile"]
     # On an H100 a step takes about 50 ms; the minutes go to building, compiling and Trainer's set-up
     # (Trainer + compile + fused AdamW, the best Trainer setup, compiles once more: 50 s more allowed).
-    rc, tail = h.run("gpt2-speed", [str(HERE / "gpu_gpt2.py"), *size, "--json", str(rows_file)], 200)
+    gpt2_part(h, "gpt2-speed", size, 200)
+
+
+def part_gpt2_modes(h: Harness) -> None:
+    # train.compile_mode against the default compile: CUDA graphs (reduce-overhead) and kernel
+    # autotuning without them, each compiled in a process of its own.
+    if h.a.tiny:
+        h.report.add("gpt2-modes", "compile modes side by side", "SKIP",
+                     "tiny rehearsal: compiling the tiny model on CPU takes 30-60 s per variant (GPU run only); "
+                     "each mode's compile and its fallback are tested in tests/unit/train/test_strategies_config.py")
+        return
+    gpt2_part(h, "gpt2-modes", ["--size", "gpt2", "--batch", "16", "--steps", "30", "--skip", "10",
+                                "--variants", "clustertune,clustertune-graphs,clustertune-autotune"], 300)
+
+
+def gpt2_part(h: Harness, part: str, size: list[str], cap: float) -> None:
+    rows_file = h.out / f"{part}.json"
+    rc, tail = h.run(part, [str(HERE / "gpu_gpt2.py"), *size, "--json", str(rows_file)], cap)
     if rc != 0 or not rows_file.exists():
-        h.report.add("gpt2-speed", "tokens/s side by side", "FAIL",
+        h.report.add(part, "tokens/s side by side", "FAIL",
                      "stopped at its time limit" if rc is None else f"exit {rc}: {last_line(tail)}")
         return
     rows = json.loads(rows_file.read_text())["rows"]
@@ -253,15 +273,16 @@ def part_gpt2(h: Harness) -> None:
     for row in rows:
         mfu = "" if row.get("mfu") is None else f", MFU {100 * row['mfu']:.1f}%"
         mem = "" if row.get("peak_mem_gb") is None else f", peak {row['peak_mem_gb']:.1f} GB"
-        h.report.add("gpt2-speed", f"{row['variant']} batch {row['batch']}", "PASS",
+        h.report.add(part, f"{row['variant']} batch {row['batch']}", "PASS",
                      f"{row['tokens_per_s']:,.0f} tokens/s{mfu}{mem}")
     ours = by.get("clustertune") or by.get("clustertune-eager")
-    if ours and "trainer" in by:
-        h.report.add("gpt2-speed", "ratio clustertune / Trainer", "PASS",
-                     f"{ours['tokens_per_s'] / by['trainer']['tokens_per_s']:.2f}x")
-    if ours and "trainer-compile" in by:
-        h.report.add("gpt2-speed", "ratio clustertune / Trainer + compile + fused AdamW", "PASS",
-                     f"{ours['tokens_per_s'] / by['trainer-compile']['tokens_per_s']:.2f}x")
+    pairs = [("ratio clustertune / Trainer", ours, by.get("trainer")),
+             ("ratio clustertune / Trainer + compile + fused AdamW", ours, by.get("trainer-compile")),
+             ("ratio CUDA graphs / default compile", by.get("clustertune-graphs"), by.get("clustertune")),
+             ("ratio autotuned / default compile", by.get("clustertune-autotune"), by.get("clustertune"))]
+    for check, a, b in pairs:
+        if a and b:
+            h.report.add(part, check, "PASS", f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}x")
 
 
 def part_sft(h: Harness) -> None:
@@ -320,6 +341,27 @@ def part_qlora(h: Harness) -> None:
                  ("stopped at its time limit" if rc is None else f"exit {rc}: {last_line(tail)}"))
 
 
+def part_fp8(h: Harness) -> None:
+    if "torchao" in h.missing:
+        h.report.add("fp8", "FP8 vs bf16, 100 steps", "SKIP", "torchao does not import here: carried only when asked "
+                     "for, in place of QLoRA's bitsandbytes (scripts/gpu_wheels.sh --with torchao --without bitsandbytes)")
+        return
+    rc, tail = h.run("fp8", [str(HERE / "fp8_check.py"), *(["--smoke"] if h.a.tiny else [])], 300)
+    if rc != 0:
+        h.report.add("fp8", "FP8 vs bf16", "FAIL", "stopped at its time limit" if rc is None else
+                     f"exit {rc}: {last_line(tail)}")
+        return
+    lines = tail.splitlines()
+    for line in lines:
+        if line.startswith(("bf16:", "fp8:")):
+            h.report.add("fp8", line.split(":", 1)[0] + " run", "PASS", line.split(":", 1)[1].strip())
+        elif line.startswith("mean loss of the last 10 steps"):
+            h.report.add("fp8", "loss against bf16 (within 2%)", "PASS" if line.endswith("PASS") else "FAIL", line)
+    ratio = [x for x in lines if x.startswith("ratio=")]
+    if ratio:
+        h.report.add("fp8", "ratio FP8 / bf16 tokens/s", "PASS", f"{ratio[-1][6:]}x")
+
+
 def part_cpu_adam(h: Harness) -> None:
     if h.a.tiny:
         h.report.add("cpu-adam", "DeepSpeed CPU Adam build", "SKIP",
@@ -344,8 +386,10 @@ PARTS: list[tuple[str, Callable[[Harness], None], float]] = [
     ("gpt2-speed", part_gpt2, 20),
     ("sft-speed", part_sft, 30),
     ("serve-speed", part_serve, 30),
+    ("gpt2-modes", part_gpt2_modes, 60),
     ("more-checks", part_more_checks, 30),
     ("qlora", part_qlora, 20),
+    ("fp8", part_fp8, 60),
     ("cpu-adam", part_cpu_adam, 30),
 ]
 

@@ -6,6 +6,7 @@
 #
 #   bash scripts/gpu_wheels.sh                          # everything in the lock
 #   bash scripts/gpu_wheels.sh --without bitsandbytes   # leave a package out (QLoRA then SKIPs)
+#   bash scripts/gpu_wheels.sh --with torchao --without bitsandbytes   # an optional wheel instead (FP8)
 #
 # Needs a Python with pip and torch (the project's .venv) and the package registry: DeepSpeed's
 # setup.py imports torch even with its ops off.
@@ -17,10 +18,12 @@ OUT=.whl
 SDIST=build/gpu-sdist
 BUDGET=$((60 * 1024 * 1024))
 without=" "
+with=" "
 while [ $# -gt 0 ]; do
   case "$1" in
     --without) without+="$2 "; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --with) with+="$2 "; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option: $1" >&2; exit 2 ;;
   esac
 done
@@ -34,6 +37,10 @@ fail=0
 while read -r name version kind sha size why; do
   case "$name" in ''|'#'*) continue ;; esac
   if [[ "$without" == *" $name "* ]]; then echo "left out: $name"; continue; fi
+  if [ "$kind" = optional-wheel ]; then
+    if [[ "$with" != *" $name "* ]]; then echo "optional, not asked for (--with $name): $name"; continue; fi
+    kind=wheel
+  fi
   tmp=$(mktemp -d)
   if [ "$kind" = wheel ]; then
     "$PY" -m pip download -q --no-deps --only-binary :all: --python-version 3.12 --implementation cp \

@@ -15,5 +15,9 @@ if [[ "${1:-}" == "--fast" ]]; then
 fi
 bash scripts/setup.sh test
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# Bytecode written once and read by every later process: with PYTHONDONTWRITEBYTECODE set (as some
+# images set it), each of the suite's ~800 Python processes compiled clustertune's modules from
+# source again (about 0.2 s each), and each worker rewrote every test module's asserts anew.
+unset PYTHONDONTWRITEBYTECODE
 exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup --durations=20 --slow-limit 30 \
     "${select[@]}" "$@"

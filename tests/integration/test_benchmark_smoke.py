@@ -21,8 +21,10 @@ pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/wor
 # Each starts two CPU ranks (torch.distributed.run) of its own, one side after another.
 MULTI_RANK = ["frameworks.py", "launch.py", "fsdp_build_memory.py"]
 # Run with --smoke by tests/integration/test_gpu_hour_rehearsal.py (gpu_hour.py --cpu --tiny; sft_gpu.py
-# runs sft_cpu.py, gpu_check.py runs its --smoke size on CPU ranks, serve.py both servers on the CPU).
-IN_REHEARSAL = {"gpu_hour.py", "gpu_check.py", "gpu_gpt2.py", "sft_cpu.py", "sft_gpu.py", "adapter_memory.py", "serve.py"}
+# runs sft_cpu.py, gpu_check.py runs its --smoke size on CPU ranks, serve.py both servers on the CPU, fp8_check.py
+# its bf16 side, the fp8 side refused there).
+IN_REHEARSAL = {"gpu_hour.py", "gpu_check.py", "gpu_gpt2.py", "sft_cpu.py", "sft_gpu.py", "adapter_memory.py", "serve.py",
+                "fp8_check.py"}
 BY_HAND = {
     "gguf_check.py": "builds llama.cpp from source (minutes) and needs an exported model",
     "faults.py": "kills SLURM nodes and SSH hosts mid-run and resumes on fewer: minutes on the test services",

@@ -29,15 +29,19 @@ def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
     rows = {(r["part"], r["check"]): r for r in data["rows"]}
     # Every part ran, in priority order, each with its seconds.
     assert [p["part"] for p in data["parts"]] == ["env", "correctness", "gpt2-speed", "sft-speed", "serve-speed",
-                                                  "more-checks", "qlora", "cpu-adam"]
+                                                  "gpt2-modes", "more-checks", "qlora", "fp8", "cpu-adam"]
     assert all(p["note"] == "" for p in data["parts"]), data["parts"]
     assert data["machine"]["gpu"] == "none (CPU)" and data["machine"]["torch"]
     # The correctness rows are gpu_check.py's, read back from its own JSON.
     for check in ("fsdp: loss vs one-GPU fp32", "fsdp: resume", "fsdp: gathered model"):
         assert rows[("correctness", check)]["status"] == "PASS", rows[("correctness", check)]
     assert rows[("gpt2-speed", "ratio clustertune / Trainer")]["detail"].endswith("x")
+    # The compile modes compile on a GPU only (CPU compiles take a minute each): a SKIP saying so.
+    assert rows[("gpt2-modes", "compile modes side by side")]["status"] == "SKIP"
     assert rows[("sft-speed", "ratio clustertune / SFTTrainer")]["status"] == "PASS"
     assert rows[("qlora", "full, LoRA and QLoRA runs")]["status"] == "PASS"
+    # FP8 on CPU ranks: the bf16 side trains and the fp8 side is refused, as a user without the GPU sees it.
+    assert rows[("fp8", "bf16 run")]["status"] == "PASS" and "refused on this CPU" in rows[("fp8", "fp8 run")]["detail"]
     # The speed parts' scripts end with their headline ratio, as every benchmark does.
     for part in ("gpt2-speed", "sft-speed", "qlora"):
         last = (out / f"{part}.log").read_text().strip().splitlines()[-1]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from clustertune.recipe.adapter_schema import adapter_problems
+from clustertune.recipe.compute_checks import compute_problems
 from clustertune.recipe.data_schema import DataSection
 from clustertune.recipe.launch_checks import launch_problems
 from clustertune.recipe.launch_schema import LaunchSection
@@ -189,6 +190,21 @@ class TrainSection(Section):
     compile: bool | None = None
     """``torch.compile`` the model: on by default on a GPU, off on CPU. When compilation fails,
     training falls back to eager mode and says why."""
+
+    compile_mode: Literal["default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"] = "default"
+    """How a compiled model compiles: ``default``; ``max-autotune-no-cudagraphs`` (inductor times
+    several kernels for each matrix multiply and keeps the fastest: minutes more at the first
+    step); ``reduce-overhead`` (CUDA graphs: a step's kernels replayed as one recorded graph,
+    without the launch cost that bounds a small model on a fast GPU); ``max-autotune`` (both).
+    CUDA graphs need batches of one shape (causal LM blocks, labelled texts) and parameters that
+    stay in place (``strategy: ddp``). A mode that fails to compile falls back to ``default``,
+    then to eager mode, and the log says so."""
+
+    fp8: bool = False
+    """Linear layers multiply in FP8 (torchao's float8 training, one dynamic scale per tensor) on
+    GPUs with FP8 tensor cores (compute capability 8.9+: H100, H200, L40S, RTX 4090); the weights
+    and the rest stay in bf16 autocast over fp32. Pays off from about 1B parameters (the ``fp8``
+    extra: torchao). Full fine-tuning with ``ddp`` or ``fsdp`` and bf16; run.json records it."""
 
     fused_adamw: bool | None = None
     """Fused AdamW kernel (one kernel for all parameters): on by default on a GPU."""
@@ -413,6 +429,7 @@ class Recipe(Section):
             problems.append(("launch.cluster", "launch.backend=ssh needs a cluster: launch.cluster=NAME "
                              "(`clustertune cluster ls` lists them; `clustertune cluster add NAME HOST...` adds one)"))
         problems.extend(strategy_problems(self.train))
+        problems.extend(compute_problems(self))
         problems.extend(adapter_problems(self))
         problems.extend(launch_problems(self.launch))
         if problems:

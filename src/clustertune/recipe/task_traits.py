@@ -52,6 +52,13 @@ class TaskTraits:
         rows when ``data.sft.packing``); the examples carry messages, not ``data.text_column``."""
         return self.data == "chats"
 
+    @property
+    def fixed_shapes(self) -> bool:
+        """Every training batch has one shape (blocks of ``data.block_size``, labelled texts padded
+        to ``data.max_length``): what CUDA graphs replay. Chats and pairs are cut to the longest
+        row of each batch."""
+        return self.packed or self.labelled
+
 
 TASK_TRAITS: dict[str, TaskTraits] = {
     "causal_lm": TaskTraits(data="packed_text", head="causal_lm"),

@@ -54,6 +54,8 @@ class Attempt(_Record):
     precision: str | None = None
     """What the attempt computed in (fp32, bf16 or fp16): ``train.precision`` with ``auto``
     resolved on the attempt's devices. Set when the attempt ends from its training."""
+    fp8: bool | None = None
+    """True where its linear layers multiplied in FP8 (``train.fp8``); unset otherwise."""
     model: dict[str, Any] | None = None
     """The pretrained model the attempt started from: ``name_or_path``, the ``revision`` asked
     for, the ``commit`` of a hub model's snapshot it read, ``trust_remote_code``."""

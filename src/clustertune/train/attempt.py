@@ -281,7 +281,8 @@ def _record_end(recipe: Recipe, run: Run, paths: RunPaths, where: Placement, sto
                 steps: int) -> RunState:
     run.reload()
     _record_preflight(run, paths)
-    run.record_attempt(precision=precision_name(recipe), model=model_source(recipe))
+    run.record_attempt(precision=precision_name(recipe), model=model_source(recipe),
+                       fp8=True if recipe.train.fp8 else None)
     if stopped_by is None:
         run.transition(RunState.COMPLETED)
         log.info("done at step %d", steps)  # where the model and metrics are: the summary says

@@ -13,6 +13,10 @@ Variants:
   trainer             ``Trainer`` defaults (bf16 on a GPU), the ``run_clm.py`` way
   trainer-compile     ``Trainer`` with ``torch_compile`` (and fused AdamW on a GPU)
 
+and, when named in ``--variants``, ``clustertune-graphs`` and ``clustertune-autotune``: the
+compiled loop with ``train.compile_mode`` ``reduce-overhead`` (CUDA graphs) and
+``max-autotune-no-cudagraphs``.
+
 The token blocks are random ids: throughput does not depend on the text, and the benchmark
 needs neither the hub nor ``datasets``.
 """
@@ -34,7 +38,7 @@ from clustertune.errors import UserError
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
-from clustertune.train.bench_names import VARIANTS
+from clustertune.train.bench_names import MODE_VARIANTS, VARIANTS
 from clustertune.train.execute import make_strategy
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.train.loop import train_loop
@@ -73,9 +77,10 @@ class BenchSpec:
 
 
 def check_options(spec: BenchSpec, variants: list[str], batches: list[int]) -> None:
-    bad = [v for v in variants if v not in VARIANTS]
+    known = (*VARIANTS, *MODE_VARIANTS)
+    bad = [v for v in variants if v not in known]
     if bad:
-        raise BenchError(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
+        raise BenchError(f"--variants: unknown {', '.join(bad)}; choose from {', '.join(known)}")
     if not variants:
         raise BenchError(f"--variants: give at least one of {', '.join(VARIANTS)}")
     if any(b < 1 for b in batches) or not batches:
@@ -120,7 +125,7 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float:
+def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path, mode: str = "default") -> float:
     import numpy as np
     import torch
     from transformers import GPT2LMHeadModel
@@ -131,7 +136,7 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path) -> float
         "data": {"dataset": "builtin:pydoc", "block_size": spec.seq},
         "train": {"batch_size": spec.batch, "max_steps": spec.steps, "log_every": spec.skip, "lr": spec.lr,
                   "warmup_steps": spec.skip, "lr_scheduler": "linear", "max_grad_norm": 1.0, "seed": 0,
-                  "compile": compiled, "shuffle": False,
+                  "compile": compiled, "compile_mode": mode, "shuffle": False,
                   # Trainer's precision: bf16 on a GPU that has it, fp32 on CPU (where clustertune's
                   # auto may pick bf16, which would measure the precision, not the loop).
                   "precision": "auto" if torch.cuda.is_available() else "fp32"},
@@ -198,7 +203,8 @@ def measure(variant: str, spec: BenchSpec) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as d:
         if variant.startswith("clustertune"):
-            tok_s = measure_clustertune(spec, variant == "clustertune", Path(d))
+            tok_s = measure_clustertune(spec, variant != "clustertune-eager", Path(d),
+                                        MODE_VARIANTS.get(variant, "default"))
         else:
             tok_s = measure_trainer(spec, variant == "trainer-compile", Path(d))
     cuda = torch.cuda.is_available()
@@ -270,6 +276,9 @@ def report(spec: BenchSpec, results: list[dict[str, Any]]) -> list[str]:
               best("trainer-compile", batch))
         ratio(f"compiled / eager (clustertune), batch {batch}", best("clustertune", batch),
               best("clustertune-eager", batch))
+        for variant, mode in MODE_VARIANTS.items():
+            ratio(f"{mode} / default compile (clustertune), batch {batch}", best(variant, batch),
+                  best("clustertune", batch))
     if len({r["batch"] for r in results}) > 1:
         trainers = [r for r in (best("trainer"), best("trainer-compile")) if r]
         ratio("clustertune best / Trainer best (each at its best batch)", best("clustertune"),

@@ -4,6 +4,9 @@ without torch: ``clustertune bench --help`` shows them."""
 from __future__ import annotations
 
 VARIANTS = ("clustertune", "clustertune-eager", "trainer", "trainer-compile")
+# Measured when asked for (--variants): clustertune's compiled step in the other train.compile_mode
+# settings, CUDA graphs and kernel autotuning (minutes of compiling on a GPU, seconds on CPU ranks).
+MODE_VARIANTS = {"clustertune-graphs": "reduce-overhead", "clustertune-autotune": "max-autotune-no-cudagraphs"}
 SIZES = ("auto", "tiny", "small", "gpt2")
 
 

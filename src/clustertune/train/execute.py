@@ -32,6 +32,7 @@ from clustertune.train.loop import LoopResult, forward, train_loop
 from clustertune.train.fastpath import pad_vocab, vocab_multiple
 from clustertune.data.templates import set_generation_ids
 from clustertune.train.metrics import log_final, start_trackers, tracker_env
+from clustertune.train.fp8 import check_fp8_device, to_fp8
 from clustertune.train.precision import mixed_precision, precision_name, reset_accelerate_state
 from clustertune.train.strategies import Strategy
 from clustertune.train.strategies.accel import AccelerateStrategy, fsdp_plugin, loads_from_rank0
@@ -141,8 +142,12 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     # its partitions, which takes the group (strategies/zero.py).
     strategy = make_strategy(recipe, paths, from_rank0)
     try:
+        if t.fp8:
+            check_fp8_device(strategy.device)  # this rank's GPU, before anything is built on it
         set_seed(t.seed)
         model = strategy.build(lambda: build_model(recipe, config, tok, on_meta=on_meta))
+        if t.fp8:  # before the strategy wraps and compiles it: FSDP shards and compiles the FP8 layers
+            to_fp8(strategy.unwrap(model), sharded=t.strategy == "fsdp")
         # Recorded with the state each rank holds (the loop's state_memory row).
         strategy.built_bytes = held_state.materialised_bytes(model)
         train_arrays, eval_arrays = _open_data(recipe, paths, local_rank, stage_dir)

@@ -55,11 +55,18 @@ def prepare_module(model: torch.nn.Module, recipe: Recipe, compile_here: bool = 
     if recipe.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if compile_here and use_compile(recipe):
-        compile_with_fallback(model, regional=regional)
+        compile_with_fallback(model, regional=regional, mode=recipe.train.compile_mode)
 
 
-def compile_with_fallback(model: torch.nn.Module, regional: bool = False, backend: str = "inductor") -> None:
-    """Compile ``model`` in place; on a compile error, go eager and say why.
+def compile_kwargs(mode: str) -> dict[str, Any]:
+    """``torch.compile``'s keywords for ``train.compile_mode`` (``default`` passes none)."""
+    return {} if mode == "default" else {"mode": mode}
+
+
+def compile_with_fallback(model: torch.nn.Module, regional: bool = False, backend: str = "inductor",
+                          mode: str = "default") -> None:
+    """Compile ``model`` in place; on a compile error, try the next way and say why: a
+    ``mode`` other than ``default`` falls back to ``default``, and that to eager mode.
 
     Whole (the default): ``model.forward`` is compiled into one graph. Regional: each repeated
     block and each other leaf module is compiled in place (accelerate's ``compile_regions_fsdp2``),
@@ -75,35 +82,42 @@ def compile_with_fallback(model: torch.nn.Module, regional: bool = False, backen
     from accelerate.utils.other import compile_regions_fsdp2, has_repeated_blocks
 
     eager = model.forward
+    regional = regional and has_repeated_blocks(model)  # the top level is then never a compiled leaf
+    modes = [mode] if mode == "default" else [mode, "default"]
     regions: list[torch.nn.Module] = []
-    if regional and has_repeated_blocks(model):  # the top level is then never a compiled leaf
-        compile_regions_fsdp2(model, backend=backend)
-        regions = [m for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None]
-        compiled = eager  # the compiled regions are inside it
+
+    def build(how: str) -> Any:
+        if not regional:
+            return torch.compile(eager, backend=backend, **compile_kwargs(how))
+        compile_regions_fsdp2(model, backend=backend, **compile_kwargs(how))
+        regions[:] = [m for m in model.modules() if getattr(m, "_compiled_call_impl", None) is not None]
         log.info("compile: %d regions (each repeated block and each other leaf module)", len(regions))
-    else:
-        compiled = torch.compile(eager, backend=backend)
-    state = {"calls": 0, "failed": False}
+        return eager  # the compiled regions are inside it
+
+    state: dict[str, Any] = {"calls": 0, "call": build(modes[0])}
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        if state["failed"]:
-            return eager(*args, **kwargs)
-        try:
-            out = compiled(*args, **kwargs)
-        except Exception as exc:
-            # Only a failure of compilation itself falls back. Out-of-memory, CUDA and NCCL
-            # errors on the first call are the step's own and would recur in eager mode.
-            if state["calls"] > 0 or not _is_compile_error(exc):
-                raise
-            state["failed"] = True
-            for region in regions:  # back to each module's own call
-                region._compiled_call_impl = None
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            log.warning("torch.compile failed (%s: %s); training continues in eager mode "
-                        "(set train.compile=false to skip the attempt)", type(exc).__name__, first[:300])
-            return eager(*args, **kwargs)
-        state["calls"] += 1
-        return out
+        while state["call"] is not None:
+            try:
+                out = state["call"](*args, **kwargs)
+            except Exception as exc:
+                # Only a failure of compilation itself falls back. Out-of-memory, CUDA and NCCL
+                # errors on the first call are the step's own and would recur in eager mode.
+                if state["calls"] > 0 or not _is_compile_error(exc):
+                    raise
+                for region in regions:  # back to each module's own call
+                    region._compiled_call_impl = None
+                failed = modes.pop(0)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                then = (f"compiling in mode {modes[0]} instead" if modes else
+                        "training continues in eager mode (set train.compile=false to skip the attempt)")
+                log.warning("torch.compile%s failed (%s: %s); %s", "" if failed == "default" else f" in mode {failed}",
+                            type(exc).__name__, first[:300], then)
+                state["call"] = build(modes[0]) if modes else None
+                continue
+            state["calls"] += 1
+            return out
+        return eager(*args, **kwargs)
 
     model.forward = forward  # type: ignore[method-assign]
 

@@ -344,6 +344,8 @@ CASES: list[tuple[str, Setup, str]] = [
     ("unknown-strategy", run("train.strategy=megatron"), "train.strategy"),
     ("zero-stage-under-ddp", run("train.zero_stage=2"), "train.zero_stage: only used with train.strategy=deepspeed"),
     ("offload-under-ddp", run("train.offload=optimizer"), "train.offload: offloading needs"),
+    ("cuda-graphs-under-fsdp", run("train.compile_mode=reduce-overhead", "train.strategy=fsdp"),
+     "train.compile_mode: reduce-overhead replays CUDA graphs"),
     ("preset-contradicted", run("train.strategy=deepspeed", "train.deepspeed_preset=zero2-offload", "train.zero_stage=3"),
      "contradicts deepspeed_preset"),
     ("deepspeed-json-missing", run("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"), "train.deepspeed_config"),

@@ -14,11 +14,11 @@ import torch
 from clustertune.errors import RecipeError, UserError
 from clustertune.extras import install_hint
 from clustertune.recipe.load import load_recipe
-from clustertune.train.fastpath import compile_with_fallback, pad_vocab, vocab_multiple
+from clustertune.train.fastpath import compile_kwargs, compile_with_fallback, pad_vocab, vocab_multiple
 from clustertune.train.strategies.base import OutOfMemory, explain_out_of_memory, next_strategy
 from clustertune.recipe.ds_config import DeepSpeedConfigError, build_config, merge_user_config
 from clustertune.train.strategies.zero import DeepSpeedMissing, check_strategy, deepspeed_config
-from tests.helpers import TINY_CAUSAL, with_
+from tests.helpers import TINY_CAUSAL, TINY_CLS, with_
 
 
 def recipe(**train: object):
@@ -42,6 +42,38 @@ def test_bad_strategy_switches_name_the_key(train: dict, key: str, words: str) -
     with pytest.raises(RecipeError) as err:
         recipe(**train)
     assert f"{key}: " in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("train", "words"),
+    [
+        ({"compile_mode": "reduce-overhead", "strategy": "fsdp"},
+         "reduce-overhead replays CUDA graphs, which need parameters that stay in place, and strategy fsdp gathers "
+         "them into new memory each step: use max-autotune-no-cudagraphs, or strategy ddp"),
+        ({"compile_mode": "max-autotune", "strategy": "deepspeed"}, "strategy deepspeed gathers them"),
+        ({"compile_mode": "max-autotune-no-cudagraphs", "compile": False},
+         "max-autotune-no-cudagraphs with train.compile: false compiles nothing; drop one of them"),
+        ({"compile_mode": "max_autotune"}, "'default', 'max-autotune-no-cudagraphs', 'reduce-overhead' or 'max-autotune'"),
+    ],
+)
+def test_a_compile_mode_the_run_cannot_use_is_refused_with_the_fix(train: dict, words: str) -> None:
+    with pytest.raises(RecipeError) as err:
+        recipe(**train)
+    assert "train.compile_mode: " in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_cuda_graphs_only_where_every_batch_has_one_shape() -> None:
+    from tests.sft_fixtures import sft_recipe
+
+    sft = sft_recipe(Path("/data/base"), Path("/data/train.jsonl"))
+    with pytest.raises(RecipeError, match="task sft cuts each batch to its longest row: use max-autotune-no-cudagraphs"):
+        load_recipe(with_(sft, train={"compile_mode": "reduce-overhead"}))
+    # What is accepted: graphs of causal LM blocks and padded labelled texts under DDP; autotuning alone anywhere.
+    assert recipe(compile_mode="reduce-overhead").train.compile_mode == "reduce-overhead"
+    assert load_recipe(with_(TINY_CLS, train={"compile_mode": "max-autotune"})).train.compile_mode == "max-autotune"
+    tuned = load_recipe(with_(sft, train={"compile_mode": "max-autotune-no-cudagraphs", "strategy": "fsdp"}))
+    assert tuned.train.compile_mode == "max-autotune-no-cudagraphs"
+    assert compile_kwargs("default") == {} and compile_kwargs("reduce-overhead") == {"mode": "reduce-overhead"}
 
 
 def test_presets_set_stage_and_offload_and_survive_a_round_trip() -> None:
@@ -193,6 +225,34 @@ def test_compile_failure_falls_back_to_eager_with_a_message(monkeypatch: pytest.
     (msg,) = failed.values()
     assert "eager mode" in msg and "train.compile=false" in msg
     assert set(model.state_dict()) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # names unchanged
+    torch._dynamo.reset()
+
+
+def test_a_mode_that_fails_to_compile_falls_back_to_default_then_works(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture,
+                                                                      tmp_path: Path) -> None:
+    # A real failure of autotuning alone: no matrix-multiply backend it may choose from. The
+    # default mode never autotunes, so it compiles the same model.
+    import torch._dynamo
+    import torch._inductor.config
+
+    monkeypatch.setattr(logging.getLogger("clustertune"), "propagate", True)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    want = model(x)
+    with torch._inductor.config.patch({"max_autotune_gemm_backends": "NONE", "fx_graph_cache": False}):
+        compile_with_fallback(model, mode="max-autotune-no-cudagraphs")
+        with caplog.at_level("WARNING", logger="clustertune"):
+            got = model(x)
+            again = model(x)
+    assert torch.allclose(got, want, atol=1e-6) and torch.allclose(again, want, atol=1e-6)
+    said = [r.getMessage() for r in caplog.records if "torch.compile" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "torch.compile in mode max-autotune-no-cudagraphs failed" in said[0]
+    assert said[0].endswith("compiling in mode default instead")
     torch._dynamo.reset()
 
 

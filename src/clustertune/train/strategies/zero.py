@@ -23,7 +23,7 @@ from clustertune.errors import UserError
 from clustertune.extras import install_hint
 from clustertune.recipe.schema import Recipe
 from clustertune.train import held_state
-from clustertune.train.fastpath import prepare_module, use_compile
+from clustertune.train.fastpath import compile_kwargs, prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
 from clustertune.train.strategies.ds_ops import build_line
@@ -244,7 +244,7 @@ class DeepSpeedStrategy(AcceleratorRanks):
         if use_compile(self.recipe):
             # After initialize: ZeRO-3 installs its gather/release hooks on the modules, which a
             # model compiled beforehand would trace around; the engine compiles with them in place.
-            engine.compile()
+            engine.compile(compile_kwargs=compile_kwargs(self.recipe.train.compile_mode))
         return engine, optimizer, scheduler
 
     def autocast(self) -> AbstractContextManager[Any]:

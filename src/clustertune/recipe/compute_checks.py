@@ -1,0 +1,55 @@
+"""Checks of the keys that change how a step computes (``train.compile_mode``, ``train.fp8``)
+against the rest of the recipe: what each cannot be combined with, named before anything starts.
+Whether a GPU can do it is each rank's to check (:mod:`clustertune.train.fp8`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clustertune.recipe.schema import Recipe
+
+# The compile modes that record CUDA graphs.
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def compute_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """Every problem of both keys, as (key, message) pairs."""
+    return [*compile_problems(recipe), *fp8_problems(recipe)]
+
+
+def compile_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """A compile mode the run cannot use."""
+    t, traits, key = recipe.train, recipe.traits, "train.compile_mode"
+    if t.compile_mode == "default":
+        return []
+    if traits.trainer == "trl":
+        return [(key, f"{t.compile_mode}: task {recipe.task} trains with TRL's own loop, which clustertune does not "
+                 "compile; drop it")]
+    if t.compile is False:
+        return [(key, f"{t.compile_mode} with train.compile: false compiles nothing; drop one of them")]
+    out: list[tuple[str, str]] = []
+    if t.compile_mode in CUDA_GRAPH_MODES:
+        if not traits.fixed_shapes:
+            out.append((key, f"{t.compile_mode} replays CUDA graphs of one batch shape, and task {recipe.task} cuts "
+                        "each batch to its longest row: use max-autotune-no-cudagraphs"))
+        if t.strategy != "ddp":
+            out.append((key, f"{t.compile_mode} replays CUDA graphs, which need parameters that stay in place, and "
+                        f"strategy {t.strategy} gathers them into new memory each step: use "
+                        "max-autotune-no-cudagraphs, or strategy ddp"))
+    return out
+
+
+def fp8_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """What ``train.fp8`` cannot be combined with (the GPU itself is checked on each rank)."""
+    t = recipe.train
+    if not t.fp8:
+        return []
+    why = ("TRL's trainers run their own loop" if recipe.traits.trainer == "trl" else
+           "it converts the layers a full fine-tune trains; with an adapter the base is frozen (QLoRA saves "
+           "its memory instead)" if recipe.model.adapter is not None else
+           "DeepSpeed's engine does not train torchao's FP8 layers: use strategy ddp or fsdp"
+           if t.strategy == "deepspeed" else
+           f"it multiplies in FP8 inside bf16 autocast; precision {t.precision} has none: use bf16 (or auto)"
+           if t.precision in ("fp32", "fp16") else None)
+    return [] if why is None else [("train.fp8", why)]
