@@ -65,6 +65,10 @@ if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import clustertune" >/dev/null 2>
     # The tinker-cookbook's loops are a client the tests run (pyproject.toml's test extra says why
     # without its dependencies; the rest of them are in that extra).
     pip install --no-deps "tinker-cookbook==0.6.1"
+    # torchao (the fp8 extra) in a folder of its own, off the venv's path: where it is importable,
+    # transformers imports it in every process that loads a model (0.5-0.8 s each here, and two
+    # warnings where its kernels do not load), so the fp8 tests put this folder on their own path.
+    pip install --no-deps --upgrade --target .venv/fp8-extra "torchao==0.18.0"
   fi
   .venv/bin/python -c "import clustertune, torch, transformers, accelerate" >/dev/null
   touch "$stamp"

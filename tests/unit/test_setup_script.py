@@ -67,7 +67,8 @@ def test_several_extras_install_together_in_any_order(project: Path) -> None:
 
 
 # The test extra also brings the tinker-cookbook, without its dependencies (pyproject.toml says why).
-TEST_INSTALL = ["DS_BUILD_OPS=0 install -e .[test]", "DS_BUILD_OPS= install --no-deps tinker-cookbook==0.6.1"]
+TEST_INSTALL = ["DS_BUILD_OPS=0 install -e .[test]", "DS_BUILD_OPS= install --no-deps tinker-cookbook==0.6.1",
+                "DS_BUILD_OPS= install --no-deps --upgrade --target .venv/fp8-extra torchao==0.18.0"]
 
 
 def test_each_set_of_extras_has_its_own_stamp(project: Path) -> None:

@@ -31,18 +31,27 @@ FP8_CAPABILITY = (8, 9)
 
 def check_fp8_device(device: torch.device) -> None:
     """Refuse ``train.fp8`` where this rank cannot compute in FP8, before the model is built."""
-    if importlib.util.find_spec("torchao") is None:
-        raise UserError(f"train.fp8 needs the torchao package, not installed here: {install_hint('fp8')}; "
-                        "or drop train.fp8 to train in bf16")
-    if device.type != "cuda":
-        raise UserError("train.fp8: FP8 matrix multiplies need an NVIDIA GPU with FP8 tensor cores (compute "
-                        "capability 8.9 or later: H100, H200, L40S, RTX 4090), and this rank trains on the "
-                        f"{device.type}; drop train.fp8 to train in bf16")
-    cap = torch.cuda.get_device_capability(device)
-    if cap < FP8_CAPABILITY:
-        raise UserError(f"train.fp8: this rank's {torch.cuda.get_device_name(device)} is compute capability "
-                        f"{cap[0]}.{cap[1]}; FP8 tensor cores start at 8.9 (H100, H200, L40S, RTX 4090). Drop "
-                        "train.fp8 to train in bf16")
+    cuda = device.type == "cuda"
+    why = fp8_refusal(device.type, torch.cuda.get_device_capability(device) if cuda else None,
+                      torch.cuda.get_device_name(device) if cuda else "", importlib.util.find_spec("torchao") is not None)
+    if why is not None:
+        raise UserError(why)
+
+
+def fp8_refusal(device_type: str, capability: tuple[int, int] | None, name: str, have_torchao: bool) -> str | None:
+    """Why a rank on ``device_type`` (a GPU of ``capability``, called ``name``) cannot train in
+    FP8, or None where it can. The device first: without one, installing torchao would not help."""
+    if device_type != "cuda" or capability is None:
+        return ("train.fp8: FP8 matrix multiplies need an NVIDIA GPU with FP8 tensor cores (compute capability 8.9 "
+                f"or later: H100, H200, L40S, RTX 4090), and this rank trains on the {device_type}; drop train.fp8 "
+                "to train in bf16")
+    if capability < FP8_CAPABILITY:
+        return (f"train.fp8: this rank's {name} is compute capability {capability[0]}.{capability[1]}; FP8 tensor "
+                "cores start at 8.9 (H100, H200, L40S, RTX 4090). Drop train.fp8 to train in bf16")
+    if not have_torchao:
+        return (f"train.fp8 needs the torchao package, not installed here: {install_hint('fp8')}; or drop train.fp8 "
+                "to train in bf16")
+    return None
 
 
 def to_fp8(model: torch.nn.Module, sharded: bool, emulate: bool = False) -> list[str]:
