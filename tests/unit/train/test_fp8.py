@@ -139,4 +139,6 @@ def test_the_suites_processes_do_not_import_torchao() -> None:
     # Where it is importable, transformers imports it with every model (tests/unit/train/test_fp8.py's docstring).
     import importlib.util
 
-    assert importlib.util.find_spec("torchao") is None
+    assert importlib.util.find_spec("torchao") is None, (
+        "torchao is importable in the suite's venv (installed by `setup.sh fp8`?): every process that loads a model "
+        "then imports it, and run logs get its warnings; the suite installs it into .venv/fp8-extra instead")
