@@ -257,9 +257,12 @@ def test_a_client_that_leaves_frees_its_place_and_a_full_line_is_429(plain_serve
     m = plain_server.model
     engine = plain_server.server.engine
     _wait_idle(plain_server)
-    held = c.completions.create(model=m, prompt="The", temperature=1.0, max_tokens=100, stream=True)
-    next(iter(held))  # the stream has begun: its place (the only one) is taken
-    with engine.paused():  # and it cannot finish on its own while the batch is held
+    # The batch is held before the stream starts: a stream begun first can draw all its tokens (or
+    # its end of text) before the test holds the batch on a loaded machine, and give its place back.
+    with engine.paused():
+        held = c.completions.create(model=m, prompt="The", temperature=1.0, max_tokens=100, stream=True)
+        next(iter(held))  # the stream has begun: its place (the only one) is taken, and no token can come
+        assert engine.busy == 1
         with pytest.raises(openai.RateLimitError) as e:
             c.completions.create(model=m, prompt="x", max_tokens=2)
         assert e.value.response.headers.get("retry-after") == "1" and e.value.body["code"] == "queue_full"
