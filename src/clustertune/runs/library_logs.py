@@ -198,24 +198,85 @@ class _SharedDiversion:
 
     def _divert_transformers(self) -> None:
         """transformers' loggers propagate to its library logger, whose stderr handler prints
-        them: that handler is switched off and the records propagate to the root instead."""
-        try:
-            from transformers.utils import logging as hf_logging
-        except ImportError:
+        them: that handler is switched off and the records propagate to the root instead. Where
+        transformers is not imported yet, this happens when it is (importing it costs a third of
+        a second, and a command that never touches a model never pays it)."""
+        if _HF_LOGGING in sys.modules:
+            self._undo.append(_divert_hf_logger())
             return
-        lib = logging.getLogger("transformers")
-        hf_logging.get_logger()  # makes sure the library logger and its handler exist
-        propagate, handlers = lib.propagate, list(lib.handlers)
+        hook = _AfterImport(_HF_LOGGING, self._on_hf_import)
+        sys.meta_path.insert(0, hook)
+        self._undo.append(hook.remove)
+
+    def _on_hf_import(self) -> None:
+        with self._lock:
+            if self._users > 0:  # not released meanwhile
+                self._undo.append(_divert_hf_logger())
+
+
+_HF_LOGGING = "transformers.utils.logging"
+
+
+def _divert_hf_logger() -> Any:
+    """Switch transformers' own stderr handler off; returns what puts it back."""
+    hf_logging = sys.modules.get(_HF_LOGGING)
+    if hf_logging is None:  # transformers.utils imports it: the package's own import runs it
+        from transformers.utils import logging as hf_logging
+
+    lib = logging.getLogger("transformers")
+    hf_logging.get_logger()  # makes sure the library logger and its handler exist
+    propagate, handlers = lib.propagate, list(lib.handlers)
+    for h in handlers:
+        lib.removeHandler(h)
+    lib.propagate = True
+
+    def undo() -> None:
+        lib.propagate = propagate
         for h in handlers:
-            lib.removeHandler(h)
-        lib.propagate = True
+            lib.addHandler(h)
 
-        def undo() -> None:
-            lib.propagate = propagate
-            for h in handlers:
-                lib.addHandler(h)
+    return undo
 
-        self._undo.append(undo)
+
+class _AfterImport:
+    """A finder on ``sys.meta_path`` that runs ``then()`` once module ``name`` has been executed,
+    whoever imports it; it finds nothing itself (the other finders find the module)."""
+
+    def __init__(self, name: str, then: Any) -> None:
+        self.name, self.then = name, then
+
+    def remove(self) -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        self.remove()  # once; and the finders below find the module itself
+        import importlib.util
+
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader:
+    """The module's own loader, and ``then()`` once it has executed the module."""
+
+    def __init__(self, real: Any, then: Any) -> None:
+        self.real, self.then = real, then
+
+    def create_module(self, spec: Any) -> Any:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.real.exec_module(module)
+        self.then()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks and inspect
+        return getattr(self.real, name)
 
 
 _shared = _SharedDiversion()

@@ -149,3 +149,34 @@ def test_the_real_deepspeeds_import_warning_is_taken_off_the_terminal_for_the_ru
     assert any(m.startswith("Setting accelerator to CPU") for m in json.loads(line.removeprefix("RECORDS ")))
     rest = out.stdout.replace(line, "") + out.stderr
     assert "Setting accelerator" not in rest, rest
+
+
+LAZY = r"""
+import logging, sys
+from clustertune.runs.library_logs import LibraryLogs
+libs = LibraryLogs().start()
+assert "transformers" not in sys.modules, "the diversion imported transformers"
+from transformers.utils import logging as hf_logging   # imported inside the block, as a model check does
+hf_logging.get_logger("transformers.configuration_utils").warning("held: %s", "imported inside")
+held = [r.getMessage() for r in libs.sink.held]
+lib = logging.getLogger("transformers")
+print("DIVERTED", lib.handlers == [] and lib.propagate, held)
+libs.stop()
+print("RESTORED", bool(lib.handlers) and lib.propagate is False)
+again = LibraryLogs().start()     # transformers imported now: diverted at once
+print("AGAIN", lib.handlers == [] and lib.propagate)
+again.stop()
+print("HOOKS", [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "_AfterImport"])
+"""
+
+
+def test_a_block_that_never_imports_transformers_never_pays_for_it_and_one_that_does_is_diverted() -> None:
+    """Importing transformers takes a third of a second: `clustertune validate` of a checked model,
+    `status` and the rest do without it, so the diversion waits for its import."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "held: imported inside" not in out.stderr, out.stderr  # not printed by transformers' handler
+    assert "DIVERTED True ['held: imported inside']" in out.stdout, out.stdout
+    assert "RESTORED True" in out.stdout and "AGAIN True" in out.stdout and "HOOKS []" in out.stdout, out.stdout
