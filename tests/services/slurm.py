@@ -252,6 +252,15 @@ def _stop(root: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    # A job step still running when its slurmd stopped (a job cancelled a moment before) keeps its
+    # slurmstepd waiting for that slurmd for good: ended here, found by its working directory.
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc / "comm").read_text().strip() == "slurmstepd" and \
+                    os.readlink(proc / "cwd").startswith(str(root)):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 @pytest.fixture(scope="session")
