@@ -22,7 +22,10 @@ then produce identical ids and masks). Sides:
   one of its packed batches is run the way its loss runs it and compared with its examples run
   one at a time: the printed max logit difference is ~0 only if no example attends to another;
 - ``ours``: clustertune, one example per row, batches padded to their longest;
-- ``ours-packed``: clustertune with ``data.sft.packing: true``.
+- ``ours-packed``: clustertune with ``data.sft.packing: true``;
+- ``ours-grouped``: clustertune with ``train.group_by_length: true`` (padded batches of rows of
+  similar length; not among the default sides: TRL's own grouping is not a side here, so its ratio
+  to ``trl`` is not padded against padded alike).
 
 Each side runs in a fresh process; throughput counts real (non-padding) tokens over the timed
 steps; eval loss is the mean over held-out trained tokens after the last step. With
@@ -89,7 +92,8 @@ SHAPES = {
     "gpu-rehearsal": Shape("llama", 64, 2, 4, 2048, 512, 2, "long", gpu=False),
 }
 # (side, peer): the goals are ours >= 1.5x TRL's default (padded) and ours-packed >= 1.0x TRL packing.
-PAIRS = [("ours", "trl"), ("ours-packed", "trl"), ("ours-packed", "trl-packed")]
+PAIRS = [("ours", "trl"), ("ours-packed", "trl"), ("ours-packed", "trl-packed"), ("ours-grouped", "ours"),
+         ("ours-grouped", "trl")]
 
 
 def setup(root: Path, shape: Shape) -> None:
@@ -195,7 +199,7 @@ def packed_rows_isolated(trainer: object) -> float:
     return worst
 
 
-def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str) -> dict:
+def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str, grouped: bool = False) -> dict:
     import clustertune as ct
 
     shape = load_shape(root)
@@ -209,15 +213,17 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str) ->
                        "truncation": "allow"},
               "train": {"batch_size": shape.batch, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
                         "log_every": skip, "seed": 42, "max_grad_norm": 1.0, "precision": precision,
+                        "group_by_length": grouped,
                         **({} if shape.gpu else {"cpu_threads": 2, "device": "cpu"})},
               "tracking": {"runs_root": str(root / "runs")}}
     run = ct.run(ct.load_recipe(recipe), show_progress=False)
     rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
     timed = [r for r in rows if r["kind"] == "train" and r["step"] > skip]
     evals = [r for r in rows if r["kind"] == "eval"]
-    tok_s = sum(r["tokens_per_s"] for r in timed) / len(timed)
+    # Each row's real tokens over its seconds (grouped batches differ in length from step to step).
+    tok_s = sum(r["tokens"] for r in timed) / sum(r["tokens"] / r["tokens_per_s"] for r in timed)
     mfus = [r["mfu"] for r in timed if r.get("mfu") is not None]
-    return {"side": "ours-packed" if packed else "ours", "tokens_per_s": tok_s,
+    return {"side": "ours-packed" if packed else "ours-grouped" if grouped else "ours", "tokens_per_s": tok_s,
             "mfu": sum(mfus) / len(mfus) if mfus else None, "eval_loss": evals[-1]["eval_loss"], "peak_mem_gb": _peak_gb()}
 
 
@@ -240,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sides", default="trl,trl-packed,ours,ours-packed", help="comma-separated: which sides run")
     p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
     p.add_argument("--json", type=Path, default=None, help="also write each round's results here, as they come")
-    p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed"], help=argparse.SUPPRESS)
+    p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed", "ours-grouped"], help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.smoke:
@@ -248,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         a.steps, a.skip, a.sides = 3, 1, "ours,trl"
     if a.side:
         res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed") if a.side.startswith("trl")
-               else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision))
+               else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision, a.side == "ours-grouped"))
         print("RESULT " + json.dumps(res))
         return
     with tempfile.TemporaryDirectory() as tmp:

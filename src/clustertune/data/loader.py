@@ -42,10 +42,21 @@ class Position:
         return cls(int(d["epoch"]), int(d["offset"]), int(d["samples_seen"]), d.get("stream"))
 
 
-def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-    if not shuffle:
-        return np.arange(n)
-    return np.random.default_rng([seed, epoch]).permutation(n)
+# ``train.group_by_length`` sorts the epoch's order by length within runs of this many samples. A
+# constant, not a multiple of the batch: the order must not depend on the world size, so that a run
+# resumed on another number of ranks continues over the same samples.
+GROUP_RUN = 1024
+
+
+def epoch_order(n: int, seed: int, epoch: int, shuffle: bool, lengths: np.ndarray | None = None) -> np.ndarray:
+    order = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
+    if lengths is None:
+        return order
+    # Longest first within each run (a stable sort: equal lengths keep their shuffled order).
+    for start in range(0, n, GROUP_RUN):
+        run = order[start:start + GROUP_RUN]
+        order[start:start + GROUP_RUN] = run[np.argsort(-lengths[run], kind="stable")]
+    return order
 
 
 def to_batch(arrays: Arrays, idx: np.ndarray, device: torch.device,
@@ -83,9 +94,14 @@ def _lm_batch(arrays: Arrays, idx: np.ndarray) -> dict[str, torch.Tensor]:
 class TrainBatches:
     """Yields, per optimizer step, this rank's micro-batches (``accum`` of them)."""
 
-    def __init__(self, arrays: Arrays, micro_batch: int, accum: int, rank: int, world: int, seed: int, shuffle: bool):
+    def __init__(self, arrays: Arrays, micro_batch: int, accum: int, rank: int, world: int, seed: int, shuffle: bool,
+                 group_by_length: bool = False):
         self.arrays, self.micro, self.accum = arrays, micro_batch, accum
         self.rank, self.world, self.seed, self.shuffle = rank, world, seed, shuffle
+        lengths = getattr(arrays, "lengths", None) if group_by_length else None
+        self._lengths = None if lengths is None else np.asarray(lengths)
+        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its order): computed once per epoch
+        self.step_tokens: float | None = None  # grouped: the real tokens of the latest step's batch
         self.global_batch = micro_batch * accum * world
         self.steps_per_epoch = len(arrays) // self.global_batch
         if self.steps_per_epoch == 0:
@@ -99,7 +115,11 @@ class TrainBatches:
         epoch, offset = pos.epoch, pos.offset
         if offset + self.global_batch > len(self.arrays):  # drop the epoch's last partial batch
             epoch, offset = epoch + 1, 0
-        order = epoch_order(len(self.arrays), self.seed, epoch, self.shuffle)
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, epoch_order(len(self.arrays), self.seed, epoch, self.shuffle, self._lengths))
+        order = self._order[1]
+        if self._lengths is not None:  # the step's real tokens, all ranks (tokens/s of grouped batches)
+            self.step_tokens = float(self._lengths[order[offset : offset + self.global_batch]].sum())
         mine = order[offset : offset + self.global_batch][self.rank :: self.world]
         micro = [mine[i * self.micro : (i + 1) * self.micro] for i in range(self.accum)]
         return micro, Position(epoch, offset + self.global_batch, pos.samples_seen + self.global_batch)
@@ -229,12 +249,12 @@ def prefetched(items: Iterator[Any], depth: int) -> Iterator[Any]:
 
 
 def make_train_batches(train: Any, micro_batch: int, accum: int, rank: int, world: int, seed: int,
-                       shuffle: bool) -> TrainBatches | StreamBatches:
+                       shuffle: bool, group_by_length: bool = False) -> TrainBatches | StreamBatches:
     """Batches over prepared arrays, or over a stream when the data is streamed."""
 
     if isinstance(train, BlockStream):
         return StreamBatches(train, micro_batch, accum, rank, world)
-    return TrainBatches(train, micro_batch, accum, rank, world, seed, shuffle)
+    return TrainBatches(train, micro_batch, accum, rank, world, seed, shuffle, group_by_length)
 
 
 def eval_batches(arrays: Arrays, batch_size: int, rank: int, world: int,

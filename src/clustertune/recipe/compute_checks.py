@@ -1,5 +1,5 @@
-"""Checks of the keys that change how a step computes (``train.compile_mode``, ``train.fp8``)
-against the rest of the recipe: what each cannot be combined with, named before anything starts.
+"""Checks of the keys that change how a step computes (``train.compile_mode``, ``train.fp8``,
+``train.group_by_length``) against the rest of the recipe: what each cannot be combined with, named before anything starts.
 Whether a GPU can do it is each rank's to check (:mod:`clustertune.train.fp8`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 def compute_problems(recipe: Recipe) -> list[tuple[str, str]]:
     """Every problem of both keys, as (key, message) pairs."""
-    return [*compile_problems(recipe), *fp8_problems(recipe)]
+    return [*compile_problems(recipe), *fp8_problems(recipe), *grouping_problems(recipe)]
 
 
 def compile_problems(recipe: Recipe) -> list[tuple[str, str]]:
@@ -53,3 +53,16 @@ def fp8_problems(recipe: Recipe) -> list[tuple[str, str]]:
            f"it multiplies in FP8 inside bf16 autocast; precision {t.precision} has none: use bf16 (or auto)"
            if t.precision in ("fp32", "fp16") else None)
     return [] if why is None else [("train.fp8", why)]
+
+
+def grouping_problems(recipe: Recipe) -> list[tuple[str, str]]:
+    """``train.group_by_length`` where every row has one length (nothing to group)."""
+    t, traits = recipe.train, recipe.traits
+    if not t.group_by_length:
+        return []
+    why = (f"task {recipe.task} trains with TRL's own loop, which orders its own samples" if traits.trainer == "trl"
+           else f"task {recipe.task} trains on rows of one length (blocks of data.block_size, or texts padded to "
+                "data.max_length)" if traits.fixed_shapes
+           else "data.sft.packing fills every row to about data.max_length" if recipe.data.sft.packing
+           else None)
+    return [] if why is None else [("train.group_by_length", f"{why}: there is nothing to group; drop it")]

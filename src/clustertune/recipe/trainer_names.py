@@ -27,6 +27,8 @@ TRAINER_NAMES: dict[str, tuple[str, str | None]] = {
     "adam_beta2": ("train.adam_beta2", None),
     "adam_epsilon": ("train.adam_eps", None),
     "max_grad_norm": ("train.max_grad_norm", None),
+    "group_by_length": ("train.group_by_length", None),
+    "train_sampling_strategy": ("train.group_by_length", "true for group_by_length, else leave it out"),
     "lr_scheduler_type": ("train.lr_scheduler", "linear, cosine or constant"),
     "optim": ("train.optimizer", "adamw, adafactor, sgd, adamw_8bit or paged_adamw_8bit"),
     "logging_steps": ("train.log_every", None),

@@ -191,6 +191,7 @@ class LoopState:
     paused: float = 0.0  # seconds spent evaluating and checkpointing since the last log: not training
     t_log: float = 0.0  # when the last log interval began (perf_counter)
     steps_at_log: int = 0  # the step it began at
+    tokens_in_log: float = 0.0  # real tokens of the steps since then (all ranks)
     tok_s: float | None = None  # tokens/s over the last log interval
     last_save: float = 0.0  # when the newest checkpoint was written, or the loop began (perf_counter)
     saved_at: int = -1  # the step of the newest checkpoint this attempt wrote
@@ -285,7 +286,7 @@ def record_state_memory(parts: LoopParts, step: int, held_between: dict[str, int
             for i, r in enumerate(per_rank)))
 
 
-def log_train_row(parts: LoopParts, state: LoopState, tokens_per_step: float) -> None:
+def log_train_row(parts: LoopParts, state: LoopState) -> None:
     """The log step's metrics row and progress figures; a new log interval begins."""
     strategy, step = parts.strategy, state.step
     # CPU-GPU sync point: the only place the loss leaves the device.
@@ -296,14 +297,14 @@ def log_train_row(parts: LoopParts, state: LoopState, tokens_per_step: float) ->
         raise diverged(parts.recipe, step, loss_mean_sum / state.steps_since_log, norm, "checked at a log step")
     mean_loss = loss_mean_sum / state.steps_since_log
     now = time.perf_counter()
-    tok_s = tokens_per_step * (step - state.steps_at_log) / max(now - state.t_log - state.paused, 1e-9)
+    tok_s = state.tokens_in_log / max(now - state.t_log - state.paused, 1e-9)
     per_dev = tok_s / strategy.num_processes
     grad_norm = state.grad_norm
     row = {
         "kind": "train", "step": step, "epoch": round(parts.batches.epoch_of(state.pos), 4),
         "loss": mean_loss, "lr": parts.scheduler.get_last_lr()[0],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
-        "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev,
+        "tokens_per_s": tok_s, "tokens_per_s_per_device": per_dev, "tokens": state.tokens_in_log,
         "mfu": mfu(per_dev, parts.flops_tok, parts.peak), "samples_seen": state.pos.samples_seen,
         "time": time.time(),
     }
@@ -315,6 +316,7 @@ def log_train_row(parts: LoopParts, state: LoopState, tokens_per_step: float) ->
     parts.progress.update(step, {"loss": mean_loss, "tok/s": tok_s, "mfu": row["mfu"]})
     state.loss_sum.zero_()
     state.tok_s, state.steps_since_log, state.t_log, state.steps_at_log = tok_s, 0, now, step
+    state.tokens_in_log = 0.0
     state.paused = 0.0
 
 
@@ -397,7 +399,7 @@ def train_loop(
     main = strategy.is_main_process
     batches = make_train_batches(
         train_arrays, t.batch_size, t.gradient_accumulation_steps,
-        strategy.process_index, strategy.num_processes, t.seed, t.shuffle,
+        strategy.process_index, strategy.num_processes, t.seed, t.shuffle, t.group_by_length,
     )
     steps = total_steps(recipe, batches.steps_per_epoch)
     seq_len = batches.seq_len
@@ -448,8 +450,11 @@ def train_loop(
         probe_at = state.step + 1  # this attempt's first step: what each rank holds, recorded once
         while state.step < steps:
             micro_batches, next_pos = next(it)
+            # Batches grouped by length differ in real tokens: each step's own count, where known.
+            step_tokens = getattr(batches, "step_tokens", None) or tokens_per_step
             held = train_step(parts, state, micro_batches, probe=state.step + 1 == probe_at)
             state.step, state.pos = state.step + 1, next_pos
+            state.tokens_in_log += step_tokens
             progress.advance(state.step)  # host-side only: the bar and its ETA move every step
             if held is not None:
                 record_state_memory(parts, state.step, *held)
@@ -458,7 +463,7 @@ def train_loop(
                 stop.beat()  # the hang watchdog counts from the last step (armed by the first)
 
             if state.step % t.log_every == 0 or state.step == steps:
-                log_train_row(parts, state, tokens_per_step)
+                log_train_row(parts, state)
             if eval_every and state.step % eval_every == 0 and state.step != steps:
                 run_eval(parts, state)
             if state.step != steps and ((t.save_every and state.step % t.save_every == 0) or save_due(parts, state)):

@@ -346,6 +346,8 @@ CASES: list[tuple[str, Setup, str]] = [
     ("offload-under-ddp", run("train.offload=optimizer"), "train.offload: offloading needs"),
     ("cuda-graphs-under-fsdp", run("train.compile_mode=reduce-overhead", "train.strategy=fsdp"),
      "train.compile_mode: reduce-overhead replays CUDA graphs"),
+    ("group-blocks-by-length", run("train.group_by_length=true"),
+     "train.group_by_length: task causal_lm trains on rows of one length"),
     ("preset-contradicted", run("train.strategy=deepspeed", "train.deepspeed_preset=zero2-offload", "train.zero_stage=3"),
      "contradicts deepspeed_preset"),
     ("deepspeed-json-missing", run("train.strategy=deepspeed", "train.deepspeed_config=./ds.json"), "train.deepspeed_config"),
