@@ -14,7 +14,7 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def compute_problems(recipe: Recipe) -> list[tuple[str, str]]:
-    """Every problem of both keys, as (key, message) pairs."""
+    """Every problem of these keys, as (key, message) pairs."""
     return [*compile_problems(recipe), *fp8_problems(recipe), *grouping_problems(recipe)]
 
 
@@ -60,9 +60,10 @@ def grouping_problems(recipe: Recipe) -> list[tuple[str, str]]:
     t, traits = recipe.train, recipe.traits
     if not t.group_by_length:
         return []
-    why = (f"task {recipe.task} trains with TRL's own loop, which orders its own samples" if traits.trainer == "trl"
+    why = (f"task {recipe.task} trains with TRL's own loop, which orders the samples itself; drop it"
+           if traits.trainer == "trl"
            else f"task {recipe.task} trains on rows of one length (blocks of data.block_size, or texts padded to "
-                "data.max_length)" if traits.fixed_shapes
-           else "data.sft.packing fills every row to about data.max_length" if recipe.data.sft.packing
-           else None)
-    return [] if why is None else [("train.group_by_length", f"{why}: there is nothing to group; drop it")]
+                "data.max_length): there is nothing to group; drop it" if traits.fixed_shapes
+           else "data.sft.packing fills every row to about data.max_length: there is nothing to group; drop it"
+           if recipe.data.sft.packing else None)
+    return [] if why is None else [("train.group_by_length", why)]
