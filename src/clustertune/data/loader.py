@@ -101,8 +101,10 @@ class TrainBatches:
         lengths = getattr(arrays, "lengths", None) if group_by_length else None
         self._lengths = None if lengths is None else np.asarray(lengths)
         self._order: tuple[int, np.ndarray] | None = None  # (epoch, its order): computed once per epoch
-        self.step_tokens: float | None = None  # grouped: the real tokens of the latest step's batch
         self.global_batch = micro_batch * accum * world
+        # Real (non-padding) tokens of the latest step's global batch, what tokens/s counts: the
+        # average row's until a step is taken; each step's own where batches are grouped by length.
+        self.step_tokens = self.global_batch * self.tokens_per_sample
         self.steps_per_epoch = len(arrays) // self.global_batch
         if self.steps_per_epoch == 0:
             raise DataError(
@@ -118,7 +120,7 @@ class TrainBatches:
         if self._order is None or self._order[0] != epoch:
             self._order = (epoch, epoch_order(len(self.arrays), self.seed, epoch, self.shuffle, self._lengths))
         order = self._order[1]
-        if self._lengths is not None:  # the step's real tokens, all ranks (tokens/s of grouped batches)
+        if self._lengths is not None:  # grouped batches differ in length: the step's own count
             self.step_tokens = float(self._lengths[order[offset : offset + self.global_batch]].sum())
         mine = order[offset : offset + self.global_batch][self.rank :: self.world]
         micro = [mine[i * self.micro : (i + 1) * self.micro] for i in range(self.accum)]
@@ -158,6 +160,7 @@ class StreamBatches:
         self.stream, self.micro, self.accum, self.rank, self.world = stream, micro_batch, accum, rank, world
         self.global_batch = micro_batch * accum * world
         self.steps_per_epoch = None
+        self.step_tokens = float(self.global_batch * stream.block_size)  # blocks: every token is real
 
     @property
     def seq_len(self) -> int:

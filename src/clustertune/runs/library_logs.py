@@ -13,6 +13,7 @@ logs at DEBUG level (``--debug``): then they are printed after all.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import sys
 import threading
@@ -219,10 +220,7 @@ _HF_LOGGING = "transformers.utils.logging"
 
 def _divert_hf_logger() -> Any:
     """Switch transformers' own stderr handler off; returns what puts it back."""
-    hf_logging = sys.modules.get(_HF_LOGGING)
-    if hf_logging is None:  # transformers.utils imports it: the package's own import runs it
-        from transformers.utils import logging as hf_logging
-
+    hf_logging = sys.modules[_HF_LOGGING]  # imported: before the diversion, or just now (the finder)
     lib = logging.getLogger("transformers")
     hf_logging.get_logger()  # makes sure the library logger and its handler exist
     propagate, handlers = lib.propagate, list(lib.handlers)
@@ -253,8 +251,6 @@ class _AfterImport:
         if fullname != self.name:
             return None
         self.remove()  # once; and the finders below find the module itself
-        import importlib.util
-
         spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None:
             return spec

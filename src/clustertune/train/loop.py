@@ -439,8 +439,6 @@ def train_loop(
         if state.step == 0 and t.eval_at_start:
             run_eval(parts, state)
         model.train()
-        # Real tokens: SFT rows are cut to the longest in the batch, and padding is not work done.
-        tokens_per_step = batches.global_batch * getattr(batches, "tokens_per_sample", seq_len)
         t_start = state.t_log = time.perf_counter()
         state.paused = 0.0  # an evaluation at the start came before t_log: not part of the first interval
         state.steps_at_log = state.step
@@ -450,8 +448,7 @@ def train_loop(
         probe_at = state.step + 1  # this attempt's first step: what each rank holds, recorded once
         while state.step < steps:
             micro_batches, next_pos = next(it)
-            # Batches grouped by length differ in real tokens: each step's own count, where known.
-            step_tokens = getattr(batches, "step_tokens", None) or tokens_per_step
+            step_tokens = batches.step_tokens  # real tokens: padding is not work done (read before the next step)
             held = train_step(parts, state, micro_batches, probe=state.step + 1 == probe_at)
             state.step, state.pos = state.step + 1, next_pos
             state.tokens_in_log += step_tokens
