@@ -65,6 +65,6 @@ def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # Real services (SLURM, sshd) are started once per test session by modules in tests/services/;
 # each module listed here provides its session fixtures.
-pytest_plugins: list[str] = ["tests.timing", "tests.workers", "tests.services.slurm", "tests.services.sshd", "tests.services.skypilot_env", "tests.rl_fixtures",
+pytest_plugins: list[str] = ["tests.timing", "tests.leftovers", "tests.workers", "tests.services.slurm", "tests.services.sshd", "tests.services.skypilot_env", "tests.rl_fixtures",
                               "tests.adapter_fixtures", "tests.sft_fixtures", "tests.quickstart_fixture",
                               "tests.services.terminal"]

@@ -183,7 +183,8 @@ def test_validate_on_a_busy_partition_says_not_checked_and_does_not_wait_again(t
     from clustertune.launch import slurm_facts
 
     monkeypatch.setattr(slurm_facts, "PROBE_WAIT_S", 2)  # srun --immediate=2: the test's own patience
-    blocker = subprocess.run(["sbatch", "--parsable", "-p", loop.SHORT, "--exclusive", "--wrap", "sleep 120"],
+    blocker = subprocess.run(["sbatch", "--parsable", "-p", loop.SHORT, "--exclusive", "-o", str(tmp_path / "blocker.out"),
+                              "--wrap", "sleep 120"],
                              capture_output=True, text=True, check=True, timeout=30).stdout.strip()
     try:
         deadline = time.monotonic() + 60
