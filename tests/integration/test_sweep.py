@@ -29,6 +29,18 @@ def _sweep_dir(root: Path, timeout: float = 120) -> Path:
     raise AssertionError(f"no sweep directory under {root} after {timeout} s")
 
 
+def _trial_run(sweep_dir: Path, index: int, timeout: float = 120) -> str:
+    """The run a trial became: sweep.json names it once the trial's run is made, a moment after
+    the sweep itself is written."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trials = json.loads((sweep_dir / "sweep.json").read_text())["trials"]
+        if len(trials) > index and trials[index].get("run_id"):
+            return trials[index]["run_id"]
+        time.sleep(0.1)
+    raise AssertionError(f"trial {index} of {sweep_dir} has no run after {timeout} s")
+
+
 def test_a_grid_killed_in_its_first_trial_resumes_and_ranks_its_trials(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     # The sweep's own process dies (SIGKILL) at step 3 of trial 0, after its step-2 checkpoint.
@@ -96,7 +108,7 @@ def test_cancel_of_a_sweep_ends_its_running_trial_and_starts_no_other(tmp_path: 
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         sweep_dir = _sweep_dir(root)
-        trial0 = json.loads((sweep_dir / "sweep.json").read_text())["trials"][0]["run_id"]
+        trial0 = _trial_run(sweep_dir, 0)
         wait_for_step(root / trial0 / "metrics.jsonl", 3)
         out = cli_here("cancel", sweep_dir.name, "--runs-root", str(root))
         assert out.returncode == 0 and "cancelled 1 trial(s)" in out.stdout, (out.stdout, out.stderr)
