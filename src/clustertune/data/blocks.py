@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ class BlockWriter:
         return {"dtype": self.dtype.str, "shape": [self.rows, self.block_size], "shards": self._shards}
 
 
-def write_causal_lm_split(chunks: Iterable[list[str]], encoder: Callable[[list[str]], Any], out_dir: Path,
+def write_causal_lm_split(chunks: Iterable[Sequence[str]], encoder: Callable[[Sequence[str]], Any], out_dir: Path,
                           split: str, block_size: int, limit: int | None,
                           files: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Encode ``chunks`` of texts with ``encoder(chunk)`` (a :class:`~clustertune.data.encode.TextEncoder`

@@ -24,7 +24,6 @@ every :data:`RESET_CHARS` characters of text, which bounds it.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -32,6 +31,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+from clustertune.data.text_column import TextColumn, text_sizes
 
 log = logging.getLogger("clustertune")
 
@@ -153,9 +154,11 @@ class TextEncoder:
         if not len(texts):
             return np.empty(0, self.dtype), np.empty(0, np.int64)
         for part in chunks_by_chars(texts, self.call_chars):
-            chars = sum(map(len, part))
+            chars = int(text_sizes(part).sum())
+            # An Arrow column goes in as its own buffers, with no Python string per text.
+            inputs = part.awkward() if isinstance(part, TextColumn) else part
             # parallel=None: gigatoken's own choice, which stays sequential in a forked child
-            ids = self.gigatoken(chars).encode_batch(part, parallel=None if self.workers > 1 else False)
+            ids = self.gigatoken(chars).encode_batch(inputs, parallel=None if self.workers > 1 else False)
             flats.append(np.asarray(ak.flatten(ids, axis=1)).astype(self.dtype, copy=False))
             lens.append(np.asarray(ak.num(ids, axis=1), dtype=np.int64))
         flat = np.concatenate(flats) if flats else np.empty(0, self.dtype)
@@ -206,17 +209,21 @@ def _release_freed_memory() -> None:
 
 
 def chunks_by_chars(texts: Sequence[str], limit: int) -> Iterator[Sequence[str]]:
-    """Consecutive slices of ``texts`` of about ``limit`` characters each (at least one text)."""
-    if sum(map(len, texts)) < limit:
+    """Consecutive slices of ``texts`` of about ``limit`` characters each (at least one text):
+    each ends with the text that takes it to ``limit`` or past it (sizes as :func:`text_sizes`)."""
+    sizes = text_sizes(texts)
+    if int(sizes.sum()) < limit:
         yield texts
         return
-    start, size = 0, 0
-    for i, t in enumerate(texts):
-        size += len(t)
-        if size >= limit:
-            yield texts[start: i + 1]
-            start, size = i + 1, 0
-    if start < len(texts) or not texts:
+    ends = np.cumsum(sizes)
+    start, before = 0, 0  # the first text of the next slice, and the size of all texts before it
+    while start < len(texts):
+        last = int(np.searchsorted(ends, before + limit))  # the first text at which the slice reaches limit
+        if last >= len(texts):
+            break
+        yield texts[start: last + 1]
+        start, before = last + 1, int(ends[last])
+    if start < len(texts):
         yield texts[start:]
 
 
@@ -255,8 +262,9 @@ def _frame_of(backend: Any) -> tuple[list[int], list[int]] | None:
 
 
 def spread(items: Sequence[Any], n: int = _PROBE_TEXTS) -> list[Any]:
-    """Up to ``n`` of ``items`` spread evenly over them, in order."""
-    return list(itertools.islice(items, 0, None, max(1, len(items) // n)))[:n]
+    """Up to ``n`` of ``items`` spread evenly over them, in order (each taken by its index: a
+    :class:`TextColumn` makes a Python string of those alone)."""
+    return [items[i] for i in range(0, len(items), max(1, len(items) // n))[:n]]
 
 
 def probe_sample(texts: Sequence[str], n: int = _PROBE_TEXTS) -> list[str]:
@@ -264,23 +272,71 @@ def probe_sample(texts: Sequence[str], n: int = _PROBE_TEXTS) -> list[str]:
     return [t[:_PROBE_CHARS] for t in spread(texts, n)]
 
 
-def _gigatoken_mismatch(enc: TextEncoder, backend: Any, probe: Sequence[str]) -> str | None:
-    """Why ``enc`` (gigatoken) cannot stand in for ``backend`` on these texts, or None when it can."""
-    try:
-        enc.gigatoken(0)
-    except Exception as exc:  # it raises RuntimeError/ValueError for tokenizers it does not support
-        return f"gigatoken does not support this tokenizer ({str(exc).splitlines()[0]})"
-    spec = json.loads(enc.spec)
-    added = [t["content"] for t in spec.get("added_tokens") or [] if t.get("content")][:64]
-    checks = [t for t in probe if isinstance(t, str)] + _HOSTILE + [f"a{a}b {a} {a}{a}\n{a}" for a in added]
-    flat, lengths = enc.encode(checks)
+def _gigatoken_mismatch(enc: TextEncoder, reference: TextEncoder, texts: Sequence[str],
+                        supported: bool = False) -> str | None:
+    """Why ``enc`` (gigatoken) cannot stand in for ``reference`` (the tokenizer's Rust encoder) on
+    ``texts``, or None when it can; unless ``supported`` (known already), whether gigatoken
+    takes the tokenizer at all."""
+    if not supported:
+        try:
+            enc.gigatoken(0)
+        except Exception as exc:  # it raises RuntimeError/ValueError for tokenizers it does not support
+            return f"gigatoken does not support this tokenizer ({str(exc).splitlines()[0]})"
+    flat, lengths = enc.encode(texts)
     got = np.split(flat.astype(np.int64), np.cumsum(lengths)[:-1])
-    with tokenizers_single_threaded():
-        want = [e.ids for e in backend.encode_batch_fast(checks, add_special_tokens=True)]
-    for text, g, w in zip(checks, got, want):
+    want = reference.encode_lists(texts)  # on the workers' threads: the Rust encoder is the slow side
+    for text, g, w in zip(texts, got, want):
         if g.tolist() != w:
             return f"gigatoken's ids differ from the tokenizer's on {text[:40]!r}"
     return None
+
+
+class EncoderChoice:
+    """:func:`text_encoder` in two steps, so that the first can run while the texts are still
+    being read: what depends on the tokenizer alone (its Rust pipeline copied, the ids its
+    template adds, gigatoken built and checked on hostile texts and on every added token inside
+    words) when made; the check on the real texts by :meth:`on`, once."""
+
+    def __init__(self, tokenizer: Any, workers: int = 1, add_special_tokens: bool = True, **limits: int):
+        self._add = add_special_tokens
+        self._candidate: TextEncoder | None = None  # gigatoken, still to be checked on the texts
+        self._chosen: TextEncoder | None = None
+        if not getattr(tokenizer, "is_fast", False) and not hasattr(tokenizer, "encode_batch_fast"):
+            self._chosen = self._finish(TextEncoder(tokenizer, "transformers", workers))
+            return
+        backend = _rust_backend(tokenizer)
+        self._reference = TextEncoder(tokenizer, "tokenizers", workers, backend)  # and the fallback
+        frame = _frame_of(backend)
+        if frame is None:
+            self._fall_back("its post-processor does not add the same ids around every text")
+            return
+        enc = TextEncoder(tokenizer, "gigatoken", workers, backend, frame, **limits)
+        added = [t.content for _, t in sorted(backend.get_added_tokens_decoder().items()) if t.content][:64]
+        why = _gigatoken_mismatch(enc, self._reference, _HOSTILE + [f"a{a}b {a} {a}{a}\n{a}" for a in added])
+        if why is not None:
+            self._fall_back(why)
+        else:
+            self._candidate = enc
+
+    def on(self, probe: Sequence[str]) -> TextEncoder:
+        """The encoder, checked on ``probe`` (a sample of the texts: :func:`probe_sample`) the first time."""
+        if self._chosen is None:
+            assert self._candidate is not None
+            why = _gigatoken_mismatch(self._candidate, self._reference, [t for t in probe if isinstance(t, str)],
+                                      supported=True)
+            if why is not None:
+                self._fall_back(why)
+            else:
+                self._chosen = self._finish(self._candidate)
+        return self._chosen
+
+    def _fall_back(self, why: str) -> None:
+        log.info("data: tokenizing with the tokenizers encoder: %s", why)
+        self._chosen = self._finish(self._reference)
+
+    def _finish(self, enc: TextEncoder) -> TextEncoder:
+        enc.add_special_tokens = self._add
+        return enc
 
 
 def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, add_special_tokens: bool = True,
@@ -290,25 +346,7 @@ def text_encoder(tokenizer: Any, probe: Sequence[str] = (), workers: int = 1, ad
     encoded: :func:`probe_sample`) and on hostile texts, else the tokenizer's Rust encoder (or,
     for a slow tokenizer, its own call). ``limits``: ``reset_chars``, ``call_chars`` of
     :class:`TextEncoder`."""
-    enc = _choose(tokenizer, probe, workers, limits)
-    enc.add_special_tokens = add_special_tokens
-    return enc
-
-
-def _choose(tokenizer: Any, probe: Sequence[str], workers: int, limits: dict[str, int]) -> TextEncoder:
-    if not getattr(tokenizer, "is_fast", False) and not hasattr(tokenizer, "encode_batch_fast"):
-        return TextEncoder(tokenizer, "transformers", workers)
-    backend = _rust_backend(tokenizer)
-    frame = _frame_of(backend)
-    if frame is None:
-        why: str | None = "its post-processor does not add the same ids around every text"
-    else:
-        enc = TextEncoder(tokenizer, "gigatoken", workers, backend, frame, **limits)
-        why = _gigatoken_mismatch(enc, backend, probe)  # the whole pipeline, special tokens included
-    if why is not None:
-        log.info("data: tokenizing with the tokenizers encoder: %s", why)
-        return TextEncoder(tokenizer, "tokenizers", workers, backend)
-    return enc
+    return EncoderChoice(tokenizer, workers, add_special_tokens, **limits).on(probe)
 
 
 def encode_texts(texts: Sequence[str], tokenizer: Any, workers: int = 1,

@@ -8,21 +8,24 @@ cache. Hub datasets go through ``datasets.load_dataset`` (its own cache, as usua
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from clustertune.data import builtin
 from clustertune.data.origins import Origins, Part
+from clustertune.data.text_column import TextColumn
 from clustertune.data.source_checks import (JSON_SUFFIXES, TABLE_SUFFIXES, TEXT_SUFFIXES, bom_encoding, check_text_column,
                                             dataset_path_error, jsonl_problems, no_examples, not_a_file, not_utf8,
                                             text_lines, text_type_problem, unreadable, wrong_text_type)
 from clustertune.errors import DataError
 from clustertune.fsutil import sha256_file
 from clustertune.recipe.data_schema import DataSection
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -106,10 +109,11 @@ def as_text(t: Any) -> str:
 
 
 def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_bytes: int = 32 << 20,
-                         arrow: bool = True, keep_linebreaks: bool = True) -> Iterator[list[str]]:
+                         arrow: bool = True, keep_linebreaks: bool = True) -> Iterator[Sequence[str]]:
     """The texts of local .txt/.jsonl/.parquet files in order, about ``chunk_bytes`` at a time:
     the rows :func:`load_raw` reads (the lines of text files as ``data.keep_linebreaks`` says; a JSON line or parquet row
-    each, the text column's value through :func:`as_text`). Raises :class:`ArrowGaveUp` where
+    each, the text column's value through :func:`as_text`; what Arrow read stays a
+    :class:`~clustertune.data.text_column.TextColumn`, nulls read as empty texts). Raises :class:`ArrowGaveUp` where
     Arrow cannot read a JSON lines file (``arrow=False`` reads it line by line instead)."""
     for f in files:
         p = Path(f).expanduser()
@@ -135,6 +139,41 @@ def text_chunks_of_files(files: list[str], text_column: str, key: str, chunk_byt
             raise no_examples(p, key)
 
 
+class ReadAhead(Iterator[T]):
+    """The items of ``items``, each read by a thread of its own while the one before is used:
+    the first as soon as this is made (while the caller gets ready for it), then the next each
+    time one is taken. Reading a chunk (Arrow parsing JSON, pandas, the disk) releases the GIL,
+    so it overlaps the encoding of the chunk before. What reading raises is raised where the
+    item would have been taken. ``close()`` (or the end of a ``with`` block) waits for the read
+    under way, at most one item."""
+
+    _END = object()
+
+    def __init__(self, items: Iterator[T]):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._items = items
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="clustertune-read")
+        self._ahead = self._pool.submit(next, items, self._END)
+
+    def __next__(self) -> T:
+        item = self._ahead.result()
+        if item is self._END:
+            self.close()
+            raise StopIteration
+        self._ahead = self._pool.submit(next, self._items, self._END)
+        return item
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _no_column(key: str, p: Path, column: str, names: list[str]) -> DataError:
     return DataError(f"data.text_column: column {column!r} not in {str(p)!r} ({key}); its columns are "
                      f"{', '.join(names) or '(none)'}")
@@ -147,7 +186,7 @@ def _text_file_chunks(p: Path, chunk_bytes: int, keep_linebreaks: bool) -> Itera
             yield [part for line in lines for part in text_lines(line, keep_linebreaks)]
 
 
-def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
+def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[TextColumn]:
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -160,7 +199,7 @@ def _jsonl_chunks_arrow(p: Path, column: str, key: str, chunk_bytes: int) -> Ite
         if problem:
             raise wrong_text_type(column, f"{str(p)!r} ({key})", problem, reader.schema.names)
         for batch in reader:
-            yield [as_text(t) for t in batch.column(column).to_pylist()]
+            yield TextColumn(batch.column(column))
     except pa.ArrowInvalid as exc:
         raise ArrowGaveUp(str(exc)) from exc
 
@@ -203,7 +242,7 @@ def _jsonl_chunks_python(p: Path, column: str, key: str, chunk_bytes: int) -> It
         raise wrong_text_type(column, f"{str(p)!r} ({key})", problem, [])
 
 
-def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[list[str]]:
+def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterator[TextColumn]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -220,7 +259,7 @@ def _parquet_chunks(p: Path, column: str, key: str, chunk_bytes: int) -> Iterato
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     rows = max(1, meta.num_rows * chunk_bytes // max(1, size))  # rows of about chunk_bytes
     for batch in pf.iter_batches(batch_size=rows, columns=[column]):
-        yield [as_text(t) for t in batch.column(0).to_pylist()]
+        yield TextColumn(batch.column(0))
 
 
 def _read_files(files: list[str], key: str, keep_linebreaks: bool = True

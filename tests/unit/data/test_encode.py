@@ -215,3 +215,55 @@ def test_streaming_blocks_match_prepared_ones(family_tokenizers: dict[str, Any])
     flat = np.fromiter(itertools.chain.from_iterable(reference(texts, tok)), dtype=np.int64)
     assert len(blocks) == len(flat) // 16
     assert np.array_equal(blocks, flat[: len(blocks) * 16].reshape(-1, 16))
+
+
+@pytest.mark.parametrize("arrow_type", ["string", "large_string"])
+def test_an_arrow_column_is_encoded_from_its_own_buffers_into_the_same_ids(
+        family_tokenizers: dict[str, Any], monkeypatch: pytest.MonkeyPatch, arrow_type: str) -> None:
+    """What Arrow read from a JSON lines or parquet file reaches gigatoken as its two buffers: no
+    Python string per text is made (iterating the column fails here), nulls are empty texts, and
+    a slice that starts inside the buffers (a chunk of a file) keeps its place."""
+    import pyarrow as pa
+
+    from clustertune.data.text_column import TextColumn
+
+    tok = family_tokenizers["framed"]
+    texts = hostile_texts(600, seed=6)
+    values: list[str | None] = ["skipped"] * 7 + [None if i % 50 == 3 else t for i, t in enumerate(texts)]
+    column = TextColumn(pa.array(values, type=getattr(pa, arrow_type)())[7:])
+    as_read = ["" if v is None else v for v in values[7:]]
+    assert len(column) == len(as_read) and column[3] == "" and column.tolist() == as_read
+    enc = text_encoder(tok, probe_sample(column), call_chars=3_000, reset_chars=20_000)  # many calls
+    assert enc.engine == "gigatoken"
+
+    def no_strings(self: TextColumn) -> Any:
+        raise AssertionError("a Python string was made for every text")
+
+    monkeypatch.setattr(TextColumn, "__iter__", no_strings)
+    monkeypatch.setattr(TextColumn, "tolist", no_strings)
+    flat, lengths = enc.encode(column)
+    want = reference(as_read, tok)
+    assert lengths.tolist() == [len(w) for w in want]
+    assert np.array_equal(flat.astype(np.int64), np.fromiter(itertools.chain.from_iterable(want), dtype=np.int64))
+    assert enc.rebuilds > 2
+    monkeypatch.undo()
+    bert = bert_style()
+    fallback = text_encoder(bert, probe_sample(column), workers=2)  # the other engines take it as a list
+    assert fallback.engine == "tokenizers"
+    assert fallback.encode_lists(column) == reference(as_read, bert)
+
+
+def test_chunks_end_at_the_text_that_reaches_the_limit() -> None:
+    import pyarrow as pa
+
+    from clustertune.data.encode import chunks_by_chars
+    from clustertune.data.text_column import TextColumn
+
+    texts = ["abc", "de", "", "fghij", "k", "lm", "nopqrs", "t"]  # sizes 3 2 0 5 1 2 6 1 (20)
+    cuts = [["abc", "de"], ["", "fghij"], ["k", "lm", "nopqrs"], ["t"]]
+    assert [list(c) for c in chunks_by_chars(texts, 5)] == cuts
+    column = TextColumn(pa.array(texts))
+    assert [list(c) for c in chunks_by_chars(column, 5)] == cuts
+    assert [list(c) for c in chunks_by_chars(texts, 21)] == [texts]  # under the limit: as it is
+    assert [list(c) for c in chunks_by_chars(texts, 1)] == [[t] for t in texts[:2]] + [["", "fghij"]] + [[t] for t in texts[4:]]
+    assert [list(c) for c in chunks_by_chars([], 5)] == [[]]

@@ -139,3 +139,34 @@ def test_block_writer_writes_what_write_array_writes(tmp_path: Path, monkeypatch
     for piece in np.split(ids, [3, 4, 4, 50, 333, 700]):
         w.add(piece)
     assert w.close() == entry_a and files_b == files_a
+
+
+def test_the_next_chunk_is_read_while_the_one_before_is_used() -> None:
+    """A chunk's reading (Arrow parsing JSON) overlaps the encoding of the one before, and the
+    first the encoder's own setup; what reading raises comes where its chunk would have."""
+    import threading
+
+    from clustertune.data.sources import ReadAhead
+
+    read: list[tuple[int, str]] = []
+    first_read, second_read = threading.Event(), threading.Event()
+
+    def chunks() -> Any:
+        read.append((1, threading.current_thread().name))
+        first_read.set()
+        yield ["one"]
+        read.append((2, threading.current_thread().name))
+        second_read.set()
+        yield ["two"]
+        raise DataError("data.train_files: the third chunk is bad")
+
+    ahead = ReadAhead(chunks())
+    assert first_read.wait(10)  # before anything was taken
+    assert next(ahead) == ["one"]
+    assert second_read.wait(10)  # while "one" is in use
+    assert all(name.startswith("clustertune-read") for _, name in read) and [i for i, _ in read] == [1, 2]
+    assert next(ahead) == ["two"]
+    with pytest.raises(DataError, match="third chunk"):
+        next(ahead)
+    with ReadAhead(iter([["a"], ["b"]])) as both:
+        assert list(both) == [["a"], ["b"]]

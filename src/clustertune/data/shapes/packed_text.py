@@ -7,16 +7,16 @@ text as it goes)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from clustertune.data.blocks import discard_split, write_causal_lm_split
-from clustertune.data.encode import TextEncoder, chunks_by_chars, probe_sample, text_encoder
+from clustertune.data.encode import EncoderChoice, TextEncoder, chunks_by_chars, probe_sample
 from clustertune.data.manifest import MappedArrays
 from clustertune.data.prepare import column
 from clustertune.data.shapes.base import Built, BuildJob
-from clustertune.data.sources import (CHUNKED_SUFFIXES, ArrowGaveUp, RawData, as_text, load_validation,
+from clustertune.data.sources import (CHUNKED_SUFFIXES, ArrowGaveUp, RawData, ReadAhead, as_text, load_validation,
                                       text_chunks_of_files)
 from clustertune.recipe.schema import Recipe
 
@@ -25,7 +25,7 @@ log = logging.getLogger("clustertune")
 # Characters of text read, tokenized and packed at a time: bounds a prepare's memory.
 CHUNK_CHARS = 16 << 20
 
-Source = Callable[[bool], Iterator[list[str]]]
+Source = Callable[[bool], Iterator[Sequence[str]]]
 
 
 class PackedText:
@@ -45,24 +45,27 @@ class PackedText:
     def build(self, job: BuildJob) -> Built:
         """Tokenize and pack each split, writing its blocks while its texts are read."""
         d = job.recipe.data
+        choice: list[EncoderChoice] = []
         chosen: list[TextEncoder] = []
 
-        def encoder(chunk: list[str]) -> TextEncoder:  # chosen and checked on the first chunk of text
+        def encoder(chunk: Sequence[str]) -> TextEncoder:  # checked on the first chunk of text
             if not chosen:
-                chosen.append(text_encoder(job.tokenizer, probe_sample(chunk), job.workers))
+                chosen.append(choice[0].on(probe_sample(chunk)))
             return chosen[0]
 
         splits: dict[str, Any] = {}
         for name, source in _sources(job.recipe, job.raw):
             limit = d.max_train_samples if name == "train" else d.max_eval_samples
             try:
-                splits[name] = write_causal_lm_split(source(True), encoder, job.out, name, d.block_size, limit,
-                                                     job.files)
+                with ReadAhead(source(True)) as chunks:
+                    if not choice:  # what the choice needs of the tokenizer alone, while the first chunk is read
+                        choice.append(EncoderChoice(job.tokenizer, job.workers))
+                    splits[name] = write_causal_lm_split(chunks, encoder, job.out, name, d.block_size, limit, job.files)
             except ArrowGaveUp as exc:
                 log.info("data: Arrow cannot read the %s files (%s); reading them line by line", name, exc)
                 discard_split(job.out, name, job.files)
-                splits[name] = write_causal_lm_split(source(False), encoder, job.out, name, d.block_size, limit,
-                                                     job.files)
+                with ReadAhead(source(False)) as chunks:
+                    splits[name] = write_causal_lm_split(chunks, encoder, job.out, name, d.block_size, limit, job.files)
         if chosen:
             log.info("data: tokenized with %s", chosen[0].engine)
         return Built(splits, write_seconds=sum(s.pop("write_seconds") for s in splits.values()))
