@@ -34,6 +34,13 @@ class TextColumn(Sequence[str]):
             array = array.cast(pa.large_string())  # string, string_view: 64-bit offsets, as the encoder takes
         self.array = array
 
+    @classmethod
+    def _checked(cls, array: Any) -> TextColumn:
+        """A column over ``array``, a slice of one already checked, filled and cast: none of it again."""
+        column = cls.__new__(cls)
+        column.array = array
+        return column
+
     def __len__(self) -> int:
         return len(self.array)
 
@@ -48,7 +55,7 @@ class TextColumn(Sequence[str]):
             start, stop, step = i.indices(len(self))
             if step != 1:
                 raise ValueError("a TextColumn is sliced with step 1 only")
-            return TextColumn(self.array.slice(start, max(0, stop - start)))
+            return TextColumn._checked(self.array.slice(start, max(0, stop - start)))
         return self.array[i].as_py()
 
     def __iter__(self) -> Iterator[str]:
