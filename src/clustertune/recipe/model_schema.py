@@ -98,7 +98,10 @@ class ModelSection(Section):
     (transformers 5 always does this; the switch matters for transformers 4)."""
 
     attn_implementation: str | None = None
-    """Attention kernel passed to transformers (``sdpa``, ``eager``, ``flash_attention_2``)."""
+    """Attention kernel passed to transformers (``sdpa``, ``eager``, ``flash_attention_2``).
+    Unset: transformers' default (``sdpa``), except when training on CPU in bf16 at up to 256
+    positions, where ``eager`` is faster (the CPU's SDPA kernel is slow in bf16 at short
+    sequences); the log says when that is chosen."""
 
     adapter: AdapterSection | None = None
     """Train an adapter (LoRA, DoRA, QLoRA through PEFT) on the frozen pretrained weights instead

@@ -48,14 +48,81 @@ def pad_vocab(config: Any, multiple: int) -> None:
         config.vocab_size = int(math.ceil(config.vocab_size / multiple) * multiple)
 
 
-def prepare_module(model: torch.nn.Module, recipe: Recipe, compile_here: bool = True, regional: bool = False) -> None:
-    """Switches applied to the bare model before a strategy wraps it (in place). A strategy
+def prepare_module(model: torch.nn.Module, recipe: Recipe, mixed: str, compile_here: bool = True,
+                   regional: bool = False) -> None:
+    """Switches applied to the bare model before a strategy wraps it (in place); ``mixed`` is
+    the run's precision as Accelerate names it (``no``, ``bf16``, ``fp16``). A strategy
     that compiles its own wrapper (DeepSpeed's ``engine.compile()``) passes ``compile_here=False``;
     one that hooks every block (FSDP) passes ``regional=True``."""
     if recipe.train.gradient_checkpointing:
         model.gradient_checkpointing_enable()
+    if recipe.train.fused_gelu:
+        fuse_tanh_gelu(model)
+    if mixed != "no" and not (recipe.model.adapter and recipe.model.adapter.type == "qlora"):
+        keep_half_inputs(model)
+    attention = cpu_attention(recipe, mixed)
+    if attention is not None and _set_attention(model, attention):
+        log.info("attention: %s (training on CPU in bf16 at %d positions, where it is faster than sdpa; "
+                 "set model.attn_implementation to choose)", attention, recipe.sequence_length)
     if compile_here and use_compile(recipe):
         compile_with_fallback(model, regional=regional, mode=recipe.train.compile_mode)
+
+
+# transformers' tanh GELU written out as element-wise operations, and the same function as
+# torch's fused GELU(approximate="tanh") (GPT-2's gelu_new; gelu_fast only factors it differently).
+TANH_GELU_CLASSES = ("NewGELUActivation", "FastGELUActivation")
+# Up to this many positions, eager attention beats SDPA on CPU under bf16 autocast (RESULTS.md:
+# GPT-2 shapes, 7-13% of a LoRA step at 64-128 positions, 4% at 256; at 512 they are even).
+CPU_EAGER_MAX_POSITIONS = 256
+
+
+def fuse_tanh_gelu(model: torch.nn.Module) -> int:
+    """Replace each of transformers' written-out tanh GELU modules by torch's one-kernel GELU
+    (in place; the model's config is untouched, so a saved model names its own activation).
+    One kernel forward and one backward instead of seven, and no saved intermediates. Returns
+    how many were replaced."""
+    swapped = 0
+    for parent in model.modules():
+        for name, child in list(parent.named_children()):
+            kind = type(child)
+            if kind.__name__ in TANH_GELU_CLASSES and kind.__module__ == "transformers.activations":
+                setattr(parent, name, torch.nn.GELU(approximate="tanh"))
+                swapped += 1
+    return swapped
+
+
+def keep_half_inputs(model: torch.nn.Module) -> int:
+    """Under autocast over fp32 weights, PEFT's adapter layers cast a bf16/fp16 input up to
+    their weights' fp32, and autocast casts it back down for the matrix product: two copies
+    forward and two backward per layer, for the same result as none (bf16 -> fp32 -> bf16 is
+    exact). This turns that cast off (in place; returns how many layers). Not for a 4-bit base:
+    its layers hand half-precision outputs to the fp32 adapters outside autocast too."""
+    layers = [m for m in model.modules() if hasattr(m, "cast_input_dtype_enabled")]
+    for layer in layers:
+        layer.cast_input_dtype_enabled = False
+    return len(layers)
+
+
+def cpu_attention(recipe: Recipe, mixed: str) -> str | None:
+    """The attention kernel chosen for ``model.attn_implementation`` unset: ``eager`` when
+    training on CPU in bf16 (``mixed``, Accelerate's name) at up to CPU_EAGER_MAX_POSITIONS
+    positions, else None (the model's own)."""
+    if recipe.model.attn_implementation is not None or on_gpu():
+        return None
+    if recipe.sequence_length > CPU_EAGER_MAX_POSITIONS or mixed != "bf16":
+        return None
+    return "eager"
+
+
+def _set_attention(model: torch.nn.Module, attention: str) -> bool:
+    """Switch a transformers model that now runs SDPA to ``attention``; False when it runs
+    another kernel (a remote-code model, flash attention) or cannot switch."""
+    config = getattr(model, "config", None)
+    switch = getattr(model, "set_attn_implementation", None)
+    if config is None or switch is None or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    switch(attention)
+    return True
 
 
 def compile_kwargs(mode: str) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class AccelerateStrategy(AcceleratorRanks):
 
     def prepare(self, model: torch.nn.Module, make_optimizer: OptimizerFactory,
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
-        prepare_module(model, self.recipe, regional=self.sharded)
+        prepare_module(model, self.recipe, str(self.accelerator.mixed_precision), regional=self.sharded)
         offload = self.recipe.train.effective_offload != "none"
         if self.shards_itself:
             # Rank 0's whole weights (references, not copies), taken before sharding replaces them.

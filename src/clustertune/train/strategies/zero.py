@@ -220,7 +220,7 @@ class DeepSpeedStrategy(AcceleratorRanks):
                 make_scheduler: SchedulerFactory) -> tuple[Any, Any, Any]:
         # The optimizer comes from the config (not ``make_optimizer``) so that DeepSpeed can pick
         # its CPU Adam when the optimizer state lives in host memory.
-        prepare_module(model, self.recipe, compile_here=False)
+        prepare_module(model, self.recipe, self.mixed_precision, compile_here=False)
         cfg = deepspeed_config(self.recipe, self.num_processes, self.mixed_precision,
                                total_steps=getattr(make_scheduler, "steps", 0), hidden_size=hidden_size(model),
                                cuda=torch.cuda.is_available())
