@@ -21,11 +21,12 @@ then produce identical ids and masks). Sides:
   rows with position ids restarting per example; SDPA here, no FlashAttention). Before training,
   one of its packed batches is run the way its loss runs it and compared with its examples run
   one at a time: the printed max logit difference is ~0 only if no example attends to another;
-- ``ours``: clustertune, one example per row, batches padded to their longest;
+- ``ours``: clustertune, one example per row, batches padded to their longest, in the shuffled
+  order (``train.group_by_length: false``): padded against padded with ``trl``;
 - ``ours-packed``: clustertune with ``data.sft.packing: true``;
-- ``ours-grouped``: clustertune with ``train.group_by_length: true`` (padded batches of rows of
-  similar length; not among the default sides: TRL's own grouping is not a side here, so its ratio
-  to ``trl`` is not padded against padded alike).
+- ``ours-grouped``: clustertune's defaults (``train.group_by_length`` unset: padded batches of
+  rows of similar length). ``ours-grouped / trl`` is defaults against defaults, each tool as its
+  users run it; TRL's own grouping is off by default and not a side.
 
 Each side runs in a fresh process; throughput counts real (non-padding) tokens over the timed
 steps; eval loss is the mean over held-out trained tokens after the last step. With
@@ -213,7 +214,7 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str, gr
                        "truncation": "allow"},
               "train": {"batch_size": shape.batch, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
                         "log_every": skip, "seed": 42, "max_grad_norm": 1.0, "precision": precision,
-                        "group_by_length": grouped,
+                        **({} if grouped else {"group_by_length": False}),
                         **({} if shape.gpu else {"cpu_threads": 2, "device": "cpu"})},
               "tracking": {"runs_root": str(root / "runs")}}
     run = ct.run(ct.load_recipe(recipe), show_progress=False)

@@ -42,20 +42,27 @@ class Position:
         return cls(int(d["epoch"]), int(d["offset"]), int(d["samples_seen"]), d.get("stream"))
 
 
-# ``train.group_by_length`` sorts the epoch's order by length within runs of this many samples. A
-# constant, not a multiple of the batch: the order must not depend on the world size, so that a run
-# resumed on another number of ranks continues over the same samples.
+# ``train.group_by_length`` sorts the epoch's order by length within runs of GROUP_RUN samples, cuts
+# each sorted run into chunks of GROUP_CHUNK and takes the chunks in a shuffled order, the longest
+# first. Constants, not multiples of the batch: the order must not depend on the world size, so that
+# a run resumed on another number of ranks continues over the same samples. A global batch of up to
+# GROUP_CHUNK rows (aligned) holds rows of one chunk; a larger one, several chunks' rows.
 GROUP_RUN = 1024
+GROUP_CHUNK = 64
 
 
 def epoch_order(n: int, seed: int, epoch: int, shuffle: bool, lengths: np.ndarray | None = None) -> np.ndarray:
     order = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
     if lengths is None:
         return order
-    # Longest first within each run (a stable sort: equal lengths keep their shuffled order).
     for start in range(0, n, GROUP_RUN):
         run = order[start:start + GROUP_RUN]
-        order[start:start + GROUP_RUN] = run[np.argsort(-lengths[run], kind="stable")]
+        run = run[np.argsort(-lengths[run], kind="stable")]  # equal lengths keep their shuffled order
+        chunks = [run[i:i + GROUP_CHUNK] for i in range(0, len(run), GROUP_CHUNK)]
+        # The longest chunk first (a batch too large for memory fails at the first step); the
+        # others shuffled, so that a short run trains on short rows as well as long ones.
+        rest = np.random.default_rng([seed, epoch, start]).permutation(len(chunks) - 1) + 1
+        order[start:start + len(run)] = np.concatenate([chunks[0], *(chunks[i] for i in rest)])
     return order
 
 

@@ -55,15 +55,25 @@ def fp8_problems(recipe: Recipe) -> list[tuple[str, str]]:
     return [] if why is None else [("train.fp8", why)]
 
 
+def _nothing_to_group(recipe: Recipe) -> str | None:
+    """Why this recipe's rows all have one length (the fix ends the sentence), or None when they differ."""
+    traits = recipe.traits
+    return (f"task {recipe.task} trains with TRL's own loop, which orders the samples itself; drop it"
+            if traits.trainer == "trl"
+            else f"task {recipe.task} trains on rows of one length (blocks of data.block_size, or texts padded to "
+                 "data.max_length): there is nothing to group; drop it" if traits.fixed_shapes
+            else "data.sft.packing fills every row to about data.max_length: there is nothing to group; drop it"
+            if recipe.data.sft.packing else None)
+
+
+def groups_by_length(recipe: Recipe) -> bool:
+    """Whether the loop batches rows of similar length: ``train.group_by_length`` when set, else
+    wherever rows differ in length (chat SFT without packing)."""
+    g = recipe.train.group_by_length
+    return g if g is not None else _nothing_to_group(recipe) is None
+
+
 def grouping_problems(recipe: Recipe) -> list[tuple[str, str]]:
-    """``train.group_by_length`` where every row has one length (nothing to group)."""
-    t, traits = recipe.train, recipe.traits
-    if not t.group_by_length:
-        return []
-    why = (f"task {recipe.task} trains with TRL's own loop, which orders the samples itself; drop it"
-           if traits.trainer == "trl"
-           else f"task {recipe.task} trains on rows of one length (blocks of data.block_size, or texts padded to "
-                "data.max_length): there is nothing to group; drop it" if traits.fixed_shapes
-           else "data.sft.packing fills every row to about data.max_length: there is nothing to group; drop it"
-           if recipe.data.sft.packing else None)
+    """``train.group_by_length: true`` where every row has one length (nothing to group)."""
+    why = _nothing_to_group(recipe) if recipe.train.group_by_length else None
     return [] if why is None else [("train.group_by_length", why)]

@@ -27,6 +27,7 @@ from clustertune.data.loader import Position, eval_batches, make_train_batches
 from clustertune.data.prepare import Arrays
 from clustertune import startup
 from clustertune.errors import DivergedError
+from clustertune.recipe.compute_checks import groups_by_length
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import checkpoint as ckpt
@@ -399,7 +400,7 @@ def train_loop(
     main = strategy.is_main_process
     batches = make_train_batches(
         train_arrays, t.batch_size, t.gradient_accumulation_steps,
-        strategy.process_index, strategy.num_processes, t.seed, t.shuffle, t.group_by_length,
+        strategy.process_index, strategy.num_processes, t.seed, t.shuffle, groups_by_length(recipe),
     )
     steps = total_steps(recipe, batches.steps_per_epoch)
     seq_len = batches.seq_len

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustertune.data.loader import GROUP_RUN, Position, TrainBatches
+from clustertune.data.loader import GROUP_CHUNK, GROUP_RUN, Position, TrainBatches
 from clustertune.data.packing import SFTArrays
 from clustertune.errors import UserError
 from clustertune.recipe import load_recipe
+from clustertune.recipe.compute_checks import groups_by_length
 from tests.helpers import TINY_CAUSAL, with_
 
 N, WIDTH = 3000, 64
@@ -42,11 +43,18 @@ def test_batches_hold_rows_of_similar_length_and_the_epoch_the_same_samples() ->
         return sum(len(b) * int(arr.lengths[b].max()) for b in epoch)
 
     assert computed(grouped) < 0.6 * computed(plain), (computed(grouped), computed(plain))
-    # Longest first within each run of GROUP_RUN samples of the shuffled order.
+    # Each run of GROUP_RUN samples of the shuffled order is cut, sorted by length, into chunks of
+    # GROUP_CHUNK: each chunk longest first, the run's longest chunk first, the others shuffled (so
+    # the run's first steps hold short rows as well as long ones).
     order = np.concatenate(grouped)
-    for start in range(0, len(order), GROUP_RUN):
+    for start in range(0, len(order) - GROUP_RUN + 1, GROUP_RUN):
         lens = arr.lengths[order[start:start + GROUP_RUN]]
-        assert (np.diff(lens) <= 0).all()
+        chunks = lens.reshape(-1, GROUP_CHUNK)
+        assert (np.diff(chunks, axis=1) <= 0).all()
+        assert chunks[0].min() >= chunks[1:].max()  # the longest rows come first
+        firsts = chunks[:, 0]
+        assert not (np.diff(firsts[1:]) <= 0).all(), firsts  # the other chunks are not in length order
+        assert chunks[: len(chunks) // 2].min() < np.median(lens)  # short rows early in the run
     # Another epoch, another order.
     pos = Position(epoch=1)
     b = TrainBatches(arr, 8, 1, 0, 1, seed=5, shuffle=True, group_by_length=True)
@@ -86,6 +94,16 @@ def test_it_is_refused_where_every_row_has_one_length(recipe: dict, words: str) 
 
 def test_padded_chats_accept_it() -> None:
     assert load_recipe({**SFT, "train": {"group_by_length": True}}).train.group_by_length is True
+
+
+@pytest.mark.parametrize(("recipe", "grouped"), [
+    (SFT, True),  # unset: on where rows differ in length
+    ({**SFT, "train": {"group_by_length": False}}, False),
+    ({**SFT, "data": {**SFT["data"], "sft": {"packing": True}}}, False),  # unset and nothing to group: off, no error
+    (TINY_CAUSAL, False),
+])
+def test_unset_it_groups_wherever_rows_differ_in_length(recipe: dict, grouped: bool) -> None:
+    assert groups_by_length(load_recipe(recipe)) is grouped
 
 
 def test_a_grouped_sft_run_counts_each_steps_own_tokens(sft_base, tmp_path) -> None:  # noqa: ANN001
