@@ -68,7 +68,7 @@ def _nothing_to_group(recipe: Recipe) -> str | None:
 
 def groups_by_length(recipe: Recipe) -> bool:
     """Whether the loop batches rows of similar length: ``train.group_by_length`` when set, else
-    wherever rows differ in length (chat SFT without packing)."""
+    wherever rows differ in length (chat SFT without packing, reward pairs)."""
     g = recipe.train.group_by_length
     return g if g is not None else _nothing_to_group(recipe) is None
 

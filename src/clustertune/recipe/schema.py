@@ -149,8 +149,8 @@ class TrainSection(Section):
     """Shuffle the training samples each epoch (deterministically from ``seed`` and epoch)."""
 
     group_by_length: bool | None = None
-    """Put rows of similar length in the same batch (chat SFT without packing: each batch is cut
-    to its longest row, so less padding is computed). The epoch's shuffled order is sorted by
+    """Put rows of similar length in the same batch (chat SFT without packing, reward pairs: each
+    batch is cut to its longest row, so less padding is computed). The epoch's shuffled order is sorted by
     length, longest first, within each run of 1,024 samples; which samples an epoch holds does
     not change, only their order (Trainer's ``group_by_length``). Unset: on wherever rows differ
     in length; ``false`` keeps the shuffled order."""
