@@ -283,12 +283,16 @@ def _gigatoken_mismatch(enc: TextEncoder, reference: TextEncoder, texts: Sequenc
         except Exception as exc:  # it raises RuntimeError/ValueError for tokenizers it does not support
             return f"gigatoken does not support this tokenizer ({str(exc).splitlines()[0]})"
     flat, lengths = enc.encode(texts)
-    got = np.split(flat.astype(np.int64), np.cumsum(lengths)[:-1])
     want = reference.encode_lists(texts)  # on the workers' threads: the Rust encoder is the slow side
-    for text, g, w in zip(texts, got, want):
+    # Compared whole first; text by text only to name one that differs.
+    want_lengths = np.fromiter(map(len, want), dtype=np.int64, count=len(want))
+    want_flat = np.fromiter(itertools.chain.from_iterable(want), dtype=np.int64, count=int(want_lengths.sum()))
+    if np.array_equal(lengths, want_lengths) and np.array_equal(flat.astype(np.int64, copy=False), want_flat):
+        return None
+    for text, g, w in zip(texts, np.split(flat.astype(np.int64), np.cumsum(lengths)[:-1]), want):
         if g.tolist() != w:
             return f"gigatoken's ids differ from the tokenizer's on {text[:40]!r}"
-    return None
+    return "gigatoken's ids differ from the tokenizer's"
 
 
 class EncoderChoice:
