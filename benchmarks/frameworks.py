@@ -15,6 +15,10 @@ tolerance --tol). On CPU ranks the timings are noise; the curve check is what th
 asserts. On a GPU machine: `python benchmarks/frameworks.py --procs 8 --size gpt2`.
 
     python benchmarks/frameworks.py --smoke           # 2 CPU ranks, tiny model, 8 steps
+
+--smoke checks that every side still runs and computes the same curve, not a measurement: the
+sides take turns in one torchrun launch (saving four launches' start-up) and share its process
+group, which the first side starts; peak memory is then the launch's, not the side's.
 """
 
 from __future__ import annotations
@@ -140,7 +144,8 @@ def side_ddp(spec: dict[str, Any]) -> tuple[list[float], Clock]:
 
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _device(local_rank)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if not dist.is_initialized():  # (at the smoke size a side before it may have started it)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     model = DDP(_model(spec).to(device), device_ids=[local_rank] if device.type == "cuda" else None)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
@@ -286,21 +291,34 @@ def side_clustertune(spec: dict[str, Any]) -> tuple[list[float], Clock]:
     return [float(r["loss"]) for r in rows], clock
 
 
-def run_side(name: str, spec: dict[str, Any]) -> None:
-    """Under torchrun: one side; rank 0 prints its JSON line."""
+def run_side(names: list[str], spec: dict[str, Any]) -> None:
+    """Under torchrun: each side in turn (one, except at the smoke size); rank 0 prints a JSON
+    line per side."""
     import torch.distributed as dist
 
-    curve, clock = globals()[f"side_{name}"](spec)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if dist.is_initialized():  # Trainer and DeepSpeed leave their process group up
-        dist.barrier()
-        dist.destroy_process_group()
-    if int(os.environ.get("RANK", "0")) == 0:
-        measured = spec["steps"] - spec["skip"]
-        secs = clock.seconds()
-        print("SIDE " + json.dumps({"side": name, "curve": curve, "tokens_per_s": measured * spec["batch"] * world
-                                    * spec["seq"] / secs, "step_ms": 1e3 * secs / measured,
-                                    "peak_mb": _peak_mb(), "world": world}), flush=True)
+    destroy = dist.destroy_process_group
+    if len(names) > 1:
+        # One group for every side of the launch: the first side starts it as its users do, and
+        # the others find it up (each uses a group it finds). Started a second time from
+        # torchrun's store, a group can read the keys of the one before it and wait forever.
+        dist.destroy_process_group = lambda *a, **k: None  # type: ignore[assignment]
+    for name in names:
+        curve, clock = globals()[f"side_{name}"](spec)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if dist.is_initialized():  # Trainer and DeepSpeed leave their process group up
+            dist.barrier()
+            if len(names) == 1:
+                destroy()
+        if "accelerate" in sys.modules:  # its process state outlives its side: the next side starts afresh
+            from accelerate.state import AcceleratorState
+
+            AcceleratorState._reset_state(reset_partial_state=True)
+        if int(os.environ.get("RANK", "0")) == 0:
+            measured = spec["steps"] - spec["skip"]
+            secs = clock.seconds()
+            print("SIDE " + json.dumps({"side": name, "curve": curve, "tokens_per_s": measured * spec["batch"] * world
+                                        * spec["seq"] / secs, "step_ms": 1e3 * secs / measured,
+                                        "peak_mb": _peak_mb(), "world": world}), flush=True)
     # The job is done and reported. Left to the interpreter's finalizer, a rank aborts now and
     # then (a native gloo/DeepSpeed thread still alive needs the GIL while Python finalizes:
     # std::terminate, exit 134 after training finished: 2 smoke runs in 5 before
@@ -312,16 +330,17 @@ def run_side(name: str, spec: dict[str, Any]) -> None:
 
 # -- side by side -------------------------------------------------------------------------------------
 
-def launch(name: str, spec: dict[str, Any], procs: int, workdir: Path) -> dict[str, Any]:
+def launch(names: list[str], spec: dict[str, Any], procs: int, workdir: Path) -> list[dict[str, Any]]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={procs}",
-           __file__, "--side", name, "--spec", json.dumps(spec)]
+           __file__, "--side", ",".join(names), "--spec", json.dumps(spec)]
     env = {**os.environ, "BENCH_SIDES_DIR": str(workdir), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    found = [line for line in out.stdout.splitlines() if line.startswith("SIDE ")]
-    if out.returncode != 0 or not found:
-        raise SystemExit(f"side {name} failed (exit {out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return json.loads(found[-1][len("SIDE "):])
+    found = [json.loads(line[len("SIDE "):]) for line in out.stdout.splitlines() if line.startswith("SIDE ")]
+    if out.returncode != 0 or [r["side"] for r in found] != names:
+        raise SystemExit(f"side {','.join(names)} failed (exit {out.returncode}):\n{out.stdout[-3000:]}\n"
+                         f"{out.stderr[-3000:]}")
+    return found
 
 
 def curves_agree(rows: list[dict[str, Any]], tol: float) -> list[str]:
@@ -371,7 +390,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="2 CPU ranks, tiny model, 8 steps.")
     args = ap.parse_args()
     if args.side:
-        run_side(args.side, json.loads(args.spec))
+        run_side(args.side.split(","), json.loads(args.spec))
         return
     if args.smoke:
         args.size, args.steps, args.skip, args.procs = "tiny", 8, 3, 2
@@ -382,9 +401,10 @@ def main() -> None:
     spec = _spec(args)
     with tempfile.TemporaryDirectory(prefix="bench-sides-") as d:
         rows = []
-        for name in sides:
-            rows.append(launch(name, spec, args.procs, Path(d)))
-            print(f"  {name:<12} {rows[-1]['tokens_per_s']:>12,.0f} tokens/s", flush=True)
+        for turn in ([sides] if args.smoke else [[name] for name in sides]):
+            for row in launch(turn, spec, args.procs, Path(d)):
+                rows.append(row)
+                print(f"  {row['side']:<12} {row['tokens_per_s']:>12,.0f} tokens/s", flush=True)
     for line in table(rows, spec, args.procs):
         print(line)
     bad = curves_agree(rows, args.tol)

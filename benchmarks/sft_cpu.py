@@ -132,7 +132,7 @@ def load_shape(root: Path) -> Shape:
     return Shape(**json.loads((root / "shape.json").read_text()))
 
 
-def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = False) -> dict:
+def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = False, threads: int = 2) -> dict:
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -143,7 +143,7 @@ def run_trl(root: Path, steps: int, skip: int, precision: str, packed: bool = Fa
 
     shape = load_shape(root)
     if not shape.gpu:
-        torch.set_num_threads(2)
+        torch.set_num_threads(threads)
     tok = AutoTokenizer.from_pretrained(str(root / "base"))
     tok.chat_template = MARKED_CHATML
     model = AutoModelForCausalLM.from_pretrained(str(root / "base"))
@@ -200,7 +200,8 @@ def packed_rows_isolated(trainer: object) -> float:
     return worst
 
 
-def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str, grouped: bool = False) -> dict:
+def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str, grouped: bool = False,
+             threads: int = 2) -> dict:
     import clustertune as ct
 
     shape = load_shape(root)
@@ -215,7 +216,7 @@ def run_ours(root: Path, steps: int, skip: int, packed: bool, precision: str, gr
               "train": {"batch_size": shape.batch, "lr": 3e-3, "lr_scheduler": "constant", "max_steps": steps,
                         "log_every": skip, "seed": 42, "max_grad_norm": 1.0, "precision": precision,
                         **({} if grouped else {"group_by_length": False}),
-                        **({} if shape.gpu else {"cpu_threads": 2, "device": "cpu"})},
+                        **({} if shape.gpu else {"cpu_threads": threads, "device": "cpu"})},
               "tracking": {"runs_root": str(root / "runs")}}
     run = ct.run(ct.load_recipe(recipe), show_progress=False)
     rows = [json.loads(x) for x in run.paths.metrics.read_text().splitlines()]
@@ -245,17 +246,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--shape", choices=sorted(SHAPES), default="cpu",
                    help="cpu: the quickstart's shape; gpu-1b: ~1B Llama at 2048 on one GPU; gpu-rehearsal: its path, tiny, on CPU")
     p.add_argument("--sides", default="trl,trl-packed,ours,ours-packed", help="comma-separated: which sides run")
-    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement")
+    p.add_argument("--threads", type=int, default=2, help="torch threads on each side, on a CPU (default 2: the machine's cores)")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: checks that the benchmark still runs (CI), not a measurement; "
+                   "one thread a side, as the test suite's other processes run")
     p.add_argument("--json", type=Path, default=None, help="also write each round's results here, as they come")
     p.add_argument("--side", choices=["trl", "trl-packed", "ours", "ours-packed", "ours-grouped"], help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.smoke:
         a.shape = "gpu-rehearsal" if a.shape == "gpu-1b" else a.shape
-        a.steps, a.skip, a.sides = 3, 1, "ours,trl"
+        # One thread: beside the suite's other worker, two spinning threads a side took three times the CPU.
+        a.steps, a.skip, a.sides, a.threads = 3, 1, "ours,trl", 1
     if a.side:
-        res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed") if a.side.startswith("trl")
-               else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision, a.side == "ours-grouped"))
+        res = (run_trl(a.root, a.steps, a.skip, a.precision, a.side == "trl-packed", a.threads) if a.side.startswith("trl")
+               else run_ours(a.root, a.steps, a.skip, a.side == "ours-packed", a.precision, a.side == "ours-grouped",
+                             a.threads))
         print("RESULT " + json.dumps(res))
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -269,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
             order = sides[k % len(sides):] + sides[:k % len(sides)]
             out = {}
             for side in order:
-                out[side] = run_side(side, root, a.steps, a.skip, a.precision)
+                out[side] = run_side(side, root, a.steps, a.skip, a.precision, a.threads)
                 if a.json:
                     a.json.write_text(json.dumps({"shape": a.shape, "rounds": [*rounds, out]}, indent=1) + "\n")
             rounds.append(out)
@@ -290,9 +295,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"ratio={statistics.median(ratios[('ours', 'trl')]):.2f}")
 
 
-def run_side(side: str, root: Path, steps: int, skip: int, precision: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--side", side, "--root", str(root), "--steps",
-                           str(steps), "--skip", str(skip), "--precision", precision], capture_output=True, text=True)
+def run_side(side: str, root: Path, steps: int, skip: int, precision: str, threads: int) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--side", side, "--root", str(root), "--steps", str(steps),
+                           "--skip", str(skip), "--precision", precision, "--threads", str(threads)],
+                          capture_output=True, text=True)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         sys.exit(f"{side} failed:\n{proc.stderr[-3000:]}")

@@ -165,14 +165,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     scaled = tally.limit(limit)
     tr.write_line(f"slow-test limit: {limit:g} s x pace {max(tally.paces, default=1.0):.2f} (this machine against the idle "
-                  f"reference, before and after: {', '.join(f'{p:.2f}' for p in tally.paces)}) = {scaled:.0f} s")
+                  f"reference, before and after: {', '.join(f'{p:.2f}' for p in tally.paces)}) = {scaled:g} s")
     if over := tally.over(limit):
-        tr.section(f"tests over {scaled:.0f} s not listed in {SLOW_LIST.name}", red=True)
+        tr.section(f"tests over {scaled:g} s not listed in {SLOW_LIST.name}", red=True)
         for nodeid, seconds in over:
             tr.write_line(f"{seconds:8.2f}s  {nodeid}")
         tr.write_line("make them faster, or list each with the reason it needs the time")
     if near := [(n, s) for n, s in tally.over(limit, floor=0.5) if s <= scaled]:
-        tr.section(f"near the line: unlisted tests over {scaled / 2:.0f} s (a slower machine may take them past it)")
+        tr.section(f"near the line: unlisted tests over {scaled / 2:g} s (a slower machine may take them past it)")
         for nodeid, seconds in near:
             tr.write_line(f"{seconds:8.2f}s  {nodeid}")
 

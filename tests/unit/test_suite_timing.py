@@ -22,7 +22,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def base():
-    time.sleep(1.5)  # a fixed cost: a service started, a base run trained
+    time.sleep(0.8)  # a fixed cost: a service started, a base run trained
     return 1
 
 def test_quick(base):
@@ -32,10 +32,10 @@ def test_after_quick(base):
     assert base == 1
 
 def test_slow_listed():
-    time.sleep(1.2)
+    time.sleep(0.6)
 
 def test_slow_unlisted():
-    time.sleep(1.2)
+    time.sleep(0.6)
 '''
 
 
@@ -52,13 +52,13 @@ def _run(where: Path, *args: str, listed: str, reference: str = "1000") -> subpr
 
 
 def test_an_unlisted_slow_test_fails_the_run_and_is_named(tmp_path: Path) -> None:
-    out = _run(tmp_path, "--slow-limit", "1", listed="test_generated.py::test_slow_listed  # sleeps on purpose\n")
+    out = _run(tmp_path, "--slow-limit", "0.4", listed="test_generated.py::test_slow_listed  # sleeps on purpose\n")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "4 passed" in out.stdout  # every test passed: the limit alone failed the run
-    over = out.stdout.split("tests over 1 s not listed", 1)[1]
+    over = out.stdout.split("tests over 0.4 s not listed", 1)[1]
     assert "test_generated.py::test_slow_unlisted" in over
     assert "test_slow_listed" not in over
-    # The session fixture's 1.5 s is a fixed cost, reported apart, not a slow test_quick.
+    # The session fixture's 0.8 s is a fixed cost, reported apart, not a slow test_quick.
     assert "test_quick" not in over and "test_after_quick" not in over
     fixed = out.stdout.split("fixed costs", 1)[1]
     assert "session:base" in fixed
@@ -66,22 +66,22 @@ def test_an_unlisted_slow_test_fails_the_run_and_is_named(tmp_path: Path) -> Non
 
 def test_on_a_machine_slower_than_the_reference_the_limit_grows_by_the_pace_and_says_so(tmp_path: Path) -> None:
     # A reference of 1 microsecond makes any machine "slower": the pace is held at its cap of 3,
-    # so the 1.2 s test is under 1 s x 3 and passes; the summary names the factor it used.
-    out = _run(tmp_path, "--slow-limit", "1", listed="", reference="0.000001")
+    # so the 0.6 s test is under 0.4 s x 3 and passes; the summary names the factor it used.
+    out = _run(tmp_path, "--slow-limit", "0.4", listed="", reference="0.000001")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "slow-test limit: 1 s x pace 3.00" in out.stdout and "= 3 s" in out.stdout
+    assert "slow-test limit: 0.4 s x pace 3.00" in out.stdout and "= 1.2 s" in out.stdout
     assert "not listed" not in out.stdout
 
     # Past even the scaled limit, the test still fails the run.
-    out = _run(tmp_path, "--slow-limit", "0.3", listed="", reference="0.000001")
+    out = _run(tmp_path, "--slow-limit", "0.15", listed="", reference="0.000001")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "test_generated.py::test_slow_unlisted" in out.stdout.split("not listed", 1)[1]
 
 
 def test_an_unlisted_test_past_half_the_limit_is_named_without_failing_the_run(tmp_path: Path) -> None:
-    out = _run(tmp_path, "--slow-limit", "2", listed="test_generated.py::test_slow_listed  # sleeps on purpose\n")
+    out = _run(tmp_path, "--slow-limit", "1", listed="test_generated.py::test_slow_listed  # sleeps on purpose\n")
     assert out.returncode == 0, out.stdout + out.stderr
-    near = out.stdout.split("near the line: unlisted tests over 1 s", 1)[1]
+    near = out.stdout.split("near the line: unlisted tests over 0.5 s", 1)[1]
     assert "test_generated.py::test_slow_unlisted" in near
     assert "test_slow_listed" not in near and "test_quick" not in near
 
@@ -89,7 +89,7 @@ def test_an_unlisted_test_past_half_the_limit_is_named_without_failing_the_run(t
 def test_with_every_slow_test_listed_the_run_passes(tmp_path: Path) -> None:
     listed = ("test_generated.py::test_slow_listed  # sleeps on purpose\n"
               "test_generated.py::test_slow_unlisted  # this one too\n")
-    out = _run(tmp_path, "--slow-limit", "1", listed=listed)
+    out = _run(tmp_path, "--slow-limit", "0.4", listed=listed)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "not listed" not in out.stdout
 
