@@ -296,8 +296,8 @@ def run_side(names: list[str], spec: dict[str, Any]) -> None:
     line per side."""
     import torch.distributed as dist
 
-    destroy = dist.destroy_process_group
-    if len(names) > 1:
+    shared = len(names) > 1
+    if shared:
         # One group for every side of the launch: the first side starts it as its users do, and
         # the others find it up (each uses a group it finds). Started a second time from
         # torchrun's store, a group can read the keys of the one before it and wait forever.
@@ -307,9 +307,8 @@ def run_side(names: list[str], spec: dict[str, Any]) -> None:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if dist.is_initialized():  # Trainer and DeepSpeed leave their process group up
             dist.barrier()
-            if len(names) == 1:
-                destroy()
-        if "accelerate" in sys.modules:  # its process state outlives its side: the next side starts afresh
+            dist.destroy_process_group()  # (a no-op while the sides share the group)
+        if shared and "accelerate" in sys.modules:  # its process state outlives its side: the next starts afresh
             from accelerate.state import AcceleratorState
 
             AcceleratorState._reset_state(reset_partial_state=True)
