@@ -7,10 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CLUSTERTUNE_TEST_WORKERS=0 runs everything in one process (a debugger, a print that must show).
-# Three workers on two cores: the ranks worker first on the CPU, the two others filling what it
-# leaves idle (tests/workers.py).
 select=()
-workers=${CLUSTERTUNE_TEST_WORKERS:-3}
+workers=${CLUSTERTUNE_TEST_WORKERS:-2}
 if [[ "${1:-}" == "--fast" ]]; then
     shift
     select=(-m "unit or smoke")

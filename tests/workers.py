@@ -1,14 +1,10 @@
-"""How the suite shares two cores under pytest-xdist (``-n 3 --dist loadgroup``).
+"""How the suite shares two cores under pytest-xdist (``-n 2 --dist loadgroup``).
 
 - Every test that starts several training processes of its own (ranks under torchrun, nodes of
   a SLURM job, the hosts of a 2-host run) is in one group, ``ranks``, so one worker runs them one
   after another: two of them never share the two cores. A module says it starts ranks with
   ``pytestmark = pytest.mark.ranks``; every test of the SLURM cluster is in the group (so the
   cluster is started once).
-- The ``ranks`` group is the run's longest chain of tests, and much of it waits (on the SLURM
-  scheduler, sshd, a watchdog's timeout) with both cores free. It goes to ``gw0``, which keeps the
-  CPU's first claim; with three workers or more, the others lower their priority
-  (``OTHERS_NICE``) and take the cores whenever the ranks leave them.
 - The other tests of the sshd hosts (remote calls, syncs, a server behind a forward: one process
   at a time on a host) are the ``ssh`` group: one worker, one pair of hosts.
 - Every other test is grouped by its module, so module-scoped fixtures are built once.
@@ -33,11 +29,6 @@ import pytest
 from filelock import FileLock
 
 RANKS, SSH = "ranks", "ssh"
-RANKS_WORKER = "gw0"
-# The priority of the workers beside the ranks worker (os.nice), with three workers or more: a
-# CPU-bound test there gets about a quarter of a core a ranks process wants, and every core the
-# ranks leave idle.
-OTHERS_NICE = 5
 # Where the workers leave each test's group for the controller's scheduler (see make_scheduler).
 GROUPS_ENV = "CT_XDIST_GROUPS"
 SSH_FIXTURES = {"sshd_service", "ssh_cluster", "jump_host"}
@@ -48,10 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "runs on one worker, never beside another such test")
     config.addinivalue_line("markers", "smoke: one end-to-end check per backend and server, run by `test.sh --fast`")
     config.addinivalue_line("markers", "unit: in tests/unit (given by the path)")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker not in (None, RANKS_WORKER) and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")) >= 3:
-        os.nice(OTHERS_NICE)  # its tests' subprocesses inherit it
-    if worker is None and GROUPS_ENV not in os.environ:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and GROUPS_ENV not in os.environ:
         # The controller, before it starts its workers (they inherit the environment).
         fd, path = tempfile.mkstemp(prefix="ct-xdist-groups-", suffix=".json")
         os.close(fd)
@@ -112,10 +100,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 slow = read_slow_list()
                 order = sorted(self.workqueue, key=lambda g: heavy_first(g, list(self.workqueue[g]), slow))
                 self.workqueue = OrderedDict((g, self.workqueue[g]) for g in order)
-            # The ranks group to the ranks worker (first in its queue), never to another while
-            # other groups are left.
-            if RANKS in self.workqueue and len(self.workqueue) > 1:
-                self.workqueue.move_to_end(RANKS, last=node.gateway.id != RANKS_WORKER)
             super()._assign_work_unit(node)
 
     return ByGroup(config, log)
