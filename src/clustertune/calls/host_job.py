@@ -10,7 +10,6 @@ attempt for training, the run id for calls) and in how the end of the run is rec
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -62,9 +61,7 @@ class HostJob:
         return [node]
 
     def _host_states(self, cluster: Cluster) -> list[dict[str, Any]]:
-        nodes = self._nodes()
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # one round trip for every host
-            return list(pool.map(lambda i: cluster.helper_json(i, "status", self.key), nodes))
+        return cluster.each(lambda i: cluster.helper_json(i, "status", self.key), self._nodes())
 
     def _on_hosts(self) -> bool:
         """Whether any host has the run yet (a training run's data may still be being prepared)."""

@@ -308,9 +308,12 @@ class Cluster:
 
     # -- whole-cluster verbs ------------------------------------------------------------------
 
-    def _each(self, fn: Callable[[int], Any]) -> list[Any]:
-        with ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
-            return list(pool.map(fn, range(len(self.hosts))))
+    def each(self, fn: Callable[[int], Any], hosts: list[int] | None = None) -> list[Any]:
+        """``fn(i)`` for every host ``i`` (or those of ``hosts``) at once, in order: one round
+        trip's wait for all of them, not one per host."""
+        hosts = list(range(len(self.hosts))) if hosts is None else hosts
+        with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+            return list(pool.map(fn, hosts))
 
     def check(self, env: Env | None = None) -> list[dict[str, Any]]:
         """Per host: reachable, Python version, GPUs and memory, free disk, envs present."""
@@ -326,18 +329,18 @@ class Cluster:
                 row.update(ok=False, error=str(exc))
             return row
 
-        return self._each(one)
+        return self.each(one)
 
     def down(self) -> list[dict[str, Any]]:
         """Stop every run and object clustertune started on the hosts."""
-        out = self._each(lambda i: {"host": self.hosts[i].label, **self.helper_json(i, "down")})
+        out = self.each(lambda i: {"host": self.hosts[i].label, **self.helper_json(i, "down")})
         for i in range(len(self.hosts)):
             self.conn(i).close()
         return out
 
     def gc(self, older_than_days: float = 7.0) -> list[dict[str, Any]]:
         """Remove finished runs, code snapshots and envs older than the limit."""
-        return self._each(lambda i: {"host": self.hosts[i].label,
+        return self.each(lambda i: {"host": self.hosts[i].label,
                                      **self.helper_json(i, "gc", "--older-than-days", str(older_than_days))})
 
 

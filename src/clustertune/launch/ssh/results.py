@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from clustertune.errors import ClusterError, RunError
@@ -132,10 +131,7 @@ class SshJob(HostJob):
             except ClusterError as exc:
                 return {"state": "UNREACHABLE", "reason": f"{cluster.hosts[i].label} unreachable ({str(exc)[:300]})"}
 
-        # Every host at once: a poll costs one round trip, not one per host.
-        nodes = self._nodes()
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            return list(pool.map(one, nodes))
+        return cluster.each(one, self._nodes())
 
     def _failing_rank(self, cluster: Cluster) -> str | None:
         """A command's failure in its failing ranks' own words (:func:`describe_failed`), each
@@ -177,8 +173,7 @@ class SshJob(HostJob):
             cluster.conn(i).run(shell_join(["test", "-d", host.run_dir], "&&", "{", ["touch", host.cancel_request],
                                            "&&", ["echo", "TERM"], ">", [host.stop_request], ";", "}"))
 
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            list(pool.map(ask, nodes))
+        cluster.each(ask, nodes)
         deadline = time.monotonic() + graceful_s
         while time.monotonic() < deadline:
             if all(s.get("state") not in ("RUNNING",) for s in self._host_states(cluster)):
