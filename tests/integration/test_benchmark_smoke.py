@@ -45,7 +45,7 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess
     # frameworks.py at its smoke size is one 2-rank launch whose ranks run the five sides in turn
     # (DDP, Accelerate, DeepSpeed, Trainer, clustertune): about 11 s idle, against 55-65 s as five
     # launches.
-    return run_smoke(MULTI_RANK, tmp_path_factory, at_once=1)
+    return run_smoke(MULTI_RANK, tmp_path_factory.mktemp("smokes"), at_once=1)
 
 
 @pytest.mark.parametrize("script", sorted(MULTI_RANK))
