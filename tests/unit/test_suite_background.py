@@ -1,6 +1,7 @@
-"""The suite's background runner (tests/background.py): jobs run in order on spare time only, a
-job reads the one before it, a failure reaches the test that reads it, and a job no runner was
-asked for is built by the test itself."""
+"""The suite's background runner (tests/background.py): jobs run in order on spare time only (in
+an idle cpu cgroup, which holds what they start in new sessions too), a job reads the one before
+it, a failure reaches the test that reads it, and a job no runner was asked for is built by the
+test itself."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def first(where: Path, need: Any) -> dict[str, Any]:
     time.sleep(0.5)  # a test asking meanwhile waits for it
-    return {"sched_idle": os.sched_getscheduler(0) == os.SCHED_IDLE, "threads": os.environ["OMP_NUM_THREADS"],
-            "folder": str(where)}
+    # In a session of its own, as a launcher starts its ranks: still in the idle cgroup.
+    cgroup = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, start_new_session=True).stdout
+    return {"sched_idle": os.sched_getscheduler(0) == os.SCHED_IDLE, "threads": os.environ.get("OMP_NUM_THREADS"),
+            "folder": str(where), "idle_cgroup": f"clustertune-tests-{where.parent.name}" in cgroup}
 
 
 def second(where: Path, need: Any) -> dict[str, Any]:
@@ -52,12 +55,14 @@ def test_the_runner_runs_each_job_on_spare_time_in_order_and_reports_a_failure(
     reader = threading.Thread(target=lambda: got.update(second=background.result("second", tmp_path_factory)))
     reader.start()  # before the job is done: it waits
     folder, out = background.result("first", tmp_path_factory)
-    assert out == {"sched_idle": True, "threads": "1", "folder": str(tmp_path / "first")} and folder == tmp_path / "first"
+    assert out == {"sched_idle": True, "threads": "1", "folder": str(tmp_path / "first"), "idle_cgroup": True}
+    assert folder == tmp_path / "first"
     reader.join(30)
     assert got["second"] == (tmp_path / "second", {"read": True})
     with pytest.raises(RuntimeError, match="the job's own words"):
         background.result("broken", tmp_path_factory)
     assert runner.wait(30) == 0 and (tmp_path / "runner.exit").is_file()
+    assert not background._cgroup(tmp_path).exists()  # removed once the runner is done
 
 
 def test_a_job_no_runner_was_asked_for_is_built_by_the_test_once(
