@@ -4,8 +4,8 @@ them, in priority order, writing each result as soon as it is known.
     python3 benchmarks/gpu_hour.py --out DIR                 # on the GPU machine (see benchmarks/GPU.md)
     python3 benchmarks/gpu_hour.py --out DIR --cpu --tiny    # the same parts on CPU, tiny shapes (CI)
 
-Parts, in this order, each with a time cap (three times it with --cpu) and the whole run within
---budget seconds (a part that no longer fits is a SKIP row saying so):
+Parts, in this order, each with a time cap and the whole run within --budget seconds (a part
+that no longer fits is a SKIP row saying so):
 
   env          installs the carried wheels (.whl/, from scripts/gpu_wheels.sh) into a target
                directory without network; the GPU, driver and package versions beside the ones
@@ -111,9 +111,7 @@ class Harness:
     def run(self, part: str, args: list[str], cap: float) -> tuple[int | None, str]:
         """Run ``python args`` for at most ``cap`` seconds (and the time left); its output goes to
         DIR/<part>.log. Returns (exit status, or None when stopped at the limit; output tail)."""
-        # A CPU rehearsal shares its machine (CI runs it beside the other tests, on spare time):
-        # three times each cap, so that a slow turn is not read as a hung part.
-        limit = max(1.0, min(cap * (3 if self.a.cpu else 1), self.left()))
+        limit = max(1.0, min(cap, self.left()))
         log = self.out / f"{part}.log"
         with log.open("a") as f:
             f.write(f"$ {' '.join(args)}\n")

@@ -50,12 +50,8 @@ def _data_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The client identity key (and the checkpoint key derived from it) of this test session,
-    never the user's ~/.config/clustertune; the runs' subprocesses inherit it. The key is the
-    test run's one (every worker's, and the background runs'), as one user has on one machine."""
-    from tests.background import share_identity
-
+    never the user's ~/.config/clustertune; the runs' subprocesses inherit it."""
     root = tmp_path_factory.mktemp("ct-config")
-    share_identity(root)
     os.environ["CLUSTERTUNE_CONFIG_DIR"] = str(root)
     return root
 
@@ -69,6 +65,6 @@ def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 # Real services (SLURM, sshd) are started once per test session by modules in tests/services/;
 # each module listed here provides its session fixtures.
-pytest_plugins: list[str] = ["tests.timing", "tests.leftovers", "tests.workers", "tests.background", "tests.services.slurm", "tests.services.sshd", "tests.services.skypilot_env", "tests.rl_fixtures",
+pytest_plugins: list[str] = ["tests.timing", "tests.leftovers", "tests.workers", "tests.services.slurm", "tests.services.sshd", "tests.services.skypilot_env", "tests.rl_fixtures",
                               "tests.adapter_fixtures", "tests.sft_fixtures", "tests.quickstart_fixture",
                               "tests.services.terminal"]

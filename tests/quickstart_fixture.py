@@ -1,7 +1,6 @@
 """The suite's one run of the embedded default (a few minutes on 2 cores), shared by the test
 of the quickstart itself and by the SFT demo, which tunes the model it trains. It is trained once
-per test run, from the start, on the cores' spare time (tests/background.py), and only read
-afterwards."""
+per test run, whichever worker asks first (tests/workers.py), and only read afterwards."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests import background
 from tests.helpers import cli
+from tests.workers import once_across_workers
 
 
 @dataclass
@@ -22,13 +21,12 @@ class QuickstartRun:
     runs_root: Path
 
 
-def train(root: Path, need: Any) -> dict[str, Any]:
-    """The background job (tests/background.py): ``clustertune run quickstart`` into ``root``."""
-    res = cli("run", "quickstart", "--runs-root", str(root), timeout=background.WAIT_S)
+def _train(root: Path) -> dict[str, Any]:
+    res = cli("run", "quickstart", "--runs-root", str(root), timeout=900)
     return {"args": res.args, "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr}
 
 
 @pytest.fixture(scope="session")
 def quickstart_cli_run(tmp_path_factory: pytest.TempPathFactory) -> QuickstartRun:
-    root, res = background.result("quickstart", tmp_path_factory)
+    root, res = once_across_workers(tmp_path_factory, "quickstart-runs", _train)
     return QuickstartRun(subprocess.CompletedProcess(res["args"], res["returncode"], res["stdout"], res["stderr"]), root)

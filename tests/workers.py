@@ -21,7 +21,7 @@ import json
 import os
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,34 +95,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if not self._ordered:  # once, before the first group is handed out
                 self._ordered = True
-                from tests.background import reader_groups
                 from tests.timing import read_slow_list
 
-                slow, late = read_slow_list(), reader_groups()
-                order = sorted(self.workqueue, key=lambda g: heavy_first(g, list(self.workqueue[g]), slow, late))
+                slow = read_slow_list()
+                order = sorted(self.workqueue, key=lambda g: heavy_first(g, list(self.workqueue[g]), slow))
                 self.workqueue = OrderedDict((g, self.workqueue[g]) for g in order)
             super()._assign_work_unit(node)
 
     return ByGroup(config, log)
 
 
-def heavy_first(group: str, nodeids: list[str], slow_list: dict[str, str],
-                late: Collection[str] = ()) -> tuple[int, int, int]:
+def heavy_first(group: str, nodeids: list[str], slow_list: dict[str, str]) -> tuple[int, int, int]:
     """The order groups are handed to the workers: the longest first, so that the end of the run
     is many short groups that fill whichever worker is free, not one long module that starts
     last (xdist's own order, by number of tests, put the 2-test SFT demo module near the end).
     Durations are not known before the run; the signs are the ``ranks`` group (every multi-rank
-    test: the longest by far), the tests listed in slow_tests.txt, and integration before unit.
-    The ``late`` groups read runs trained on spare time (tests/background.py): after the other
-    integration groups, before the unit tests."""
+    test: the longest by far), the tests listed in slow_tests.txt, and integration before unit."""
     from tests.timing import _listed
 
     slow = sum(_listed(n, slow_list) for n in nodeids)
     if group == RANKS:
         return (0, 0, 0)
-    if group in late:
-        return (2, -slow, -len(nodeids))
-    return (1 if group == SSH or group.startswith("tests/integration/") else 3, -slow, -len(nodeids))
+    return (1 if group == SSH or group.startswith("tests/integration/") else 2, -slow, -len(nodeids))
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -10,19 +10,19 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def run_smoke(scripts: list[str], root: Path, at_once: int,
+def run_smoke(scripts: list[str], tmp_path_factory: pytest.TempPathFactory, at_once: int,
               limits: dict[str, float] | None = None) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Each script run once with ``--smoke``, ``at_once`` at a time, in the order given, each in a
-    folder of its own under ``root``."""
+    """Each script run once with ``--smoke``, ``at_once`` at a time, in the order given."""
 
     def one(script: str) -> subprocess.CompletedProcess[str]:
-        where = root / script.removesuffix(".py")
-        (where / "tmp").mkdir(parents=True)
+        where = tmp_path_factory.mktemp(script.removesuffix(".py"))
+        (where / "tmp").mkdir()
         env = {**os.environ, "CLUSTERTUNE_CACHE": str(where / "cache"), "CLUSTERTUNE_RUNS": str(where / "runs"),
                "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                "TMPDIR": str(where / "tmp"),
@@ -41,19 +41,6 @@ def run_smoke(scripts: list[str], root: Path, at_once: int,
 
     with ThreadPoolExecutor(max_workers=at_once) as pool:
         return dict(zip(scripts, pool.map(one, scripts)))
-
-
-def to_json(runs: dict[str, subprocess.CompletedProcess[str]]) -> dict[str, Any]:
-    return {script: {"args": out.args, "returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr,
-                     "left_behind": out.left_behind} for script, out in runs.items()}  # type: ignore[attr-defined]
-
-
-def from_json(runs: dict[str, Any]) -> dict[str, subprocess.CompletedProcess[str]]:
-    back = {}
-    for script, r in runs.items():
-        back[script] = subprocess.CompletedProcess(r["args"], r["returncode"], r["stdout"], r["stderr"])
-        back[script].left_behind = r["left_behind"]  # type: ignore[attr-defined]
-    return back
 
 
 # Benchmarks whose last line is not ``ratio=X`` at the smoke size, and why. Every other one ends

@@ -3,9 +3,9 @@ tiny model), so a change that breaks one fails here, not at the next measurement
 must build something heavy is listed as run by hand, with the reason; the ones the GPU harness's
 CPU rehearsal already runs are listed with it.
 
-This module's scripts start ranks of their own. They run one at a time as a background job
-(tests/background.py): on the cores' spare time only, so never beside a multi-rank test at full
-priority; the tests read their results. ``test_benchmark_smoke_one_process.py`` has the others."""
+This module runs the scripts that start ranks of their own (the ``ranks`` group: never beside
+another multi-rank test); ``test_benchmark_smoke_one_process.py`` runs the others on the other
+worker meanwhile."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ import subprocess
 
 import pytest
 
-from pathlib import Path
-from typing import Any
-
-from tests import background
-from tests.integration.benchmark_smoke import BENCH, check_smoke_run, from_json, run_smoke, to_json
+from tests.integration.benchmark_smoke import BENCH, check_smoke_run, run_smoke
 from tests.integration.test_benchmark_smoke_one_process import ONE_PROCESS
+
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 
 # Each starts two CPU ranks (torch.distributed.run) of its own, one side after another.
 MULTI_RANK = ["frameworks.py", "launch.py", "fsdp_build_memory.py"]
@@ -40,30 +38,26 @@ def test_every_benchmark_has_a_smoke_run_or_a_reason() -> None:
     assert not set(MULTI_RANK) & set(ONE_PROCESS), "a script is run by one of the two smoke modules, not both"
 
 
-def run_all(where: Path, need: Any) -> dict[str, Any]:
-    """The background job: every MULTI_RANK script, one at a time (each is two ranks). Its limits
-    allow for a run on spare time only."""
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every MULTI_RANK script run once, one at a time: each is two ranks, which the two cores
+    already hold beside the other worker's test."""
     # frameworks.py at its smoke size is one 2-rank launch whose ranks run the five sides in turn
     # (DDP, Accelerate, DeepSpeed, Trainer, clustertune): about 11 s idle, against 55-65 s as five
     # launches.
-    return to_json(run_smoke(MULTI_RANK, where, at_once=1, limits=dict.fromkeys(MULTI_RANK, background.WAIT_S)))
-
-
-@pytest.fixture(scope="module")
-def rank_smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    return from_json(background.result("rank-smokes", tmp_path_factory)[1])
+    return run_smoke(MULTI_RANK, tmp_path_factory, at_once=1)
 
 
 @pytest.mark.parametrize("script", sorted(MULTI_RANK))
 def test_the_benchmark_runs_at_its_smoke_size(script: str,
-                                              rank_smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    check_smoke_run(rank_smoke_runs[script], script)
+                                              smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    check_smoke_run(smoke_runs[script], script)
 
 
-def test_every_framework_side_trains_the_same_loss_curve(rank_smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+def test_every_framework_side_trains_the_same_loss_curve(smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """Plain DDP, Accelerate, DeepSpeed, Trainer and clustertune on 2 CPU ranks: the same job gives
     the same losses step by step (the timings on CPU ranks are noise; the GPU script has the figures)."""
-    out = rank_smoke_runs["frameworks.py"]
+    out = smoke_runs["frameworks.py"]
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()
             if line.split() and line.split()[0] in ("ddp", "accelerate", "deepspeed", "trainer", "clustertune")

@@ -1,8 +1,6 @@
 """The GPU machine's one command, rehearsed on CPU with tiny shapes: every part runs the same
 scripts and code paths it runs on a GPU, results are written as they come (JSON and Markdown),
-and each part either passes or says why it was skipped. The rehearsal is a background job
-(tests/background.py): its ranks and servers run on the cores' spare time, never beside a
-multi-rank test at full priority, and the test reads what it wrote."""
+and each part either passes or says why it was skipped."""
 
 from __future__ import annotations
 
@@ -12,34 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typing import Any
-
 import pytest
 
-from tests import background
+pytestmark = pytest.mark.ranks  # starts several processes of its own (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def rehearse(where: Path, need: Any) -> dict[str, Any]:
-    """The background job: ``gpu_hour.sh --cpu --tiny`` as the GPU machine's command runs it."""
+def test_the_cpu_rehearsal_runs_every_part(tmp_path: Path) -> None:
+    out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1",
-           "CLUSTERTUNE_CACHE": str(where / "cache"), "HOME": str(where)}
-    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_hour.sh"), "--out", str(where / "out"), "--cpu",
-                           "--tiny", "--budget", "1800", "--wheels", str(where / "no-wheels")],
-                          capture_output=True, text=True, timeout=background.WAIT_S, env=env, cwd=where)
-    return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
-
-
-@pytest.fixture(scope="module")
-def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return background.result("gpu-rehearsal", tmp_path_factory)
-
-
-def test_the_cpu_rehearsal_runs_every_part(rehearsal: tuple[Path, dict[str, Any]]) -> None:
-    where, proc = rehearsal
-    out = where / "out"
-    assert proc["returncode"] == 0, proc["stdout"][-3000:] + proc["stderr"][-3000:]
+           "CLUSTERTUNE_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_hour.sh"), "--out", str(out), "--cpu", "--tiny",
+                           "--budget", "600", "--wheels", str(tmp_path / "no-wheels")],
+                          capture_output=True, text=True, timeout=720, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())
     rows = {(r["part"], r["check"]): r for r in data["rows"]}
     # Every part ran, in priority order, each with its seconds.

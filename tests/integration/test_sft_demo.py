@@ -3,23 +3,20 @@ lifts the held-out exact match from near 0 (the untuned baseline, evaluated at s
 least 0.5, the run's closing lines report both, and the model it keeps stops at ChatML's
 end-of-turn token. The same settings teach the quickstart model the user's own multi-turn chats:
 a third answer that depends on the first turn, held out, and `chat` keeping three turns. The
-suite's longer SFT tests (under a minute each on 2 idle cores, after the shared quickstart run):
-both runs are background jobs (tests/background.py), trained on the cores' spare time from the
-start of the session; the tests read them."""
+suite's longer SFT tests (under a minute each on 2 idle cores, after the shared quickstart run)."""
 
 from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clustertune.runs.store import list_runs
-from tests import background
 from tests.helpers import cli, read_jsonl
+from tests.quickstart_fixture import QuickstartRun
 
 WORDS = ("apple river stone cloud lamp garden window silver candle forest bridge mirror pepper violin anchor "
          "basket castle desert engine feather glacier harbor island jacket kettle ladder magnet needle orange "
@@ -27,42 +24,28 @@ WORDS = ("apple river stone cloud lamp garden window silver candle forest bridge
          "hammer jungle lemon marble nickel oyster parrot rabbit salmon tiger walnut").split()
 
 
-def _base(need: Any) -> Path:
-    root, res = need("quickstart")
-    assert res["returncode"] == 0, res["stderr"][-2000:]
-    return next(r for r in list_runs(root) if r.info.name == "quickstart").paths.model
-
-
-def _done(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    return {"returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr}
+def _base(quickstart_cli_run: QuickstartRun) -> Path:
+    assert quickstart_cli_run.result.returncode == 0, quickstart_cli_run.result.stderr[-2000:]
+    return next(r for r in list_runs(quickstart_cli_run.runs_root) if r.info.name == "quickstart").paths.model
 
 
 def _evals(run: Any) -> list[dict[str, Any]]:
     return [m for m in read_jsonl(run.paths.metrics) if m["kind"] == "eval"]
 
 
-def run_demo(where: Path, need: Any) -> dict[str, Any]:
-    """The background job: the shipped demo on the session's quickstart model, in a runs root of its
-    own (the quickstart's is shared with tests that take its newest run)."""
-    return _done(cli("run", "sft-demo", f"model.name_or_path={_base(need)}", "--runs-root", str(where),
-                     "--no-progress", timeout=background.WAIT_S))
-
-
-@pytest.fixture(scope="module")
-def sft_demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return background.result("sft-demo", tmp_path_factory)
-
-
+@pytest.mark.slow
 def test_the_sft_demo_lifts_held_out_exact_match_from_near_0_to_at_least_half(
-        sft_demo_run: tuple[Path, dict[str, Any]]) -> None:
-    root, res = sft_demo_run
-    assert res["returncode"] == 0, res["stderr"][-3000:]
-    (run,) = list_runs(root)
+        quickstart_cli_run: QuickstartRun, tmp_path: Path) -> None:
+    # Its own runs root: the quickstart's is shared with tests that take its newest run.
+    res = cli("run", "sft-demo", f"model.name_or_path={_base(quickstart_cli_run)}", "--runs-root", str(tmp_path),
+              "--no-progress", timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (run,) = list_runs(tmp_path)
     first, last = _evals(run)[0], _evals(run)[-1]
     assert first["step"] == 0 and first["eval_exact_match"] <= 0.1, first
     assert last["step"] == 120 and last["eval_exact_match"] >= 0.5, last
     assert f"held-out exact match {first['eval_exact_match']:.2f} (step 0) -> {last['eval_exact_match']:.2f} (step 120)" \
-        in res["stdout"], res["stdout"][-2000:]
+        in res.stdout, res.stdout[-2000:]
     # A plain model whose generation stops at end-of-text or ChatML's end-of-turn, both single tokens.
     tok = json.loads((run.paths.model / "tokenizer_config.json").read_text())
     assert "<|im_end|>" in json.dumps(tok)
@@ -84,30 +67,21 @@ def _recall(rng: random.Random) -> dict[str, Any]:
         {"role": "user", "content": "What was the word?"}, {"role": "assistant", "content": w}]}
 
 
-def run_chats(where: Path, need: Any) -> dict[str, Any]:
-    """The background job: the demo's settings on 600 generated three-turn chats."""
+@pytest.mark.slow
+def test_the_demo_settings_teach_the_quickstart_model_a_users_multi_turn_chats(
+        quickstart_cli_run: QuickstartRun, tmp_path: Path) -> None:
     # Recalling a word from two turns back takes longer than the demo's topics: exact match is
     # still 0.15 at step 100 and near 0.85 from step 200 on (RESULTS.md), so 250 steps here.
-    train, held = where / "chats.jsonl", where / "held-out.jsonl"
+    train, held = tmp_path / "chats.jsonl", tmp_path / "held-out.jsonl"
     for path, n, seed in ((train, 600, 1), (held, 60, 2)):
         rng = random.Random(seed)
         path.write_text("".join(json.dumps(_recall(rng)) + "\n" for _ in range(n)))
-    return _done(cli("run", "sft-demo", f"model.name_or_path={_base(need)}", "data.dataset=null",
-                     f"data.train_files=[{train}]", f"data.validation_files=[{held}]", "data.sft.generation_samples=60",
-                     "train.max_steps=250", "--runs-root", str(where / "runs"), "--no-progress", timeout=background.WAIT_S))
-
-
-@pytest.fixture(scope="module")
-def sft_chats_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    return background.result("sft-chats", tmp_path_factory)
-
-
-def test_the_demo_settings_teach_the_quickstart_model_a_users_multi_turn_chats(
-        sft_chats_run: tuple[Path, dict[str, Any]]) -> None:
-    where, res = sft_chats_run
-    assert res["returncode"] == 0, res["stderr"][-3000:]
-    assert "cut at data.max_length" in res["stderr"] and "0 of 600 examples" in res["stderr"]  # none cut
-    (run,) = list_runs(where / "runs")
+    res = cli("run", "sft-demo", f"model.name_or_path={_base(quickstart_cli_run)}", "data.dataset=null",
+              f"data.train_files=[{train}]", f"data.validation_files=[{held}]", "data.sft.generation_samples=60", "train.max_steps=250",
+              "--runs-root", str(tmp_path / "runs"), "--no-progress", timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "cut at data.max_length" in res.stderr and "0 of 600 examples" in res.stderr  # none cut
+    (run,) = list_runs(tmp_path / "runs")
     base, tuned = _evals(run)[0]["eval_exact_match"], _evals(run)[-1]["eval_exact_match"]
     assert tuned >= base + 0.4, (base, tuned)
 

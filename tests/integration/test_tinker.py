@@ -467,6 +467,41 @@ def test_topk_sample_logprobs_are_the_top_k_each_token_was_drawn_from(service: A
     assert [s.tokens for s in plain.sequences] == [s.tokens for s in res.sequences]  # asking changes no draw
 
 
+def test_every_base_spelling_survives_the_sdk(quickstart_cli_run: Any, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, chat_base: Path) -> None:
+    """A run id, a run's name, its model directory and a hub name in the local cache each make a
+    training client whose tokenizer the SDK loads offline; the four share one base in memory."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    from clustertune.runs.store import list_runs
+
+    assert quickstart_cli_run.result.returncode == 0
+    run = next(r for r in list_runs(quickstart_cli_run.runs_root) if r.info.name == "quickstart")
+    cache = tmp_path / "hub"
+    snap = cache / "models--tiny--chat" / "snapshots" / ("c" * 40)
+    shutil.copytree(chat_base, snap)
+    (cache / "models--tiny--chat" / "refs").mkdir()
+    (cache / "models--tiny--chat" / "refs" / "main").write_text("c" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+    r = Running(runs_root=quickstart_cli_run.runs_root, tinker_dir=tmp_path / "state")
+    try:
+        sc = r.client()
+        ids = []
+        for spelling in (run.id, "quickstart", str(run.paths.model), "tiny/chat"):
+            tc = sc.create_lora_training_client(base_model=spelling, rank=4).result()
+            tok = tc.get_tokenizer()
+            assert tok.decode(tok.encode("def main():")) == "def main():", spelling
+            assert tc.get_info().model_data.model_name == spelling
+            ids.append(tc.model_id)
+        assert len(set(ids)) == 4
+        assert len(r.server.tinker.bases) == 2  # the run's model once (three spellings), the hub model once
+    finally:
+        r.stop()
+
+
 def test_the_cli_serves_a_model_and_the_tinker_api_behind_one_key(chat_base: Path, tmp_path: Path) -> None:
     """`clustertune serve MODEL --tinker --api-key K`: OpenAI's routes and the Tinker API on one
     port, both behind the key; SIGTERM ends it with exit 0."""
