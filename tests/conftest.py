@@ -53,15 +53,14 @@ def _config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     never the user's ~/.config/clustertune; the runs' subprocesses inherit it. The key is one for
     the whole test run, as one user has one on one machine: the quickstart run that one worker
     trains for both (tests/quickstart_fixture.py) has checkpoints a test on the other may load."""
-    import secrets
     import shutil
 
-    from clustertune.identity import IDENTITY_FILE, create_once
+    from clustertune.identity import IDENTITY_FILE, new_identity
     from tests.workers import shared_root
 
     root = tmp_path_factory.mktemp("ct-config")
     shared = shared_root(tmp_path_factory) / IDENTITY_FILE
-    create_once(shared, secrets.token_hex(32) + "\n")  # whichever worker comes first; the other reads it
+    new_identity(shared)  # whichever worker comes first; the other reads it
     shutil.copy2(shared, root / IDENTITY_FILE)
     os.environ["CLUSTERTUNE_CONFIG_DIR"] = str(root)
     return root

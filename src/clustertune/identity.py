@@ -46,7 +46,7 @@ def identity_key() -> bytes:
     remote processes only get keys derived from it."""
     path = identity_file()
     if not path.is_file():
-        create_once(path, secrets.token_hex(32) + "\n")
+        new_identity(path)
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise ClusterError(f"{path} is readable by others (mode {mode:o}); `chmod 600 {path}`")
@@ -54,6 +54,12 @@ def identity_key() -> bytes:
         return bytes.fromhex(path.read_text().strip())
     except ValueError:
         raise ClusterError(f"{path} is not a clustertune identity key; delete it to create a new one") from None
+
+
+def new_identity(path: Path) -> None:
+    """A new identity key at ``path`` (mode 0600), unless one is there: concurrent first uses
+    share one key."""
+    create_once(path, secrets.token_hex(32) + "\n")
 
 
 def create_once(path: Path, text: str) -> None:
