@@ -203,6 +203,10 @@ def side_deepspeed(spec: dict[str, Any]) -> tuple[list[float], Clock]:
 
     local_rank = int(os.environ["LOCAL_RANK"])
     device = _device(local_rank)
+    # Leaves unbuilt the op DeepSpeed compiles on a CPU machine for inference only (its steps are untouched).
+    from clustertune.train.strategies.ds_ops import skip_the_cpu_shm_all_reduce
+
+    skip_the_cpu_shm_all_reduce()
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     model = _model(spec)

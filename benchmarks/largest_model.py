@@ -104,6 +104,9 @@ def run_one(setup: str, layers: int, width: int, heads: int, a: argparse.Namespa
     else:
         import deepspeed
 
+        from clustertune.train.strategies.ds_ops import skip_the_cpu_shm_all_reduce
+
+        skip_the_cpu_shm_all_reduce()  # an op for inference only, compiled on CPU machines otherwise
         _process_group()
         deepspeed.init_distributed(dist_backend="nccl" if gpu else "gloo")
         engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),

@@ -43,6 +43,25 @@ def is_built(op: str) -> bool:
     return (Path(_get_build_directory(op, verbose=False)) / f"{op}.so").is_file()
 
 
+def skip_the_cpu_shm_all_reduce() -> None:
+    """Keep DeepSpeed on a CPU machine from compiling its shared-memory all-reduce.
+
+    On the CPU accelerator every start of DeepSpeed's comm backend builds ``deepspeed_shm_comm``
+    first (about 40 s of a silent compiler on 2 cores, once per machine, and again for each new
+    ``$TORCH_EXTENSIONS_DIR``). Only ``inference_all_reduce`` (tensor-parallel inference) calls it;
+    ZeRO training reduces through the process group. Marked incompatible, as it is on platforms
+    other than Linux, DeepSpeed leaves it unbuilt and reduces through the group. The table is the
+    one ``deepspeed.ops`` probes once per process and keeps; it is read when the backend starts.
+    """
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() != "cpu":
+        return
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 def build_line(cfg: dict[str, Any], cuda: bool) -> str | None:
     """``DeepSpeed: compiling its cpu_adam op ...`` when the run is about to compile one, else None."""
     todo = [op for op in ops_of(cfg, cuda) if not is_built(op)]

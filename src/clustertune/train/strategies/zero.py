@@ -26,7 +26,7 @@ from clustertune.train import held_state
 from clustertune.train.fastpath import compile_kwargs, prepare_module, use_compile
 from clustertune.train.optim import param_groups
 from clustertune.train.strategies.base import AcceleratorRanks, ModelFactory, OptimizerFactory, SchedulerFactory
-from clustertune.train.strategies.ds_ops import build_line
+from clustertune.train.strategies.ds_ops import build_line, skip_the_cpu_shm_all_reduce
 from clustertune.recipe.ds_config import deepspeed_config, with_deepspeed_json
 from clustertune.train.gather import ZERO_TAG as TAG  # DeepSpeed's own checkpoint layout lives in this subdirectory
 from clustertune.train.trainable import trainable_parameters
@@ -49,6 +49,7 @@ def require_deepspeed() -> Any:
             f"(its ops build on first use), or choose train.strategy=fsdp ({exc})"
         ) from exc
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    skip_the_cpu_shm_all_reduce()
     return deepspeed
 
 
