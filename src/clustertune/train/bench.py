@@ -35,6 +35,7 @@ from typing import Any
 
 from clustertune.data.prepare import Arrays
 from clustertune.errors import UserError
+from clustertune.models.heads import name_the_loss
 from clustertune.recipe.load import dump_recipe, load_recipe
 from clustertune.runs.metrics_file import read_metrics
 from clustertune.runs.paths import RunPaths
@@ -145,6 +146,7 @@ def measure_clustertune(spec: BenchSpec, compiled: bool, workdir: Path, mode: st
     pad_vocab(config, vocab_multiple(recipe))
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config)
+    name_the_loss(model, "causal_lm")  # as clustertune's runs build it: no graph break in the loss
     blocks = _blocks(spec, spec.batch * (spec.steps + 1))
     train = Arrays(input_ids=blocks.astype(np.int32))
     evals = Arrays(input_ids=blocks[: spec.batch].astype(np.int32))
@@ -193,7 +195,9 @@ def measure_trainer(spec: BenchSpec, compiled: bool, workdir: Path) -> float:
         train_sampling_strategy="sequential",
     )
     torch.manual_seed(0)
-    Trainer(model=GPT2LMHeadModel(_config(spec)), args=args, train_dataset=Blocks(), callbacks=[Clock()]).train()
+    model = GPT2LMHeadModel(_config(spec))
+    name_the_loss(model, "causal_lm")  # the same model on both sides: the comparison is of the loops
+    Trainer(model=model, args=args, train_dataset=Blocks(), callbacks=[Clock()]).train()
     return (spec.steps - spec.skip) * spec.batch * spec.seq / (marks[spec.steps] - marks[spec.skip])
 
 
