@@ -75,7 +75,7 @@ def test_deepspeed_in_bf16_saves_its_fp32_master_weights(tmp_path: Path, stage: 
     # which tests that follow in this one must not inherit.
     (tmp_path / "ds.yaml").write_text(yaml.safe_dump(recipe))
     # Where torch keeps what it compiles: DeepSpeed on CPU builds nothing a ZeRO run without
-    # offload uses (its shared-memory all-reduce, for inference only, took ~40 s to compile).
+    # offload uses (its shared-memory all-reduce, for inference only, took ~30 s to compile).
     ext = tmp_path / "torch-extensions"
     out = cli("run", str(tmp_path / "ds.yaml"), "--no-progress", "--runs-root", str(tmp_path / "runs"),
               env={"TORCH_EXTENSIONS_DIR": str(ext)})

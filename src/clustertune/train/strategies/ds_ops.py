@@ -47,7 +47,7 @@ def skip_the_cpu_shm_all_reduce() -> None:
     """Keep DeepSpeed on a CPU machine from compiling its shared-memory all-reduce.
 
     On the CPU accelerator every start of DeepSpeed's comm backend builds ``deepspeed_shm_comm``
-    first (about 40 s of a silent compiler on 2 cores, once per machine, and again for each new
+    first (29 s of a silent compiler on 2 cores, 49 CPU s, once per machine, and again for each new
     ``$TORCH_EXTENSIONS_DIR``). Only ``inference_all_reduce`` (tensor-parallel inference) calls it;
     ZeRO training reduces through the process group. Marked incompatible, as it is on platforms
     other than Linux, DeepSpeed leaves it unbuilt and reduces through the group. The table is the
