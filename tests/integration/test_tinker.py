@@ -367,8 +367,15 @@ def test_clients_of_other_ranks_and_a_sampler_at_once_each_get_their_numbers_alo
     assert alone["r4"] != alone["r16"]  # the ranks differ, so their numbers do: the check can fail
 
 
-def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, chat_base: Path) -> None:
-    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result()
+def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, chat_base: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A refused request used up its seq_id: the client's next request runs at once, never after the
+    # wait for a request that went missing (an hour here, so a refusal that holds the queue fails
+    # the result(60) below instead of costing a few seconds unseen).
+    from clustertune.serve.tinker import work as work_mod
+
+    monkeypatch.setattr(work_mod, "GAP_WAIT_S", 3600.0)
+    tc = service.create_lora_training_client(base_model=str(chat_base), rank=4).result(60)
     tok = tc.get_tokenizer()
     ids = tok.encode(TEXTS[0])
 
@@ -376,43 +383,43 @@ def test_bad_requests_get_the_sdks_errors_and_the_server_goes_on(service: Any, c
         return types.Datum(model_input=types.ModelInput.from_ints(ids[:-1]), loss_fn_inputs=inputs)
 
     with pytest.raises(tinker.RequestFailedError, match="one target per input position") as e:
-        tc.forward_backward([datum(target_tokens=ids[1:-1], weights=[1.0] * (len(ids) - 2))], "cross_entropy").result()
+        tc.forward_backward([datum(target_tokens=ids[1:-1], weights=[1.0] * (len(ids) - 2))], "cross_entropy").result(60)
     assert e.value.category == "user"
     with pytest.raises(tinker.RequestFailedError, match=r"loss_fn_inputs\['weights'\] has shape"):
-        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0, 2.0])], "cross_entropy").result()
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0, 2.0])], "cross_entropy").result(60)
     with pytest.raises(tinker.RequestFailedError, match="'stable_reinforce' is not implemented"):
-        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "stable_reinforce").result()
+        tc.forward_backward([datum(target_tokens=ids[1:], weights=[1.0] * (len(ids) - 1))], "stable_reinforce").result(60)
     with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs advantages"):
         tc.forward_backward([datum(target_tokens=ids[1:], logprobs=[0.0] * (len(ids) - 1))],
-                            "importance_sampling").result()
+                            "importance_sampling").result(60)
     # A NaN never reaches the gradients: refused at the edge, naming the datum and the field.
     with pytest.raises(tinker.BadRequestError, match=r"datum 0: loss_fn_inputs\['weights'\] holds nan"):
         tc.forward_backward([datum(target_tokens=ids[1:], weights=[float("nan")] * (len(ids) - 1))],
-                            "cross_entropy").result()
+                            "cross_entropy").result(60)
     with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
         tc.forward_backward([datum(target_tokens=[10**6] * (len(ids) - 1), weights=[1.0] * (len(ids) - 1))],
-                            "cross_entropy").result()
+                            "cross_entropy").result(60)
     # Dimuon is refused by name when the client is made, not at its first step; so are its steps.
     with pytest.raises(tinker.RequestFailedError, match="optimizer_config type 'dimuon'.*not fully published"):
         service.create_lora_training_client(base_model=str(chat_base), rank=4,
-                                            optimizer=types.DimuonOptimizerConfig()).result()
+                                            optimizer=types.DimuonOptimizerConfig()).result(60)
     with pytest.raises(tinker.RequestFailedError, match="optim_step with 'dimuon' parameters.*AdamParams"):
-        tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result()
+        tc.optim_step(types.DimuonParams(learning_rate=1e-3)).result(60)
     with pytest.raises(tinker.RequestFailedError, match="base_model 'no/such-model'"):
-        service.create_lora_training_client(base_model="no/such-model", rank=4).result()
+        service.create_lora_training_client(base_model="no/such-model", rank=4).result(60)
     with pytest.raises(tinker.RequestFailedError, match="no such checkpoint"):
-        tc.load_state(f"tinker://{tc.model_id}/weights/never-saved").result()
-    sampler = tc.save_weights_and_get_sampling_client().result()
+        tc.load_state(f"tinker://{tc.model_id}/weights/never-saved").result(60)
+    sampler = tc.save_weights_and_get_sampling_client().result(60)
     with pytest.raises(tinker.RequestFailedError, match="topk_prompt_logprobs 100000: from 0 to the vocabulary"):
         sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=2),
-                       topk_prompt_logprobs=100000).result()
+                       topk_prompt_logprobs=100000).result(60)
     with pytest.raises(tinker.BadRequestError, match="sampling_params.max_tokens"):
-        sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=0)).result()
-    tail = sampler.compute_logprobs(types.ModelInput.from_ints(ids), prompt_logprobs_last_n=2).result()
+        sampler.sample(types.ModelInput.from_ints(ids[:3]), 1, types.SamplingParams(max_tokens=0)).result(60)
+    tail = sampler.compute_logprobs(types.ModelInput.from_ints(ids), prompt_logprobs_last_n=2).result(60)
     assert tail[:-2] == [None] * (len(ids) - 2) and None not in tail[-2:]
     with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
         service.create_rest_client().publish_checkpoint_from_tinker_path(
-            f"tinker://{tc.model_id}/weights/x").result()
+            f"tinker://{tc.model_id}/weights/x").result(60)
     # After all that the client trains as before.
     losses = train(tc, supervised_batch(tok), 2)
     assert losses[1] < losses[0]

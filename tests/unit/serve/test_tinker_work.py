@@ -66,6 +66,28 @@ def test_a_missing_seq_id_stalls_its_client_for_a_while_only(monkeypatch: pytest
         work.stop()
 
 
+def test_a_seq_id_refused_at_the_edge_holds_nothing_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests 1 and 3 were refused before they were queued: 2 and 4 run in order, at once (with
+    the wait for a missing request an hour long, a held-up one would time out here)."""
+    from clustertune.serve.tinker import work as work_mod
+
+    monkeypatch.setattr(work_mod, "GAP_WAIT_S", 3600.0)
+    work, gate, done = _blocked_work()
+    try:
+        work.expect("m", 0)
+        ids = [work.submit("m", lambda s=s: done.append(s), s) for s in (4, 0, 2)]
+        work.pass_over("m", 3)
+        work.pass_over("m", 1)
+        gate.set()
+        for rid in ids:
+            work.future(rid).result(30)
+        assert done == [0, 2, 4]
+        work.pass_over("m", 2)  # already run: nothing changes
+        assert work.future(work.submit("m", lambda: done.append(5), 5)).result(30) is None and done[-1] == 5
+    finally:
+        work.stop()
+
+
 def test_a_failing_request_reaches_its_future_and_the_worker_goes_on() -> None:
     work = Work()
     try:

@@ -215,6 +215,13 @@ ADAM_DEFAULTS = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-1
                  "grad_clip_norm": 0.0}
 
 
+# Tinker documents Dimuon's hyperparameters but not its whole update: the matrix-sign iteration
+# count and the normalisation epsilon are internal constants (tinker-docs.thinkingmachines.ai,
+# types/DimuonParams), so no server outside Tinker can give the same steps.
+DIMUON_WHY = (" (Dimuon's update is not fully published: its matrix-sign iteration count and normalisation are "
+              "internal to Tinker, so this server cannot reproduce its steps)")
+
+
 def adam_params(adam: Any) -> dict[str, float]:
     """``adam_params`` as AdamW's settings (the SDK's defaults where absent), each a finite
     number in its range, else :class:`TinkerUserError` naming it."""

@@ -59,6 +59,7 @@ def make_router(service: TinkerService, api_key: str | None = None) -> APIRouter
         try:
             return JSONAnswer(fn(body))
         except (TinkerUserError, UserError) as exc:
+            service.pass_over(body)  # a training client's numbered request, refused: not to be waited for
             raise _Refused(str(exc)) from None
 
     def by_id(request: Request, fn: Any, ident: str) -> Any:

@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from clustertune.serve.protocol import ApiError, bad, check_count, check_sampling, check_stops, shown
@@ -29,6 +30,15 @@ class Sampling:
 
 
 TopK = list[list[tuple[int, float]] | None]
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A sampling client of the service: a base, with a client's adapter or alone."""
+    sampler_id: str
+    base: str  # the base as the client named it
+    adapter_dir: Path | None  # None: the base alone
+    model_path: str | None
 
 
 def sample(base: Base, adapter: str | None, prompt: list[int], n: int, s: Sampling, prompt_logprobs: bool,

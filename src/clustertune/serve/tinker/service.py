@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from clustertune.errors import UserError
 from clustertune.serve.tinker import fields, forward, lora, wire
 from clustertune.serve.tinker import sampling as sampling_of
 from clustertune.serve.tinker.bases import resolve_base
-from clustertune.serve.tinker.sampling import prompt_tokens, read_sampling, with_end_of_text
+from clustertune.serve.tinker.sampling import Sampler, prompt_tokens, read_sampling, with_end_of_text
 from clustertune.serve.tinker.losses import LossError, check
-from clustertune.serve.tinker.lora import Base, LoraSpec, Trainee, TinkerUserError
+from clustertune.serve.tinker.lora import DIMUON_WHY, Base, LoraSpec, Trainee, TinkerUserError
 from clustertune.serve.tinker.store import Store
 from clustertune.serve.tinker.work import Work
 
@@ -39,23 +38,8 @@ LOADED_SAMPLERS = 4
 TRAINING_ROUTES = ("forward", "forward_backward", "optim_step", "save_state", "load_state", "save_weights_for_sampler")
 
 
-@dataclass(frozen=True)
-class Sampler:
-    sampler_id: str
-    base: str  # the base as the client named it
-    adapter_dir: Path | None  # None: the base alone
-    model_path: str | None
-
-
 def now() -> str:
     return datetime.now(timezone.utc).isoformat()
-
-
-# Tinker documents Dimuon's hyperparameters but not its whole update: the matrix-sign iteration
-# count and the normalisation epsilon are internal constants (tinker-docs.thinkingmachines.ai,
-# types/DimuonParams), so no server outside Tinker can give the same steps.
-DIMUON_WHY = (" (Dimuon's update is not fully published: its matrix-sign iteration count and normalisation are "
-              "internal to Tinker, so this server cannot reproduce its steps)")
 
 
 class TinkerService:
@@ -141,8 +125,17 @@ class TinkerService:
                 return ("error", {"error": f"{type(exc).__name__}: {exc}", "category": "server"})
         return job
 
-    def failed(self, message: str) -> str:
+    def failed(self, message: str, request: dict[str, Any] | None = None) -> str:
+        if request is not None:
+            self.pass_over(request)
         return self.work.done(("error", {"error": message, "category": "user"}))
+
+    def pass_over(self, request: dict[str, Any]) -> None:
+        """A training client's request answered without being queued (refused, or failed at once)
+        used up its seq_id: the client's next requests must not wait work.GAP_WAIT_S for it."""
+        model_id, seq = request.get("model_id"), request.get("seq_id")
+        if isinstance(model_id, str) and isinstance(seq, int) and not isinstance(seq, bool):
+            self.work.pass_over(model_id, seq)
 
     def trainee(self, model_id: str) -> Trainee:
         """The training client ``model_id``; one saved when this server last stopped is loaded
@@ -230,13 +223,13 @@ class TinkerService:
         seq = fields.whole(body, "seq_id")
         if (model_id not in self.trainees and self.work.future_of(("create", model_id)) is None
                 and self.store.model_record(model_id) is None):
-            return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server")
+            return self.failed(f"{what}: model_id {model_id!r} is not a training client of this server", body)
         if seq is not None:
             taken = self._seq_taken(model_id, seq, what)
             if taken is not None:
                 return self.failed(f"seq_id {seq}: training client {model_id!r} already sent request {seq} as "
                                    f"{taken}; this {what} needs a seq_id of its own (the SDK numbers each request "
-                                   "once; a retry resends the same request)")
+                                   "once; a retry resends the same request)", body)
             with self._lock:
                 self._received[model_id] = max(self._received.get(model_id, 0), seq)
 
@@ -270,11 +263,17 @@ class TinkerService:
         :class:`TinkerUserError` at once (the route's 400), before anything is queued."""
         try:
             req = wire.read_forward_backward(raw, encoding)
-            check(req["loss"], req["config"])
         except (TinkerUserError, LossError) as exc:
             return self.failed(str(exc))
-        wire.check_finite(req["data"])  # first: a NaN among float targets is named with its position
-        forward.check_targets(req["data"])
+        try:
+            check(req["loss"], req["config"])
+            wire.check_finite(req["data"])  # first: a NaN among float targets is named with its position
+            forward.check_targets(req["data"])
+        except LossError as exc:
+            return self.failed(str(exc), req)
+        except TinkerUserError:
+            self.pass_over(req)
+            raise
 
         def run(t: Trainee) -> Any:
             outputs, metrics = forward.forward_backward(t, req["data"], req["loss"], req["config"],
@@ -288,7 +287,7 @@ class TinkerService:
         if params is None:
             kind = fields.obj(body, "optimizer_params").get("type")
             return self.failed(f"optim_step with {kind!r} parameters: this server steps with Adam (AdamParams) only"
-                               + (DIMUON_WHY if kind == "dimuon" else ""))
+                               + (DIMUON_WHY if kind == "dimuon" else ""), body)
         params = lora.adam_params(params)  # refused at the edge (400) when a number is wrong
 
         def run(t: Trainee) -> Any:

@@ -50,6 +50,7 @@ class Work:
         self._cond = threading.Condition()
         self._queues: dict[str, list[_Job]] = {}
         self._next_seq: dict[str, int] = {}
+        self._passed: dict[str, set[int]] = {}  # seq_ids answered without being queued, per client
         self._turns: deque[str] = deque()
         self._futures: dict[str, tuple[Future, float]] = {}
         self._once: dict[tuple[Any, ...], str] = {}
@@ -84,6 +85,15 @@ class Work:
                 self._turns.append(key)
             self._cond.notify()
         return rid
+
+    def pass_over(self, key: str, seq: int) -> None:
+        """Request ``seq`` of ``key`` was answered without being queued (refused at the edge): it
+        never arrives here, so the requests numbered after it run without waiting for it."""
+        with self._cond:
+            expected = self._next_seq.get(key)
+            if expected is None or seq >= expected:
+                self._passed.setdefault(key, set()).add(seq)
+                self._cond.notify()
 
     def done(self, value: Any) -> str:
         """A request id whose result is ready now (calls answered without queueing)."""
@@ -135,11 +145,17 @@ class Work:
                 continue
             head = queue[0]
             expected = self._next_seq.get(key)
+            passed = self._passed.get(key)
+            while expected is not None and passed and expected in passed:
+                passed.discard(expected)  # refused at the edge: the next one is due
+                expected = self._next_seq[key] = expected + 1
             in_order = head.seq < 0 or expected is None or head.seq <= expected
             if in_order or now - head.queued > GAP_WAIT_S:
                 heapq.heappop(queue)
                 if head.seq >= 0:
                     self._next_seq[key] = head.seq + 1
+                    if passed:  # those before it are behind the client now
+                        passed.difference_update([s for s in passed if s <= head.seq])
                 if not queue:
                     self._turns.remove(key)
                 return key, head
