@@ -180,14 +180,14 @@ def compare(work: Path, *, layers: int, width: int, chats: int, steps: int, thre
         proc.wait(30)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="the tiny base, 8 chats, 6 steps: the script still runs")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3, help="rounds, the sides taking turns; the median is reported")
     ap.add_argument("--threads", type=int, default=1, help="torch threads on each side (train.cpu_threads, the "
                     "server's OMP_NUM_THREADS); default 1")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     size = dict(layers=2, width=64, chats=8, steps=6, rounds=1) if args.smoke else dict(layers=4, width=128, chats=40,
                                                                               steps=args.steps, rounds=args.rounds)
     work = Path(tempfile.mkdtemp(prefix="tinker-loop-"))

@@ -1,7 +1,7 @@
 """Every benchmark still runs: each script in benchmarks/ at its ``--smoke`` size (a few steps of a
 tiny model), so a change that breaks one fails here, not at the next measurement. A script that
 must build something heavy is listed as run by hand, with the reason; the ones the GPU harness's
-CPU rehearsal already runs are listed with it.
+CPU rehearsal already runs are listed with it, and so is one that a test runs through its main().
 
 This module runs the scripts that start ranks of their own (the ``ranks`` group: never beside
 another multi-rank test); ``test_benchmark_smoke_one_process.py`` runs the others on the other
@@ -25,6 +25,9 @@ MULTI_RANK = ["frameworks.py", "launch.py", "fsdp_build_memory.py"]
 # its bf16 side, the fp8 side refused there).
 IN_REHEARSAL = {"gpu_hour.py", "gpu_check.py", "gpu_gpt2.py", "sft_cpu.py", "sft_gpu.py", "adapter_memory.py", "serve.py",
                 "fp8_check.py"}
+# Run at its --smoke size through its main() by test_tinker.py (the same loss at every step on both
+# sides is that test's claim).
+IN_TINKER_TEST = {"tinker_loop.py"}
 BY_HAND = {
     "gguf_check.py": "builds llama.cpp from source (minutes) and needs an exported model",
     "faults.py": "kills SLURM nodes and SSH hosts mid-run and resumes on fewer: minutes on the test services",
@@ -33,7 +36,7 @@ BY_HAND = {
 
 def test_every_benchmark_has_a_smoke_run_or_a_reason() -> None:
     scripts = {p.name for p in BENCH.glob("*.py")}
-    listed = set(MULTI_RANK) | set(ONE_PROCESS) | IN_REHEARSAL | set(BY_HAND)
+    listed = set(MULTI_RANK) | set(ONE_PROCESS) | IN_REHEARSAL | IN_TINKER_TEST | set(BY_HAND)
     assert scripts == listed, f"not listed: {sorted(scripts - listed)}; gone: {sorted(listed - scripts)}"
     assert not set(MULTI_RANK) & set(ONE_PROCESS), "a script is run by one of the two smoke modules, not both"
 

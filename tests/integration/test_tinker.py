@@ -122,19 +122,32 @@ def test_a_supervised_loop_on_the_sdk_lowers_the_loss(service: Any, chat_base: P
     assert losses[-1] <= 0.7 * losses[0], losses
 
 
-def test_the_server_trains_as_clustertune_run_does(tmp_path: Path) -> None:
+def test_the_server_trains_as_clustertune_run_does(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The same rows, LoRA, seed and AdamW settings through the SDK loop and through
     `clustertune run` (task sft, its mean over trained tokens given as weights 1/N): the same
-    loss at every step (benchmarks/tinker_loop.py, its --smoke size)."""
+    loss at every step. This is benchmarks/tinker_loop.py at its --smoke size, run here through
+    its main() (so the benchmark smoke modules do not run it again in a process of its own)."""
     import importlib.util
+    import re
+    import tempfile
+
+    from tests.integration.benchmark_smoke import left_behind
 
     spec = importlib.util.spec_from_file_location("tinker_loop", Path(__file__).parents[2] / "benchmarks" / "tinker_loop.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    r = bench.compare(tmp_path, layers=2, width=64, chats=8, steps=6, threads=1, rounds=1)
-    assert r["rows"] == 8 and len(r["run"]) == len(r["tinker"]) == 6
-    assert r["tinker"][-1] < 0.95 * r["tinker"][0]  # it trained
-    assert r["worst_relative"] <= 1e-3, list(zip(r["run"], r["tinker"]))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # its work folder, to look for what it left
+    bench.main(["--smoke"])
+    out = capsys.readouterr().out.strip().splitlines()
+    rows = [tuple(map(float, line.split()[1:])) for line in out if re.fullmatch(r"\s*\d+\s+[\d.]+\s+[\d.]+", line)]
+    assert any(line.startswith("8 rows, 6 steps") for line in out) and len(rows) == 6, out
+    run, sdk = [r[0] for r in rows], [r[1] for r in rows]
+    assert sdk[-1] < 0.95 * sdk[0]  # it trained
+    worst = float(next(line for line in out if line.startswith("largest relative difference")).rsplit(" ", 1)[1])
+    assert worst <= 1e-3, list(zip(run, sdk))
+    assert out[-1].startswith("ratio=") and float(out[-1].removeprefix("ratio=").split()[0]) > 0, out[-1]
+    assert left_behind(tmp_path) == [], "the benchmark's server is still running"
 
 
 def test_sampled_logprobs_are_the_models_and_a_seed_repeats(service: Any, chat_base: Path) -> None:
