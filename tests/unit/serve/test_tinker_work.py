@@ -84,6 +84,9 @@ def test_a_seq_id_refused_at_the_edge_holds_nothing_up(monkeypatch: pytest.Monke
         assert done == [0, 2, 4]
         work.pass_over("m", 2)  # already run: nothing changes
         assert work.future(work.submit("m", lambda: done.append(5), 5)).result(30) is None and done[-1] == 5
+        for n in range(100):  # ids no client has: nothing is kept for them
+            work.pass_over(f"made-up-{n}", n)
+        assert set(work._passed) <= {"m"}
     finally:
         work.stop()
 

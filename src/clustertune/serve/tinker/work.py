@@ -88,10 +88,11 @@ class Work:
 
     def pass_over(self, key: str, seq: int) -> None:
         """Request ``seq`` of ``key`` was answered without being queued (refused at the edge): it
-        never arrives here, so the requests numbered after it run without waiting for it."""
+        never arrives here, so the requests numbered after it run without waiting for it. Only for
+        a client whose numbering is known (:meth:`expect`): a made-up id leaves nothing behind."""
         with self._cond:
             expected = self._next_seq.get(key)
-            if expected is None or seq >= expected:
+            if expected is not None and seq >= expected:
                 self._passed.setdefault(key, set()).add(seq)
                 self._cond.notify()
 
