@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.benchmark_smoke import check_smoke_run, run_smoke
 
-ONE_PROCESS = ["fused_loss.py", "health_latency.py", "largest_model.py", "loader.py", "parity_run_clm.py", "prepare.py",
+ONE_PROCESS = ["fused_loss.py", "health_latency.py", "host_malloc.py", "largest_model.py", "loader.py", "parity_run_clm.py", "prepare.py",
                "prepare_memory.py", "remote_call.py", "rl_offline.py", "sft_prepare.py",
                "sft_recall.py", "stage.py", "stream_prefetch.py", "train_cpu.py"]
 

@@ -25,6 +25,7 @@ from clustertune.recipe.load import dump_recipe
 from clustertune.recipe.schema import Recipe
 from clustertune.runs.paths import RunPaths
 from clustertune.train import held_state
+from clustertune.train.host_malloc import keep_freed_memory
 from clustertune.recipe.ds_config import with_deepspeed_json
 from clustertune.train.throughput import parameter_count
 from clustertune.train import first_batches
@@ -119,6 +120,8 @@ def execute(recipe: Recipe, paths: RunPaths, resume_from: Path | None, show_prog
     # transformers 5 draws a tqdm bar for every weight load and save; in a training log (and a
     # SLURM log file) those are noise. Our own progress reporting covers the run.
     hf_logging.disable_progress_bar()
+    # Each step's freed activations stay in the process for the next step (train/host_malloc.py).
+    keep_freed_memory()
 
     if recipe.traits.trainer == "trl":  # TRL's trainers run their own loop; they load their own data
         # Deferred: importing it pulls in accelerate, peft, tokenizers, transformers, which this module's importers do not need.
