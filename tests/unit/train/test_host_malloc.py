@@ -15,9 +15,9 @@ import pytest
 
 from clustertune.train import host_malloc
 
-# Ten times: 48 MiB asked for, every page written, freed. 48 MiB is over the 32 MiB that glibc's
+# Forty times: 48 MiB asked for, every page written, freed. 48 MiB is over the 32 MiB that glibc's
 # dynamic mmap threshold reaches at most, so with its defaults each round is a fresh mapping
-# (12,288 pages faulted in, zeroed by the kernel, unmapped at free).
+# (its pages faulted in, zeroed by the kernel, unmapped at free).
 CYCLES = textwrap.dedent("""
     import ctypes, json, resource, sys
     libc = ctypes.CDLL(None)
@@ -32,7 +32,7 @@ CYCLES = textwrap.dedent("""
         ct.run(ct.load_recipe(sys.argv[2]), runs_root_dir=sys.argv[3], show_progress=False)
     size = 48 << 20
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
+    for _ in range(40):
         block = libc.malloc(size)
         ctypes.memset(block, 1, size)
         libc.free(block)
@@ -49,16 +49,23 @@ def cycles(*args: str, **env: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_freed_block_is_used_again_without_faulting_its_pages_in_again() -> None:
-    default, kept = cycles("default"), cycles("keep")
-    assert default["faults"] >= 10 * 12_000, default  # every round faulted its 12,288 pages in
+@pytest.fixture(scope="module")
+def default() -> dict:
+    """The forty rounds with glibc's own settings: each a fresh mapping, every page faulted in (12,288
+    a round at 4 KiB pages; fewer, larger faults where the kernel backs them with huge pages)."""
+    return cycles("default")
+
+
+def test_a_freed_block_is_used_again_without_faulting_its_pages_in_again(default: dict) -> None:
+    kept = cycles("keep")
     assert kept["kept"] is True
-    assert kept["faults"] <= 2 * 12_288, kept  # the first round's pages, then the same block again
+    # The first round's pages, then the same block again: a fortieth of the faults, or close to it.
+    assert kept["faults"] * 4 < default["faults"], (kept, default)
 
 
-def test_the_opt_out_leaves_glibcs_defaults() -> None:
+def test_the_opt_out_leaves_glibcs_defaults(default: dict) -> None:
     out = cycles("keep", **{host_malloc.OPT_OUT: "0"})
-    assert out["kept"] is False and out["faults"] >= 10 * 12_000, out
+    assert out["kept"] is False and out["faults"] * 2 > default["faults"], (out, default)
 
 
 @pytest.mark.parametrize(("env", "named"), [
@@ -101,7 +108,7 @@ def test_a_glibc_that_refuses_1_gib_gets_its_largest_threshold_and_one_that_refu
     assert [p for p, _ in calls] == [host_malloc.M_MMAP_THRESHOLD, host_malloc.M_MMAP_THRESHOLD]
 
 
-def test_a_training_run_keeps_freed_memory_in_its_process(tmp_path: Path) -> None:
+def test_a_training_run_keeps_freed_memory_in_its_process(tmp_path: Path, default: dict) -> None:
     import yaml
 
     from tests.helpers import TINY_CAUSAL, with_
@@ -111,4 +118,4 @@ def test_a_training_run_keeps_freed_memory_in_its_process(tmp_path: Path) -> Non
                                                                 "eval_at_start": False})))
     after_run = cycles("run", str(recipe), str(tmp_path / "runs"), CLUSTERTUNE_CACHE=str(tmp_path / "cache"),
                        HF_HUB_OFFLINE="1")
-    assert after_run["faults"] <= 2 * 12_288, after_run
+    assert after_run["faults"] * 4 < default["faults"], (after_run, default)
