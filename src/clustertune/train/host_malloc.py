@@ -5,9 +5,10 @@ fresh ``mmap`` and returns it with ``munmap`` when freed, and trims the heap's f
 training step on the CPU frees its activations and logits and asks for the same sizes again at
 the next step, so every step faults the same pages in anew and the kernel zeroes each one. On
 the quickstart's model that was 1.3 million page faults in 20 steps and 2.6 s of system time
-out of 16 s of CPU (benchmarks/host_malloc.py). With both thresholds at 1 GiB, blocks under 1 GiB
-come from the heap and stay there once freed: the same run faults 0.2 million pages, for about
-4% more peak resident memory (the step's own high-water mark, held from the first step on).
+out of 16 s of CPU. With both thresholds at 1 GiB, blocks under 1 GiB come from the heap and
+stay there once freed: the same run faults 0.2 million pages, for 2-6% more peak resident
+memory (the step's own high-water mark, held from the first step on). benchmarks/host_malloc.py
+runs the quickstart both ways.
 PyTorch's CPU tuning advice reaches the same end with jemalloc or tcmalloc preloaded.
 
 Done once per training process, before the model is built. Left alone where the user chose an
